@@ -1,0 +1,31 @@
+#pragma once
+// When each fragment syncs. Fragment p syncs at inner steps t > 0 with
+// (t - offset_p) mod H == 0, offset_p = round(p * H / P), so syncs are spread evenly
+// over the H steps. Round r of a fragment is the r-th outer update; round 0 is the
+// initial state every worker starts from.
+#include <cstdint>
+
+namespace atl {
+
+class fragment_schedule {
+ public:
+  fragment_schedule(std::int64_t sync_every, std::int64_t fragments) : h_(sync_every), p_(fragments) {}
+
+  std::int64_t offset(std::int64_t fragment) const { return (fragment * h_ * 2 + p_) / (2 * p_); }
+  bool syncs_at(std::int64_t fragment, std::int64_t step) const {
+    const auto t = step - offset(fragment);
+    return step > 0 && t >= 0 && t % h_ == 0;
+  }
+  // The round closed by a sync of `fragment` at `step` (precondition: syncs_at).
+  std::uint64_t round_at(std::int64_t fragment, std::int64_t step) const {
+    return static_cast<std::uint64_t>((step - offset(fragment)) / h_ + (offset(fragment) > 0 ? 1 : 0));
+  }
+  std::int64_t sync_every() const { return h_; }
+  std::int64_t fragments() const { return p_; }
+
+ private:
+  std::int64_t h_;
+  std::int64_t p_;
+};
+
+}  // namespace atl

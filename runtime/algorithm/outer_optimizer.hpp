@@ -1,0 +1,38 @@
+#pragma once
+// The outer step of DiLoCo: SGD with Nesterov momentum on theta_global, driven by the
+// averaged pseudo-gradient (theta_global - theta_local). Matches torch.optim.SGD with
+// nesterov=True and dampening 0:
+//   buf   = momentum * buf + g
+//   theta = theta - lr * (g + momentum * buf)
+// Plain fp32 loops, no LibTorch: the coordinator runs this, and it must be bit-exact
+// wherever it runs.
+#include <cstddef>
+#include <vector>
+
+#include "runtime/expected.hpp"
+
+namespace atl {
+
+struct outer_options {
+  float lr = 0.7f;
+  float momentum = 0.9f;
+};
+
+// theta, momentum_buffer and grad have equal sizes.
+void nesterov_step(const outer_options& opt, float* theta, float* momentum_buffer, const float* grad,
+                   std::size_t n);
+
+// One contribution to an average.
+struct weighted_input {
+  const float* values;
+  float weight;
+};
+
+// out = sum_i w_i x_i / sum_i w_i, accumulated in fp32 in the order given (callers sort
+// inputs by worker id so the result does not depend on arrival order).
+status weighted_average(const std::vector<weighted_input>& inputs, std::size_t n, std::vector<float>& out);
+
+// True when every value is finite.
+bool all_finite(const float* values, std::size_t n);
+
+}  // namespace atl

@@ -1,0 +1,199 @@
+#include "runtime/config.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <sstream>
+
+#include <toml++/toml.h>
+
+namespace atl {
+
+const std::vector<knob>& knobs() {
+  using C = run_config;
+  static const std::vector<knob> table = {
+      {"run.example", &C::example, 0, 0, "", "registered task to train (shakespeare, mlp, ...)"},
+      {"run.steps", &C::steps, 1, 1e9, "steps", "inner steps each worker trains"},
+      {"run.seed", &C::seed, 0, 1e15, "", "seed of model init and data order"},
+      {"run.eval_every", &C::eval_every, 1, 1e9, "steps", "held-out eval of theta_global every E steps"},
+      {"run.eval_batches", &C::eval_batches, 1, 1e6, "batches", "batches per held-out eval"},
+      {"run.min_workers", &C::min_workers, 1, 4096, "workers", "workers that must register before training starts"},
+      {"run.log_every", &C::log_every, 1, 1e9, "steps", "progress report interval"},
+      {"run.threads_per_worker", &C::threads_per_worker, 0, 1024, "threads",
+       "LibTorch intra-op threads per worker; 0 = cores / local workers"},
+      {"diloco.sync_every", &C::sync_every, 1, 1e9, "steps", "H: inner steps per outer round of a fragment"},
+      {"diloco.fragments", &C::fragments, 1, 1024, "", "P: parameter fragments synced separately"},
+      {"diloco.outer_lr", &C::outer_lr, 0, 10, "", "outer Nesterov SGD learning rate"},
+      {"diloco.outer_momentum", &C::outer_momentum, 0, 0.999999, "", "outer Nesterov momentum"},
+      {"inner.lr", &C::lr, 0, 10, "", "peak AdamW learning rate"},
+      {"inner.min_lr_ratio", &C::min_lr_ratio, 0, 1, "", "cosine decay floor, as a fraction of lr"},
+      {"inner.warmup_steps", &C::warmup_steps, 0, 1e9, "steps", "linear warm-up of the inner lr"},
+      {"inner.weight_decay", &C::weight_decay, 0, 10, "", "AdamW decoupled weight decay"},
+      {"inner.grad_clip", &C::grad_clip, 0, 1e9, "", "max global gradient norm; 0 disables clipping"},
+      {"inner.batch_size", &C::batch_size, 1, 1e6, "sequences", "sequences per inner step"},
+      {"model.layers", &C::layers, 1, 1024, "", "transformer blocks"},
+      {"model.width", &C::width, 1, 65536, "", "embedding width"},
+      {"model.heads", &C::heads, 1, 1024, "", "attention heads (divides width)"},
+      {"model.context", &C::context, 2, 65536, "tokens", "context length"},
+      {"cluster.heartbeat_ms", &C::heartbeat_ms, 10, 3.6e6, "ms", "node heartbeat interval"},
+      {"cluster.lease_ms", &C::lease_ms, 100, 3.6e6, "ms", "a node without heartbeat this long is dead"},
+      {"cluster.restart_limit", &C::restart_limit, 0, 1000, "restarts", "worker restarts before a node gives up"},
+      {"cluster.restart_backoff_ms", &C::restart_backoff_ms, 0, 3.6e6, "ms", "first restart delay, doubled each time"},
+      {"storage.keep_rounds", &C::keep_rounds, 1, 1e6, "rounds", "committed rounds kept per fragment"},
+  };
+  return table;
+}
+
+namespace {
+
+const knob* find_knob(const std::string& key) {
+  for (const auto& k : knobs())
+    if (key == k.key) return &k;
+  return nullptr;
+}
+
+error bad(const std::string& origin, const std::string& key, const std::string& what) {
+  return make_error(errc::invalid_config, origin + ": " + key + ": " + what);
+}
+
+std::string range_text(const knob& k) {
+  std::ostringstream os;
+  os << "[" << k.min << ", " << k.max << "]";
+  return os.str();
+}
+
+// Assigns one TOML value to its knob after type and range checks.
+status assign(run_config& cfg, const knob& k, const toml::node& value, const std::string& origin) {
+  return std::visit(
+      [&](auto member) -> status {
+        using T = std::remove_reference_t<decltype(cfg.*member)>;
+        if constexpr (std::is_same_v<T, std::string>) {
+          auto v = value.value<std::string>();
+          if (!value.is_string() || !v) return bad(origin, k.key, "expected a string");
+          cfg.*member = *v;
+        } else if constexpr (std::is_same_v<T, std::int64_t>) {
+          if (!value.is_integer()) return bad(origin, k.key, "expected an integer");
+          auto v = *value.value<std::int64_t>();
+          if (v < k.min || v > k.max) return bad(origin, k.key, std::to_string(v) + " is outside " + range_text(k));
+          cfg.*member = v;
+        } else {
+          if (!value.is_number()) return bad(origin, k.key, "expected a number");
+          auto v = *value.value<double>();
+          if (!std::isfinite(v) || v < k.min || v > k.max)
+            return bad(origin, k.key, std::to_string(v) + " is outside " + range_text(k));
+          cfg.*member = v;
+        }
+        return {};
+      },
+      k.field);
+}
+
+status apply_table(run_config& cfg, const toml::table& root, const std::string& origin) {
+  for (const auto& [section, node] : root) {
+    const std::string section_name(section.str());
+    const auto* table = node.as_table();
+    if (!table) return bad(origin, section_name, "unknown top-level key (expected a [section])");
+    for (const auto& [key, value] : *table) {
+      const std::string full = section_name + "." + std::string(key.str());
+      const knob* k = find_knob(full);
+      if (!k) return bad(origin, full, "unknown key (see `atoll config`)");
+      if (auto st = assign(cfg, *k, value, origin)) return st;
+    }
+  }
+  return validate(cfg);
+}
+
+}  // namespace
+
+expected<run_config> parse_config_text(const std::string& text, const std::string& origin) {
+  run_config cfg;
+  try {
+    auto root = toml::parse(text, origin);
+    if (auto st = apply_table(cfg, root, origin)) return st;
+  } catch (const toml::parse_error& e) {
+    std::ostringstream os;
+    os << origin << ":" << e.source().begin.line << ": " << e.description();
+    return make_error(errc::invalid_config, os.str());
+  }
+  return cfg;
+}
+
+expected<run_config> load_config_file(const std::string& path) {
+  try {
+    auto root = toml::parse_file(path);
+    run_config cfg;
+    if (auto st = apply_table(cfg, root, path)) return st;
+    return cfg;
+  } catch (const toml::parse_error& e) {
+    std::ostringstream os;
+    os << path << ":" << e.source().begin.line << ": " << e.description();
+    return make_error(errc::invalid_config, os.str());
+  }
+}
+
+status apply_override(run_config& cfg, const std::string& assignment) {
+  const auto eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0)
+    return make_error(errc::invalid_config, "--set " + assignment + ": expected key=value");
+  const std::string key = assignment.substr(0, eq);
+  const std::string raw = assignment.substr(eq + 1);
+  const knob* k = find_knob(key);
+  if (!k) return make_error(errc::invalid_config, "--set " + key + ": unknown key (see `atoll config`)");
+  // Reuse the TOML type rules: strings are quoted unless already quoted.
+  const bool is_string = std::holds_alternative<std::string run_config::*>(k->field);
+  std::string literal = is_string && (raw.empty() || raw.front() != '"') ? "\"" + raw + "\"" : raw;
+  try {
+    auto parsed = toml::parse("v = " + literal);
+    if (auto st = assign(cfg, *k, *parsed.get("v"), "--set")) return st;
+  } catch (const toml::parse_error&) {
+    return make_error(errc::invalid_config, "--set " + key + ": '" + raw + "' is not a valid value");
+  }
+  return validate(cfg);
+}
+
+status validate(const run_config& cfg) {
+  if (cfg.width % cfg.heads != 0)
+    return make_error(errc::invalid_config, "model.heads: " + std::to_string(cfg.heads) +
+                                                " does not divide model.width " + std::to_string(cfg.width));
+  if (cfg.lease_ms < 3 * cfg.heartbeat_ms)
+    return make_error(errc::invalid_config, "cluster.lease_ms: must be at least 3 x cluster.heartbeat_ms");
+  if (cfg.fragments > 1)
+    return make_error(errc::invalid_config, "diloco.fragments: only 1 is supported by this build (streaming comes next)");
+  if (cfg.example.empty()) return make_error(errc::invalid_config, "run.example: must not be empty");
+  return {};
+}
+
+std::string to_toml(const run_config& cfg) {
+  std::map<std::string, toml::table> sections;
+  for (const auto& k : knobs()) {
+    const std::string key = k.key;
+    const auto dot = key.find('.');
+    auto& t = sections[key.substr(0, dot)];
+    std::visit([&](auto member) { t.insert_or_assign(key.substr(dot + 1), cfg.*member); }, k.field);
+  }
+  toml::table root;
+  for (auto& [name, table] : sections) root.insert_or_assign(name, std::move(table));
+  std::ostringstream os;
+  os << root;
+  return os.str();
+}
+
+std::string describe_knobs() {
+  std::ostringstream os;
+  run_config defaults;
+  for (const auto& k : knobs()) {
+    os << k.key << " = ";
+    std::visit(
+        [&](auto member) {
+          using T = std::remove_reference_t<decltype(defaults.*member)>;
+          if constexpr (std::is_same_v<T, std::string>) os << '"' << defaults.*member << '"';
+          else os << defaults.*member;
+        },
+        k.field);
+    if (*k.unit) os << "  [" << k.unit << "]";
+    os << "\n    " << k.doc << "\n";
+  }
+  return os.str();
+}
+
+}  // namespace atl

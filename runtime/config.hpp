@@ -1,0 +1,75 @@
+#pragma once
+// The run configuration and its knobs. Every tunable number of Atoll is a knob here:
+// one table (knobs()) gives each its key, default, range and meaning; the TOML loader,
+// the `--set key=value` overrides, `atoll config` and the README all read that table.
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "runtime/expected.hpp"
+
+namespace atl {
+
+struct run_config {
+  // [run]
+  std::string example = "shakespeare";
+  std::int64_t steps = 600;
+  std::int64_t seed = 1;
+  std::int64_t eval_every = 100;
+  std::int64_t eval_batches = 16;
+  std::int64_t min_workers = 2;
+  std::int64_t log_every = 10;
+  std::int64_t threads_per_worker = 0;
+  // [diloco]
+  std::int64_t sync_every = 50;
+  std::int64_t fragments = 1;
+  double outer_lr = 0.7;
+  double outer_momentum = 0.9;
+  // [inner]
+  double lr = 3e-3;
+  double min_lr_ratio = 0.1;
+  std::int64_t warmup_steps = 50;
+  double weight_decay = 0.1;
+  double grad_clip = 1.0;
+  std::int64_t batch_size = 32;
+  // [model]
+  std::int64_t layers = 4;
+  std::int64_t width = 128;
+  std::int64_t heads = 4;
+  std::int64_t context = 64;
+  // [cluster]
+  std::int64_t heartbeat_ms = 1000;
+  std::int64_t lease_ms = 20000;
+  std::int64_t restart_limit = 3;
+  std::int64_t restart_backoff_ms = 500;
+  // [storage]
+  std::int64_t keep_rounds = 5;
+};
+
+struct knob {
+  using field_t = std::variant<std::int64_t run_config::*, double run_config::*, std::string run_config::*>;
+  const char* key;    // "diloco.sync_every": TOML table and key
+  field_t field;
+  double min;         // inclusive range for numbers; ignored for strings
+  double max;
+  const char* unit;   // "steps", "ms", "" ...
+  const char* doc;
+};
+
+const std::vector<knob>& knobs();
+
+// Loads a TOML file over the defaults. Unknown keys, wrong types and out-of-range values
+// are refused with errc::invalid_config and a message naming the key.
+expected<run_config> load_config_file(const std::string& path);
+expected<run_config> parse_config_text(const std::string& toml_text, const std::string& origin);
+// Applies "key=value" (key as in knobs(), e.g. "diloco.sync_every=25").
+status apply_override(run_config& cfg, const std::string& assignment);
+// Checks relations between knobs (width divisible by heads, lease above heartbeat ...).
+status validate(const run_config& cfg);
+// The config as TOML text that parse_config_text() reads back identically.
+std::string to_toml(const run_config& cfg);
+// A table of all knobs with defaults and docs, for `atoll config`.
+std::string describe_knobs();
+
+}  // namespace atl

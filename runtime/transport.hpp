@@ -1,0 +1,120 @@
+#pragma once
+// Moving envelopes between actors. Actors never touch sockets: they hand encoded frames
+// to a transport, and the receiving side decodes them at its ingress (wire::decode) and
+// delivers a wire::message_ptr to the addressed CAF actor through a directory.
+//
+//   actor --mailer.send--> transport --frames--> [network] --> ingress --> directory --> actor
+//
+// Two transports exist: zmq_transport (real processes, runtime/zmq_transport.hpp) and
+// memory_transport (one process, for protocol tests); both run the same ingress.
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <caf/actor.hpp>
+#include <caf/allowed_unsafe_message_type.hpp>
+
+#include "runtime/wire.hpp"
+
+// Validated messages are shared, immutable, and never leave the process as CAF messages.
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(atl::wire::message_ptr)
+
+namespace atl {
+
+// Actor ids living in this process. Thread-safe.
+class directory {
+ public:
+  void add(const std::string& id, caf::actor handle);
+  void remove(const std::string& id);
+  caf::actor find(const std::string& id) const;  // invalid handle if absent
+  std::vector<std::string> ids() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::unordered_map<std::string, caf::actor> actors_;
+};
+
+// The cluster id this process fences on; empty until learned (nodes learn it at Welcome).
+class cluster_identity {
+ public:
+  explicit cluster_identity(std::string id = {}) : id_(std::move(id)) {}
+  std::string get() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return id_;
+  }
+  void set(std::string id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    id_ = std::move(id);
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::string id_;
+};
+
+// Ingress and egress counts of one process; refusals per error code.
+struct traffic_counters {
+  std::atomic<std::uint64_t> messages_in{0}, messages_out{0}, bytes_in{0}, bytes_out{0}, unroutable{0};
+  std::array<std::atomic<std::uint64_t>, 32> refused{};
+  void count_refusal(errc code) { refused[static_cast<std::size_t>(code) % refused.size()]++; }
+  std::uint64_t refused_total() const;
+};
+
+// Runs the ingress checks and delivers to a local actor. Returns the refusal, if any.
+status deliver_local(wire::frames&& frames, const wire::limits& lim, const cluster_identity& cluster,
+                     const directory& dir, traffic_counters& counters, wire::message_ptr* delivered = nullptr);
+
+class transport {
+ public:
+  virtual ~transport() = default;
+  // Thread-safe. Sends frames to the actor `receiver`, wherever it lives. Never blocks on
+  // the network; undeliverable messages are counted and dropped (the protocols time out).
+  virtual void send(const std::string& receiver, wire::frames frames) = 0;
+};
+
+// All actors in one process; every message still goes through encode and ingress.
+class memory_transport : public transport {
+ public:
+  memory_transport(directory& dir, cluster_identity& cluster, wire::limits lim = {})
+      : dir_(dir), cluster_(cluster), limits_(lim) {}
+  void send(const std::string& receiver, wire::frames frames) override;
+  traffic_counters& counters() { return counters_; }
+
+ private:
+  directory& dir_;
+  cluster_identity& cluster_;
+  wire::limits limits_;
+  traffic_counters counters_;
+};
+
+// The sending side of one actor: stamps the header (cluster, sender, receiver, epoch,
+// sequence), encodes, counts bytes. Owned by the actor; not thread-safe.
+class mailer {
+ public:
+  mailer(transport& t, std::string self_id, std::string cluster_id)
+      : transport_(&t), self_(std::move(self_id)), cluster_(std::move(cluster_id)) {}
+
+  // Returns the bytes handed to the transport.
+  std::size_t send(const std::string& receiver, std::uint64_t epoch, wire::outgoing& msg);
+  // Replies to `msg` with a typed Refusal.
+  void refuse(const wire::message& msg, const error& err, std::uint64_t epoch);
+
+  const std::string& self() const { return self_; }
+  void set_self(std::string id) { self_ = std::move(id); }
+  void set_cluster(std::string id) { cluster_ = std::move(id); }
+  const std::string& cluster() const { return cluster_; }
+  std::uint64_t bytes_sent() const { return bytes_sent_; }
+
+ private:
+  transport* transport_;
+  std::string self_;
+  std::string cluster_;
+  std::uint64_t seq_ = 0;
+  std::uint64_t bytes_sent_ = 0;
+};
+
+}  // namespace atl

@@ -1,0 +1,197 @@
+#include "runtime/zmq_transport.hpp"
+
+#include <chrono>
+
+#include <caf/send.hpp>
+
+#include "runtime/log.hpp"
+
+namespace atl {
+namespace {
+
+constexpr int poll_interval_ms = 50;   // how soon stop() is noticed
+constexpr int linger_ms = 200;         // pending sends flushed on close, then dropped
+std::atomic<int> transport_counter{0};
+
+wire::frames to_frames(std::vector<zmq::message_t>& parts, std::size_t first) {
+  wire::frames out;
+  out.reserve(parts.size() - first);
+  for (std::size_t i = first; i < parts.size(); ++i) {
+    const auto* p = static_cast<const std::uint8_t*>(parts[i].data());
+    out.emplace_back(p, p + parts[i].size());
+  }
+  return out;
+}
+
+}  // namespace
+
+zmq_transport::zmq_transport(role r, const std::string& endpoint, directory& dir, cluster_identity& cluster,
+                             wire::limits lim)
+    : role_(r), dir_(dir), cluster_(cluster), limits_(lim), ctx_(1),
+      net_(ctx_, r == role::server ? zmq::socket_type::router : zmq::socket_type::dealer),
+      out_pull_(ctx_, zmq::socket_type::pull), out_push_(ctx_, zmq::socket_type::push) {
+  const std::string inproc = "inproc://atoll-out-" + std::to_string(transport_counter++);
+  out_pull_.bind(inproc);
+  out_push_.connect(inproc);
+  out_push_.set(zmq::sockopt::linger, 0);
+  net_.set(zmq::sockopt::linger, linger_ms);
+  // A peer that sends more than one envelope plus its tensors is disconnected by ZeroMQ.
+  net_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(lim.max_tensor_bytes));
+  if (r == role::server) {
+    net_.set(zmq::sockopt::router_mandatory, 1);
+    std::string ep = endpoint;
+    // "tcp://host:0" asks for a free port; ZeroMQ spells that "tcp://host:*".
+    if (ep.size() > 2 && ep.compare(ep.size() - 2, 2, ":0") == 0) ep = ep.substr(0, ep.size() - 1) + "*";
+    net_.bind(ep);
+    bound_ = net_.get(zmq::sockopt::last_endpoint);
+  } else {
+    net_.set(zmq::sockopt::reconnect_ivl, 100);
+    net_.set(zmq::sockopt::reconnect_ivl_max, 2000);
+    net_.connect(endpoint);
+    bound_ = endpoint;
+  }
+  io_ = std::thread([this] { run(); });
+}
+
+zmq_transport::~zmq_transport() { stop(); }
+
+void zmq_transport::stop() {
+  if (stopping_.exchange(true)) return;
+  if (io_.joinable()) io_.join();
+  net_.close();
+  out_pull_.close();
+  std::lock_guard<std::mutex> lock(push_mu_);
+  out_push_.close();
+}
+
+void zmq_transport::send(const std::string& receiver, wire::frames frames) {
+  counters_.messages_out++;
+  if (dir_.find(receiver)) {
+    if (auto st = deliver_local(std::move(frames), limits_, cluster_, dir_, counters_))
+      log_debug("local delivery to " + receiver + " refused: " + st.describe());
+    return;
+  }
+  if (stopping_) return;
+  std::lock_guard<std::mutex> lock(push_mu_);
+  out_push_.send(zmq::buffer(receiver), zmq::send_flags::sndmore);
+  for (std::size_t i = 0; i < frames.size(); ++i) {
+    auto flags = i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none;
+    out_push_.send(zmq::message_t(frames[i].data(), frames[i].size()), flags);
+  }
+}
+
+void zmq_transport::run() {
+  std::vector<zmq::pollitem_t> items = {{static_cast<void*>(net_), 0, ZMQ_POLLIN, 0},
+                                        {static_cast<void*>(out_pull_), 0, ZMQ_POLLIN, 0}};
+  while (!stopping_) {
+    try {
+      zmq::poll(items.data(), items.size(), std::chrono::milliseconds(poll_interval_ms));
+      if (items[0].revents & ZMQ_POLLIN) {
+        std::vector<zmq::message_t> parts;
+        if (zmq::recv_multipart(net_, std::back_inserter(parts), zmq::recv_flags::dontwait))
+          on_network_message(parts);
+      }
+      if (items[1].revents & ZMQ_POLLIN) {
+        std::vector<zmq::message_t> parts;
+        if (zmq::recv_multipart(out_pull_, std::back_inserter(parts), zmq::recv_flags::dontwait))
+          on_outgoing(parts);
+      }
+    } catch (const zmq::error_t& e) {
+      if (e.num() == ETERM) break;
+      log_warn(std::string("transport: ") + e.what());
+    }
+  }
+}
+
+void zmq_transport::on_network_message(std::vector<zmq::message_t>& parts) {
+  std::string identity;
+  std::size_t first = 0;
+  if (role_ == role::server) {
+    if (parts.size() < 2) return;
+    identity = parts[0].to_string();
+    first = 1;
+  }
+  std::size_t size = 0;
+  for (std::size_t i = first; i < parts.size(); ++i) size += parts[i].size();
+  auto decoded = wire::decode(to_frames(parts, first), limits_);
+  if (!decoded) {
+    counters_.count_refusal(decoded.err().code);
+    log_debug("ingress refused " + std::to_string(size) + " bytes: " + decoded.err().describe());
+    return;
+  }
+  const auto& msg = **decoded;
+  if (auto st = wire::check_cluster(msg, cluster_.get())) {
+    counters_.count_refusal(st.code);
+    log_debug("ingress refused message from " + msg.sender() + ": " + st.describe());
+    return;
+  }
+  if (role_ == role::server) routes_[msg.sender()] = identity;
+  if (auto target = dir_.find(msg.receiver())) {
+    counters_.messages_in++;
+    counters_.bytes_in += size;
+    caf::anon_send(target, *decoded);
+    return;
+  }
+  if (role_ == role::server) {  // relay to another connected process
+    auto to = route_for(msg.receiver());
+    if (!to.empty()) {
+      std::vector<zmq::message_t> relay;
+      for (std::size_t i = first; i < parts.size(); ++i) relay.push_back(std::move(parts[i]));
+      send_frames(to, relay);
+      return;
+    }
+  }
+  counters_.count_refusal(errc::unknown_peer);
+  log_debug("no actor '" + msg.receiver() + "' for a " + wire::kind_name(msg.kind()) + " from " + msg.sender());
+}
+
+std::string zmq_transport::route_for(const std::string& receiver) const {
+  auto it = routes_.find(receiver);
+  if (it != routes_.end()) return it->second;
+  // worker/N.K lives on node/N.
+  if (receiver.rfind("worker/", 0) == 0) {
+    auto dot = receiver.find('.');
+    if (dot != std::string::npos) {
+      auto node = routes_.find("node/" + receiver.substr(7, dot - 7));
+      if (node != routes_.end()) return node->second;
+    }
+  }
+  return {};
+}
+
+void zmq_transport::on_outgoing(std::vector<zmq::message_t>& parts) {
+  if (parts.size() < 2) return;
+  const std::string receiver = parts[0].to_string();
+  std::vector<zmq::message_t> frames;
+  for (std::size_t i = 1; i < parts.size(); ++i) frames.push_back(std::move(parts[i]));
+  if (role_ == role::client) {
+    send_frames({}, frames);
+    return;
+  }
+  auto to = route_for(receiver);
+  if (to.empty()) {
+    counters_.unroutable++;
+    log_debug("no route to " + receiver);
+    return;
+  }
+  send_frames(to, frames);
+}
+
+void zmq_transport::send_frames(const std::string& identity, std::vector<zmq::message_t>& frames) {
+  std::size_t size = 0;
+  for (auto& f : frames) size += f.size();
+  try {
+    if (role_ == role::server) net_.send(zmq::buffer(identity), zmq::send_flags::sndmore);
+    for (std::size_t i = 0; i < frames.size(); ++i) {
+      auto flags = i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none;
+      net_.send(frames[i], flags);
+    }
+    counters_.bytes_out += size;
+  } catch (const zmq::error_t& e) {
+    // EHOSTUNREACH: the peer disconnected (ROUTER_MANDATORY); the protocol times out.
+    counters_.unroutable++;
+    log_debug(std::string("send failed: ") + e.what());
+  }
+}
+
+}  // namespace atl

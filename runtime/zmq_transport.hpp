@@ -1,0 +1,68 @@
+#pragma once
+// ZeroMQ transport between real processes.
+//
+// The head binds a ROUTER; nodes and atollctl connect DEALERs to it. Each transport owns
+// one I/O thread, the only thread that touches the network socket (ZeroMQ sockets are not
+// thread-safe). Actors on any thread call send(): frames for a local actor are delivered
+// in-process (an optimisation; they still pass the full ingress), the rest travel through
+// an inproc PUSH/PULL pair to the I/O thread.
+//
+// Routing on the ROUTER side: the route to an actor id is the connection its last valid
+// message came from; "worker/N.K" falls back to the route of "node/N". A message for an
+// actor that is neither local nor routable is counted as unroutable and dropped. A
+// message that arrives for an actor that is not local but routable is relayed.
+// On the DEALER side every non-local message goes to the head.
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
+
+#include "runtime/transport.hpp"
+
+namespace atl {
+
+class zmq_transport : public transport {
+ public:
+  enum class role { server, client };
+
+  // server: binds `endpoint` (a port of 0 or '*' picks a free one; see bound_endpoint()).
+  // client: connects to `endpoint`.
+  zmq_transport(role r, const std::string& endpoint, directory& dir, cluster_identity& cluster,
+                wire::limits lim = {});
+  ~zmq_transport() override;
+  zmq_transport(const zmq_transport&) = delete;
+  zmq_transport& operator=(const zmq_transport&) = delete;
+
+  void send(const std::string& receiver, wire::frames frames) override;
+  std::string bound_endpoint() const { return bound_; }
+  traffic_counters& counters() { return counters_; }
+  void stop();
+
+ private:
+  void run();
+  void on_network_message(std::vector<zmq::message_t>& parts);
+  void on_outgoing(std::vector<zmq::message_t>& parts);
+  std::string route_for(const std::string& receiver) const;
+  void send_frames(const std::string& identity, std::vector<zmq::message_t>& frames);
+
+  role role_;
+  directory& dir_;
+  cluster_identity& cluster_;
+  wire::limits limits_;
+  traffic_counters counters_;
+  zmq::context_t ctx_;
+  zmq::socket_t net_;
+  zmq::socket_t out_pull_;
+  std::mutex push_mu_;
+  zmq::socket_t out_push_;  // guarded by push_mu_
+  std::string bound_;
+  std::unordered_map<std::string, std::string> routes_;  // I/O thread only
+  std::atomic<bool> stopping_{false};
+  std::thread io_;
+};
+
+}  // namespace atl

@@ -1,0 +1,158 @@
+# Atoll wire schema. Append-only: ordinals are never renumbered, fields are only added,
+# retired fields are renamed `obsoleteX` and left in place. The file id is fixed.
+@0xdc88b2ee39052f2d;
+
+$import "/capnp/c++.capnp".namespace("atl::schema");
+
+# Every inter-process message is one Envelope frame, followed by one raw frame per entry
+# of `tensors` (the bytes are never copied into the Cap'n Proto message).
+struct Envelope {
+  version   @0 :UInt16;   # wire protocol version; see runtime/wire.hpp
+  clusterId @1 :Text;     # empty only on Hello and ControlRequest (bootstrap)
+  sender    @2 :Text;     # actor id, e.g. "registry", "coord/0", "worker/1.0"
+  receiver  @3 :Text;
+  epoch     @4 :UInt64;   # membership epoch the sender acted in
+  seq       @5 :UInt64;   # per-sender sequence number, starts at 1
+  tensors   @6 :List(TensorDesc);
+
+  union {  # the payload
+    hello           @7  :Hello;
+    welcome         @8  :Welcome;
+    heartbeat       @9  :Heartbeat;
+    heartbeatAck    @10 :HeartbeatAck;
+    stateRequest    @11 :StateRequest;
+    fragmentState   @12 :FragmentState;
+    contribution    @13 :Contribution;
+    roundResult     @14 :RoundResult;
+    roundAck        @15 :RoundAck;
+    progress        @16 :Progress;
+    evalReport      @17 :EvalReport;
+    workerDone      @18 :WorkerDone;
+    refusal         @19 :Refusal;
+    controlRequest  @20 :ControlRequest;
+    controlReply    @21 :ControlReply;
+    shutdown        @22 :Shutdown;
+    commitRequest   @23 :CommitRequest;
+    commitAck       @24 :CommitAck;
+    loadRequest     @25 :LoadRequest;
+    loadReply       @26 :LoadReply;
+  }
+}
+
+enum DType { float32 @0; bfloat16 @1; float16 @2; int8 @3; uint8 @4; }
+enum Codec { raw @0; }
+
+struct TensorDesc {
+  dtype    @0 :DType;
+  codec    @1 :Codec;
+  shape    @2 :List(UInt64);
+  byteSize @3 :UInt64;   # exact size of the raw frame
+  checksum @4 :UInt64;   # runtime/digest.hpp digest64 of the raw frame
+}
+
+# node agent -> registry
+struct Hello {
+  nodeId   @0 :UInt32;        # 0 for a new node
+  devices  @1 :List(Text);    # "cpu", "cuda:0", ...
+  hostname @2 :Text;
+  pid      @3 :UInt32;
+}
+
+# registry -> node agent. The run's configuration travels here so that every
+# process trains with the head's settings.
+struct Welcome {
+  nodeId    @0 :UInt32;
+  workers   @1 :List(WorkerSlot);
+  configToml @2 :Text;
+  worldSize @3 :UInt32;       # number of workers the run trains with
+}
+struct WorkerSlot {
+  id     @0 :Text;
+  rank   @1 :UInt32;
+  device @2 :Text;
+}
+
+struct Heartbeat { nodeId @0 :UInt32; }
+struct HeartbeatAck { leaseMs @0 :UInt32; }
+
+# worker -> coordinator: "give me the newest committed fragment". Carries the worker's
+# own initial fragment (one tensor) so that a fresh run can be seeded from it.
+struct StateRequest { fragment @0 :UInt32; }
+# coordinator -> worker: theta_global of the fragment at `round` (one tensor).
+struct FragmentState {
+  fragment @0 :UInt32;
+  round    @1 :UInt64;
+}
+
+# worker -> coordinator: pseudo-gradient theta_global - theta_local (one tensor).
+struct Contribution {
+  fragment @0 :UInt32;
+  round    @1 :UInt64;     # the round being closed by this contribution
+  weight   @2 :Float32;
+  step     @3 :UInt64;     # worker's inner step when it contributed
+}
+# coordinator -> participants: new theta_global (one tensor).
+struct RoundResult {
+  fragment @0 :UInt32;
+  round    @1 :UInt64;
+  digest   @2 :UInt64;
+}
+# participant -> coordinator: applied the result; digest of its theta_global copy.
+struct RoundAck {
+  fragment @0 :UInt32;
+  round    @1 :UInt64;
+  digest   @2 :UInt64;
+}
+
+struct Progress {
+  step          @0 :UInt64;
+  loss          @1 :Float32;
+  tokensPerSec  @2 :Float32;
+  bytesSent     @3 :UInt64;
+  bytesReceived @4 :UInt64;
+}
+struct EvalReport {
+  step    @0 :UInt64;
+  valLoss @1 :Float32;
+}
+struct WorkerDone {
+  steps         @0 :UInt64;
+  finalLoss     @1 :Float32;
+  valLoss       @2 :Float32;
+  tokensPerSec  @3 :Float32;
+  bytesSent     @4 :UInt64;
+  bytesReceived @5 :UInt64;
+  wallSeconds   @6 :Float32;
+}
+
+# Typed refusal of a message; `code` is an atl::errc value (runtime/error.hpp).
+struct Refusal {
+  code       @0 :UInt16;
+  message    @1 :Text;
+  refusedSeq @2 :UInt64;
+}
+
+struct ControlRequest { command @0 :Text; argument @1 :Text; }
+struct ControlReply { ok @0 :Bool; json @1 :Text; }
+struct Shutdown { reason @0 :Text; }
+
+# coordinator -> keeper: commit (theta_global, momentum) of a round. Two tensors.
+struct CommitRequest {
+  fragment @0 :UInt32;
+  round    @1 :UInt64;
+}
+struct CommitAck {
+  fragment @0 :UInt32;
+  round    @1 :UInt64;
+  digest   @2 :UInt64;
+  ok       @3 :Bool;
+  error    @4 :Text;
+}
+# coordinator -> keeper: newest committed state of a fragment.
+struct LoadRequest { fragment @0 :UInt32; }
+# keeper -> coordinator: `found` with two tensors (theta_global, momentum), or none.
+struct LoadReply {
+  fragment @0 :UInt32;
+  found    @1 :Bool;
+  round    @2 :UInt64;
+}

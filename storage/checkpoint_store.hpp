@@ -1,0 +1,52 @@
+#pragma once
+// Committed fragment state, by (fragment, round), on a kv_store.
+//
+// Layout: column `fragments`, key "f/<fragment:08x>/r/<round:016x>" -> record;
+//         column `manifest`,  key "latest/<fragment:08x>" -> round (decimal).
+// A commit writes the record, moves the manifest and prunes round (r - keep_rounds) in
+// one atomic, synced batch, so a crash leaves either the old or the new round as latest.
+// Records carry a digest of theta and are checked on load (restores are bit-exact).
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "storage/kv_store.hpp"
+
+namespace atl {
+
+struct fragment_checkpoint {
+  std::uint32_t fragment = 0;
+  std::uint64_t round = 0;
+  std::uint64_t epoch = 0;
+  std::vector<float> theta;     // theta_global of the fragment after the round
+  std::vector<float> momentum;  // outer Nesterov buffer, same size as theta
+};
+
+struct checkpoint_summary {
+  std::uint32_t fragment;
+  std::uint64_t round;
+  std::uint64_t epoch;
+  std::uint64_t digest;  // digest64 of theta's fp32 bytes
+  std::size_t params;
+};
+
+class checkpoint_store {
+ public:
+  checkpoint_store(kv_store& store, std::uint64_t keep_rounds) : store_(store), keep_(keep_rounds) {}
+
+  // Refuses a round that is not newer than the latest committed one (S3).
+  status commit(const fragment_checkpoint& cp);
+  expected<std::optional<fragment_checkpoint>> latest(std::uint32_t fragment) const;
+  expected<std::optional<fragment_checkpoint>> load(std::uint32_t fragment, std::uint64_t round) const;
+  // Every stored round of every fragment, oldest first.
+  expected<std::vector<checkpoint_summary>> list() const;
+
+  static std::string encode(const fragment_checkpoint& cp);
+  static expected<fragment_checkpoint> decode(const std::string& bytes);
+
+ private:
+  kv_store& store_;
+  std::uint64_t keep_;
+};
+
+}  // namespace atl

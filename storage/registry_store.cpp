@@ -1,0 +1,62 @@
+#include "storage/registry_store.hpp"
+
+#include <nlohmann/json.hpp>
+
+namespace atl {
+namespace {
+
+std::string member_key(std::uint32_t node_id) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "node/%08x", node_id);
+  return buf;
+}
+
+}  // namespace
+
+status registry_store::save(const registry_snapshot& snap) {
+  nlohmann::json meta = {{"cluster_id", snap.cluster_id},     {"config_toml", snap.config_toml},
+                         {"epoch", snap.epoch},               {"next_node_id", snap.next_node_id},
+                         {"next_rank", snap.next_rank},       {"run_state", snap.run_state}};
+  std::vector<kv_write> batch;
+  batch.push_back({column::meta, "registry", meta.dump()});
+  for (const auto& m : snap.members) {
+    nlohmann::json j = {{"node_id", m.node_id}, {"state", m.state},     {"hostname", m.hostname},
+                        {"pid", m.pid},         {"devices", m.devices}, {"workers", m.workers}};
+    batch.push_back({column::members, member_key(m.node_id), j.dump()});
+  }
+  return store_.commit(batch);
+}
+
+expected<std::optional<registry_snapshot>> registry_store::load() const {
+  auto meta = store_.get(column::meta, "registry");
+  if (!meta) return meta.err();
+  if (!*meta) return std::optional<registry_snapshot>{};
+  registry_snapshot snap;
+  try {
+    auto j = nlohmann::json::parse(**meta);
+    snap.cluster_id = j.at("cluster_id").get<std::string>();
+    snap.config_toml = j.at("config_toml").get<std::string>();
+    snap.epoch = j.at("epoch").get<std::uint64_t>();
+    snap.next_node_id = j.at("next_node_id").get<std::uint32_t>();
+    snap.next_rank = j.at("next_rank").get<std::uint32_t>();
+    snap.run_state = j.at("run_state").get<std::string>();
+    auto rows = store_.scan(column::members, "node/");
+    if (!rows) return rows.err();
+    for (const auto& [key, value] : *rows) {
+      auto m = nlohmann::json::parse(value);
+      member_record r;
+      r.node_id = m.at("node_id").get<std::uint32_t>();
+      r.state = m.at("state").get<std::string>();
+      r.hostname = m.at("hostname").get<std::string>();
+      r.pid = m.at("pid").get<std::uint32_t>();
+      r.devices = m.at("devices").get<std::vector<std::string>>();
+      r.workers = m.at("workers").get<std::vector<std::string>>();
+      snap.members.push_back(std::move(r));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return make_error(errc::storage_failure, std::string("corrupt registry record: ") + e.what());
+  }
+  return std::optional<registry_snapshot>{std::move(snap)};
+}
+
+}  // namespace atl

@@ -1,0 +1,43 @@
+#pragma once
+// The registry's durable state: cluster id, run config, membership epoch, node ids and
+// members. Saved whole in one synced batch at every membership change (changes are rare),
+// so a restarted head resumes exactly where the last change left it.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "storage/kv_store.hpp"
+
+namespace atl {
+
+struct member_record {
+  std::uint32_t node_id = 0;
+  std::string state;     // "active", "left", "dead"
+  std::string hostname;
+  std::uint32_t pid = 0;
+  std::vector<std::string> devices;
+  std::vector<std::string> workers;
+};
+
+struct registry_snapshot {
+  std::string cluster_id;
+  std::string config_toml;
+  std::uint64_t epoch = 0;
+  std::uint32_t next_node_id = 1;
+  std::uint32_t next_rank = 0;
+  std::string run_state = "waiting";  // waiting, training, finished
+  std::vector<member_record> members;
+};
+
+class registry_store {
+ public:
+  explicit registry_store(kv_store& store) : store_(store) {}
+  status save(const registry_snapshot& snap);
+  expected<std::optional<registry_snapshot>> load() const;
+
+ private:
+  kv_store& store_;
+};
+
+}  // namespace atl
