@@ -13,6 +13,7 @@ const std::vector<knob>& knobs() {
   using C = run_config;
   static const std::vector<knob> table = {
       {"run.example", &C::example, 0, 0, "", "registered task to train (shakespeare, mlp, ...)"},
+      {"run.data_dir", &C::data_dir, 0, 0, "", "folder with the example's data; empty = the copy in examples/data"},
       {"run.steps", &C::steps, 1, 1e9, "steps", "inner steps each worker trains"},
       {"run.seed", &C::seed, 0, 1e15, "", "seed of model init and data order"},
       {"run.eval_every", &C::eval_every, 1, 1e9, "steps", "held-out eval of theta_global every E steps"},

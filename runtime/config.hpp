@@ -14,6 +14,7 @@ namespace atl {
 struct run_config {
   // [run]
   std::string example = "shakespeare";
+  std::string data_dir;  // empty: examples/data of the source tree this binary was built from
   std::int64_t steps = 600;
   std::int64_t seed = 1;
   std::int64_t eval_every = 100;

@@ -1,0 +1,210 @@
+#include "actors/coordinator.hpp"
+
+#include <caf/all.hpp>
+
+#include "actors/messages.hpp"
+#include "runtime/digest.hpp"
+#include "runtime/log.hpp"
+
+namespace atl {
+namespace {
+
+using self_ptr = caf::stateful_actor<coordinator_state>*;
+
+std::string fragment_name(const coordinator_state& st) { return "coordinator " + std::to_string(st.cfg.fragment); }
+
+bool membership_ready(const coordinator_state& st) { return st.members.size() >= st.cfg.min_workers; }
+
+void send_commit(self_ptr self) {
+  auto& st = self->state;
+  wire::outgoing out;
+  auto req = out.envelope.initCommitRequest();
+  req.setFragment(st.cfg.fragment);
+  req.setRound(st.rounds->committed_round());
+  out.tensors.push_back(wire::tensor::from_floats(st.rounds->theta().data(), st.rounds->theta().size()));
+  out.tensors.push_back(wire::tensor::from_floats(st.rounds->momentum().data(), st.rounds->momentum().size()));
+  st.mail->send(st.cfg.keeper, st.epoch, out);
+}
+
+void send_state(self_ptr self, const std::string& worker) {
+  auto& st = self->state;
+  wire::outgoing out;
+  auto fs = out.envelope.initFragmentState();
+  fs.setFragment(st.cfg.fragment);
+  fs.setRound(st.rounds->committed_round());
+  out.tensors.push_back(wire::tensor::from_floats(st.rounds->theta().data(), st.rounds->theta().size()));
+  st.mail->send(worker, st.rounds->open_epoch(), out);
+}
+
+// In phase ready with enough members: open the next round and answer held requests.
+void advance(self_ptr self) {
+  auto& st = self->state;
+  if (st.rounds->current_phase() != round_tracker::phase::ready || !membership_ready(st)) return;
+  if (auto err = st.rounds->open(st.epoch, st.members)) {
+    log_warn(fragment_name(st) + ": cannot open round: " + err.describe());
+    return;
+  }
+  st.round_bytes = 0;
+  for (const auto& req : st.waiting) send_state(self, req->sender());
+  st.waiting.clear();
+}
+
+// An unseeded run: the first held request that carries parameters becomes round 0.
+void seed_from_waiting(self_ptr self) {
+  auto& st = self->state;
+  if (!st.loaded || st.rounds->current_phase() != round_tracker::phase::unseeded) return;
+  for (const auto& req : st.waiting) {
+    if (req->tensors().size() != 1 || req->tensors()[0].dtype != schema::DType::FLOAT32) continue;
+    if (auto err = st.rounds->seed(req->tensors()[0].to_floats())) {
+      log_warn(fragment_name(st) + ": cannot seed from " + req->sender() + ": " + err.describe());
+      continue;
+    }
+    send_commit(self);
+    return;
+  }
+}
+
+void on_contribution(self_ptr self, const wire::message_ptr& msg) {
+  auto& st = self->state;
+  const auto c = msg->envelope().getContribution();
+  if (msg->tensors().size() != 1 || msg->tensors()[0].dtype != schema::DType::FLOAT32) {
+    st.mail->refuse(*msg, make_error(errc::tensor_mismatch, "contribution needs one fp32 tensor"), st.epoch);
+    return;
+  }
+  if (st.rounds->contributors().empty()) st.round_started = std::chrono::steady_clock::now();
+  auto done = st.rounds->add(msg->sender(), msg->epoch(), c.getRound(), msg->tensors()[0].to_floats(), c.getWeight());
+  if (!done) {
+    log_warn(fragment_name(st) + ": refused contribution of " + msg->sender() + ": " + done.err().describe());
+    st.mail->refuse(*msg, done.err(), st.epoch);
+    return;
+  }
+  st.round_bytes += msg->wire_bytes();
+  if (*done) send_commit(self);
+}
+
+void release(self_ptr self, const std::vector<std::string>& contributors) {
+  auto& st = self->state;
+  const auto& theta = st.rounds->theta();
+  const auto digest = digest64(theta.data(), theta.size() * sizeof(float));
+  round_report report{st.cfg.fragment,
+                      st.rounds->committed_round(),
+                      st.rounds->open_epoch(),
+                      digest,
+                      contributors,
+                      std::chrono::duration<double>(std::chrono::steady_clock::now() - st.round_started).count(),
+                      st.round_bytes};
+  advance(self);  // the next round opens first: results carry its epoch
+  for (const auto& worker : contributors) {
+    wire::outgoing out;
+    auto r = out.envelope.initRoundResult();
+    r.setFragment(st.cfg.fragment);
+    r.setRound(report.round);
+    r.setDigest(digest);
+    out.tensors.push_back(wire::tensor::from_floats(theta.data(), theta.size()));
+    st.mail->send(worker, st.rounds->open_epoch(), out);
+  }
+  if (st.registry) self->send(st.registry, std::move(report));
+}
+
+void on_commit_ack(self_ptr self, const wire::message_ptr& msg) {
+  auto& st = self->state;
+  const auto ack = msg->envelope().getCommitAck();
+  if (st.rounds->current_phase() != round_tracker::phase::committing || ack.getRound() != st.rounds->committed_round())
+    return;  // a duplicate or late ack: the round was already settled
+  if (!ack.getOk()) {
+    log_error(fragment_name(st) + ": keeper refused round " + std::to_string(ack.getRound()) + ": " +
+              ack.getError().cStr() + "; retrying");
+    self->delayed_send(self, st.cfg.commit_retry, tick_atom::value);
+    return;
+  }
+  const auto contributors = st.rounds->contributors();
+  (void)st.rounds->committed();
+  if (ack.getRound() == 0) {
+    log_info(fragment_name(st) + ": seeded round 0 (" + std::to_string(st.rounds->theta().size()) + " parameters)");
+    advance(self);
+    return;
+  }
+  release(self, contributors);
+}
+
+void on_load_reply(self_ptr self, const wire::message_ptr& msg) {
+  auto& st = self->state;
+  if (st.loaded) return;
+  st.loaded = true;
+  const auto reply = msg->envelope().getLoadReply();
+  if (reply.getFound() && msg->tensors().size() == 2) {
+    auto err = st.rounds->restore(reply.getRound(), msg->tensors()[0].to_floats(), msg->tensors()[1].to_floats());
+    if (err) log_error(fragment_name(st) + ": restore failed: " + err.describe());
+    else log_info(fragment_name(st) + ": resumed at committed round " + std::to_string(reply.getRound()));
+  }
+  seed_from_waiting(self);
+  advance(self);
+}
+
+void on_state_request(self_ptr self, const wire::message_ptr& msg) {
+  auto& st = self->state;
+  const auto phase = st.rounds->current_phase();
+  const bool can_answer = st.loaded && membership_ready(st) &&
+                          (phase == round_tracker::phase::collecting || phase == round_tracker::phase::ready);
+  if (can_answer) {
+    send_state(self, msg->sender());
+    return;
+  }
+  st.waiting.push_back(msg);
+  seed_from_waiting(self);
+}
+
+}  // namespace
+
+caf::behavior coordinator_actor(caf::stateful_actor<coordinator_state>* self, transport* net,
+                                std::string cluster_id, coordinator_config cfg, caf::actor registry) {
+  auto& st = self->state;
+  st.cfg = cfg;
+  st.mail = std::make_unique<mailer>(*net, "coord/" + std::to_string(cfg.fragment), cluster_id);
+  st.rounds = std::make_unique<round_tracker>(cfg.fragment, cfg.outer);
+  st.registry = std::move(registry);
+  {
+    wire::outgoing out;
+    out.envelope.initLoadRequest().setFragment(cfg.fragment);
+    st.mail->send(cfg.keeper, 0, out);
+  }
+  return {
+      [=](const wire::message_ptr& msg) {
+        auto& st = self->state;
+        const auto env = msg->envelope();
+        if (env.isStateRequest()) on_state_request(self, msg);
+        else if (env.isContribution()) on_contribution(self, msg);
+        else if (env.isCommitAck()) on_commit_ack(self, msg);
+        else if (env.isLoadReply()) on_load_reply(self, msg);
+        else if (env.isRoundAck()) {
+          const auto ack = env.getRoundAck();
+          if (st.registry)
+            self->send(st.registry, digest_report{st.cfg.fragment, msg->sender(), ack.getRound(), ack.getDigest()});
+        } else if (env.isRefusal()) {
+          log_warn(fragment_name(st) + ": refusal from " + msg->sender() + ": " + env.getRefusal().getMessage().cStr());
+        } else {
+          st.mail->refuse(*msg, make_error(errc::unexpected_message, wire::kind_name(msg->kind())), st.epoch);
+        }
+      },
+      [=](const membership_update& update) {
+        auto& st = self->state;
+        st.epoch = update.epoch;
+        st.members = update.workers;
+        if (st.rounds->current_phase() == round_tracker::phase::collecting) {
+          for (const auto& p : std::vector<std::string>(st.rounds->participants().begin(), st.rounds->participants().end())) {
+            if (std::find(st.members.begin(), st.members.end(), p) != st.members.end()) continue;
+            log_warn(fragment_name(st) + ": " + p + " left; round " + std::to_string(st.rounds->open_round()) +
+                     " goes on without it");
+            auto done = st.rounds->drop(p);
+            if (done && *done) send_commit(self);
+          }
+        }
+        advance(self);
+      },
+      [=](tick_atom) {  // commit retry
+        if (self->state.rounds->current_phase() == round_tracker::phase::committing) send_commit(self);
+      },
+  };
+}
+
+}  // namespace atl

@@ -1,0 +1,54 @@
+#pragma once
+// Fragment coordinator actor ("coord/P"): runs the outer rounds of one fragment.
+//
+//   start: LoadRequest -> keeper
+//   LoadReply(found)     -> restore(round)                      -> open next round
+//   LoadReply(none)      -> wait for the first StateRequest      -> seed + commit round 0
+//   StateRequest         -> FragmentState(committed round, theta_global), once the run has
+//                           min_workers workers (held until then)
+//   Contribution         -> round_tracker.add (typed Refusal on any fence)
+//   round complete       -> CommitRequest -> keeper -> CommitAck(ok) -> open next round
+//                           -> RoundResult(theta_global) to every contributor
+//   CommitAck(not ok)    -> retried every commit_retry until it succeeds; nothing released
+//   membership_update    -> participants that left are dropped from the open round
+//   RoundAck             -> the worker's digest, forwarded to the registry
+// Every participant receives the same bytes of theta_global, which makes S1 hold by
+// construction; the keeper commits those bytes before anyone sees them (S2, S4).
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include <caf/actor.hpp>
+#include <caf/stateful_actor.hpp>
+
+#include "actors/round_tracker.hpp"
+#include "runtime/transport.hpp"
+
+namespace atl {
+
+struct coordinator_config {
+  std::uint32_t fragment = 0;
+  std::string keeper = "keeper/0";
+  std::size_t min_workers = 1;
+  outer_options outer;
+  std::chrono::milliseconds commit_retry{1000};
+};
+
+struct coordinator_state {
+  std::unique_ptr<mailer> mail;
+  std::unique_ptr<round_tracker> rounds;
+  coordinator_config cfg;
+  caf::actor registry;
+  bool loaded = false;                          // keeper answered the LoadRequest
+  std::uint64_t epoch = 0;                      // current membership epoch
+  std::vector<std::string> members;             // workers of the current epoch
+  std::vector<wire::message_ptr> waiting;       // StateRequests held until ready
+  std::chrono::steady_clock::time_point round_started;
+  std::uint64_t round_bytes = 0;
+  static inline const char* name = "coordinator";
+};
+
+caf::behavior coordinator_actor(caf::stateful_actor<coordinator_state>* self, transport* net,
+                                std::string cluster_id, coordinator_config cfg, caf::actor registry);
+
+}  // namespace atl

@@ -1,0 +1,169 @@
+#include "actors/node_agent.hpp"
+
+#include <random>
+#include <unistd.h>
+
+#include <caf/all.hpp>
+
+#include "actors/messages.hpp"
+#include "actors/worker.hpp"
+#include "runtime/log.hpp"
+
+namespace atl {
+namespace {
+
+using self_ptr = caf::stateful_actor<node_agent_state>*;
+using phase = node_agent_state::phase;
+
+void stop_all(self_ptr self);
+
+void send_hello(self_ptr self) {
+  auto& st = self->state;
+  wire::outgoing out;
+  auto h = out.envelope.initHello();
+  h.setNodeId(st.node_id);
+  auto devices = h.initDevices(static_cast<unsigned>(st.cfg.devices.size()));
+  for (unsigned i = 0; i < st.cfg.devices.size(); ++i) devices.set(i, st.cfg.devices[i]);
+  h.setHostname(st.cfg.hostname);
+  h.setPid(static_cast<std::uint32_t>(::getpid()));
+  st.mail->send("registry", st.epoch, out);
+}
+
+void spawn_worker(self_ptr self, std::size_t index) {
+  auto& st = self->state;
+  auto& w = st.workers[index];
+  worker_config wc{w.id, st.mail->cluster(), w.spec, st.run, "registry"};
+  try {
+    w.handle = self->spawn<caf::detached>(worker_actor, st.net, wc, st.cfg.factory);
+  } catch (const std::exception& e) {  // a worker whose replica cannot be built
+    log_error(w.id + ": cannot start: " + e.what());
+  }
+  if (!w.handle) return;
+  self->monitor(w.handle);
+  st.local->add(w.id, w.handle);
+}
+
+void on_welcome(self_ptr self, const wire::message_ptr& msg) {
+  auto& st = self->state;
+  if (st.current != phase::registering) return;  // a reconnect answer: ids unchanged
+  const auto welcome = msg->envelope().getWelcome();
+  auto run = parse_config_text(welcome.getConfigToml(), "config from head");
+  if (!run) {
+    log_error("node: the head's config is not valid here: " + run.err().describe());
+    st.failed = true;
+    stop_all(self);
+    return;
+  }
+  st.run = *run;
+  st.node_id = welcome.getNodeId();
+  st.epoch = msg->epoch();
+  st.cluster->set(msg->cluster_id());
+  st.mail->set_cluster(msg->cluster_id());
+  const std::string old_id = st.mail->self();
+  const std::string new_id = "node/" + std::to_string(st.node_id);
+  st.local->add(new_id, caf::actor_cast<caf::actor>(self));
+  st.local->remove(old_id);
+  st.mail->set_self(new_id);
+  set_log_name("atoll " + new_id);
+  log_info("joined cluster " + msg->cluster_id() + " as " + new_id + " (epoch " + std::to_string(st.epoch) + ")");
+  for (const auto slot : welcome.getWorkers()) {
+    supervised_worker w;
+    w.id = slot.getId();
+    w.spec = {slot.getRank(), welcome.getWorldSize(), slot.getDevice()};
+    st.workers.push_back(w);
+  }
+  if (st.cfg.prepare) st.cfg.prepare(st.run, st.workers.size());
+  st.current = phase::running;
+  for (std::size_t i = 0; i < st.workers.size(); ++i) spawn_worker(self, i);
+}
+
+void stop_all(self_ptr self) {
+  auto& st = self->state;
+  for (auto& w : st.workers)
+    if (w.handle && !w.finished) self->send_exit(w.handle, caf::exit_reason::user_shutdown);
+  st.current = phase::done;
+  // A node that gave up exits with an error, so its process exits non-zero.
+  self->quit(st.failed ? caf::make_error(caf::sec::runtime_error) : caf::error{});
+}
+
+void on_worker_down(self_ptr self, const caf::down_msg& down) {
+  auto& st = self->state;
+  for (std::size_t i = 0; i < st.workers.size(); ++i) {
+    auto& w = st.workers[i];
+    if (!w.handle || w.handle.address() != down.source) continue;
+    st.local->remove(w.id);
+    w.handle = nullptr;
+    if (!down.reason) {
+      w.finished = true;
+    } else if (st.current == phase::running && w.restarts < st.run.restart_limit) {
+      const auto delay = std::chrono::milliseconds(st.run.restart_backoff_ms << w.restarts);
+      w.restarts++;
+      log_warn(w.id + " failed (" + self->system().render(down.reason) + "); restart " + std::to_string(w.restarts) +
+               " of " + std::to_string(st.run.restart_limit) + " in " + std::to_string(delay.count()) + " ms");
+      self->delayed_send(self, delay, restart_atom::value, static_cast<std::uint64_t>(i));
+      return;
+    } else {
+      log_error(w.id + " failed (" + self->system().render(down.reason) + ") after " + std::to_string(w.restarts) +
+                " restarts; giving up");
+      st.failed = true;
+      stop_all(self);
+      return;
+    }
+  }
+  bool all_finished = !st.workers.empty();
+  for (const auto& w : st.workers) all_finished = all_finished && w.finished;
+  if (all_finished) {
+    log_info("every worker finished; node exits");
+    st.current = phase::done;
+    self->quit();
+  }
+}
+
+}  // namespace
+
+caf::behavior node_agent_actor(caf::stateful_actor<node_agent_state>* self, transport* net, directory* local,
+                               cluster_identity* cluster, node_agent_config cfg) {
+  auto& st = self->state;
+  st.cfg = std::move(cfg);
+  st.net = net;
+  st.local = local;
+  st.cluster = cluster;
+  std::random_device rd;
+  // Until the registry names us, we answer to a unique provisional id.
+  const std::string provisional = "node/pending-" + std::to_string(::getpid()) + "-" + std::to_string(rd() % 100000);
+  st.mail = std::make_unique<mailer>(*net, provisional, "");
+  local->add(provisional, caf::actor_cast<caf::actor>(self));
+  self->set_down_handler([=](caf::down_msg& down) { on_worker_down(self, down); });
+  send_hello(self);
+  self->delayed_send(self, std::chrono::milliseconds(1000), tick_atom::value);
+  return {
+      [=](const wire::message_ptr& msg) {
+        const auto env = msg->envelope();
+        if (env.isWelcome()) on_welcome(self, msg);
+        else if (env.isShutdown()) {
+          log_info("shutdown requested by " + msg->sender() + ": " + env.getShutdown().getReason().cStr());
+          stop_all(self);
+        } else if (env.isRefusal()) {
+          log_warn("refused by " + msg->sender() + ": " + env.getRefusal().getMessage().cStr());
+        }
+      },
+      [=](tick_atom) {
+        auto& st = self->state;
+        if (st.current == phase::registering) {
+          send_hello(self);
+        } else if (st.current == phase::running) {
+          wire::outgoing out;
+          out.envelope.initHeartbeat().setNodeId(st.node_id);
+          st.mail->send("registry", st.epoch, out);
+        }
+        const auto interval = st.current == phase::running ? st.run.heartbeat_ms : 1000;
+        self->delayed_send(self, std::chrono::milliseconds(interval), tick_atom::value);
+      },
+      [=](restart_atom, std::uint64_t index) {
+        if (self->state.current == phase::running && index < self->state.workers.size()) spawn_worker(self, index);
+      },
+      [=](stop_atom) { stop_all(self); },
+  };
+}
+
+}  // namespace atl

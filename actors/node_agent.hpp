@@ -1,0 +1,61 @@
+#pragma once
+// Node agent actor ("node/N"): one per machine. Registers with the registry, spawns one
+// worker per device and supervises them.
+//
+//   registering --Welcome--> running --every worker finished--> done (quits normally)
+//   registering: Hello every heartbeat interval until a Welcome (the head may start later)
+//   running: Heartbeat every cluster.heartbeat_ms; a worker that fails is restarted after
+//            restart_backoff_ms * 2^k, at most cluster.restart_limit times, then the node
+//            gives up (quits with an error: the process exits non-zero)
+//   any --Shutdown--> workers stopped, quits normally
+// CAF 0.17 has no supervisor: this actor monitors its workers and installs its own down
+// handler (without one CAF drops down messages).
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <caf/stateful_actor.hpp>
+
+#include "actors/replica.hpp"
+#include "runtime/transport.hpp"
+
+namespace atl {
+
+struct node_agent_config {
+  std::vector<std::string> devices = {"cpu"};
+  std::string hostname;
+  replica_factory factory;
+  // Called once the run config is known, before any worker starts (sets thread counts).
+  std::function<void(const run_config&, std::size_t local_workers)> prepare;
+};
+
+struct supervised_worker {
+  std::string id;
+  replica_spec spec;
+  caf::actor handle;
+  int restarts = 0;
+  bool finished = false;
+};
+
+struct node_agent_state {
+  enum class phase { registering, running, done };
+  phase current = phase::registering;
+  node_agent_config cfg;
+  transport* net = nullptr;
+  directory* local = nullptr;
+  cluster_identity* cluster = nullptr;
+  std::unique_ptr<mailer> mail;
+  std::uint32_t node_id = 0;
+  std::uint64_t epoch = 0;
+  run_config run;
+  std::vector<supervised_worker> workers;
+  bool failed = false;
+  static inline const char* name = "node_agent";
+};
+
+caf::behavior node_agent_actor(caf::stateful_actor<node_agent_state>* self, transport* net, directory* local,
+                               cluster_identity* cluster, node_agent_config cfg);
+
+}  // namespace atl

@@ -1,0 +1,402 @@
+#include "actors/registry.hpp"
+
+#include <algorithm>
+
+#include <caf/all.hpp>
+#include <nlohmann/json.hpp>
+
+#include "actors/messages.hpp"
+#include "runtime/digest.hpp"
+#include "runtime/log.hpp"
+
+namespace atl {
+namespace {
+
+using self_ptr = caf::stateful_actor<registry_state>*;
+using json = nlohmann::json;
+using clock_type = std::chrono::steady_clock;
+
+double seconds_since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
+
+void persist(self_ptr self) {
+  auto& st = self->state;
+  st.snap.members.clear();
+  for (const auto& [_, n] : st.nodes) st.snap.members.push_back(n.record);
+  if (auto err = st.deps.store->save(st.snap)) log_error("registry: cannot persist membership: " + err.describe());
+}
+
+std::vector<std::string> live_workers(const registry_state& st) {
+  std::vector<std::string> out;
+  for (const auto& [_, n] : st.nodes)
+    if (n.record.state == "active")
+      for (const auto& w : n.record.workers) out.push_back(w);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+void publish_membership(self_ptr self) {
+  auto& st = self->state;
+  if (st.snap.run_state == "waiting") return;  // rounds start once min_workers are in
+  membership_update update{st.snap.epoch, live_workers(st)};
+  for (const auto& c : st.coordinators) self->send(c, update);
+}
+
+void set_run_state(self_ptr self, const std::string& state) {
+  auto& st = self->state;
+  if (st.snap.run_state == state) return;
+  log_info("registry: run " + st.snap.run_state + " -> " + state);
+  st.snap.run_state = state;
+  persist(self);
+}
+
+void maybe_start(self_ptr self) {
+  auto& st = self->state;
+  if (st.snap.run_state == "waiting" && live_workers(st).size() >= static_cast<std::size_t>(st.cfg.min_workers)) {
+    set_run_state(self, "training");
+    publish_membership(self);
+  }
+}
+
+void maybe_finish(self_ptr self) {
+  auto& st = self->state;
+  if (st.snap.run_state != "training") return;
+  const auto live = live_workers(st);
+  if (live.empty()) return;
+  for (const auto& w : live)
+    if (!st.workers[w].done) return;
+  set_run_state(self, "finished");
+  json summary = {{"val_loss", st.last_val_loss}, {"wall_s", seconds_since(st.started)}, {"workers", live.size()}};
+  st.metrics.write("summary", summary);
+}
+
+void send_welcome(self_ptr self, const std::string& to, const node_view& node) {
+  auto& st = self->state;
+  wire::outgoing out;
+  auto w = out.envelope.initWelcome();
+  w.setNodeId(node.record.node_id);
+  w.setConfigToml(st.snap.config_toml);
+  w.setWorldSize(static_cast<std::uint32_t>(st.cfg.min_workers));
+  auto slots = w.initWorkers(static_cast<unsigned>(node.record.workers.size()));
+  for (unsigned i = 0; i < node.record.workers.size(); ++i) {
+    const auto& view = st.workers[node.record.workers[i]];
+    slots[i].setId(view.id);
+    slots[i].setRank(view.rank);
+    slots[i].setDevice(view.device);
+  }
+  st.mail->send(to, st.snap.epoch, out);
+}
+
+void on_hello(self_ptr self, const wire::message_ptr& msg) {
+  auto& st = self->state;
+  const auto hello = msg->envelope().getHello();
+  const auto now = clock_type::now();
+  auto known = st.nodes.find(hello.getNodeId());
+  if (hello.getNodeId() != 0 && known != st.nodes.end()) {  // a node that reconnects
+    known->second.last_seen = now;
+    if (known->second.record.state != "active") {
+      known->second.record.state = "active";
+      known->second.since = now;
+      st.snap.epoch++;
+      persist(self);
+      publish_membership(self);
+    }
+    send_welcome(self, msg->sender(), known->second);
+    return;
+  }
+  if (hello.getDevices().size() == 0) {
+    st.mail->refuse(*msg, make_error(errc::invalid_config, "a node needs at least one device"), st.snap.epoch);
+    return;
+  }
+  node_view node;
+  node.record.node_id = st.snap.next_node_id++;
+  node.record.state = "active";
+  node.record.hostname = hello.getHostname();
+  node.record.pid = hello.getPid();
+  node.last_seen = node.since = now;
+  for (unsigned k = 0; k < hello.getDevices().size(); ++k) {
+    worker_view w;
+    w.id = "worker/" + std::to_string(node.record.node_id) + "." + std::to_string(k);
+    w.node_id = node.record.node_id;
+    w.rank = st.snap.next_rank++ % static_cast<std::uint32_t>(st.cfg.min_workers);
+    w.device = hello.getDevices()[k];
+    node.record.devices.push_back(w.device);
+    node.record.workers.push_back(w.id);
+    st.workers[w.id] = w;
+  }
+  st.snap.epoch++;
+  const auto id = node.record.node_id;
+  st.nodes[id] = node;
+  persist(self);
+  log_info("registry: node " + std::to_string(id) + " (" + node.record.hostname + ") joined with " +
+           std::to_string(node.record.workers.size()) + " worker(s); epoch " + std::to_string(st.snap.epoch));
+  send_welcome(self, msg->sender(), st.nodes[id]);
+  publish_membership(self);
+  maybe_start(self);
+}
+
+void check_leases(self_ptr self) {
+  auto& st = self->state;
+  bool changed = false;
+  const auto lease = std::chrono::milliseconds(st.cfg.lease_ms);
+  for (auto& [id, n] : st.nodes) {
+    if (n.record.state != "active" || clock_type::now() - n.last_seen < lease) continue;
+    bool all_done = true;
+    for (const auto& w : n.record.workers) all_done = all_done && st.workers[w].done;
+    n.record.state = all_done ? "left" : "dead";
+    n.since = clock_type::now();
+    changed = true;
+    log_warn("registry: node " + std::to_string(id) + " missed its lease; now " + n.record.state);
+  }
+  if (!changed) return;
+  st.snap.epoch++;
+  persist(self);
+  publish_membership(self);
+  maybe_finish(self);
+}
+
+json members_json(const registry_state& st) {
+  json out = json::array();
+  for (const auto& [id, n] : st.nodes)
+    out.push_back({{"node_id", id},
+                   {"state", n.record.state},
+                   {"since_s", seconds_since(n.since)},
+                   {"last_heartbeat_s", seconds_since(n.last_seen)},
+                   {"hostname", n.record.hostname},
+                   {"pid", n.record.pid},
+                   {"devices", n.record.devices},
+                   {"workers", n.record.workers}});
+  return out;
+}
+
+json workers_json(const registry_state& st) {
+  json out = json::array();
+  for (const auto& [id, w] : st.workers)
+    out.push_back({{"id", id},
+                   {"node_id", w.node_id},
+                   {"rank", w.rank},
+                   {"device", w.device},
+                   {"step", w.step},
+                   {"loss", w.loss},
+                   {"tokens_per_s", w.tokens_per_s},
+                   {"bytes_sent", w.bytes_sent},
+                   {"bytes_received", w.bytes_received},
+                   {"done", w.done},
+                   {"wall_s", w.wall_s}});
+  return out;
+}
+
+json fragments_json(const registry_state& st, bool with_keeper) {
+  json out = json::array();
+  for (std::size_t f = 0; f < st.fragments.size(); ++f) {
+    const auto& view = st.fragments[f];
+    json entry = {{"id", f}, {"round", view.round}, {"coordinator", "coord/" + std::to_string(f)}};
+    if (with_keeper) {
+      json workers = json::array();
+      for (const auto& [w, rd] : view.worker_digests)
+        workers.push_back({{"id", w}, {"round", rd.first}, {"digest", digest_hex(rd.second)}});
+      entry["workers"] = workers;
+      entry["keeper"] = "keeper/0";
+      auto cp = st.deps.checkpoints->latest(static_cast<std::uint32_t>(f));
+      if (cp && *cp) {
+        const auto& theta = (*cp)->theta;
+        entry["round"] = (*cp)->round;
+        entry["keeper_round"] = (*cp)->round;
+        entry["keeper_digest"] = digest_hex(digest64(theta.data(), theta.size() * sizeof(float)));
+      } else if (!cp) {
+        entry["keeper_error"] = cp.err().describe();
+      }
+    }
+    out.push_back(entry);
+  }
+  return out;
+}
+
+json refusals_json(const traffic_counters* counters) {
+  json out = json::object();
+  if (!counters) return out;
+  for (std::size_t i = 1; i < counters->refused.size(); ++i)
+    if (counters->refused[i] > 0) out[to_string(static_cast<errc>(i))] = counters->refused[i].load();
+  return out;
+}
+
+json status_json(const registry_state& st) {
+  json members = json::array();
+  for (const auto& [id, n] : st.nodes)
+    members.push_back({{"node_id", id}, {"state", n.record.state}, {"workers", n.record.workers}});
+  return {{"cluster_id", st.snap.cluster_id},
+          {"epoch", st.snap.epoch},
+          {"state", st.snap.run_state},
+          {"example", st.cfg.example},
+          {"steps", st.cfg.steps},
+          {"head", st.deps.listen_endpoint},
+          {"uptime_s", seconds_since(st.started)},
+          {"members", members},
+          {"workers", workers_json(st)},
+          {"fragments", fragments_json(st, false)},
+          {"last_eval", {{"step", st.last_eval_step}, {"val_loss", st.last_val_loss}}},
+          {"refused", refusals_json(st.deps.counters)}};
+}
+
+void on_control(self_ptr self, const wire::message_ptr& msg) {
+  auto& st = self->state;
+  const std::string command = msg->envelope().getControlRequest().getCommand();
+  json body;
+  bool ok = true;
+  if (command == "status") body = status_json(st);
+  else if (command == "members") body = members_json(st);
+  else if (command == "fragments") body = fragments_json(st, true);
+  else if (command == "actors") {
+    body = json::array();
+    for (const auto& id : st.deps.local_actors->ids()) body.push_back({{"id", id}, {"process", "head"}});
+    for (const auto& [id, n] : st.nodes) {
+      body.push_back({{"id", "node/" + std::to_string(id)}, {"process", n.record.hostname + ":" + std::to_string(n.record.pid)}, {"state", n.record.state}});
+      for (const auto& w : n.record.workers)
+        body.push_back({{"id", w}, {"process", n.record.hostname + ":" + std::to_string(n.record.pid)},
+                        {"state", st.workers[w].done ? "done" : n.record.state}});
+    }
+  } else if (command == "checkpoints") {
+    auto list = st.deps.checkpoints->list();
+    if (!list) {
+      ok = false;
+      body = {{"error", list.err().describe()}};
+    } else {
+      body = json::array();
+      for (const auto& c : *list)
+        body.push_back({{"fragment", c.fragment}, {"round", c.round}, {"epoch", c.epoch},
+                        {"digest", digest_hex(c.digest)}, {"params", c.params}});
+    }
+  } else if (command == "down") {
+    body = {{"stopping", true}};
+  } else {
+    ok = false;
+    body = {{"error", "unknown command '" + command + "'"}};
+  }
+  wire::outgoing out;
+  auto reply = out.envelope.initControlReply();
+  reply.setOk(ok);
+  reply.setJson(body.dump());
+  st.mail->send(msg->sender(), st.snap.epoch, out);
+  if (command == "down") {
+    for (const auto& [id, n] : st.nodes) {
+      if (n.record.state != "active") continue;
+      wire::outgoing bye;
+      bye.envelope.initShutdown().setReason("atoll down");
+      st.mail->send("node/" + std::to_string(id), st.snap.epoch, bye);
+    }
+    log_info("registry: shutting down on request");
+    self->delayed_send(self, std::chrono::milliseconds(300), stop_atom::value);  // let replies flush
+  }
+}
+
+void on_report(self_ptr self, const wire::message_ptr& msg) {
+  auto& st = self->state;
+  const auto env = msg->envelope();
+  auto it = st.workers.find(msg->sender());
+  if (it == st.workers.end()) {
+    st.mail->refuse(*msg, make_error(errc::unknown_peer, msg->sender() + " is not a registered worker"), st.snap.epoch);
+    return;
+  }
+  auto& w = it->second;
+  if (env.isProgress()) {
+    const auto p = env.getProgress();
+    w.step = p.getStep();
+    w.loss = p.getLoss();
+    w.tokens_per_s = p.getTokensPerSec();
+    w.bytes_sent = p.getBytesSent();
+    w.bytes_received = p.getBytesReceived();
+    st.metrics.write("step", {{"worker", w.id}, {"step", w.step}, {"loss", w.loss}, {"tokens_per_s", w.tokens_per_s},
+                              {"bytes_sent", w.bytes_sent}, {"bytes_received", w.bytes_received}});
+  } else if (env.isEvalReport()) {
+    const auto e = env.getEvalReport();
+    st.last_eval_step = static_cast<std::int64_t>(e.getStep());
+    st.last_val_loss = e.getValLoss();
+    st.metrics.write("eval", {{"worker", w.id}, {"step", e.getStep()}, {"val_loss", e.getValLoss()}});
+    log_info("registry: step " + std::to_string(e.getStep()) + " held-out loss " + std::to_string(e.getValLoss()));
+  } else if (env.isWorkerDone()) {
+    const auto d = env.getWorkerDone();
+    w.done = true;
+    w.step = d.getSteps();
+    w.loss = d.getFinalLoss();
+    w.tokens_per_s = d.getTokensPerSec();
+    w.bytes_sent = d.getBytesSent();
+    w.bytes_received = d.getBytesReceived();
+    w.wall_s = d.getWallSeconds();
+    if (d.getValLoss() >= 0) {
+      w.final_val_loss = d.getValLoss();
+      st.last_val_loss = d.getValLoss();
+      st.last_eval_step = static_cast<std::int64_t>(d.getSteps());
+      st.metrics.write("eval", {{"worker", w.id}, {"step", d.getSteps()}, {"val_loss", d.getValLoss()}});
+    }
+    st.metrics.write("worker_done", {{"worker", w.id}, {"steps", w.step}, {"loss", w.loss},
+                                     {"tokens_per_s", w.tokens_per_s}, {"bytes_sent", w.bytes_sent},
+                                     {"bytes_received", w.bytes_received}, {"wall_s", w.wall_s}});
+    log_info("registry: " + w.id + " finished " + std::to_string(w.step) + " steps");
+    maybe_finish(self);
+  }
+}
+
+}  // namespace
+
+caf::behavior registry_actor(caf::stateful_actor<registry_state>* self, registry_deps deps, registry_snapshot snap) {
+  auto& st = self->state;
+  st.deps = deps;
+  st.snap = std::move(snap);
+  st.mail = std::make_unique<mailer>(*deps.net, "registry", st.snap.cluster_id);
+  auto cfg = parse_config_text(st.snap.config_toml, "stored config");
+  if (cfg) st.cfg = *cfg;
+  else log_error("registry: " + cfg.err().describe());
+  st.fragments.resize(static_cast<std::size_t>(st.cfg.fragments));
+  if (!deps.metrics_path.empty()) st.metrics = metrics_writer(deps.metrics_path);
+  const auto now = clock_type::now();
+  for (const auto& m : st.snap.members) {  // a restarted head: members must heartbeat again
+    node_view n{m, now, now};
+    st.nodes[m.node_id] = n;
+  }
+  for (std::size_t f = 0; f < st.fragments.size(); ++f) {
+    auto cp = deps.checkpoints->latest(static_cast<std::uint32_t>(f));
+    if (cp && *cp) st.fragments[f].round = (*cp)->round;
+  }
+  self->delayed_send(self, std::chrono::milliseconds(st.cfg.heartbeat_ms), tick_atom::value);
+  return {
+      [=](const wire::message_ptr& msg) {
+        auto& st = self->state;
+        const auto env = msg->envelope();
+        if (env.isHello()) on_hello(self, msg);
+        else if (env.isHeartbeat()) {
+          auto it = st.nodes.find(env.getHeartbeat().getNodeId());
+          if (it == st.nodes.end()) {
+            st.mail->refuse(*msg, make_error(errc::unknown_peer, "unknown node"), st.snap.epoch);
+            return;
+          }
+          it->second.last_seen = clock_type::now();
+        } else if (env.isControlRequest()) on_control(self, msg);
+        else if (env.isProgress() || env.isEvalReport() || env.isWorkerDone()) on_report(self, msg);
+        else if (env.isRefusal()) log_warn("registry: refusal from " + msg->sender() + ": " + env.getRefusal().getMessage().cStr());
+        else st.mail->refuse(*msg, make_error(errc::unexpected_message, wire::kind_name(msg->kind())), st.snap.epoch);
+      },
+      [=](coordinators_atom, const std::vector<caf::actor>& coordinators) {
+        self->state.coordinators = coordinators;
+        publish_membership(self);
+      },
+      [=](const round_report& r) {
+        auto& st = self->state;
+        if (r.fragment >= st.fragments.size()) return;
+        st.fragments[r.fragment].round = r.round;
+        st.fragments[r.fragment].digest = r.digest;
+        st.metrics.write("round", {{"fragment", r.fragment}, {"round", r.round}, {"epoch", r.epoch},
+                                   {"participants", r.participants.size()}, {"duration_s", r.duration_s},
+                                   {"bytes", r.bytes_in}, {"digest", digest_hex(r.digest)}});
+      },
+      [=](const digest_report& d) {
+        auto& st = self->state;
+        if (d.fragment < st.fragments.size()) st.fragments[d.fragment].worker_digests[d.worker] = {d.round, d.digest};
+      },
+      [=](tick_atom) {
+        check_leases(self);
+        self->delayed_send(self, std::chrono::milliseconds(self->state.cfg.heartbeat_ms), tick_atom::value);
+      },
+      [=](stop_atom) { self->quit(); },
+  };
+}
+
+}  // namespace atl

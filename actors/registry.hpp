@@ -1,0 +1,90 @@
+#pragma once
+// Registry actor ("registry"): the membership authority of a cluster (like Ray's GCS).
+//
+// Run states (persisted):  waiting --min_workers registered--> training
+//                          training --every live worker reported WorkerDone--> finished
+// Node states:             active --lease expired--> dead ; active --Shutdown--> left
+//
+// - Hello -> node id, one worker slot (id, rank) per device, the run config, epoch + 1,
+//   saved to RocksDB in one synced batch before the Welcome is sent. A Hello that names a
+//   known node id (a node that reconnects after a head restart) gets its old slots back.
+// - Heartbeat renews a node's lease; a lease older than cluster.lease_ms marks the node
+//   dead, the epoch grows and coordinators drop its workers from open rounds.
+// - Progress, EvalReport, WorkerDone and the coordinators' round and digest reports go to
+//   the metrics file and to the answers of atollctl (ControlRequest -> ControlReply JSON).
+// - ControlRequest "down" sends Shutdown to every live node, then stops the head.
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <caf/actor.hpp>
+#include <caf/stateful_actor.hpp>
+
+#include "runtime/config.hpp"
+#include "runtime/metrics.hpp"
+#include "runtime/transport.hpp"
+#include "storage/checkpoint_store.hpp"
+#include "storage/registry_store.hpp"
+
+namespace atl {
+
+struct registry_deps {
+  transport* net = nullptr;
+  registry_store* store = nullptr;
+  checkpoint_store* checkpoints = nullptr;
+  const directory* local_actors = nullptr;
+  traffic_counters* counters = nullptr;
+  std::string metrics_path;
+  std::string listen_endpoint;
+};
+
+struct worker_view {
+  std::string id;
+  std::uint32_t node_id = 0;
+  std::uint32_t rank = 0;
+  std::string device;
+  std::uint64_t step = 0;
+  float loss = 0;
+  float tokens_per_s = 0;
+  std::uint64_t bytes_sent = 0, bytes_received = 0;
+  bool done = false;
+  float final_val_loss = -1;
+  float wall_s = 0;
+};
+
+struct node_view {
+  member_record record;
+  std::chrono::steady_clock::time_point last_seen;
+  std::chrono::steady_clock::time_point since;  // of the current state
+};
+
+struct fragment_view {
+  std::uint64_t round = 0;
+  std::uint64_t digest = 0;
+  std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> worker_digests;  // worker -> (round, digest)
+};
+
+struct registry_state {
+  registry_deps deps;
+  std::unique_ptr<mailer> mail;
+  registry_snapshot snap;
+  run_config cfg;
+  std::map<std::uint32_t, node_view> nodes;
+  std::map<std::string, worker_view> workers;
+  std::vector<fragment_view> fragments;
+  std::vector<caf::actor> coordinators;
+  metrics_writer metrics;
+  std::int64_t last_eval_step = -1;
+  float last_val_loss = -1;
+  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+  static inline const char* name = "registry";
+};
+
+caf::behavior registry_actor(caf::stateful_actor<registry_state>* self, registry_deps deps, registry_snapshot snap);
+
+// Tells the registry which coordinators to keep informed of membership.
+using coordinators_atom = caf::atom_constant<caf::atom("coords")>;
+
+}  // namespace atl

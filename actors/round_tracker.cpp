@@ -1,0 +1,111 @@
+#include "actors/round_tracker.hpp"
+
+namespace atl {
+
+const char* to_string(round_tracker::phase p) {
+  switch (p) {
+    case round_tracker::phase::unseeded: return "unseeded";
+    case round_tracker::phase::ready: return "ready";
+    case round_tracker::phase::collecting: return "collecting";
+    case round_tracker::phase::committing: return "committing";
+  }
+  return "unknown";
+}
+
+namespace {
+error wrong_phase(const char* op, round_tracker::phase p) {
+  return make_error(errc::unexpected_message, std::string(op) + " in phase " + to_string(p));
+}
+}  // namespace
+
+status round_tracker::restore(std::uint64_t round, std::vector<float> theta, std::vector<float> momentum) {
+  if (phase_ != phase::unseeded) return wrong_phase("restore", phase_);
+  if (theta.size() != momentum.size()) return make_error(errc::tensor_mismatch, "theta and momentum sizes differ");
+  round_ = round;
+  theta_ = std::move(theta);
+  momentum_ = std::move(momentum);
+  phase_ = phase::ready;
+  return {};
+}
+
+status round_tracker::seed(std::vector<float> theta) {
+  if (phase_ != phase::unseeded) return wrong_phase("seed", phase_);
+  if (!all_finite(theta.data(), theta.size())) return make_error(errc::not_finite, "initial parameters");
+  round_ = 0;
+  momentum_.assign(theta.size(), 0.0f);
+  theta_ = std::move(theta);
+  phase_ = phase::committing;
+  return {};
+}
+
+status round_tracker::open(std::uint64_t epoch, std::vector<std::string> participants) {
+  if (phase_ != phase::ready) return wrong_phase("open", phase_);
+  if (participants.empty()) return make_error(errc::not_ready, "a round needs participants");
+  epoch_ = epoch;
+  participants_ = std::set<std::string>(participants.begin(), participants.end());
+  contributions_.clear();
+  phase_ = phase::collecting;
+  return {};
+}
+
+expected<bool> round_tracker::add(const std::string& worker, std::uint64_t epoch, std::uint64_t round,
+                                  std::vector<float> delta, float weight) {
+  if (phase_ != phase::collecting) {
+    if (round <= round_) return make_error(errc::wrong_round, "round " + std::to_string(round) + " is closed");
+    return wrong_phase("contribution", phase_);
+  }
+  if (epoch < epoch_)
+    return make_error(errc::stale_epoch, "epoch " + std::to_string(epoch) + " < round epoch " + std::to_string(epoch_));
+  if (epoch > epoch_)
+    return make_error(errc::stale_epoch, "epoch " + std::to_string(epoch) + " is ahead of round epoch " +
+                                             std::to_string(epoch_));
+  if (round != open_round())
+    return make_error(errc::wrong_round, "round " + std::to_string(round) + ", open round is " +
+                                             std::to_string(open_round()));
+  if (!participants_.count(worker)) return make_error(errc::not_participant, worker + " is not in round " + std::to_string(round));
+  if (contributions_.count(worker)) return make_error(errc::duplicate, worker + " already contributed");
+  if (delta.size() != theta_.size())
+    return make_error(errc::tensor_mismatch, std::to_string(delta.size()) + " values, fragment has " +
+                                                 std::to_string(theta_.size()));
+  if (!all_finite(delta.data(), delta.size())) return make_error(errc::not_finite, "contribution of " + worker);
+  contributions_.emplace(worker, std::make_pair(std::move(delta), weight));
+  return finish_if_complete();
+}
+
+expected<bool> round_tracker::drop(const std::string& worker) {
+  if (phase_ != phase::collecting) return false;
+  participants_.erase(worker);
+  contributions_.erase(worker);
+  if (participants_.empty()) {  // nobody left: the round is abandoned, state unchanged
+    phase_ = phase::ready;
+    return false;
+  }
+  return finish_if_complete();
+}
+
+expected<bool> round_tracker::finish_if_complete() {
+  if (contributions_.size() < participants_.size()) return false;
+  std::vector<weighted_input> inputs;
+  for (const auto& [_, c] : contributions_) inputs.push_back({c.first.data(), c.second});  // sorted by worker id
+  std::vector<float> avg;
+  if (auto st = weighted_average(inputs, theta_.size(), avg)) return st;
+  nesterov_step(opt_, theta_.data(), momentum_.data(), avg.data(), theta_.size());
+  round_ += 1;
+  phase_ = phase::committing;
+  return true;
+}
+
+status round_tracker::committed() {
+  if (phase_ != phase::committing) return wrong_phase("committed", phase_);
+  phase_ = phase::ready;
+  contributions_.clear();
+  return {};
+}
+
+std::vector<std::string> round_tracker::contributors() const {
+  std::vector<std::string> out;
+  for (const auto& [w, _] : contributions_) out.push_back(w);
+  return out;
+}
+
+}  // namespace atl

@@ -1,0 +1,64 @@
+#pragma once
+// The state of one fragment's outer rounds at its coordinator, apart from all I/O.
+//
+//   (unseeded) --seed(theta)--> [committing r=0] --committed--> (ready r)
+//   (ready r) --open(epoch, participants)--> (collecting r+1)
+//   (collecting r+1) --add(...) by every participant--> [committing r+1] --committed--> (ready r+1)
+//   (collecting r+1) --drop(worker) leaving >= 1 contribution from all remaining--> [committing r+1]
+//
+// Every transition checks the phase it is allowed from and returns a typed error
+// otherwise. Contributions are fenced: wrong epoch -> stale_epoch, other round ->
+// wrong_round, second from a worker -> duplicate, non-participant -> not_participant,
+// wrong size -> tensor_mismatch, NaN/inf -> not_finite (the round is not poisoned).
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "runtime/algorithm/outer_optimizer.hpp"
+
+namespace atl {
+
+class round_tracker {
+ public:
+  enum class phase { unseeded, ready, collecting, committing };
+
+  round_tracker(std::uint32_t fragment, outer_options opt) : fragment_(fragment), opt_(opt) {}
+
+  // A committed state loaded from a keeper (restart) or the first worker's parameters.
+  status restore(std::uint64_t round, std::vector<float> theta, std::vector<float> momentum);
+  status seed(std::vector<float> theta);  // unseeded -> committing round 0
+  status open(std::uint64_t epoch, std::vector<std::string> participants);  // ready -> collecting
+  // Returns true when the round became complete (and moved to committing).
+  expected<bool> add(const std::string& worker, std::uint64_t epoch, std::uint64_t round, std::vector<float> delta,
+                     float weight);
+  // A participant is gone: the round completes with the rest if they all contributed.
+  expected<bool> drop(const std::string& worker);
+  status committed();  // committing -> ready
+
+  phase current_phase() const { return phase_; }
+  std::uint64_t committed_round() const { return round_; }
+  std::uint64_t open_round() const { return round_ + 1; }
+  std::uint64_t open_epoch() const { return epoch_; }
+  const std::vector<float>& theta() const { return theta_; }
+  const std::vector<float>& momentum() const { return momentum_; }
+  const std::set<std::string>& participants() const { return participants_; }
+  std::vector<std::string> contributors() const;
+
+ private:
+  expected<bool> finish_if_complete();
+
+  std::uint32_t fragment_;
+  outer_options opt_;
+  phase phase_ = phase::unseeded;
+  std::uint64_t round_ = 0;   // last committed (or committing, in phase committing) round
+  std::uint64_t epoch_ = 0;   // epoch of the open round
+  std::vector<float> theta_, momentum_;
+  std::set<std::string> participants_;
+  std::map<std::string, std::pair<std::vector<float>, float>> contributions_;  // sorted by worker id
+};
+
+const char* to_string(round_tracker::phase p);
+
+}  // namespace atl

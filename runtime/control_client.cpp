@@ -1,0 +1,59 @@
+#include "runtime/control_client.hpp"
+
+#include <random>
+#include <unistd.h>
+
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
+
+#include "runtime/wire.hpp"
+
+namespace atl {
+
+expected<control_reply> control_request(const std::string& head, const std::string& command,
+                                        const std::string& argument, std::chrono::milliseconds timeout) {
+  try {
+    zmq::context_t ctx(1);
+    zmq::socket_t sock(ctx, zmq::socket_type::dealer);
+    sock.set(zmq::sockopt::linger, 0);
+    sock.connect(head);
+    std::random_device rd;
+    wire::outgoing out;
+    out.envelope.setSender("ctl/" + std::to_string(::getpid()) + "-" + std::to_string(rd()));
+    out.envelope.setReceiver("registry");
+    out.envelope.setSeq(1);
+    auto req = out.envelope.initControlRequest();
+    req.setCommand(command);
+    req.setArgument(argument);
+    auto frames = wire::encode(out);
+    for (std::size_t i = 0; i < frames.size(); ++i)
+      sock.send(zmq::buffer(frames[i]), i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    zmq::pollitem_t item{static_cast<void*>(sock), 0, ZMQ_POLLIN, 0};
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (true) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return make_error(errc::timeout, "no answer from " + head + " within " +
+                                                                  std::to_string(timeout.count()) + " ms");
+      zmq::poll(&item, 1, left);
+      if (!(item.revents & ZMQ_POLLIN)) continue;
+      std::vector<zmq::message_t> parts;
+      (void)zmq::recv_multipart(sock, std::back_inserter(parts));
+      wire::frames in;
+      for (auto& p : parts) {
+        const auto* b = static_cast<const std::uint8_t*>(p.data());
+        in.emplace_back(b, b + p.size());
+      }
+      auto msg = wire::decode(std::move(in), wire::limits{});
+      if (!msg) return msg.err();
+      const auto env = (*msg)->envelope();
+      if (env.isRefusal())
+        return make_error(static_cast<errc>(env.getRefusal().getCode()), env.getRefusal().getMessage().cStr());
+      if (!env.isControlReply()) continue;
+      return control_reply{env.getControlReply().getOk(), env.getControlReply().getJson().cStr()};
+    }
+  } catch (const zmq::error_t& e) {
+    return make_error(errc::unknown_peer, std::string("cannot reach ") + head + ": " + e.what());
+  }
+}
+
+}  // namespace atl

@@ -1,0 +1,21 @@
+#pragma once
+// A request/reply client of the head's control protocol (ControlRequest/ControlReply
+// envelopes over a DEALER socket), used by atollctl and by `atoll local` and `atoll down`.
+#include <chrono>
+#include <string>
+
+#include "runtime/expected.hpp"
+
+namespace atl {
+
+struct control_reply {
+  bool ok = false;
+  std::string json;
+};
+
+// Sends `command` to the registry at `head` and waits up to `timeout` for the reply.
+// errc::timeout when the head does not answer.
+expected<control_reply> control_request(const std::string& head, const std::string& command,
+                                        const std::string& argument, std::chrono::milliseconds timeout);
+
+}  // namespace atl

@@ -1,0 +1,31 @@
+#pragma once
+// JSON-lines metrics: one object per line with a "type" field ("step", "eval", "round",
+// "summary"), a wall-clock "time" (seconds since the writer opened) and the figures.
+// Owned by one actor; not thread-safe.
+#include <chrono>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace atl {
+
+class metrics_writer {
+ public:
+  metrics_writer() = default;
+  explicit metrics_writer(const std::string& path) : out_(path, std::ios::app), start_(std::chrono::steady_clock::now()) {}
+  bool is_open() const { return out_.is_open(); }
+  void write(const std::string& type, nlohmann::json fields) {
+    if (!out_.is_open()) return;
+    fields["type"] = type;
+    fields["time"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    out_ << fields.dump() << '\n';
+    out_.flush();
+  }
+
+ private:
+  std::ofstream out_;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
+
+}  // namespace atl

@@ -1,0 +1,149 @@
+// `atoll up`: the head process (registry, checkpoint keeper, fragment coordinators).
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <random>
+
+#include <caf/all.hpp>
+
+#include "actors/coordinator.hpp"
+#include "actors/keeper.hpp"
+#include "actors/messages.hpp"
+#include "actors/registry.hpp"
+#include "examples/tasks.hpp"
+#include "runtime/log.hpp"
+#include "runtime/zmq_transport.hpp"
+#include "tools/atoll/processes.hpp"
+
+namespace atl {
+namespace {
+
+std::string new_cluster_id() {
+  std::random_device rd;
+  std::uniform_int_distribution<unsigned long long> dist;
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", dist(rd));
+  return buf;
+}
+
+// The run's config: stored on a restart (the run resumes as it was), else file + overrides.
+expected<registry_snapshot> initial_snapshot(registry_store& store, const head_options& opt) {
+  auto stored = store.load();
+  if (!stored) return stored.err();
+  if (*stored) {
+    if (!opt.config_file.empty() || !opt.overrides.empty())
+      log_warn("resuming run " + (*stored)->cluster_id + ": its stored config is used; --config/--set ignored");
+    return **stored;
+  }
+  run_config cfg;
+  if (!opt.config_file.empty()) {
+    auto loaded = load_config_file(opt.config_file);
+    if (!loaded) return loaded.err();
+    cfg = *loaded;
+  }
+  for (const auto& o : opt.overrides)
+    if (auto err = apply_override(cfg, o)) return err;
+  if (!has_task(cfg.example)) {
+    std::string names;
+    for (const auto& n : task_names()) names += (names.empty() ? "" : ", ") + n;
+    return make_error(errc::invalid_config, "run.example: unknown example '" + cfg.example + "' (have: " + names + ")");
+  }
+  registry_snapshot snap;
+  snap.cluster_id = new_cluster_id();
+  snap.config_toml = to_toml(cfg);
+  if (auto err = store.save(snap)) return err;
+  return snap;
+}
+
+}  // namespace
+
+int run_head(const head_options& opt) {
+  set_log_name("atoll head");
+  warn_if_reference_blas();
+  if (opt.run_dir.empty()) {
+    std::cerr << "atoll up: --run-dir is required\n";
+    return 2;
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(opt.run_dir, ec);
+  if (ec) {
+    std::cerr << "atoll up: cannot create " << opt.run_dir << ": " << ec.message() << "\n";
+    return 2;
+  }
+  auto db = open_rocksdb_store(opt.run_dir + "/db");
+  if (!db) {
+    std::cerr << "atoll up: " << db.err().describe() << "\n";
+    return 1;
+  }
+  registry_store reg_store(**db);
+  auto snap = initial_snapshot(reg_store, opt);
+  if (!snap) {
+    std::cerr << "atoll up: " << snap.err().describe() << "\n";
+    return 2;
+  }
+  auto cfg = parse_config_text(snap->config_toml, "stored config");
+  if (!cfg) {
+    std::cerr << "atoll up: " << cfg.err().describe() << "\n";
+    return 2;
+  }
+  checkpoint_store checkpoints(**db, static_cast<std::uint64_t>(cfg->keep_rounds));
+  directory local;
+  cluster_identity cluster(snap->cluster_id);
+  std::unique_ptr<zmq_transport> net;
+  try {
+    net = std::make_unique<zmq_transport>(zmq_transport::role::server, opt.listen, local, cluster);
+  } catch (const zmq::error_t& e) {
+    std::cerr << "atoll up: cannot listen on " << opt.listen << ": " << e.what() << "\n";
+    return 1;
+  }
+  {
+    std::ofstream(opt.run_dir + "/head.endpoint") << net->bound_endpoint() << "\n";
+  }
+  log_info("cluster " + snap->cluster_id + " listening on " + net->bound_endpoint() + " (run dir " + opt.run_dir +
+           ", example " + cfg->example + ", state " + snap->run_state + ")");
+
+  caf::actor_system_config sys_cfg;
+  sys_cfg.set("scheduler.max-threads", 2);
+  caf::actor_system sys{sys_cfg};
+  registry_deps deps{net.get(), &reg_store, &checkpoints, &local, &net->counters(),
+                     opt.metrics_file.empty() ? opt.run_dir + "/metrics.jsonl" : opt.metrics_file,
+                     net->bound_endpoint()};
+  auto keeper = sys.spawn(keeper_actor, static_cast<transport*>(net.get()), std::string("keeper/0"),
+                          snap->cluster_id, &checkpoints);
+  local.add("keeper/0", keeper);
+  auto registry = sys.spawn(registry_actor, deps, *snap);
+  local.add("registry", registry);
+  std::vector<caf::actor> coordinators;
+  for (std::int64_t f = 0; f < cfg->fragments; ++f) {
+    coordinator_config cc;
+    cc.fragment = static_cast<std::uint32_t>(f);
+    cc.min_workers = static_cast<std::size_t>(cfg->min_workers);
+    cc.outer = {static_cast<float>(cfg->outer_lr), static_cast<float>(cfg->outer_momentum)};
+    auto c = sys.spawn(coordinator_actor, static_cast<transport*>(net.get()), snap->cluster_id, cc, registry);
+    local.add("coord/" + std::to_string(f), c);
+    coordinators.push_back(c);
+  }
+  caf::anon_send(registry, coordinators_atom::value, coordinators);
+
+  const auto& stop = install_stop_signals();
+  caf::scoped_actor waiter{sys};
+  waiter->monitor(registry);
+  bool registry_down = false, stop_sent = false;
+  while (!registry_down) {
+    waiter->receive([&](caf::down_msg&) { registry_down = true; },
+                    caf::after(std::chrono::milliseconds(200)) >> [&] {
+                      if (stop && !stop_sent) {
+                        log_info("signal received; stopping");
+                        caf::anon_send(registry, stop_atom::value);
+                        stop_sent = true;
+                      }
+                    });
+  }
+  for (auto& c : coordinators) caf::anon_send_exit(c, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(keeper, caf::exit_reason::user_shutdown);
+  net->stop();
+  log_info("head stopped");
+  return 0;
+}
+
+}  // namespace atl

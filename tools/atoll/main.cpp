@@ -1,0 +1,91 @@
+// atoll: the launcher. `atoll --help` and `atoll SUBCOMMAND --help` document every flag.
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "runtime/config.hpp"
+#include "runtime/control_client.hpp"
+#include "tools/atoll/processes.hpp"
+
+namespace {
+
+std::vector<std::string> split_devices(const std::string& list) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : list + ",") {
+    if (c == ',') {
+      if (!cur.empty()) out.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"atoll: elastic low-communication training (DiLoCo) on a cluster of actors.\n"
+               "Quick start: `atoll local` trains the default example on a local cluster."};
+  app.require_subcommand(1);
+
+  atl::head_options head;
+  auto* up = app.add_subcommand("up", "start the head (registry, checkpoint keeper, coordinators)");
+  up->add_option("--listen", head.listen, "endpoint to bind, e.g. tcp://0.0.0.0:7070 (port 0 picks a free one)")
+      ->capture_default_str();
+  up->add_option("--run-dir", head.run_dir, "folder for the head's RocksDB and metrics; an existing one resumes")
+      ->required();
+  up->add_option("--config", head.config_file, "TOML config (see `atoll config`)")->check(CLI::ExistingFile);
+  up->add_option("--set", head.overrides, "override a knob: --set diloco.sync_every=25 (repeatable)");
+  up->add_option("--metrics", head.metrics_file, "JSON-lines metrics file (default RUN_DIR/metrics.jsonl)");
+
+  atl::node_options node;
+  std::string devices = "cpu";
+  auto* join = app.add_subcommand("join", "start a node: registers with the head, runs one worker per device");
+  join->add_option("--head", node.head, "the head's endpoint, e.g. tcp://10.0.0.1:7070")->required();
+  join->add_option("--run-dir", node.run_dir, "folder for this node's files");
+  join->add_option("--devices", devices, "comma-separated devices: cpu or cuda:0,cuda:1")->capture_default_str();
+  join->add_option("--threads", node.threads, "LibTorch threads for this process (default: cores / workers)");
+
+  atl::local_options local;
+  auto* loc = app.add_subcommand("local", "run a head and N nodes on this machine and train to completion");
+  loc->add_option("--nodes", local.nodes, "node processes")->capture_default_str();
+  loc->add_option("--workers-per-node", local.workers_per_node, "workers per node")->capture_default_str();
+  loc->add_option("--example", local.example, "registered example (default: shakespeare)");
+  loc->add_option("--steps", local.steps, "inner steps per worker (default: from config)");
+  loc->add_option("--config", local.config_file, "TOML config (see `atoll config`)")->check(CLI::ExistingFile);
+  loc->add_option("--set", local.overrides, "override a knob: --set diloco.sync_every=25 (repeatable)");
+  loc->add_option("--run-dir", local.run_dir, "folder for logs, state and metrics (default atoll-runs/local-TIME)");
+  loc->add_option("--metrics", local.metrics_file, "JSON-lines metrics file (default RUN_DIR/metrics.jsonl)");
+
+  std::string down_head;
+  auto* down = app.add_subcommand("down", "stop a cluster: nodes stop their workers, the head exits");
+  down->add_option("--head", down_head, "the head's endpoint")->required();
+
+  app.add_subcommand("config", "list every config knob with its default, unit and meaning");
+
+  CLI11_PARSE(app, argc, argv);
+
+  if (*up) return atl::run_head(head);
+  if (*join) {
+    node.devices = split_devices(devices);
+    if (node.devices.empty()) {
+      std::cerr << "atoll join: --devices is empty\n";
+      return 2;
+    }
+    return atl::run_node(node);
+  }
+  if (*loc) return atl::run_local(local);
+  if (*down) {
+    auto reply = atl::control_request(down_head, "down", "", std::chrono::milliseconds(5000));
+    if (!reply) {
+      std::cerr << "atoll down: " << reply.err().describe() << "\n";
+      return 1;
+    }
+    std::cout << "cluster at " << down_head << " is stopping\n";
+    return 0;
+  }
+  std::cout << "# Atoll config knobs: TOML section.key = default  [unit]\n" << atl::describe_knobs();
+  return 0;
+}

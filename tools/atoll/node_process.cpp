@@ -1,0 +1,94 @@
+// `atoll join`: a node process (node agent and its workers).
+#include <unistd.h>
+
+#include <iostream>
+#include <thread>
+
+#include <caf/all.hpp>
+
+#include "actors/messages.hpp"
+#include "actors/node_agent.hpp"
+#include "examples/tasks.hpp"
+#include "runtime/log.hpp"
+#include "runtime/zmq_transport.hpp"
+#include "tools/atoll/processes.hpp"
+
+namespace atl {
+
+int run_node(const node_options& opt) {
+  set_log_name("atoll node");
+  warn_if_reference_blas();
+  if (opt.head.empty()) {
+    std::cerr << "atoll join: --head tcp://HOST:PORT is required\n";
+    return 2;
+  }
+  for (const auto& d : opt.devices) {
+    if (d == "cpu") continue;
+    if (d.rfind("cuda:", 0) == 0) {
+      if (!cuda_device_available(d)) {
+        std::cerr << "atoll join: device " << d << " is not available (this LibTorch sees "
+                  << cuda_device_count() << " CUDA device(s))\n";
+        return 2;
+      }
+      continue;
+    }
+    std::cerr << "atoll join: unknown device '" << d << "' (use cpu or cuda:N)\n";
+    return 2;
+  }
+  directory local;
+  cluster_identity cluster;
+  std::unique_ptr<zmq_transport> net;
+  try {
+    net = std::make_unique<zmq_transport>(zmq_transport::role::client, opt.head, local, cluster);
+  } catch (const zmq::error_t& e) {
+    std::cerr << "atoll join: cannot connect to " << opt.head << ": " << e.what() << "\n";
+    return 1;
+  }
+  char host[256] = {0};
+  ::gethostname(host, sizeof host - 1);
+  node_agent_config nc;
+  nc.devices = opt.devices;
+  nc.hostname = host;
+  nc.factory = torch_replica_factory();
+  const int forced_threads = opt.threads;
+  nc.prepare = [forced_threads](const run_config& run, std::size_t local_workers) {
+    int threads = forced_threads > 0 ? forced_threads : static_cast<int>(run.threads_per_worker);
+    if (threads <= 0)
+      threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / static_cast<int>(std::max<std::size_t>(1, local_workers)));
+    set_compute_threads(threads);
+    log_info("LibTorch uses " + std::to_string(threads) + " thread(s) per process");
+  };
+  log_info("connecting to " + opt.head);
+
+  caf::actor_system_config sys_cfg;
+  sys_cfg.set("scheduler.max-threads", 2);
+  caf::actor_system sys{sys_cfg};
+  auto agent = sys.spawn(node_agent_actor, static_cast<transport*>(net.get()), &local, &cluster, nc);
+  const auto& stop = install_stop_signals();
+  caf::scoped_actor waiter{sys};
+  waiter->monitor(agent);
+  bool agent_down = false, stop_sent = false;
+  caf::error reason;
+  while (!agent_down) {
+    waiter->receive(
+        [&](caf::down_msg& down) {
+          agent_down = true;
+          reason = down.reason;
+        },
+        caf::after(std::chrono::milliseconds(200)) >> [&] {
+          if (stop && !stop_sent) {
+            log_info("signal received; stopping workers");
+            caf::anon_send(agent, stop_atom::value);
+            stop_sent = true;
+          }
+        });
+  }
+  net->stop();
+  if (reason) {
+    log_error("node failed: " + sys.render(reason));
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace atl

@@ -1,0 +1,129 @@
+// atollctl: inspect a running cluster through the head's control protocol.
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "runtime/control_client.hpp"
+
+namespace {
+
+using json = nlohmann::json;
+
+std::string str(const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+
+void print_table(const json& rows, const std::vector<std::string>& columns) {
+  std::vector<std::size_t> width(columns.size());
+  for (std::size_t c = 0; c < columns.size(); ++c) width[c] = columns[c].size();
+  for (const auto& r : rows)
+    for (std::size_t c = 0; c < columns.size(); ++c) width[c] = std::max(width[c], str(r.value(columns[c], json())).size());
+  for (std::size_t c = 0; c < columns.size(); ++c) std::cout << columns[c] << std::string(width[c] - columns[c].size() + 2, ' ');
+  std::cout << "\n";
+  for (const auto& r : rows) {
+    for (std::size_t c = 0; c < columns.size(); ++c) {
+      const auto s = str(r.value(columns[c], json()));
+      std::cout << s << std::string(width[c] - s.size() + 2, ' ');
+    }
+    std::cout << "\n";
+  }
+}
+
+void print_human(const std::string& command, const json& body) {
+  if (command == "status") {
+    std::cout << "cluster " << str(body["cluster_id"]) << "  state " << str(body["state"]) << "  epoch "
+              << str(body["epoch"]) << "  example " << str(body["example"]) << "  head " << str(body["head"]) << "\n";
+    const auto& ev = body["last_eval"];
+    if (ev["step"].get<long>() >= 0) std::cout << "held-out loss " << str(ev["val_loss"]) << " at step " << str(ev["step"]) << "\n";
+    std::cout << "\nmembers\n";
+    print_table(body["members"], {"node_id", "state", "workers"});
+    std::cout << "\nworkers\n";
+    print_table(body["workers"], {"id", "rank", "step", "loss", "tokens_per_s", "bytes_sent", "done"});
+    std::cout << "\nfragments\n";
+    print_table(body["fragments"], {"id", "round", "coordinator"});
+    if (!body["refused"].empty()) std::cout << "\nrefused messages: " << body["refused"].dump() << "\n";
+  } else if (command == "members") {
+    print_table(body, {"node_id", "state", "since_s", "last_heartbeat_s", "hostname", "pid", "workers"});
+  } else if (command == "actors") {
+    print_table(body, {"id", "process", "state"});
+  } else if (command == "fragments") {
+    for (const auto& f : body) {
+      std::cout << "fragment " << str(f["id"]) << "  round " << str(f["round"]) << "  coordinator "
+                << str(f["coordinator"]) << "  keeper " << str(f.value("keeper", json())) << " digest "
+                << str(f.value("keeper_digest", json("-"))) << "\n";
+      print_table(f["workers"], {"id", "round", "digest"});
+    }
+  } else if (command == "checkpoints") {
+    print_table(body, {"fragment", "round", "epoch", "digest", "params"});
+  }
+}
+
+std::string head_from_run_dir(const std::string& dir) {
+  for (const auto& p : {dir + "/head.endpoint", dir + "/head/head.endpoint"}) {
+    std::ifstream in(p);
+    std::string ep;
+    if (std::getline(in, ep) && !ep.empty()) return ep;
+  }
+  return {};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"atollctl: inspect a running Atoll cluster.\n"
+               "The head is found from --head, else --run-dir (reads head.endpoint), else $ATOLL_HEAD."};
+  std::string head, run_dir;
+  bool as_json = false;
+  int timeout_ms = 5000;
+  app.add_option("--head", head, "the head's endpoint, e.g. tcp://127.0.0.1:7070");
+  app.add_option("--run-dir", run_dir, "a run dir of `atoll up` or `atoll local`");
+  app.add_flag("--json", as_json, "print the head's JSON answer");
+  app.add_option("--timeout", timeout_ms, "milliseconds to wait for the head")->capture_default_str();
+  app.require_subcommand(1);
+  std::string command;
+  const std::vector<std::pair<std::string, std::string>> commands = {
+      {"status", "cluster id, epoch, run state, members, workers, fragments, refusal counters"},
+      {"members", "nodes with state, since when, last heartbeat, workers"},
+      {"actors", "every actor: the head's and each node's"},
+      {"fragments", "per fragment: round, keeper digest of theta_global, each worker's digest"},
+      {"checkpoints", "committed rounds stored by the keeper"},
+      {"watch", "status every second until interrupted"}};
+  for (const auto& [name, help] : commands) {
+    auto* sub = app.add_subcommand(name, help);
+    sub->add_flag("--json", as_json, "print the head's JSON answer");
+    sub->callback([&command, name = name] { command = name; });
+  }
+  CLI11_PARSE(app, argc, argv);
+  if (head.empty() && !run_dir.empty()) head = head_from_run_dir(run_dir);
+  if (head.empty() && std::getenv("ATOLL_HEAD")) head = std::getenv("ATOLL_HEAD");
+  if (head.empty()) {
+    std::cerr << "atollctl: no head given (use --head tcp://HOST:PORT, --run-dir DIR or ATOLL_HEAD)\n";
+    return 2;
+  }
+  const bool watch = command == "watch";
+  do {
+    auto reply = atl::control_request(head, watch ? "status" : command, "", std::chrono::milliseconds(timeout_ms));
+    if (!reply) {
+      std::cerr << "atollctl: " << reply.err().describe() << "\n";
+      return 1;
+    }
+    auto body = json::parse(reply->json, nullptr, false);
+    if (body.is_discarded()) {
+      std::cerr << "atollctl: the head answered with invalid JSON\n";
+      return 1;
+    }
+    if (!reply->ok) {
+      std::cerr << "atollctl: " << str(body.value("error", json("request failed"))) << "\n";
+      return 1;
+    }
+    if (as_json) std::cout << body.dump(2) << "\n";
+    else print_human(watch ? "status" : command, body);
+    if (watch) {
+      std::cout << std::string(40, '-') << std::endl;
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+  } while (watch);
+  return 0;
+}
