@@ -32,7 +32,11 @@ void send_hello(self_ptr self) {
 void spawn_worker(self_ptr self, std::size_t index) {
   auto& st = self->state;
   auto& w = st.workers[index];
-  worker_config wc{w.id, st.mail->cluster(), w.spec, st.run, "registry"};
+  worker_config wc;
+  wc.id = w.id;
+  wc.cluster_id = st.mail->cluster();
+  wc.spec = w.spec;
+  wc.run = st.run;
   try {
     w.handle = self->spawn<caf::detached>(worker_actor, st.net, wc, st.cfg.factory);
   } catch (const std::exception& e) {  // a worker whose replica cannot be built

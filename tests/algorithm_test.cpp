@@ -1,0 +1,77 @@
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "runtime/algorithm/fragment_schedule.hpp"
+#include "runtime/algorithm/outer_optimizer.hpp"
+
+namespace atl {
+namespace {
+
+TEST(OuterOptimizer, NesterovStepMatchesHandComputedValues) {
+  // lr 0.7, momentum 0.9; theta 1, buffer 0, grad 0.5:
+  //   buf = 0.9 * 0 + 0.5 = 0.5; theta = 1 - 0.7 * (0.5 + 0.9 * 0.5) = 0.335
+  // second step, grad -0.25:
+  //   buf = 0.9 * 0.5 - 0.25 = 0.2; theta = 0.335 - 0.7 * (-0.25 + 0.9 * 0.2) = 0.384
+  float theta = 1.0f, buf = 0.0f;
+  const float g1 = 0.5f, g2 = -0.25f;
+  nesterov_step({0.7f, 0.9f}, &theta, &buf, &g1, 1);
+  EXPECT_NEAR(buf, 0.5f, 1e-7);
+  EXPECT_NEAR(theta, 0.335f, 1e-6);
+  nesterov_step({0.7f, 0.9f}, &theta, &buf, &g2, 1);
+  EXPECT_NEAR(buf, 0.2f, 1e-7);
+  EXPECT_NEAR(theta, 0.384f, 1e-6);
+}
+
+TEST(OuterOptimizer, LrOneAndNoMomentumAppliesTheAverageDelta) {
+  // theta_global - mean(theta_global - theta_local) = mean(theta_local): parameter averaging.
+  std::vector<float> theta = {1.0f, 2.0f}, buf = {0.0f, 0.0f}, grad = {0.25f, -1.0f};
+  nesterov_step({1.0f, 0.0f}, theta.data(), buf.data(), grad.data(), 2);
+  EXPECT_FLOAT_EQ(theta[0], 0.75f);
+  EXPECT_FLOAT_EQ(theta[1], 3.0f);
+}
+
+TEST(OuterOptimizer, WeightedAverageUsesTheWeights) {
+  std::vector<float> a = {1.0f, 2.0f}, b = {3.0f, 6.0f}, out;
+  ASSERT_FALSE(weighted_average({{a.data(), 1.0f}, {b.data(), 3.0f}}, 2, out));
+  EXPECT_FLOAT_EQ(out[0], 2.5f);
+  EXPECT_FLOAT_EQ(out[1], 5.0f);
+  EXPECT_EQ(weighted_average({}, 2, out).code, errc::not_ready);
+  EXPECT_EQ(weighted_average({{a.data(), 0.0f}}, 2, out).code, errc::not_finite);
+}
+
+TEST(OuterOptimizer, NonFiniteValuesAreDetected) {
+  std::vector<float> v = {1.0f, 2.0f};
+  EXPECT_TRUE(all_finite(v.data(), 2));
+  v[1] = std::nanf("");
+  EXPECT_FALSE(all_finite(v.data(), 2));
+  v[1] = INFINITY;
+  EXPECT_FALSE(all_finite(v.data(), 2));
+}
+
+TEST(FragmentSchedule, EveryFragmentSyncsOncePerHSteps) {
+  for (std::int64_t h : {1, 4, 10, 50})
+    for (std::int64_t p = 1; p <= std::min<std::int64_t>(h, 4); ++p) {
+      fragment_schedule s(h, p);
+      for (std::int64_t f = 0; f < p; ++f) {
+        int syncs = 0;
+        for (std::int64_t t = 1; t <= 10 * h; ++t) syncs += s.syncs_at(f, t);
+        EXPECT_GE(syncs, 9) << "H=" << h << " P=" << p << " f=" << f;
+        EXPECT_LE(syncs, 10);
+      }
+      for (std::int64_t a = 0; a < p; ++a)
+        for (std::int64_t b = a + 1; b < p; ++b) EXPECT_NE(s.offset(a), s.offset(b)) << "H=" << h << " P=" << p;
+    }
+}
+
+TEST(FragmentSchedule, OneFragmentSyncsAtMultiplesOfH) {
+  fragment_schedule s(10, 1);
+  EXPECT_FALSE(s.syncs_at(0, 0));
+  EXPECT_FALSE(s.syncs_at(0, 5));
+  EXPECT_TRUE(s.syncs_at(0, 10));
+  EXPECT_EQ(s.round_at(0, 10), 1u);
+  EXPECT_EQ(s.round_at(0, 30), 3u);
+}
+
+}  // namespace
+}  // namespace atl

@@ -1,0 +1,90 @@
+#include <gtest/gtest.h>
+
+#include "runtime/config.hpp"
+
+namespace atl {
+namespace {
+
+TEST(Config, DefaultsAreValid) { EXPECT_FALSE(validate(run_config{})); }
+
+TEST(Config, AFileOverridesDefaults) {
+  auto cfg = parse_config_text("[diloco]\nsync_every = 25\nouter_lr = 0.5\n[run]\nexample = \"mlp\"\n", "t.toml");
+  ASSERT_TRUE(cfg) << cfg.err().describe();
+  EXPECT_EQ(cfg->sync_every, 25);
+  EXPECT_DOUBLE_EQ(cfg->outer_lr, 0.5);
+  EXPECT_EQ(cfg->example, "mlp");
+  EXPECT_EQ(cfg->steps, run_config{}.steps);
+}
+
+TEST(Config, AnUnknownKeyIsRefusedByName) {
+  auto cfg = parse_config_text("[diloco]\nsync_evry = 25\n", "t.toml");
+  ASSERT_FALSE(cfg);
+  EXPECT_EQ(cfg.err().code, errc::invalid_config);
+  EXPECT_NE(cfg.err().message.find("diloco.sync_evry"), std::string::npos) << cfg.err().message;
+}
+
+TEST(Config, AWrongTypeIsRefusedByName) {
+  auto cfg = parse_config_text("[run]\nsteps = \"many\"\n", "t.toml");
+  ASSERT_FALSE(cfg);
+  EXPECT_NE(cfg.err().message.find("run.steps"), std::string::npos);
+  EXPECT_NE(cfg.err().message.find("integer"), std::string::npos);
+}
+
+TEST(Config, AnOutOfRangeValueIsRefusedByName) {
+  auto cfg = parse_config_text("[diloco]\nouter_momentum = 1.5\n", "t.toml");
+  ASSERT_FALSE(cfg);
+  EXPECT_NE(cfg.err().message.find("diloco.outer_momentum"), std::string::npos);
+}
+
+TEST(Config, ATopLevelKeyOutsideASectionIsRefused) {
+  auto cfg = parse_config_text("steps = 3\n", "t.toml");
+  ASSERT_FALSE(cfg);
+  EXPECT_NE(cfg.err().message.find("steps"), std::string::npos);
+}
+
+TEST(Config, SyntaxErrorsNameTheLine) {
+  auto cfg = parse_config_text("[run]\nsteps = = 3\n", "t.toml");
+  ASSERT_FALSE(cfg);
+  EXPECT_NE(cfg.err().message.find("t.toml:2"), std::string::npos) << cfg.err().message;
+}
+
+TEST(Config, RelationsBetweenKnobsAreChecked) {
+  auto cfg = parse_config_text("[model]\nwidth = 130\nheads = 4\n", "t.toml");
+  ASSERT_FALSE(cfg);
+  EXPECT_NE(cfg.err().message.find("model.heads"), std::string::npos);
+}
+
+TEST(Config, OverridesUseTheSameRules) {
+  run_config cfg;
+  EXPECT_FALSE(apply_override(cfg, "diloco.sync_every=7"));
+  EXPECT_EQ(cfg.sync_every, 7);
+  EXPECT_FALSE(apply_override(cfg, "run.example=mlp"));
+  EXPECT_EQ(cfg.example, "mlp");
+  EXPECT_EQ(apply_override(cfg, "diloco.sync_every=0").code, errc::invalid_config);
+  EXPECT_EQ(apply_override(cfg, "nope=1").code, errc::invalid_config);
+  EXPECT_EQ(apply_override(cfg, "run.steps").code, errc::invalid_config);
+  EXPECT_EQ(cfg.sync_every, 7);  // refused overrides leave the config intact
+}
+
+TEST(Config, TomlTextReadsBackIdentically) {
+  run_config cfg;
+  cfg.lr = 0.0031;
+  cfg.outer_lr = 0.65;
+  cfg.example = "mlp";
+  cfg.sync_every = 33;
+  auto back = parse_config_text(to_toml(cfg), "roundtrip");
+  ASSERT_TRUE(back) << back.err().describe();
+  EXPECT_EQ(to_toml(*back), to_toml(cfg));
+  EXPECT_DOUBLE_EQ(back->lr, 0.0031);
+  EXPECT_EQ(back->sync_every, 33);
+}
+
+TEST(Config, EveryKnobIsDocumented) {
+  for (const auto& k : knobs()) {
+    EXPECT_GT(std::string(k.doc).size(), 5u) << k.key;
+    EXPECT_NE(describe_knobs().find(k.key), std::string::npos) << k.key;
+  }
+}
+
+}  // namespace
+}  // namespace atl

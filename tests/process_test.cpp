@@ -1,0 +1,160 @@
+// Process tier: real `atoll` and `atollctl` processes on loopback.
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "runtime/digest.hpp"
+#include "storage/checkpoint_store.hpp"
+#include "tests/subprocess.hpp"
+#include "tests/test_dir.hpp"
+
+namespace atl {
+namespace {
+
+using json = nlohmann::json;
+using testing::run_command;
+using testing::subprocess;
+using namespace std::chrono_literals;
+
+const std::vector<std::string> mlp_run = {"--set", "run.example=mlp",      "--set", "run.steps=40",
+                                          "--set", "diloco.sync_every=10", "--set", "run.eval_every=20",
+                                          "--set", "model.width=32",       "--set", "run.min_workers=2"};
+
+std::string wait_for_endpoint(const std::string& run_dir, subprocess& head) {
+  for (int i = 0; i < 600 && head.running(); ++i) {
+    std::ifstream in(run_dir + "/head.endpoint");
+    std::string ep;
+    if (std::getline(in, ep) && !ep.empty()) return ep;
+    std::this_thread::sleep_for(50ms);
+  }
+  return {};
+}
+
+json ctl(const std::string& head, const std::string& command, const std::string& log) {
+  auto [code, out] = run_command({ATOLLCTL_BIN, "--head", head, command, "--json"}, log);
+  EXPECT_EQ(code, 0) << out;
+  auto body = json::parse(out, nullptr, false);
+  EXPECT_FALSE(body.is_discarded()) << out;
+  return body;
+}
+
+std::vector<std::string> with(std::vector<std::string> base, const std::vector<std::string>& more) {
+  base.insert(base.end(), more.begin(), more.end());
+  return base;
+}
+
+TEST(Process, TwoNodesTrainTheMlpAndAgreeThenARestartedHeadResumes) {
+  testing::temp_dir dir;
+  const std::string head_dir = dir.sub("head");
+  auto head = std::make_unique<subprocess>(
+      with({ATOLL_BIN, "up", "--listen", "tcp://127.0.0.1:0", "--run-dir", head_dir}, mlp_run), dir.sub("head.log"));
+  const std::string ep = wait_for_endpoint(head_dir, *head);
+  ASSERT_FALSE(ep.empty()) << head->output();
+
+  subprocess node1({ATOLL_BIN, "join", "--head", ep, "--threads", "1"}, dir.sub("node1.log"));
+  subprocess node2({ATOLL_BIN, "join", "--head", ep, "--threads", "1"}, dir.sub("node2.log"));
+  EXPECT_EQ(node1.wait(90s), 0) << node1.output();
+  EXPECT_EQ(node2.wait(90s), 0) << node2.output();
+
+  // Every worker and the keeper hold the same theta_global after the last round.
+  const json fragments = ctl(ep, "fragments", dir.sub("ctl.log"));
+  ASSERT_EQ(fragments.size(), 1u) << fragments.dump();
+  const auto& f0 = fragments[0];
+  EXPECT_EQ(f0["round"], 4);
+  ASSERT_TRUE(f0.contains("keeper_digest")) << f0.dump();
+  const std::string keeper_digest = f0["keeper_digest"];
+  ASSERT_EQ(f0["workers"].size(), 2u) << f0.dump();
+  for (const auto& w : f0["workers"]) {
+    EXPECT_EQ(w["round"], 4) << w.dump();
+    EXPECT_EQ(w["digest"], keeper_digest) << w.dump();
+  }
+  const json status = ctl(ep, "status", dir.sub("ctl.log"));
+  EXPECT_EQ(status["state"], "finished");
+  EXPECT_EQ(status["members"].size(), 2u);
+  EXPECT_GE(status["epoch"].get<int>(), 2);
+  const std::string cluster_id = status["cluster_id"];
+  EXPECT_EQ(cluster_id.size(), 16u);
+  const json checkpoints = ctl(ep, "checkpoints", dir.sub("ctl.log"));
+  ASSERT_FALSE(checkpoints.empty());
+  EXPECT_EQ(checkpoints.back()["round"], 4);
+  EXPECT_EQ(checkpoints.back()["digest"], keeper_digest);
+
+  // Kill the head without warning: the committed rounds are in its RocksDB.
+  head->signal(SIGKILL);
+  EXPECT_EQ(head->wait(10s), 128 + SIGKILL);
+  {
+    auto db = open_rocksdb_store(head_dir + "/db");
+    ASSERT_TRUE(db) << db.err().describe();
+    checkpoint_store store(**db, 5);
+    auto latest = store.latest(0);
+    ASSERT_TRUE(latest && latest->has_value());
+    EXPECT_EQ((*latest)->round, 4u);
+    EXPECT_EQ(digest_hex(digest64((*latest)->theta.data(), (*latest)->theta.size() * sizeof(float))), keeper_digest);
+  }
+
+  // A head started again on the same run dir reports the last committed round.
+  head = std::make_unique<subprocess>(
+      std::vector<std::string>{ATOLL_BIN, "up", "--listen", "tcp://127.0.0.1:0", "--run-dir", head_dir},
+      dir.sub("head2.log"));
+  std::remove((head_dir + "/head.endpoint").c_str());
+  const std::string ep2 = wait_for_endpoint(head_dir, *head);
+  ASSERT_FALSE(ep2.empty()) << head->output();
+  const json resumed = ctl(ep2, "status", dir.sub("ctl.log"));
+  EXPECT_EQ(resumed["cluster_id"], cluster_id);
+  EXPECT_EQ(resumed["state"], "finished");
+  ASSERT_EQ(resumed["fragments"].size(), 1u);
+  EXPECT_EQ(resumed["fragments"][0]["round"], 4);
+
+  auto [down_code, down_out] = run_command({ATOLL_BIN, "down", "--head", ep2}, dir.sub("down.log"));
+  EXPECT_EQ(down_code, 0) << down_out;
+  EXPECT_EQ(head->wait(15s), 0) << head->output();
+}
+
+TEST(Process, LocalRunsTheMlpToCompletionAndWritesMetrics) {
+  testing::temp_dir dir;
+  auto [code, out] = run_command({ATOLL_BIN, "local", "--example", "mlp", "--steps", "30", "--set",
+                                  "diloco.sync_every=10", "--set", "model.width=32", "--run-dir", dir.sub("run")},
+                                 dir.sub("local.log"), 120s);
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("run finished"), std::string::npos) << out;
+  EXPECT_NE(out.find("3 rounds committed"), std::string::npos) << out;
+  std::ifstream metrics(dir.sub("run") + "/metrics.jsonl");
+  int rounds = 0, summaries = 0, steps = 0;
+  for (std::string line; std::getline(metrics, line);) {
+    auto j = json::parse(line, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << line;
+    rounds += j["type"] == "round";
+    summaries += j["type"] == "summary";
+    steps += j["type"] == "step";
+  }
+  EXPECT_EQ(rounds, 3);
+  EXPECT_EQ(summaries, 1);
+  EXPECT_GT(steps, 0);
+}
+
+TEST(Process, ABadConfigValueIsRefusedByNameBeforeAnythingStarts) {
+  testing::temp_dir dir;
+  auto [code, out] = run_command({ATOLL_BIN, "up", "--listen", "tcp://127.0.0.1:0", "--run-dir", dir.sub("head"),
+                                  "--set", "diloco.sync_every=-3"},
+                                 dir.sub("up.log"));
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("diloco.sync_every"), std::string::npos) << out;
+
+  std::ofstream(dir.sub("bad.toml")) << "[inner]\nlearning_rate = 0.1\n";
+  auto [code2, out2] = run_command({ATOLL_BIN, "local", "--config", dir.sub("bad.toml"), "--run-dir", dir.sub("run")},
+                                   dir.sub("local.log"));
+  EXPECT_EQ(code2, 2) << out2;
+  EXPECT_NE(out2.find("inner.learning_rate"), std::string::npos) << out2;
+}
+
+TEST(Process, AtollctlWithoutAHeadSaysSoAndFailsFast) {
+  testing::temp_dir dir;
+  auto [code, out] = run_command({ATOLLCTL_BIN, "--head", "tcp://127.0.0.1:1", "--timeout", "300", "status"},
+                                 dir.sub("ctl.log"));
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find("timeout"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace atl

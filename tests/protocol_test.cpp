@@ -1,0 +1,245 @@
+// Protocol tier: real actors (coordinator, keeper, workers) in one process, talking
+// through the in-memory transport (full encode and ingress on every message), with a
+// deterministic fake replica instead of LibTorch. A probe actor stands in for the
+// registry and records what the actors report.
+#include <cmath>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <set>
+
+#include <caf/all.hpp>
+#include <gtest/gtest.h>
+
+#include "actors/coordinator.hpp"
+#include "actors/keeper.hpp"
+#include "actors/messages.hpp"
+#include "actors/worker.hpp"
+#include "runtime/digest.hpp"
+#include "storage/checkpoint_store.hpp"
+
+namespace atl {
+namespace {
+
+constexpr auto wait_limit = std::chrono::seconds(20);
+
+// Parameters drift differently on each rank, so averaging has real work to do.
+class fake_replica : public replica {
+ public:
+  explicit fake_replica(std::uint32_t rank) : rank_(rank), params_(97) {
+    for (std::size_t i = 0; i < params_.size(); ++i) params_[i] = 0.01f * static_cast<float>(i);
+  }
+  std::size_t fragment_count() const override { return 1; }
+  std::size_t fragment_size(std::size_t) const override { return params_.size(); }
+  void read_fragment(std::size_t, float* v) const override { std::memcpy(v, params_.data(), params_.size() * 4); }
+  void write_fragment(std::size_t, const float* v) override { std::memcpy(params_.data(), v, params_.size() * 4); }
+  step_result train_step(std::int64_t step) override {
+    for (std::size_t i = 0; i < params_.size(); ++i)
+      params_[i] -= 0.01f * static_cast<float>(rank_ + 1) * std::sin(static_cast<float>(i + static_cast<std::size_t>(step)));
+    return {params_[0], 1};
+  }
+  float evaluate() override { return std::fabs(params_[1]); }
+
+ private:
+  std::uint32_t rank_;
+  std::vector<float> params_;
+};
+
+struct observations {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<round_report> rounds;
+  std::vector<digest_report> digests;
+  std::set<std::string> done;
+  std::vector<errc> refusals;
+  std::vector<wire::message_ptr> received;  // everything else addressed to the probe
+
+  template <class Pred>
+  bool wait_for(Pred pred) {
+    std::unique_lock<std::mutex> lock(mu);
+    return cv.wait_for(lock, wait_limit, [&] { return pred(); });
+  }
+};
+
+caf::behavior probe_actor(caf::event_based_actor*, observations* obs) {
+  auto record = [obs](auto fn) {
+    std::lock_guard<std::mutex> lock(obs->mu);
+    fn();
+    obs->cv.notify_all();
+  };
+  return {
+      [=](const wire::message_ptr& msg) {
+        record([&] {
+          if (msg->envelope().isWorkerDone()) obs->done.insert(msg->sender());
+          else if (msg->envelope().isRefusal()) obs->refusals.push_back(static_cast<errc>(msg->envelope().getRefusal().getCode()));
+          else obs->received.push_back(msg);
+        });
+      },
+      [=](const round_report& r) { record([&] { obs->rounds.push_back(r); }); },
+      [=](const digest_report& d) { record([&] { obs->digests.push_back(d); }); },
+  };
+}
+
+class ProtocolTest : public ::testing::Test {
+ protected:
+  ProtocolTest()
+      : kv_(make_memory_store()), checkpoints_(*kv_, 10), cluster_("cluster-test"), net_(dir_, cluster_),
+        sys_(sys_cfg_) {
+    keeper_ = sys_.spawn(keeper_actor, static_cast<transport*>(&net_), std::string("keeper/0"), cluster_.get(), &checkpoints_);
+    dir_.add("keeper/0", keeper_);
+    probe_ = sys_.spawn(probe_actor, &obs_);
+    dir_.add("registry", probe_);
+  }
+  ~ProtocolTest() override {
+    for (const auto& id : dir_.ids()) caf::anon_send_exit(dir_.find(id), caf::exit_reason::user_shutdown);
+  }
+
+  caf::actor spawn_coordinator(std::size_t min_workers, outer_options outer = {0.7f, 0.9f}) {
+    coordinator_config cc;
+    cc.min_workers = min_workers;
+    cc.outer = outer;
+    auto c = sys_.spawn(coordinator_actor, static_cast<transport*>(&net_), cluster_.get(), cc, probe_);
+    dir_.add("coord/0", c);
+    return c;
+  }
+
+  std::unique_ptr<kv_store> kv_;
+  checkpoint_store checkpoints_;
+  directory dir_;
+  cluster_identity cluster_;
+  memory_transport net_;
+  caf::actor_system_config sys_cfg_;
+  caf::actor_system sys_;
+  observations obs_;
+  caf::actor keeper_, probe_;
+};
+
+TEST_F(ProtocolTest, ARoundWithThreeWorkersLeavesIdenticalDigestsEverywhere) {
+  const std::vector<std::string> workers = {"worker/1.0", "worker/2.0", "worker/3.0"};
+  auto coordinator = spawn_coordinator(3);
+  caf::anon_send(coordinator, membership_update{1, workers});
+  run_config run;
+  run.steps = 20;
+  run.sync_every = 5;
+  run.log_every = 5;
+  run.eval_every = 10;
+  replica_factory factory = [](const run_config&, const replica_spec& s) { return std::make_unique<fake_replica>(s.rank); };
+  for (std::uint32_t r = 0; r < workers.size(); ++r) {
+    worker_config wc;
+    wc.id = workers[r];
+    wc.cluster_id = cluster_.get();
+    wc.spec.rank = r;
+    wc.spec.world_size = 3;
+    wc.run = run;
+    dir_.add(workers[r], sys_.spawn(worker_actor, static_cast<transport*>(&net_), wc, factory));
+  }
+  ASSERT_TRUE(obs_.wait_for([&] { return obs_.done.size() == 3 && obs_.digests.size() == 12; }))
+      << "done " << obs_.done.size() << ", digests " << obs_.digests.size();
+
+  std::lock_guard<std::mutex> lock(obs_.mu);
+  ASSERT_EQ(obs_.rounds.size(), 4u);
+  for (std::uint64_t round = 1; round <= 4; ++round) {
+    const auto& report = obs_.rounds[round - 1];
+    EXPECT_EQ(report.round, round);
+    EXPECT_EQ(report.participants, workers);
+    int acks = 0;
+    for (const auto& d : obs_.digests)
+      if (d.round == round) {
+        EXPECT_EQ(d.digest, report.digest) << d.worker << " round " << round;
+        ++acks;
+      }
+    EXPECT_EQ(acks, 3) << "round " << round;
+  }
+  EXPECT_NE(obs_.rounds[0].digest, obs_.rounds[3].digest);  // the rounds did change theta
+  auto kept = checkpoints_.latest(0);
+  ASSERT_TRUE(kept && kept->has_value());
+  EXPECT_EQ((*kept)->round, 4u);
+  EXPECT_EQ(digest64((*kept)->theta.data(), (*kept)->theta.size() * sizeof(float)), obs_.rounds[3].digest);
+  EXPECT_TRUE(obs_.refusals.empty());
+}
+
+// Sends wire messages as "worker/x" and receives its replies through a probe.
+class FencingTest : public ProtocolTest {
+ protected:
+  FencingTest() : as_worker_(net_, "worker/x", "cluster-test") {
+    worker_probe_ = sys_.spawn(probe_actor, &worker_obs_);
+    dir_.add("worker/x", worker_probe_);
+  }
+
+  void contribute(std::uint64_t epoch, std::uint64_t round, std::vector<float> delta) {
+    wire::outgoing out;
+    auto c = out.envelope.initContribution();
+    c.setFragment(0);
+    c.setRound(round);
+    c.setWeight(1.0f);
+    out.tensors.push_back(wire::tensor::from_floats(delta.data(), delta.size()));
+    as_worker_.send("coord/0", epoch, out);
+  }
+
+  std::size_t received_count() {
+    std::lock_guard<std::mutex> lock(worker_obs_.mu);
+    return worker_obs_.received.size();
+  }
+
+  mailer as_worker_;
+  observations worker_obs_;
+  caf::actor worker_probe_;
+};
+
+TEST_F(FencingTest, ContributionsForTheWrongRoundOrEpochAreRefusedWithTypedErrors) {
+  auto coordinator = spawn_coordinator(1, {1.0f, 0.0f});
+  caf::anon_send(coordinator, membership_update{4, {"worker/x"}});
+  {
+    wire::outgoing req;
+    req.envelope.initStateRequest().setFragment(0);
+    std::vector<float> init = {1.0f, 2.0f, 3.0f};
+    req.tensors.push_back(wire::tensor::from_floats(init.data(), init.size()));
+    as_worker_.send("coord/0", 0, req);
+  }
+  ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.received.size() == 1; }));
+  {
+    std::lock_guard<std::mutex> lock(worker_obs_.mu);
+    const auto& state = worker_obs_.received[0];
+    ASSERT_TRUE(state->envelope().isFragmentState());
+    EXPECT_EQ(state->envelope().getFragmentState().getRound(), 0u);
+    EXPECT_EQ(state->epoch(), 4u);
+  }
+
+  contribute(4, 2, {0, 0, 0});            // a round that is not open
+  contribute(3, 1, {0, 0, 0});            // an older epoch
+  contribute(4, 1, {NAN, 0, 0});          // not finite
+  contribute(4, 1, {0, 0});               // wrong size
+  ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.refusals.size() == 4; }));
+  {
+    std::lock_guard<std::mutex> lock(worker_obs_.mu);
+    EXPECT_EQ(worker_obs_.refusals,
+              (std::vector<errc>{errc::wrong_round, errc::stale_epoch, errc::not_finite, errc::tensor_mismatch}));
+  }
+  EXPECT_EQ(received_count(), 1u);  // nothing was released by refused contributions
+
+  contribute(4, 1, {0.5f, -1.0f, 0.0f});  // valid: lr 1, no momentum -> theta - delta
+  ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.received.size() == 2; }));
+  {
+    std::lock_guard<std::mutex> lock(worker_obs_.mu);
+    const auto& result = worker_obs_.received[1];
+    ASSERT_TRUE(result->envelope().isRoundResult());
+    EXPECT_EQ(result->envelope().getRoundResult().getRound(), 1u);
+    EXPECT_EQ(result->tensors()[0].to_floats(), (std::vector<float>{0.5f, 3.0f, 3.0f}));
+  }
+  contribute(4, 1, {0, 0, 0});  // round 1 is closed now
+  ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.refusals.size() == 5; }));
+  std::lock_guard<std::mutex> lock(worker_obs_.mu);
+  EXPECT_EQ(worker_obs_.refusals.back(), errc::wrong_round);
+}
+
+TEST_F(FencingTest, AMessageFromAnotherClusterNeverReachesTheCoordinator) {
+  spawn_coordinator(1);
+  mailer stranger(net_, "worker/x", "some-other-cluster");
+  wire::outgoing req;
+  req.envelope.initStateRequest().setFragment(0);
+  stranger.send("coord/0", 0, req);
+  EXPECT_EQ(net_.counters().refused[static_cast<std::size_t>(errc::cluster_mismatch)].load(), 1u);
+}
+
+}  // namespace
+}  // namespace atl

@@ -1,0 +1,136 @@
+#include <cstring>
+
+#include <gtest/gtest.h>
+
+#include "runtime/digest.hpp"
+#include "storage/checkpoint_store.hpp"
+#include "storage/registry_store.hpp"
+#include "tests/test_dir.hpp"
+
+namespace atl {
+namespace {
+
+fragment_checkpoint make_round(std::uint32_t fragment, std::uint64_t round, std::size_t n) {
+  fragment_checkpoint cp;
+  cp.fragment = fragment;
+  cp.round = round;
+  cp.epoch = 2;
+  for (std::size_t i = 0; i < n; ++i) {
+    // Values whose bits matter: subnormals, negative zero, odd mantissas.
+    cp.theta.push_back(static_cast<float>(i) * 0.1f + static_cast<float>(round) * 1e-7f);
+    cp.momentum.push_back(i % 3 == 0 ? -0.0f : 1e-40f * static_cast<float>(i));
+  }
+  return cp;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+TEST(CheckpointStore, ARoundCommittedToRocksDbRestoresBitExactAfterReopen) {
+  testing::temp_dir dir;
+  const auto original = make_round(0, 3, 1000);
+  {
+    auto db = open_rocksdb_store(dir.sub("db"));
+    ASSERT_TRUE(db) << db.err().describe();
+    checkpoint_store store(**db, 5);
+    ASSERT_FALSE(store.commit(make_round(0, 1, 1000)));
+    ASSERT_FALSE(store.commit(original));
+  }
+  auto db = open_rocksdb_store(dir.sub("db"));
+  ASSERT_TRUE(db) << db.err().describe();
+  checkpoint_store store(**db, 5);
+  auto latest = store.latest(0);
+  ASSERT_TRUE(latest);
+  ASSERT_TRUE(latest->has_value());
+  EXPECT_EQ((*latest)->round, 3u);
+  EXPECT_EQ((*latest)->epoch, 2u);
+  EXPECT_TRUE(same_bits((*latest)->theta, original.theta));
+  EXPECT_TRUE(same_bits((*latest)->momentum, original.momentum));
+}
+
+TEST(CheckpointStore, OnlyTheLastKRoundsAreKept) {
+  auto kv = make_memory_store();
+  checkpoint_store store(*kv, 3);
+  for (std::uint64_t r = 0; r <= 6; ++r) ASSERT_FALSE(store.commit(make_round(0, r, 4)));
+  auto list = store.list();
+  ASSERT_TRUE(list);
+  std::vector<std::uint64_t> rounds;
+  for (const auto& s : *list) rounds.push_back(s.round);
+  EXPECT_EQ(rounds, (std::vector<std::uint64_t>{4, 5, 6}));
+}
+
+TEST(CheckpointStore, ARoundThatIsNotNewerIsRefusedAndLeavesStateIntact) {
+  auto kv = make_memory_store();
+  checkpoint_store store(*kv, 3);
+  ASSERT_FALSE(store.commit(make_round(0, 4, 4)));
+  auto older = make_round(0, 2, 4);
+  EXPECT_EQ(store.commit(older).code, errc::wrong_round);
+  EXPECT_EQ(store.commit(make_round(0, 4, 4)).code, errc::wrong_round);
+  auto latest = store.latest(0);
+  ASSERT_TRUE(latest && latest->has_value());
+  EXPECT_EQ((*latest)->round, 4u);
+}
+
+TEST(CheckpointStore, FragmentsAreIndependent) {
+  auto kv = make_memory_store();
+  checkpoint_store store(*kv, 3);
+  ASSERT_FALSE(store.commit(make_round(0, 2, 4)));
+  ASSERT_FALSE(store.commit(make_round(1, 7, 8)));
+  EXPECT_EQ((*store.latest(0))->round, 2u);
+  EXPECT_EQ((*store.latest(1))->round, 7u);
+  EXPECT_FALSE(store.latest(2)->has_value());
+}
+
+TEST(CheckpointStore, ACorruptRecordIsReportedNotReturned) {
+  auto kv = make_memory_store();
+  checkpoint_store store(*kv, 3);
+  ASSERT_FALSE(store.commit(make_round(0, 1, 16)));
+  auto rows = kv->scan(column::fragments, "f/");
+  ASSERT_TRUE(rows);
+  ASSERT_EQ(rows->size(), 1u);
+  std::string damaged = (*rows)[0].second;
+  damaged[40] ^= 0x10;
+  ASSERT_FALSE(kv->commit({{column::fragments, (*rows)[0].first, damaged}}));
+  auto latest = store.latest(0);
+  ASSERT_FALSE(latest);
+  EXPECT_EQ(latest.err().code, errc::storage_failure);
+  EXPECT_EQ(checkpoint_store::decode("xx").err().code, errc::storage_failure);
+}
+
+TEST(RegistryStore, TheSnapshotSurvivesAReopen) {
+  testing::temp_dir dir;
+  registry_snapshot snap;
+  snap.cluster_id = "abc";
+  snap.config_toml = "[run]\nsteps = 3\n";
+  snap.epoch = 5;
+  snap.next_node_id = 3;
+  snap.run_state = "training";
+  snap.members.push_back({1, "active", "host", 42, {"cpu"}, {"worker/1.0"}});
+  {
+    auto db = open_rocksdb_store(dir.sub("db"));
+    ASSERT_TRUE(db);
+    registry_store store(**db);
+    ASSERT_FALSE(store.load()->has_value());
+    ASSERT_FALSE(store.save(snap));
+  }
+  auto db = open_rocksdb_store(dir.sub("db"));
+  ASSERT_TRUE(db);
+  registry_store store(**db);
+  auto loaded = store.load();
+  ASSERT_TRUE(loaded && loaded->has_value());
+  EXPECT_EQ((*loaded)->cluster_id, "abc");
+  EXPECT_EQ((*loaded)->epoch, 5u);
+  EXPECT_EQ((*loaded)->run_state, "training");
+  ASSERT_EQ((*loaded)->members.size(), 1u);
+  EXPECT_EQ((*loaded)->members[0].workers, std::vector<std::string>{"worker/1.0"});
+}
+
+TEST(RocksDbStore, OpeningAnUnusablePathIsATypedError) {
+  auto db = open_rocksdb_store("/proc/atoll-cannot-create-here/db");
+  ASSERT_FALSE(db);
+  EXPECT_EQ(db.err().code, errc::storage_failure);
+}
+
+}  // namespace
+}  // namespace atl
