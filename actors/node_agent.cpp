@@ -29,6 +29,13 @@ void send_hello(self_ptr self) {
   st.mail->send("registry", st.epoch, out);
 }
 
+void send_heartbeat(self_ptr self) {
+  auto& st = self->state;
+  wire::outgoing out;
+  out.envelope.initHeartbeat().setNodeId(st.node_id);
+  st.mail->send("registry", st.epoch, out);
+}
+
 void spawn_worker(self_ptr self, std::size_t index) {
   auto& st = self->state;
   auto& w = st.workers[index];
@@ -78,6 +85,7 @@ void on_welcome(self_ptr self, const wire::message_ptr& msg) {
   }
   if (st.cfg.prepare) st.cfg.prepare(st.run, st.workers.size());
   st.current = phase::running;
+  send_heartbeat(self);  // teaches the head the route to our new id right away
   for (std::size_t i = 0; i < st.workers.size(); ++i) spawn_worker(self, i);
 }
 
@@ -156,9 +164,7 @@ caf::behavior node_agent_actor(caf::stateful_actor<node_agent_state>* self, tran
         if (st.current == phase::registering) {
           send_hello(self);
         } else if (st.current == phase::running) {
-          wire::outgoing out;
-          out.envelope.initHeartbeat().setNodeId(st.node_id);
-          st.mail->send("registry", st.epoch, out);
+          send_heartbeat(self);
         }
         const auto interval = st.current == phase::running ? st.run.heartbeat_ms : 1000;
         self->delayed_send(self, std::chrono::milliseconds(interval), tick_atom::value);

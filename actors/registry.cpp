@@ -247,7 +247,7 @@ void on_control(self_ptr self, const wire::message_ptr& msg) {
   else if (command == "fragments") body = fragments_json(st, true);
   else if (command == "actors") {
     body = json::array();
-    for (const auto& id : st.deps.local_actors->ids()) body.push_back({{"id", id}, {"process", "head"}});
+    for (const auto& id : st.deps.local_actors->ids()) body.push_back({{"id", id}, {"process", "head"}, {"state", "running"}});
     for (const auto& [id, n] : st.nodes) {
       body.push_back({{"id", "node/" + std::to_string(id)}, {"process", n.record.hostname + ":" + std::to_string(n.record.pid)}, {"state", n.record.state}});
       for (const auto& w : n.record.workers)

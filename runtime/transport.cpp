@@ -29,6 +29,11 @@ std::vector<std::string> directory::ids() const {
   return out;
 }
 
+void directory::clear() {
+  std::lock_guard<std::mutex> lock(mu_);
+  actors_.clear();
+}
+
 std::uint64_t traffic_counters::refused_total() const {
   std::uint64_t total = 0;
   for (const auto& c : refused) total += c.load();

@@ -32,6 +32,9 @@ class directory {
   void remove(const std::string& id);
   caf::actor find(const std::string& id) const;  // invalid handle if absent
   std::vector<std::string> ids() const;
+  // Drops every handle. Call before the actor system is destroyed: CAF waits for the
+  // threads of detached actors until their last strong reference is gone.
+  void clear();
 
  private:
   mutable std::mutex mu_;

@@ -111,6 +111,32 @@ TEST(Process, TwoNodesTrainTheMlpAndAgreeThenARestartedHeadResumes) {
   EXPECT_EQ(head->wait(15s), 0) << head->output();
 }
 
+TEST(Process, AtollDownMidRunStopsEveryNodeCleanly) {
+  testing::temp_dir dir;
+  const std::string head_dir = dir.sub("head");
+  subprocess head({ATOLL_BIN, "up", "--listen", "tcp://127.0.0.1:0", "--run-dir", head_dir, "--set", "run.example=mlp",
+                   "--set", "run.steps=1000000", "--set", "run.min_workers=2", "--set", "model.width=32"},
+                  dir.sub("head.log"));
+  const std::string ep = wait_for_endpoint(head_dir, head);
+  ASSERT_FALSE(ep.empty()) << head.output();
+  subprocess node1({ATOLL_BIN, "join", "--head", ep, "--threads", "1"}, dir.sub("node1.log"));
+  subprocess node2({ATOLL_BIN, "join", "--head", ep, "--threads", "1"}, dir.sub("node2.log"));
+  // Wait until both workers are training, then stop the cluster.
+  bool training = false;
+  for (int i = 0; i < 200 && !training; ++i) {
+    std::this_thread::sleep_for(50ms);
+    const json status = ctl(ep, "status", dir.sub("ctl.log"));
+    training = status["state"] == "training" && status["workers"].size() == 2 &&
+               status["workers"][0]["step"].get<int>() > 0 && status["workers"][1]["step"].get<int>() > 0;
+  }
+  ASSERT_TRUE(training) << head.output();
+  auto [code, out] = run_command({ATOLL_BIN, "down", "--head", ep}, dir.sub("down.log"));
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_EQ(node1.wait(20s), 0) << node1.output();
+  EXPECT_EQ(node2.wait(20s), 0) << node2.output();
+  EXPECT_EQ(head.wait(20s), 0) << head.output();
+}
+
 TEST(Process, LocalRunsTheMlpToCompletionAndWritesMetrics) {
   testing::temp_dir dir;
   auto [code, out] = run_command({ATOLL_BIN, "local", "--example", "mlp", "--steps", "30", "--set",

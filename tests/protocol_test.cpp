@@ -92,6 +92,7 @@ class ProtocolTest : public ::testing::Test {
   }
   ~ProtocolTest() override {
     for (const auto& id : dir_.ids()) caf::anon_send_exit(dir_.find(id), caf::exit_reason::user_shutdown);
+    dir_.clear();
   }
 
   caf::actor spawn_coordinator(std::size_t min_workers, outer_options outer = {0.7f, 0.9f}) {

@@ -142,6 +142,7 @@ int run_head(const head_options& opt) {
   for (auto& c : coordinators) caf::anon_send_exit(c, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(keeper, caf::exit_reason::user_shutdown);
   net->stop();
+  local.clear();
   log_info("head stopped");
   return 0;
 }

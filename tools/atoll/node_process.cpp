@@ -84,6 +84,7 @@ int run_node(const node_options& opt) {
         });
   }
   net->stop();
+  local.clear();
   if (reason) {
     log_error("node failed: " + sys.render(reason));
     return 1;

@@ -13,7 +13,16 @@ namespace {
 
 using json = nlohmann::json;
 
-std::string str(const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+std::string str(const json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_number_float()) {  // tables show 4 significant digits; --json has them all
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.4g", v.get<double>());
+    return buf;
+  }
+  if (v.is_null()) return "-";
+  return v.dump();
+}
 
 void print_table(const json& rows, const std::vector<std::string>& columns) {
   std::vector<std::size_t> width(columns.size());
