@@ -125,20 +125,7 @@ int run_head(const head_options& opt) {
   }
   caf::anon_send(registry, coordinators_atom::value, coordinators);
 
-  const auto& stop = install_stop_signals();
-  caf::scoped_actor waiter{sys};
-  waiter->monitor(registry);
-  bool registry_down = false, stop_sent = false;
-  while (!registry_down) {
-    waiter->receive([&](caf::down_msg&) { registry_down = true; },
-                    caf::after(std::chrono::milliseconds(200)) >> [&] {
-                      if (stop && !stop_sent) {
-                        log_info("signal received; stopping");
-                        caf::anon_send(registry, stop_atom::value);
-                        stop_sent = true;
-                      }
-                    });
-  }
+  (void)wait_for_actor(sys, registry);
   for (auto& c : coordinators) caf::anon_send_exit(c, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(keeper, caf::exit_reason::user_shutdown);
   net->stop();

@@ -64,25 +64,7 @@ int run_node(const node_options& opt) {
   sys_cfg.set("scheduler.max-threads", 2);
   caf::actor_system sys{sys_cfg};
   auto agent = sys.spawn(node_agent_actor, static_cast<transport*>(net.get()), &local, &cluster, nc);
-  const auto& stop = install_stop_signals();
-  caf::scoped_actor waiter{sys};
-  waiter->monitor(agent);
-  bool agent_down = false, stop_sent = false;
-  caf::error reason;
-  while (!agent_down) {
-    waiter->receive(
-        [&](caf::down_msg& down) {
-          agent_down = true;
-          reason = down.reason;
-        },
-        caf::after(std::chrono::milliseconds(200)) >> [&] {
-          if (stop && !stop_sent) {
-            log_info("signal received; stopping workers");
-            caf::anon_send(agent, stop_atom::value);
-            stop_sent = true;
-          }
-        });
-  }
+  const caf::error reason = wait_for_actor(sys, agent);
   net->stop();
   local.clear();
   if (reason) {

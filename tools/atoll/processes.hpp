@@ -3,6 +3,10 @@
 #include <string>
 #include <vector>
 
+#include <caf/actor.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/error.hpp>
+
 namespace atl {
 
 struct head_options {
@@ -39,5 +43,9 @@ void warn_if_reference_blas();
 
 // Installs SIGINT/SIGTERM handlers that set a flag; returns the flag.
 const volatile bool& install_stop_signals();
+
+// Blocks until `root` terminates, sending it stop_atom once on SIGINT/SIGTERM.
+// Returns the actor's exit reason.
+caf::error wait_for_actor(caf::actor_system& sys, const caf::actor& root);
 
 }  // namespace atl

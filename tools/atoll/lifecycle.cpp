@@ -1,0 +1,49 @@
+// How a process lives: it runs until its root actor terminates; SIGINT or SIGTERM asks
+// that actor, once, to stop cleanly.
+#include <csignal>
+
+#include <caf/all.hpp>
+
+#include "actors/messages.hpp"
+#include "runtime/log.hpp"
+#include "tools/atoll/processes.hpp"
+
+namespace atl {
+namespace {
+volatile bool stop_requested = false;
+void on_signal(int) { stop_requested = true; }
+}  // namespace
+
+const volatile bool& install_stop_signals() {
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  return stop_requested;
+}
+
+caf::error wait_for_actor(caf::actor_system& sys, const caf::actor& root) {
+  const auto& stop = install_stop_signals();
+  caf::scoped_actor waiter{sys};
+  waiter->monitor(root);
+  bool down = false, stop_sent = false;
+  caf::error reason;
+  while (!down) {
+    waiter->receive(
+        [&](caf::down_msg& msg) {
+          down = true;
+          reason = msg.reason;
+        },
+        caf::after(std::chrono::milliseconds(200)) >> [&] {
+          if (stop && !stop_sent) {
+            log_info("signal received; stopping");
+            caf::anon_send(root, stop_atom::value);
+            stop_sent = true;
+          }
+        });
+  }
+  return reason;
+}
+
+}  // namespace atl
