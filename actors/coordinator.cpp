@@ -3,6 +3,7 @@
 #include <caf/all.hpp>
 
 #include "actors/messages.hpp"
+#include "actors/pseudo_gradient.hpp"
 #include "runtime/digest.hpp"
 #include "runtime/log.hpp"
 
@@ -64,27 +65,43 @@ void seed_from_waiting(self_ptr self) {
   }
 }
 
+void release(self_ptr self, const std::vector<std::string>& contributors);
+
+// A round has every contribution: commit it (DiLoCo) or release the average (ddp).
+void on_round_complete(self_ptr self) {
+  auto& st = self->state;
+  if (st.rounds->rule() == round_tracker::update_rule::nesterov) {
+    send_commit(self);
+    return;
+  }
+  const auto contributors = st.rounds->contributors();
+  (void)st.rounds->committed();
+  release(self, contributors);
+}
+
 void on_contribution(self_ptr self, const wire::message_ptr& msg) {
   auto& st = self->state;
   const auto c = msg->envelope().getContribution();
-  if (msg->tensors().size() != 1 || msg->tensors()[0].dtype != schema::DType::FLOAT32) {
-    st.mail->refuse(*msg, make_error(errc::tensor_mismatch, "contribution needs one fp32 tensor"), st.epoch);
+  auto values = take_contribution(*msg, st.rounds->theta().size());
+  if (!values) {
+    log_warn(fragment_name(st) + ": refused contribution of " + msg->sender() + ": " + values.err().describe());
+    st.mail->refuse(*msg, values.err(), st.epoch);
     return;
   }
   if (st.rounds->contributors().empty()) st.round_started = std::chrono::steady_clock::now();
-  auto done = st.rounds->add(msg->sender(), msg->epoch(), c.getRound(), msg->tensors()[0].to_floats(), c.getWeight());
+  auto done = st.rounds->add(msg->sender(), msg->epoch(), c.getRound(), std::move(*values), c.getWeight());
   if (!done) {
     log_warn(fragment_name(st) + ": refused contribution of " + msg->sender() + ": " + done.err().describe());
     st.mail->refuse(*msg, done.err(), st.epoch);
     return;
   }
   st.round_bytes += msg->wire_bytes();
-  if (*done) send_commit(self);
+  if (*done) on_round_complete(self);
 }
 
 void release(self_ptr self, const std::vector<std::string>& contributors) {
   auto& st = self->state;
-  const auto& theta = st.rounds->theta();
+  const auto& theta = st.rounds->result();
   const auto digest = digest64(theta.data(), theta.size() * sizeof(float));
   round_report report{st.cfg.fragment,
                       st.rounds->committed_round(),
@@ -161,7 +178,9 @@ caf::behavior coordinator_actor(caf::stateful_actor<coordinator_state>* self, tr
   auto& st = self->state;
   st.cfg = cfg;
   st.mail = std::make_unique<mailer>(*net, "coord/" + std::to_string(cfg.fragment), cluster_id);
-  st.rounds = std::make_unique<round_tracker>(cfg.fragment, cfg.outer);
+  st.rounds = std::make_unique<round_tracker>(
+      cfg.fragment, cfg.outer,
+      cfg.average_only ? round_tracker::update_rule::average_only : round_tracker::update_rule::nesterov);
   st.registry = std::move(registry);
   {
     wire::outgoing out;
@@ -196,7 +215,7 @@ caf::behavior coordinator_actor(caf::stateful_actor<coordinator_state>* self, tr
             log_warn(fragment_name(st) + ": " + p + " left; round " + std::to_string(st.rounds->open_round()) +
                      " goes on without it");
             auto done = st.rounds->drop(p);
-            if (done && *done) send_commit(self);
+            if (done && *done) on_round_complete(self);
           }
         }
         advance(self);

@@ -6,7 +6,8 @@
 //   LoadReply(none)      -> wait for the first StateRequest      -> seed + commit round 0
 //   StateRequest         -> FragmentState(committed round, theta_global), once the run has
 //                           min_workers workers (held until then)
-//   Contribution         -> round_tracker.add (typed Refusal on any fence)
+//   Contribution         -> decoded to fp32 (any codec) -> round_tracker.add (typed Refusal on
+//                           any fence)
 //   round complete       -> CommitRequest -> keeper -> CommitAck(ok) -> open next round
 //                           -> RoundResult(theta_global) to every contributor
 //   CommitAck(not ok)    -> retried every commit_retry until it succeeds; nothing released
@@ -31,6 +32,8 @@ struct coordinator_config {
   std::string keeper = "keeper/0";
   std::size_t min_workers = 1;
   outer_options outer;
+  // ddp mode: rounds release the average and are not committed (one round per step).
+  bool average_only = false;
   std::chrono::milliseconds commit_retry{1000};
 };
 

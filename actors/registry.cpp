@@ -181,7 +181,8 @@ json workers_json(const registry_state& st) {
                    {"bytes_sent", w.bytes_sent},
                    {"bytes_received", w.bytes_received},
                    {"done", w.done},
-                   {"wall_s", w.wall_s}});
+                   {"wall_s", w.wall_s},
+                   {"wait_s", w.wait_s}});
   return out;
 }
 
@@ -304,8 +305,9 @@ void on_report(self_ptr self, const wire::message_ptr& msg) {
     w.tokens_per_s = p.getTokensPerSec();
     w.bytes_sent = p.getBytesSent();
     w.bytes_received = p.getBytesReceived();
+    w.wait_s = p.getWaitSeconds();
     st.metrics.write("step", {{"worker", w.id}, {"step", w.step}, {"loss", w.loss}, {"tokens_per_s", w.tokens_per_s},
-                              {"bytes_sent", w.bytes_sent}, {"bytes_received", w.bytes_received}});
+                              {"bytes_sent", w.bytes_sent}, {"bytes_received", w.bytes_received}, {"wait_s", w.wait_s}});
   } else if (env.isEvalReport()) {
     const auto e = env.getEvalReport();
     st.last_eval_step = static_cast<std::int64_t>(e.getStep());
@@ -321,6 +323,7 @@ void on_report(self_ptr self, const wire::message_ptr& msg) {
     w.bytes_sent = d.getBytesSent();
     w.bytes_received = d.getBytesReceived();
     w.wall_s = d.getWallSeconds();
+    w.wait_s = d.getWaitSeconds();
     if (d.getValLoss() >= 0) {
       w.final_val_loss = d.getValLoss();
       st.last_val_loss = d.getValLoss();
@@ -329,7 +332,9 @@ void on_report(self_ptr self, const wire::message_ptr& msg) {
     }
     st.metrics.write("worker_done", {{"worker", w.id}, {"steps", w.step}, {"loss", w.loss},
                                      {"tokens_per_s", w.tokens_per_s}, {"bytes_sent", w.bytes_sent},
-                                     {"bytes_received", w.bytes_received}, {"wall_s", w.wall_s}});
+                                     {"bytes_received", w.bytes_received}, {"wall_s", w.wall_s},
+                                     {"wait_s", w.wait_s},
+                                     {"compute_utilisation", w.wall_s > 0 ? 1.0 - w.wait_s / w.wall_s : 0.0}});
     log_info("registry: " + w.id + " finished " + std::to_string(w.step) + " steps");
     maybe_finish(self);
   }

@@ -52,6 +52,7 @@ struct worker_view {
   bool done = false;
   float final_val_loss = -1;
   float wall_s = 0;
+  float wait_s = 0;  // blocked on outer results
 };
 
 struct node_view {

@@ -27,6 +27,12 @@ class replica {
   virtual void write_fragment(std::size_t fragment, const float* values) = 0;
   // One inner step (forward, backward, clipped AdamW) at inner step index `step`.
   virtual step_result train_step(std::int64_t step) = 0;
+  // The same step in two halves, for data-parallel training: gradients of one batch,
+  // read out and replaced (by the average over workers), then the clipped AdamW step.
+  virtual step_result compute_gradients(std::int64_t step) = 0;
+  virtual void read_gradients(std::size_t fragment, float* values) const = 0;
+  virtual void write_gradients(std::size_t fragment, const float* values) = 0;
+  virtual void apply_gradients(std::int64_t step) = 0;
   // Mean held-out loss of the current parameters.
   virtual float evaluate() = 0;
 };

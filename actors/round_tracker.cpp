@@ -89,7 +89,8 @@ expected<bool> round_tracker::finish_if_complete() {
   for (const auto& [_, c] : contributions_) inputs.push_back({c.first.data(), c.second});  // sorted by worker id
   std::vector<float> avg;
   if (auto st = weighted_average(inputs, theta_.size(), avg)) return st;
-  nesterov_step(opt_, theta_.data(), momentum_.data(), avg.data(), theta_.size());
+  if (rule_ == update_rule::nesterov) nesterov_step(opt_, theta_.data(), momentum_.data(), avg.data(), theta_.size());
+  else average_ = std::move(avg);
   round_ += 1;
   phase_ = phase::committing;
   return true;

@@ -23,8 +23,12 @@ namespace atl {
 class round_tracker {
  public:
   enum class phase { unseeded, ready, collecting, committing };
+  // nesterov: DiLoCo's outer step on theta. average_only: the round's result is the
+  // average itself and theta stays (synchronous data-parallel: averaged gradients).
+  enum class update_rule { nesterov, average_only };
 
-  round_tracker(std::uint32_t fragment, outer_options opt) : fragment_(fragment), opt_(opt) {}
+  round_tracker(std::uint32_t fragment, outer_options opt, update_rule rule = update_rule::nesterov)
+      : fragment_(fragment), opt_(opt), rule_(rule) {}
 
   // A committed state loaded from a keeper (restart) or the first worker's parameters.
   status restore(std::uint64_t round, std::vector<float> theta, std::vector<float> momentum);
@@ -42,6 +46,9 @@ class round_tracker {
   std::uint64_t open_round() const { return round_ + 1; }
   std::uint64_t open_epoch() const { return epoch_; }
   const std::vector<float>& theta() const { return theta_; }
+  // What a completed round releases: theta (nesterov) or the average (average_only).
+  const std::vector<float>& result() const { return rule_ == update_rule::nesterov ? theta_ : average_; }
+  update_rule rule() const { return rule_; }
   const std::vector<float>& momentum() const { return momentum_; }
   const std::set<std::string>& participants() const { return participants_; }
   std::vector<std::string> contributors() const;
@@ -51,6 +58,8 @@ class round_tracker {
 
   std::uint32_t fragment_;
   outer_options opt_;
+  update_rule rule_;
+  std::vector<float> average_;  // last completed round's average (average_only)
   phase phase_ = phase::unseeded;
   std::uint64_t round_ = 0;   // last committed (or committing, in phase committing) round
   std::uint64_t epoch_ = 0;   // epoch of the open round

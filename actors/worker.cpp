@@ -3,6 +3,7 @@
 #include <caf/all.hpp>
 
 #include "actors/messages.hpp"
+#include "actors/pseudo_gradient.hpp"
 #include "runtime/digest.hpp"
 #include "runtime/log.hpp"
 
@@ -26,9 +27,11 @@ std::size_t fragment_of(const std::string& sender) {
   return f;
 }
 
-bool any_pending(const worker_state& st) {
-  for (bool p : st.pending)
-    if (p) return true;
+bool ddp(const worker_state& st) { return st.cfg.run.mode == "ddp"; }
+
+bool any_awaiting_state(const worker_state& st) {
+  for (const auto& f : st.fragments)
+    if (f.awaiting_state) return true;
   return false;
 }
 
@@ -36,21 +39,25 @@ void request_state(self_ptr self, std::size_t f) {
   auto& st = self->state;
   wire::outgoing out;
   out.envelope.initStateRequest().setFragment(static_cast<std::uint32_t>(f));
-  // Our own parameters travel along: a fresh run is seeded from the first request.
-  std::vector<float> local(st.model->fragment_size(f));
-  st.model->read_fragment(f, local.data());
-  out.tensors.push_back(wire::tensor::from_floats(local.data(), local.size()));
-  st.pending[f] = true;
+  // Rank 0's parameters travel along: a fresh run is seeded from them (every worker
+  // starts from the same seed anyway; the others need not pay the bytes).
+  if (st.cfg.spec.rank == 0) {
+    std::vector<float> local(st.model->fragment_size(f));
+    st.model->read_fragment(f, local.data());
+    out.tensors.push_back(wire::tensor::from_floats(local.data(), local.size()));
+  }
+  st.fragments[f].awaiting_state = true;
   st.mail->send(coordinator_of(f), st.epoch, out);
 }
 
 // Held-out loss of theta_global (every fragment swapped in, then swapped back).
 float evaluate_global(worker_state& st) {
-  std::vector<std::vector<float>> local(st.theta_global.size());
+  if (ddp(st)) return st.model->evaluate();  // replicas are identical in ddp
+  std::vector<std::vector<float>> local(st.fragments.size());
   for (std::size_t f = 0; f < local.size(); ++f) {
     local[f].resize(st.model->fragment_size(f));
     st.model->read_fragment(f, local[f].data());
-    st.model->write_fragment(f, st.theta_global[f].data());
+    st.model->write_fragment(f, st.fragments[f].theta_global.data());
   }
   const float loss = st.model->evaluate();
   for (std::size_t f = 0; f < local.size(); ++f) st.model->write_fragment(f, local[f].data());
@@ -67,9 +74,23 @@ void report_progress(self_ptr self) {
   p.setTokensPerSec(dt > 0 ? static_cast<float>(st.tokens_since_report / dt) : 0.0f);
   p.setBytesSent(st.mail->bytes_sent());
   p.setBytesReceived(st.bytes_received);
+  p.setWaitSeconds(static_cast<float>(st.wait_seconds));
   st.mail->send(st.cfg.registry, st.epoch, out);
   st.tokens_since_report = 0;
   st.report_time = clock_type::now();
+}
+
+void maybe_evaluate(self_ptr self) {
+  auto& st = self->state;
+  if (st.cfg.spec.rank != 0 || st.step == 0 || st.step % st.cfg.run.eval_every != 0 || st.step == st.last_eval_step ||
+      st.step >= st.cfg.run.steps)
+    return;
+  st.last_eval_step = st.step;
+  wire::outgoing out;
+  auto e = out.envelope.initEvalReport();
+  e.setStep(static_cast<std::uint64_t>(st.step));
+  e.setValLoss(evaluate_global(st));
+  st.mail->send(st.cfg.registry, st.epoch, out);
 }
 
 void finish(self_ptr self) {
@@ -84,6 +105,7 @@ void finish(self_ptr self) {
   d.setValLoss(val);
   d.setTokensPerSec(wall > 0 ? static_cast<float>(st.tokens_total / wall) : 0.0f);
   d.setWallSeconds(static_cast<float>(wall));
+  d.setWaitSeconds(static_cast<float>(st.wait_seconds));
   d.setBytesReceived(st.bytes_received);
   d.setBytesSent(st.mail->bytes_sent());
   st.mail->send(st.cfg.registry, st.epoch, out);
@@ -91,36 +113,92 @@ void finish(self_ptr self) {
   self->quit();
 }
 
-void contribute(self_ptr self, std::size_t f) {
+void block(worker_state& st) {
+  st.current = phase::blocked;
+  st.blocked_since = clock_type::now();
+}
+
+void unblock(self_ptr self) {
   auto& st = self->state;
-  const auto n = st.theta_global[f].size();
-  std::vector<float> delta(n);
-  st.model->read_fragment(f, delta.data());
-  for (std::size_t i = 0; i < n; ++i) delta[i] = st.theta_global[f][i] - delta[i];
+  if (st.current != phase::blocked) return;
+  st.wait_seconds += std::chrono::duration<double>(clock_type::now() - st.blocked_since).count();
+  st.current = phase::training;
+  self->send(self, step_atom::value);
+}
+
+// Sends `values` (pseudo-gradient or gradient) of fragment f, encoded by the run's codec.
+void send_contribution(self_ptr self, std::size_t f, const std::vector<float>& values, codec_kind codec,
+                       bool with_feedback) {
+  auto& st = self->state;
+  auto& frag = st.fragments[f];
+  encoded_values enc;
+  const auto chunk = static_cast<std::size_t>(st.cfg.run.codec_chunk);
+  auto err = with_feedback ? frag.feedback.encode(codec, values.data(), values.size(), chunk, enc)
+                           : encode(codec, values.data(), values.size(), chunk, enc);
+  if (err) {  // NaN or infinity: the replica diverged; let the supervisor restart it
+    log_error(st.cfg.id + ": cannot encode fragment " + std::to_string(f) + ": " + err.describe());
+    self->quit(caf::make_error(caf::sec::runtime_error));
+    return;
+  }
   wire::outgoing out;
   auto c = out.envelope.initContribution();
   c.setFragment(static_cast<std::uint32_t>(f));
-  c.setRound(st.round[f] + 1);
+  c.setRound(frag.round + 1);
   c.setWeight(1.0f);
   c.setStep(static_cast<std::uint64_t>(st.step));
-  out.tensors.push_back(wire::tensor::from_floats(delta.data(), n));
-  st.pending[f] = true;
+  put_contribution(c, std::move(enc), out);
+  frag.awaiting_result = true;
+  frag.result_ready = false;
+  frag.merge_at = st.step + st.cfg.run.overlap;
   st.mail->send(coordinator_of(f), st.epoch, out);
 }
 
-void on_step(self_ptr self) {
+void contribute(self_ptr self, std::size_t f) {
   auto& st = self->state;
-  if (st.current != phase::training) return;
-  if (st.cfg.spec.rank == 0 && st.step > 0 && st.step % st.cfg.run.eval_every == 0 && st.step != st.last_eval_step &&
-      st.step < st.cfg.run.steps) {
-    st.last_eval_step = st.step;
-    wire::outgoing out;
-    auto e = out.envelope.initEvalReport();
-    e.setStep(static_cast<std::uint64_t>(st.step));
-    e.setValLoss(evaluate_global(st));
-    st.mail->send(st.cfg.registry, st.epoch, out);
+  auto& frag = st.fragments[f];
+  std::vector<float> delta(frag.theta_global.size());
+  st.model->read_fragment(f, delta.data());
+  for (std::size_t i = 0; i < delta.size(); ++i) delta[i] = frag.theta_global[i] - delta[i];
+  send_contribution(self, f, delta, st.codec, st.cfg.run.error_feedback);
+}
+
+void merge(worker_state& st, std::size_t f) {
+  auto& frag = st.fragments[f];
+  frag.theta_global = std::move(frag.result);
+  frag.round = frag.result_round;
+  frag.awaiting_result = frag.result_ready = false;
+  const auto alpha = static_cast<float>(st.cfg.run.alpha);
+  if (alpha == 0.0f) {
+    st.model->write_fragment(f, frag.theta_global.data());
+    return;
   }
-  if (st.step >= st.cfg.run.steps) {
+  std::vector<float> local(frag.theta_global.size());
+  st.model->read_fragment(f, local.data());
+  for (std::size_t i = 0; i < local.size(); ++i) local[i] = alpha * local[i] + (1.0f - alpha) * frag.theta_global[i];
+  st.model->write_fragment(f, local.data());
+}
+
+// Merges every result due before `step` trains; false if one has not arrived (blocked).
+bool merge_due_results(self_ptr self, bool all) {
+  auto& st = self->state;
+  for (std::size_t f = 0; f < st.fragments.size(); ++f) {
+    auto& frag = st.fragments[f];
+    if (!frag.awaiting_result || (!all && frag.merge_at > st.step)) continue;
+    if (!frag.result_ready) {
+      block(st);
+      return false;
+    }
+    merge(st, f);
+  }
+  return true;
+}
+
+void on_step_diloco(self_ptr self) {
+  auto& st = self->state;
+  const bool last = st.step >= st.cfg.run.steps;
+  if (!merge_due_results(self, last)) return;
+  maybe_evaluate(self);
+  if (last) {
     finish(self);
     return;
   }
@@ -130,41 +208,99 @@ void on_step(self_ptr self) {
   st.tokens_since_report += result.tokens;
   st.tokens_total += result.tokens;
   if (st.step % st.cfg.run.log_every == 0) report_progress(self);
-  for (std::size_t f = 0; f < st.theta_global.size(); ++f)
+  for (std::size_t f = 0; f < st.fragments.size(); ++f)
     if (st.schedule->syncs_at(static_cast<std::int64_t>(f), st.step)) contribute(self, f);
-  if (any_pending(st)) st.current = phase::awaiting;
-  else self->send(self, step_atom::value);
+  if (st.current == phase::training) self->send(self, step_atom::value);
 }
 
-// FragmentState and RoundResult both hand us theta_global of a fragment at a round.
-void on_global(self_ptr self, const wire::message_ptr& msg, std::uint32_t f, std::uint64_t round, bool is_result) {
+// ddp: gradients out, averaged gradients in, then the optimizer step.
+void on_step_ddp(self_ptr self) {
   auto& st = self->state;
-  if (f >= st.theta_global.size() || msg->tensors().size() != 1 ||
+  maybe_evaluate(self);
+  if (st.step >= st.cfg.run.steps) {
+    finish(self);
+    return;
+  }
+  const auto result = st.model->compute_gradients(st.step);
+  st.last_loss = result.loss;
+  st.tokens_since_report += result.tokens;
+  st.tokens_total += result.tokens;
+  for (std::size_t f = 0; f < st.fragments.size() && st.current == phase::training; ++f) {
+    std::vector<float> grads(st.model->fragment_size(f));
+    st.model->read_gradients(f, grads.data());
+    send_contribution(self, f, grads, codec_kind::fp32, false);
+  }
+  if (st.current == phase::training) block(st);
+}
+
+void finish_ddp_step(self_ptr self) {
+  auto& st = self->state;
+  for (auto& frag : st.fragments)
+    if (!frag.result_ready) return;
+  for (std::size_t f = 0; f < st.fragments.size(); ++f) {
+    auto& frag = st.fragments[f];
+    st.model->write_gradients(f, frag.result.data());
+    frag.round = frag.result_round;
+    frag.awaiting_result = frag.result_ready = false;
+  }
+  st.model->apply_gradients(st.step);
+  st.step++;
+  if (st.step % st.cfg.run.log_every == 0) report_progress(self);
+  unblock(self);
+}
+
+void on_state(self_ptr self, const wire::message_ptr& msg, std::size_t f, std::uint64_t round) {
+  auto& st = self->state;
+  auto& frag = st.fragments[f];
+  if (!frag.awaiting_state) return;  // a duplicate
+  frag.theta_global = msg->tensors()[0].to_floats();
+  st.model->write_fragment(f, frag.theta_global.data());
+  frag.round = round;
+  frag.awaiting_state = false;
+  frag.awaiting_result = frag.result_ready = false;
+  st.epoch = msg->epoch();
+  if (st.step == 0 && round > 0 && !ddp(st))
+    st.step = static_cast<std::int64_t>(round) * st.schedule->sync_every();  // joining a run in progress
+  if (!any_awaiting_state(st) && st.current == phase::syncing) {
+    st.current = phase::training;
+    self->send(self, step_atom::value);
+  }
+}
+
+void on_result(self_ptr self, const wire::message_ptr& msg, std::size_t f, std::uint64_t round) {
+  auto& st = self->state;
+  auto& frag = st.fragments[f];
+  if (!frag.awaiting_result || frag.result_ready || round != frag.round + 1) return;  // duplicate or stale
+  frag.result = msg->tensors()[0].to_floats();
+  frag.result_round = round;
+  frag.result_ready = true;
+  st.epoch = msg->epoch();
+  if (ddp(st)) {
+    finish_ddp_step(self);
+    return;
+  }
+  wire::outgoing out;
+  auto ack = out.envelope.initRoundAck();
+  ack.setFragment(static_cast<std::uint32_t>(f));
+  ack.setRound(round);
+  ack.setDigest(digest64(frag.result.data(), frag.result.size() * sizeof(float)));
+  st.mail->send(msg->sender(), st.epoch, out);
+  unblock(self);  // on_step merges it when it is due
+}
+
+void on_global(self_ptr self, const wire::message_ptr& msg) {
+  auto& st = self->state;
+  const auto env = msg->envelope();
+  const bool is_state = env.isFragmentState();
+  const std::size_t f = is_state ? env.getFragmentState().getFragment() : env.getRoundResult().getFragment();
+  const std::uint64_t round = is_state ? env.getFragmentState().getRound() : env.getRoundResult().getRound();
+  if (f >= st.fragments.size() || msg->tensors().size() != 1 ||
       msg->tensors()[0].data.size() != st.model->fragment_size(f) * sizeof(float)) {
     st.mail->refuse(*msg, make_error(errc::tensor_mismatch, "fragment " + std::to_string(f)), st.epoch);
     return;
   }
-  if (!st.pending[f]) return;  // a duplicate: already applied
-  st.theta_global[f] = msg->tensors()[0].to_floats();
-  st.model->write_fragment(f, st.theta_global[f].data());  // tau = 0, alpha = 0: replace
-  st.round[f] = round;
-  st.epoch = msg->epoch();
-  st.pending[f] = false;
-  if (is_result) {
-    wire::outgoing out;
-    auto ack = out.envelope.initRoundAck();
-    ack.setFragment(f);
-    ack.setRound(round);
-    ack.setDigest(digest64(st.theta_global[f].data(), st.theta_global[f].size() * sizeof(float)));
-    st.mail->send(msg->sender(), st.epoch, out);
-  } else if (st.current == phase::syncing && st.step == 0 && round > 0) {
-    // Joining a run in progress: continue the schedule where the fragment stands.
-    st.step = static_cast<std::int64_t>(round) * st.schedule->sync_every();
-  }
-  if (!any_pending(st) && st.current != phase::training) {
-    st.current = phase::training;
-    self->send(self, step_atom::value);
-  }
+  if (is_state) on_state(self, msg, f, round);
+  else on_result(self, msg, f, round);
 }
 
 }  // namespace
@@ -173,7 +309,7 @@ const char* to_string(worker_state::phase p) {
   switch (p) {
     case phase::syncing: return "syncing";
     case phase::training: return "training";
-    case phase::awaiting: return "awaiting";
+    case phase::blocked: return "blocked";
     case phase::finished: return "finished";
   }
   return "unknown";
@@ -183,39 +319,39 @@ caf::behavior worker_actor(caf::stateful_actor<worker_state>* self, transport* n
                            replica_factory factory) {
   auto& st = self->state;
   st.cfg = cfg;
+  auto codec = parse_codec(cfg.run.codec);
+  st.codec = codec ? *codec : codec_kind::fp32;  // the config was validated at the head
   st.mail = std::make_unique<mailer>(*net, cfg.id, cfg.cluster_id);
   st.model = factory(cfg.run, cfg.spec);  // may throw: the node agent sees the failure and restarts
   st.schedule = std::make_unique<fragment_schedule>(cfg.run.sync_every, cfg.run.fragments);
-  const auto fragments = st.model->fragment_count();
-  st.theta_global.resize(fragments);
-  st.round.assign(fragments, 0);
-  st.pending.assign(fragments, false);
+  st.fragments.resize(st.model->fragment_count());
   st.started = st.report_time = clock_type::now();
-  for (std::size_t f = 0; f < fragments; ++f) request_state(self, f);
+  for (std::size_t f = 0; f < st.fragments.size(); ++f) request_state(self, f);
   return {
       [=](const wire::message_ptr& msg) {
         auto& st = self->state;
         st.bytes_received += msg->wire_bytes();
         const auto env = msg->envelope();
-        if (env.isFragmentState()) {
-          on_global(self, msg, env.getFragmentState().getFragment(), env.getFragmentState().getRound(), false);
-        } else if (env.isRoundResult()) {
-          on_global(self, msg, env.getRoundResult().getFragment(), env.getRoundResult().getRound(), true);
+        if (env.isFragmentState() || env.isRoundResult()) {
+          on_global(self, msg);
         } else if (env.isRefusal()) {
           log_warn(st.cfg.id + ": refused by " + msg->sender() + ": " + env.getRefusal().getMessage().cStr());
-          if (st.current == phase::awaiting && msg->sender().rfind("coord/", 0) == 0) {
+          const auto f = fragment_of(msg->sender());
+          if (f < st.fragments.size() && st.fragments[f].awaiting_result && !ddp(st)) {
             // Our contribution did not count: fetch the committed state and go on from it.
-            const auto f = fragment_of(msg->sender());
-            if (f < st.theta_global.size()) {
-              st.current = phase::syncing;
-              request_state(self, f);
-            }
+            st.fragments[f].awaiting_result = false;
+            request_state(self, f);
+            if (st.current == phase::blocked) st.current = phase::syncing;
           }
         } else if (env.isShutdown()) {
           self->quit();
         }
       },
-      [=](step_atom) { on_step(self); },
+      [=](step_atom) {
+        if (self->state.current != phase::training) return;
+        if (ddp(self->state)) on_step_ddp(self);
+        else on_step_diloco(self);
+      },
       [=](stop_atom) { self->quit(); },
   };
 }

@@ -4,14 +4,23 @@
 // blocking LibTorch work); one inner step per `step` message, so wire messages are
 // handled between steps.
 //
+// DiLoCo / Streaming DiLoCo (run.mode = diloco):
 //   syncing --FragmentState for every fragment--> training
-//   training --step t with a fragment due (t - offset_p) mod H == 0--> Contribution -> awaiting
-//   awaiting --RoundResult (theta_global replaces the fragment: tau = 0, alpha = 0)--> training
-//   awaiting --Refusal of its contribution--> syncing (re-fetches the committed state)
-//   training --step == run.steps--> finished: WorkerDone, quit
+//   training, after step t where fragment p is due ((t - offset_p) mod H == 0):
+//       Contribution(encode(theta_global_p - theta_local_p [+ residual])) to coord/p;
+//       the result must be merged before step t + tau trains
+//   training, a result due and not yet here --> blocked (the wait is measured)
+//   blocked --RoundResult--> training
+//   merge: theta_local_p = alpha * theta_local_p + (1 - alpha) * theta_global_p
+//          (tau = 0, alpha = 0 is plain DiLoCo: the fragment is replaced)
+//   blocked --Refusal of its contribution--> syncing (re-fetches the committed state)
+//   training --step == run.steps and every result merged--> finished: WorkerDone, quit
+//
+// Data-parallel baseline (run.mode = ddp): every step the worker sends its gradients,
+// waits for the average, then takes its AdamW step: same model, data order and optimizer.
 //
 // Rank 0 evaluates theta_global on the held-out data every run.eval_every steps and at
-// the end. Pseudo-gradients are fp32: Delta = theta_global - theta_local.
+// the end.
 #include <chrono>
 #include <memory>
 #include <string>
@@ -20,6 +29,7 @@
 #include <caf/stateful_actor.hpp>
 
 #include "actors/replica.hpp"
+#include "runtime/algorithm/codec.hpp"
 #include "runtime/algorithm/fragment_schedule.hpp"
 #include "runtime/transport.hpp"
 
@@ -33,16 +43,28 @@ struct worker_config {
   std::string registry = "registry";
 };
 
+// One fragment as the worker sees it.
+struct fragment_sync {
+  std::vector<float> theta_global;  // last merged global parameters (or fp32 grads in ddp)
+  std::uint64_t round = 0;          // last merged round
+  bool awaiting_state = false;      // StateRequest sent, FragmentState not yet here
+  bool awaiting_result = false;     // Contribution sent, result not merged yet
+  std::int64_t merge_at = 0;        // the result is merged before this step trains
+  bool result_ready = false;
+  std::vector<float> result;        // the released values of round result_round
+  std::uint64_t result_round = 0;
+  error_feedback feedback;          // residual of the codec (diloco.error_feedback)
+};
+
 struct worker_state {
-  enum class phase { syncing, training, awaiting, finished };
+  enum class phase { syncing, training, blocked, finished };
   phase current = phase::syncing;
   worker_config cfg;
+  codec_kind codec = codec_kind::fp32;
   std::unique_ptr<mailer> mail;
   std::unique_ptr<replica> model;
   std::unique_ptr<fragment_schedule> schedule;
-  std::vector<std::vector<float>> theta_global;  // per fragment
-  std::vector<std::uint64_t> round;              // last applied round per fragment
-  std::vector<bool> pending;                     // fragment waits for state or result
+  std::vector<fragment_sync> fragments;
   std::uint64_t epoch = 0;
   std::int64_t step = 0;
   std::int64_t last_eval_step = -1;
@@ -50,7 +72,8 @@ struct worker_state {
   std::uint64_t bytes_received = 0;
   std::int64_t tokens_since_report = 0;
   std::int64_t tokens_total = 0;
-  std::chrono::steady_clock::time_point report_time, started;
+  double wait_seconds = 0;  // blocked on results
+  std::chrono::steady_clock::time_point report_time, started, blocked_since;
   static inline const char* name = "worker";
 };
 

@@ -1,9 +1,10 @@
 // replica over a LibTorch task: inner AdamW with linear warm-up, cosine decay to
 // min_lr_ratio * lr at the last step, and global gradient-norm clipping.
 //
-// Fragments: the task's layer groups are assigned strided, group g to fragment g mod P
-// (the default of DESIGN.md section 1). A fragment's fp32 view is its parameters
-// flattened in group order.
+// Fragments: the task's layer groups (for the GPT: embeddings, each block, the final norm)
+// are assigned strided, group g to fragment g mod P (the default of DESIGN.md section 1),
+// or sequential, contiguous runs of about G / P groups. A fragment's fp32 view is its
+// parameters flattened in group order.
 #include <cmath>
 #include <cstring>
 
@@ -21,9 +22,15 @@ class torch_replica : public replica {
                    torch::optim::AdamWOptions(cfg.lr).weight_decay(cfg.weight_decay).betas({0.9, 0.95})) {
     task_->model().to(device_);  // before the optimizer sees the parameters' storage
     const auto groups = task_->layer_groups();
-    fragments_.resize(static_cast<std::size_t>(cfg.fragments));
-    for (std::size_t g = 0; g < groups.size(); ++g)
-      for (const auto& p : groups[g]) fragments_[g % fragments_.size()].push_back(p);
+    const std::size_t p_count = static_cast<std::size_t>(cfg.fragments);
+    if (groups.size() < p_count)
+      throw std::invalid_argument("diloco.fragments = " + std::to_string(p_count) + " but the model has only " +
+                                  std::to_string(groups.size()) + " layer groups");
+    fragments_.resize(p_count);
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+      const std::size_t f = cfg.assignment == "sequential" ? g * p_count / groups.size() : g % p_count;
+      for (const auto& p : groups[g]) fragments_[f].push_back(p);
+    }
   }
 
   std::size_t fragment_count() const override { return fragments_.size(); }
@@ -51,16 +58,43 @@ class torch_replica : public replica {
   }
 
   step_result train_step(std::int64_t step) override {
-    const double lr = learning_rate(step);
-    for (auto& group : optimizer_.param_groups())
-      static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
+    const auto result = compute_gradients(step);
+    apply_gradients(step);
+    return result;
+  }
+
+  step_result compute_gradients(std::int64_t) override {
     task_->model().train();
     optimizer_.zero_grad();
     auto loss = task_->loss(on_device(task_->next_train_batch()));
     loss.backward();
+    return {loss.item<float>(), task_->tokens_per_batch()};
+  }
+
+  void read_gradients(std::size_t f, float* values) const override {
+    for (const auto& p : fragments_.at(f)) {
+      auto g = p.grad().defined() ? p.grad().detach().to(torch::kCPU).contiguous() : torch::zeros_like(p, torch::kCPU);
+      std::memcpy(values, g.data_ptr<float>(), static_cast<std::size_t>(g.numel()) * sizeof(float));
+      values += g.numel();
+    }
+  }
+
+  void write_gradients(std::size_t f, const float* values) override {
+    torch::NoGradGuard no_grad;
+    for (auto& p : fragments_.at(f)) {
+      auto incoming = torch::from_blob(const_cast<float*>(values), p.sizes(), torch::kFloat32).to(device_);
+      if (p.grad().defined()) p.mutable_grad().copy_(incoming);
+      else p.mutable_grad() = incoming.clone();
+      values += p.numel();
+    }
+  }
+
+  void apply_gradients(std::int64_t step) override {
+    const double lr = learning_rate(step);
+    for (auto& group : optimizer_.param_groups())
+      static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
     if (cfg_.grad_clip > 0) torch::nn::utils::clip_grad_norm_(task_->model().parameters(), cfg_.grad_clip);
     optimizer_.step();
-    return {loss.item<float>(), task_->tokens_per_batch()};
   }
 
   float evaluate() override {

@@ -22,8 +22,19 @@ const std::vector<knob>& knobs() {
       {"run.log_every", &C::log_every, 1, 1e9, "steps", "progress report interval"},
       {"run.threads_per_worker", &C::threads_per_worker, 0, 1024, "threads",
        "LibTorch intra-op threads per worker; 0 = cores / local workers"},
+      {"run.mode", &C::mode, 0, 0, "", "diloco, or ddp: gradients averaged every step (the baseline)",
+       "diloco|ddp"},
       {"diloco.sync_every", &C::sync_every, 1, 1e9, "steps", "H: inner steps per outer round of a fragment"},
       {"diloco.fragments", &C::fragments, 1, 1024, "", "P: parameter fragments synced separately"},
+      {"diloco.assignment", &C::assignment, 0, 0, "",
+       "layer groups to fragments: strided (group g -> g mod P) or sequential (contiguous runs)",
+       "strided|sequential"},
+      {"diloco.overlap", &C::overlap, 0, 1e9, "steps", "tau: steps a worker trains on before merging a result"},
+      {"diloco.alpha", &C::alpha, 0, 1, "", "merge: local = alpha * local + (1 - alpha) * global"},
+      {"diloco.codec", &C::codec, 0, 0, "", "pseudo-gradient encoding on the wire", "fp32|bf16|fp16|int8|fp4"},
+      {"diloco.codec_chunk", &C::codec_chunk, 8, 1 << 24, "values", "values sharing one scale (int8, fp4)"},
+      {"diloco.error_feedback", &C::error_feedback, 0, 0, "",
+       "add what quantization lost to the next contribution of the fragment"},
       {"diloco.outer_lr", &C::outer_lr, 0, 10, "", "outer Nesterov SGD learning rate"},
       {"diloco.outer_momentum", &C::outer_momentum, 0, 0.999999, "", "outer Nesterov momentum"},
       {"inner.lr", &C::lr, 0, 10, "", "peak AdamW learning rate"},
@@ -57,6 +68,16 @@ error bad(const std::string& origin, const std::string& key, const std::string& 
   return make_error(errc::invalid_config, origin + ": " + key + ": " + what);
 }
 
+bool is_choice(const std::string& value, const std::string& choices) {
+  std::size_t start = 0;
+  while (start <= choices.size()) {
+    const auto end = std::min(choices.find('|', start), choices.size());
+    if (choices.compare(start, end - start, value) == 0 && end - start == value.size()) return true;
+    start = end + 1;
+  }
+  return false;
+}
+
 std::string range_text(const knob& k) {
   std::ostringstream os;
   os << "[" << k.min << ", " << k.max << "]";
@@ -71,7 +92,12 @@ status assign(run_config& cfg, const knob& k, const toml::node& value, const std
         if constexpr (std::is_same_v<T, std::string>) {
           auto v = value.value<std::string>();
           if (!value.is_string() || !v) return bad(origin, k.key, "expected a string");
+          if (k.choices && !is_choice(*v, k.choices))
+            return bad(origin, k.key, "'" + *v + "' is not one of " + k.choices);
           cfg.*member = *v;
+        } else if constexpr (std::is_same_v<T, bool>) {
+          if (!value.is_boolean()) return bad(origin, k.key, "expected true or false");
+          cfg.*member = *value.value<bool>();
         } else if constexpr (std::is_same_v<T, std::int64_t>) {
           if (!value.is_integer()) return bad(origin, k.key, "expected an integer");
           auto v = *value.value<std::int64_t>();
@@ -158,8 +184,9 @@ status validate(const run_config& cfg) {
                                                 " does not divide model.width " + std::to_string(cfg.width));
   if (cfg.lease_ms < 3 * cfg.heartbeat_ms)
     return make_error(errc::invalid_config, "cluster.lease_ms: must be at least 3 x cluster.heartbeat_ms");
-  if (cfg.fragments > 1)
-    return make_error(errc::invalid_config, "diloco.fragments: only 1 is supported by this build (streaming comes next)");
+  if (cfg.overlap >= cfg.sync_every)
+    return make_error(errc::invalid_config, "diloco.overlap: must be smaller than diloco.sync_every (" +
+                                                std::to_string(cfg.sync_every) + ")");
   if (cfg.example.empty()) return make_error(errc::invalid_config, "run.example: must not be empty");
   return {};
 }
@@ -188,11 +215,13 @@ std::string describe_knobs() {
         [&](auto member) {
           using T = std::remove_reference_t<decltype(defaults.*member)>;
           if constexpr (std::is_same_v<T, std::string>) os << '"' << defaults.*member << '"';
-          else os << defaults.*member;
+          else os << std::boolalpha << defaults.*member;
         },
         k.field);
     if (*k.unit) os << "  [" << k.unit << "]";
-    os << "\n    " << k.doc << "\n";
+    os << "\n    " << k.doc;
+    if (k.choices) os << " (" << k.choices << ")";
+    os << "\n";
   }
   return os.str();
 }

@@ -22,9 +22,16 @@ struct run_config {
   std::int64_t min_workers = 2;
   std::int64_t log_every = 10;
   std::int64_t threads_per_worker = 0;
+  std::string mode = "diloco";  // diloco | ddp (gradients averaged every step: the baseline)
   // [diloco]
   std::int64_t sync_every = 50;
   std::int64_t fragments = 1;
+  std::string assignment = "strided";  // strided | sequential
+  std::int64_t overlap = 0;
+  double alpha = 0.0;
+  std::string codec = "fp32";  // fp32 | bf16 | fp16 | int8 | fp4
+  std::int64_t codec_chunk = 256;
+  bool error_feedback = false;
   double outer_lr = 0.7;
   double outer_momentum = 0.9;
   // [inner]
@@ -49,13 +56,15 @@ struct run_config {
 };
 
 struct knob {
-  using field_t = std::variant<std::int64_t run_config::*, double run_config::*, std::string run_config::*>;
+  using field_t = std::variant<std::int64_t run_config::*, double run_config::*, std::string run_config::*,
+                               bool run_config::*>;
   const char* key;    // "diloco.sync_every": TOML table and key
   field_t field;
-  double min;         // inclusive range for numbers; ignored for strings
+  double min;         // inclusive range for numbers; ignored for strings and booleans
   double max;
   const char* unit;   // "steps", "ms", "" ...
   const char* doc;
+  const char* choices = nullptr;  // strings: the allowed values, "a|b|c"; null = any
 };
 
 const std::vector<knob>& knobs();

@@ -84,13 +84,19 @@ struct FragmentState {
   round    @1 :UInt64;
 }
 
-# worker -> coordinator: pseudo-gradient theta_global - theta_local (one tensor).
+# worker -> coordinator: pseudo-gradient theta_global - theta_local (DiLoCo) or the
+# gradient of one step (ddp mode). Tensors: the encoded payload (UInt8 bytes; Float32 for
+# fp32), then for int8 and fp4 the Float32 scales, one per `chunk` values.
 struct Contribution {
   fragment @0 :UInt32;
   round    @1 :UInt64;     # the round being closed by this contribution
   weight   @2 :Float32;
   step     @3 :UInt64;     # worker's inner step when it contributed
+  codec    @4 :PseudoGradientCodec;
+  chunk    @5 :UInt32;     # values per scale (int8, fp4)
+  count    @6 :UInt64;     # values encoded
 }
+enum PseudoGradientCodec { fp32 @0; bf16 @1; fp16 @2; int8 @3; fp4e2m1 @4; }
 # coordinator -> participants: new theta_global (one tensor).
 struct RoundResult {
   fragment @0 :UInt32;
@@ -110,6 +116,7 @@ struct Progress {
   tokensPerSec  @2 :Float32;
   bytesSent     @3 :UInt64;
   bytesReceived @4 :UInt64;
+  waitSeconds   @5 :Float32;  # time blocked on outer results so far
 }
 struct EvalReport {
   step    @0 :UInt64;
@@ -123,6 +130,7 @@ struct WorkerDone {
   bytesSent     @4 :UInt64;
   bytesReceived @5 :UInt64;
   wallSeconds   @6 :Float32;
+  waitSeconds   @7 :Float32;  # time blocked on outer results
 }
 
 # Typed refusal of a message; `code` is an atl::errc value (runtime/error.hpp).

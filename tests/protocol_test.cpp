@@ -14,6 +14,7 @@
 #include "actors/coordinator.hpp"
 #include "actors/keeper.hpp"
 #include "actors/messages.hpp"
+#include "actors/pseudo_gradient.hpp"
 #include "actors/worker.hpp"
 #include "runtime/digest.hpp"
 #include "storage/checkpoint_store.hpp"
@@ -39,10 +40,21 @@ class fake_replica : public replica {
     return {params_[0], 1};
   }
   float evaluate() override { return std::fabs(params_[1]); }
+  step_result compute_gradients(std::int64_t step) override {
+    grads_.resize(params_.size());
+    for (std::size_t i = 0; i < grads_.size(); ++i)
+      grads_[i] = 0.01f * static_cast<float>(rank_ + 1) * std::sin(static_cast<float>(i + static_cast<std::size_t>(step)));
+    return {params_[0], 1};
+  }
+  void read_gradients(std::size_t, float* v) const override { std::memcpy(v, grads_.data(), grads_.size() * 4); }
+  void write_gradients(std::size_t, const float* v) override { std::memcpy(grads_.data(), v, grads_.size() * 4); }
+  void apply_gradients(std::int64_t) override {
+    for (std::size_t i = 0; i < params_.size(); ++i) params_[i] -= grads_[i];
+  }
 
  private:
   std::uint32_t rank_;
-  std::vector<float> params_;
+  std::vector<float> params_, grads_;
 };
 
 struct observations {
@@ -167,13 +179,18 @@ class FencingTest : public ProtocolTest {
     dir_.add("worker/x", worker_probe_);
   }
 
-  void contribute(std::uint64_t epoch, std::uint64_t round, std::vector<float> delta) {
+  void contribute(std::uint64_t epoch, std::uint64_t round, const std::vector<float>& delta) {
     wire::outgoing out;
     auto c = out.envelope.initContribution();
     c.setFragment(0);
     c.setRound(round);
     c.setWeight(1.0f);
-    out.tensors.push_back(wire::tensor::from_floats(delta.data(), delta.size()));
+    // Raw fp32 bytes: encode() would refuse the NaN this test sends on purpose.
+    encoded_values enc;
+    enc.count = delta.size();
+    enc.payload.resize(delta.size() * sizeof(float));
+    std::memcpy(enc.payload.data(), delta.data(), enc.payload.size());
+    put_contribution(c, std::move(enc), out);
     as_worker_.send("coord/0", epoch, out);
   }
 

@@ -119,6 +119,7 @@ int run_head(const head_options& opt) {
     cc.fragment = static_cast<std::uint32_t>(f);
     cc.min_workers = static_cast<std::size_t>(cfg->min_workers);
     cc.outer = {static_cast<float>(cfg->outer_lr), static_cast<float>(cfg->outer_momentum)};
+    cc.average_only = cfg->mode == "ddp";
     auto c = sys.spawn(coordinator_actor, static_cast<transport*>(net.get()), snap->cluster_id, cc, registry);
     local.add("coord/" + std::to_string(f), c);
     coordinators.push_back(c);

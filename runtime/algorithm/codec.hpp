@@ -1,0 +1,60 @@
+#pragma once
+// Encodings of pseudo-gradients for the wire. Workers encode, coordinators decode to
+// fp32 and average in fp32.
+//
+//   fp32  4 bytes/value, exact
+//   bf16  2 bytes/value, round to nearest even (8 exponent bits: never overflows)
+//   fp16  2 bytes/value, round to nearest even, saturates at +-65504
+//   int8  1 byte/value + one fp32 scale per chunk: q = round(x / s), s = max|x| / 127;
+//         error at most s / 2 per value
+//   fp4   e2m1 (OCP MX FP4: values 0, 0.5, 1, 1.5, 2, 3, 4, 6), two values per byte (low
+//         nibble first) + one fp32 scale per chunk, s = max|x| / 6; error at most s per
+//         value (half the widest gap, 4..6). e2m1 rather than e3m0: with a per-chunk scale
+//         the range of e3m0 (powers of two up to 16) is not needed, and e2m1's extra
+//         mantissa bit halves the error of the large values that dominate a chunk.
+// Zeros encode exactly in every codec; a chunk of zeros has scale 0. Non-finite input is
+// refused (errc::not_finite): it would poison a round.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/expected.hpp"
+
+namespace atl {
+
+enum class codec_kind : std::uint8_t { fp32 = 0, bf16 = 1, fp16 = 2, int8 = 3, fp4 = 4 };
+
+expected<codec_kind> parse_codec(const std::string& name);
+const char* to_string(codec_kind kind);
+
+struct encoded_values {
+  codec_kind kind = codec_kind::fp32;
+  std::size_t count = 0;             // values encoded
+  std::size_t chunk = 0;             // values per scale (int8, fp4)
+  std::vector<std::uint8_t> payload; // little-endian codes
+  std::vector<float> scales;         // one per chunk (int8, fp4); empty otherwise
+};
+
+// Bytes of payload and number of scales a codec uses for `count` values.
+std::size_t payload_bytes(codec_kind kind, std::size_t count);
+std::size_t scale_count(codec_kind kind, std::size_t count, std::size_t chunk);
+
+status encode(codec_kind kind, const float* values, std::size_t count, std::size_t chunk, encoded_values& out);
+// Refuses payloads and scales whose sizes do not match `count` (hostile input).
+status decode(const encoded_values& in, float* values);
+
+// Error feedback (LoCo-style residual): what was meant minus what was sent is added to
+// the next contribution, so quantization errors do not accumulate.
+class error_feedback {
+ public:
+  // Encodes delta + residual and keeps the new residual. `delta` has `count` values.
+  status encode(codec_kind kind, const float* delta, std::size_t count, std::size_t chunk, encoded_values& out);
+  const std::vector<float>& residual() const { return residual_; }
+
+ private:
+  std::vector<float> residual_;
+  std::vector<float> target_, sent_;  // scratch, kept to avoid per-round allocation
+};
+
+}  // namespace atl

@@ -1,0 +1,138 @@
+#include <cmath>
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "runtime/algorithm/codec.hpp"
+
+namespace atl {
+namespace {
+
+std::vector<float> random_values(std::size_t n, unsigned seed, float spread = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, spread);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+std::vector<float> round_trip(codec_kind kind, const std::vector<float>& v, std::size_t chunk, encoded_values* enc = nullptr) {
+  encoded_values local;
+  encoded_values& e = enc ? *enc : local;
+  EXPECT_FALSE(encode(kind, v.data(), v.size(), chunk, e));
+  std::vector<float> out(v.size(), -123.0f);
+  EXPECT_FALSE(decode(e, out.data()));
+  return out;
+}
+
+// The largest error a codec may make on value i (scales per chunk for int8 and fp4).
+float bound(codec_kind kind, const encoded_values& e, std::size_t i, float x) {
+  switch (kind) {
+    case codec_kind::fp32: return 0.0f;
+    case codec_kind::bf16: return std::fabs(x) * std::ldexp(1.0f, -8);   // half an ulp of 8 bits
+    case codec_kind::fp16: return std::fabs(x) * std::ldexp(1.0f, -11) + std::ldexp(1.0f, -25);
+    case codec_kind::int8: return e.scales[i / e.chunk] * 0.5f * 1.0001f;
+    case codec_kind::fp4: return e.scales[i / e.chunk] * 1.0001f;       // half the 4..6 gap
+  }
+  return 0;
+}
+
+class CodecTest : public ::testing::TestWithParam<codec_kind> {};
+
+TEST_P(CodecTest, RoundTripStaysWithinTheFormatsErrorBound) {
+  const auto kind = GetParam();
+  for (std::size_t n : {1u, 2u, 7u, 255u, 256u, 257u, 1000u, 4099u}) {
+    const auto v = random_values(n, static_cast<unsigned>(n), 0.01f);
+    encoded_values e;
+    const auto out = round_trip(kind, v, 64, &e);
+    for (std::size_t i = 0; i < n; ++i)
+      ASSERT_LE(std::fabs(out[i] - v[i]), bound(kind, e, i, v[i])) << to_string(kind) << " n=" << n << " i=" << i;
+  }
+}
+
+TEST_P(CodecTest, ZerosAreExact) {
+  std::vector<float> v(300, 0.0f);
+  v[5] = -0.0f;
+  v[299] = 0.25f;  // a chunk tail with one non-zero
+  const auto out = round_trip(GetParam(), v, 64);
+  for (std::size_t i = 0; i < 299; ++i) ASSERT_EQ(out[i], 0.0f) << i;
+}
+
+TEST_P(CodecTest, NonFiniteInputIsRefused) {
+  std::vector<float> v = {1.0f, NAN, 2.0f};
+  encoded_values e;
+  EXPECT_EQ(encode(GetParam(), v.data(), v.size(), 64, e).code, errc::not_finite);
+  v[1] = -INFINITY;
+  EXPECT_EQ(encode(GetParam(), v.data(), v.size(), 64, e).code, errc::not_finite);
+}
+
+TEST_P(CodecTest, APayloadOfTheWrongSizeIsRefused) {
+  const auto v = random_values(100, 3);
+  encoded_values e;
+  ASSERT_FALSE(encode(GetParam(), v.data(), v.size(), 64, e));
+  e.payload.pop_back();
+  std::vector<float> out(100);
+  EXPECT_EQ(decode(e, out.data()).code, errc::tensor_mismatch);
+}
+
+TEST_P(CodecTest, ErrorFeedbackKeepsTheRunningSumWithinOneStep) {
+  const auto kind = GetParam();
+  const std::size_t n = 333, chunk = 64;
+  error_feedback ef;
+  std::vector<double> sum_in(n, 0.0), sum_out(n, 0.0);
+  std::vector<float> decoded(n);
+  float last_step = 0.0f;
+  for (unsigned round = 0; round < 1000; ++round) {
+    const auto v = random_values(n, 1000 + round, 0.01f);
+    encoded_values e;
+    ASSERT_FALSE(ef.encode(kind, v.data(), n, chunk, e));
+    ASSERT_FALSE(decode(e, decoded.data()));
+    for (std::size_t i = 0; i < n; ++i) {
+      sum_in[i] += v[i];
+      sum_out[i] += decoded[i];
+    }
+    if (!e.scales.empty()) last_step = *std::max_element(e.scales.begin(), e.scales.end());
+  }
+  // What was sent lags what was meant by exactly the residual, which is under one
+  // quantization step (the scale) per value, however many rounds have passed.
+  const float step = kind == codec_kind::int8 || kind == codec_kind::fp4 ? 2.0f * last_step : 1e-4f;
+  for (std::size_t i = 0; i < n; ++i)
+    ASSERT_LE(std::fabs(sum_in[i] - sum_out[i]), step) << to_string(kind) << " i=" << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllCodecs, CodecTest,
+                         ::testing::Values(codec_kind::fp32, codec_kind::bf16, codec_kind::fp16, codec_kind::int8,
+                                           codec_kind::fp4),
+                         [](const auto& info) { return std::string(to_string(info.param)); });
+
+TEST(Codec, SizesMatchTheFormats) {
+  EXPECT_EQ(payload_bytes(codec_kind::fp32, 10), 40u);
+  EXPECT_EQ(payload_bytes(codec_kind::bf16, 10), 20u);
+  EXPECT_EQ(payload_bytes(codec_kind::int8, 10), 10u);
+  EXPECT_EQ(payload_bytes(codec_kind::fp4, 11), 6u);
+  EXPECT_EQ(scale_count(codec_kind::int8, 257, 256), 2u);
+  EXPECT_EQ(scale_count(codec_kind::fp16, 257, 256), 0u);
+}
+
+TEST(Codec, Fp4HitsItsGridExactly) {
+  // With max 6 in the chunk, the scale is 1 and every e2m1 value encodes exactly.
+  std::vector<float> v = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, -0.5f, -1, -1.5f, -2, -3, -4, -6, 6};
+  EXPECT_EQ(round_trip(codec_kind::fp4, v, 16), v);
+}
+
+TEST(Codec, Fp16SaturatesAndKeepsSubnormals) {
+  std::vector<float> v = {1e6f, -1e6f, 6e-8f, 1.0f / 3.0f};
+  const auto out = round_trip(codec_kind::fp16, v, 0);
+  EXPECT_EQ(out[0], 65504.0f);
+  EXPECT_EQ(out[1], -65504.0f);
+  EXPECT_EQ(out[2], std::ldexp(1.0f, -24));
+  EXPECT_NEAR(out[3], 1.0f / 3.0f, 1e-4f);
+}
+
+TEST(Codec, NamesParse) {
+  EXPECT_EQ(*parse_codec("int8"), codec_kind::int8);
+  EXPECT_EQ(parse_codec("int4").err().code, errc::invalid_config);
+}
+
+}  // namespace
+}  // namespace atl
