@@ -394,7 +394,10 @@ caf::behavior registry_actor(caf::stateful_actor<registry_state>* self, registry
       },
       [=](const digest_report& d) {
         auto& st = self->state;
-        if (d.fragment < st.fragments.size()) st.fragments[d.fragment].worker_digests[d.worker] = {d.round, d.digest};
+        if (d.fragment >= st.fragments.size()) return;
+        st.fragments[d.fragment].worker_digests[d.worker] = {d.round, d.digest};
+        st.metrics.write("ack", {{"fragment", d.fragment}, {"round", d.round}, {"worker", d.worker},
+                                 {"digest", digest_hex(d.digest)}});
       },
       [=](tick_atom) {
         check_leases(self);

@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""Quality versus bytes: data-parallel against DiLoCo and Streaming DiLoCo.
+
+Runs the default example (byte-level GPT on tinyshakespeare) once per configuration
+with `atoll local`: the same model, workers, steps and seeds each time. Then it writes
+  OUT/results.json  one object per run (name, mode, fragments, overlap, codec, workers,
+                    steps, val_loss, bytes_per_worker, peak_round_bytes, wall_s, ...)
+  OUT/table.md      held-out loss, bytes sent per worker, the largest upload of one
+                    worker in one round, and ratios to data-parallel
+  OUT/loss.png      held-out loss against steps and against bytes sent per worker
+
+bytes_per_worker: bytes a worker sent (everything: contributions, reports, heartbeats).
+peak_round_bytes: the largest bytes one worker uploaded in a single round (coordinator's
+received bytes of a round divided by its participants).
+Usage: tools/bench/quality.py --atoll build/tools/atoll [--out DIR] [--steps N] [--only NAME,...]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+# name, extra `atoll local` arguments, mode, fragments, overlap, codec
+RUNS = [
+    ("ddp", ["--set", "run.mode=ddp"], "ddp", 1, 0, "fp32"),
+    ("diloco", [], "diloco", 1, 0, "fp32"),
+    ("streaming", ["--set", "diloco.fragments=3"], "diloco", 3, 0, "fp32"),
+    ("streaming-overlap-int8-ef",
+     ["--set", "diloco.fragments=3", "--set", "diloco.overlap=5", "--set", "diloco.alpha=0.5",
+      "--set", "diloco.codec=int8", "--set", "diloco.error_feedback=true"], "diloco", 3, 5, "int8"),
+    ("streaming-overlap-fp4-ef",
+     ["--set", "diloco.fragments=3", "--set", "diloco.overlap=5", "--set", "diloco.alpha=0.5",
+      "--set", "diloco.codec=fp4", "--set", "diloco.error_feedback=true"], "diloco", 3, 5, "fp4"),
+]
+
+
+def read_metrics(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def summarize(name, mode, fragments, overlap, codec, workers, steps, lines, wall):
+    done = [l for l in lines if l["type"] == "worker_done"]
+    evals = sorted((l["step"], l["val_loss"]) for l in lines if l["type"] == "eval")
+    rounds = [l for l in lines if l["type"] == "round"]
+    step_lines = [l for l in lines if l["type"] == "step"]
+    bytes_at = {}
+    for l in step_lines:
+        bytes_at.setdefault(l["step"], []).append(l["bytes_sent"])
+    curve = [(s, v, sum(bytes_at.get(s, [0])) / max(1, len(bytes_at.get(s, [0])))) for s, v in evals]
+    return {
+        "name": name,
+        "mode": mode,
+        "fragments": fragments,
+        "overlap": overlap,
+        "codec": codec,
+        "workers": workers,
+        "steps": steps,
+        "val_loss": evals[-1][1] if evals else None,
+        "bytes_per_worker": sum(d["bytes_sent"] for d in done) / max(1, len(done)),
+        "peak_round_bytes": max((r["bytes"] / max(1, r["participants"]) for r in rounds), default=0),
+        "rounds": len(rounds),
+        "wall_s": wall,
+        "compute_utilisation": sum(d.get("compute_utilisation", 0) for d in done) / max(1, len(done)),
+        "curve": curve,
+    }
+
+
+def write_table(results, out):
+    base = next((r for r in results if r["mode"] == "ddp"), None)
+    rows = ["| run | P | tau | codec | held-out loss | vs ddp | bytes sent / worker | ddp bytes / these | "
+            "peak bytes in one round | wall s | compute utilisation |",
+            "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        vs = f"{(r['val_loss'] / base['val_loss'] - 1) * 100:+.1f}%" if base and r["val_loss"] else "-"
+        ratio = f"{base['bytes_per_worker'] / r['bytes_per_worker']:.0f}x" if base and r["bytes_per_worker"] else "-"
+        rows.append(f"| {r['name']} | {r['fragments']} | {r['overlap']} | {r['codec']} | {r['val_loss']:.3f} | {vs} | "
+                    f"{r['bytes_per_worker'] / 1e6:.1f} MB | {ratio} | {r['peak_round_bytes'] / 1e6:.2f} MB | "
+                    f"{r['wall_s']:.0f} | {r['compute_utilisation']:.3f} |")
+    with open(os.path.join(out, "table.md"), "w") as f:
+        f.write("\n".join(rows) + "\n")
+    return "\n".join(rows)
+
+
+def write_plot(results, out):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("quality: matplotlib missing (apt-get install python3-matplotlib): no loss.png", file=sys.stderr)
+        return
+    fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for r in results:
+        steps = [c[0] for c in r["curve"]]
+        loss = [c[1] for c in r["curve"]]
+        sent = [max(c[2], 1) for c in r["curve"]]
+        a.plot(steps, loss, marker="o", label=r["name"])
+        b.plot(sent, loss, marker="o", label=r["name"])
+    a.set_xlabel("inner step")
+    a.set_ylabel("held-out loss (nats/byte)")
+    b.set_xlabel("bytes sent per worker")
+    b.set_xscale("log")
+    b.set_ylabel("held-out loss (nats/byte)")
+    a.legend()
+    a.grid(alpha=0.3)
+    b.grid(alpha=0.3)
+    fig.suptitle("Atoll: quality against steps and bytes (2 workers, shakespeare)")
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "loss.png"), dpi=110)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--atoll", required=True)
+    ap.add_argument("--out", default="build/bench/quality")
+    ap.add_argument("--steps", type=int, default=600)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--only", default="", help="comma-separated run names")
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    only = set(filter(None, args.only.split(",")))
+    results = []
+    for name, extra, mode, fragments, overlap, codec in RUNS:
+        if only and name not in only:
+            continue
+        run_dir = os.path.join(args.out, "runs", name)
+        subprocess.run(["rm", "-rf", run_dir], check=True)
+        cmd = [args.atoll, "local", "--nodes", str(args.workers), "--steps", str(args.steps), "--run-dir", run_dir] + extra
+        print(f"quality: {name}: {' '.join(cmd)}", flush=True)
+        started = time.time()
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        wall = time.time() - started
+        if proc.returncode != 0:
+            print(proc.stdout[-3000:], file=sys.stderr)
+            sys.exit(f"quality: run {name} failed with status {proc.returncode}")
+        r = summarize(name, mode, fragments, overlap, codec, args.workers, args.steps,
+                      read_metrics(os.path.join(run_dir, "metrics.jsonl")), wall)
+        print(f"quality: {name}: val_loss {r['val_loss']:.4f}, {r['bytes_per_worker'] / 1e6:.1f} MB/worker, "
+              f"{wall:.0f} s", flush=True)
+        results.append(r)
+    with open(os.path.join(args.out, "results.json"), "w") as f:
+        json.dump(results, f, indent=2)
+    print(write_table(results, args.out))
+    write_plot(results, args.out)
+    print(f"quality: wrote {args.out}/table.md, results.json, loss.png")
+
+
+if __name__ == "__main__":
+    main()
