@@ -5,6 +5,7 @@
 #include <cstring>
 #include <thread>
 
+#include "runtime/algorithm/codec_scalar.hpp"
 #include "runtime/algorithm/outer_optimizer.hpp"
 
 namespace atl {
@@ -29,71 +30,7 @@ void parallel_chunks(std::size_t n, std::size_t chunk, Fn fn) {
   for (auto& t : threads) t.join();
 }
 
-std::uint32_t bits_of(float f) {
-  std::uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-float float_of(std::uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-std::uint16_t to_bf16(float f) {
-  const std::uint32_t u = bits_of(f);
-  const std::uint32_t rounding = 0x7FFFu + ((u >> 16) & 1u);  // nearest, ties to even
-  return static_cast<std::uint16_t>((u + rounding) >> 16);
-}
-float from_bf16(std::uint16_t h) { return float_of(static_cast<std::uint32_t>(h) << 16); }
-
-std::uint16_t to_fp16(float f) {
-  const std::uint32_t u = bits_of(f);
-  const std::uint16_t sign = static_cast<std::uint16_t>((u >> 16) & 0x8000u);
-  const float a = std::fabs(f);
-  if (a >= 65520.0f) return sign | 0x7BFFu;  // saturate at the largest finite half
-  if (a < 5.9604645e-8f * 0.5f) return sign;  // below half the smallest subnormal
-  int exp;
-  const float m = std::frexp(a, &exp);  // a = m * 2^exp, m in [0.5, 1)
-  if (exp < -13) {                       // subnormal half: units of 2^-24
-    const float units = std::nearbyint(a * 16777216.0f);
-    return sign | static_cast<std::uint16_t>(units);
-  }
-  // normal: 11 significant bits (implicit 1 + 10 mantissa bits)
-  float sig = std::nearbyint(m * 2048.0f);  // in [1024, 2048]
-  if (sig >= 2048.0f) {
-    sig = 1024.0f;
-    ++exp;
-  }
-  const int e = exp - 1 + 15;
-  if (e >= 31) return sign | 0x7BFFu;
-  return sign | static_cast<std::uint16_t>((e << 10) | (static_cast<int>(sig) - 1024));
-}
-float from_fp16(std::uint16_t h) {
-  const float sign = (h & 0x8000u) ? -1.0f : 1.0f;
-  const int e = (h >> 10) & 0x1F;
-  const int m = h & 0x3FF;
-  if (e == 0) return sign * std::ldexp(static_cast<float>(m), -24);
-  return sign * std::ldexp(static_cast<float>(m + 1024), e - 25);
-}
-
-// e2m1 magnitudes by code (bit 3 is the sign).
-constexpr float fp4_values[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
-
-std::uint8_t to_fp4(float x) {  // x already divided by the chunk scale, |x| <= 6
-  const float a = std::fabs(x);
-  std::uint8_t code = 0;
-  // Nearest representable magnitude; ties go to the even code (the smaller mantissa).
-  for (std::uint8_t c = 1; c < 8; ++c) {
-    const float mid = 0.5f * (fp4_values[c - 1] + fp4_values[c]);
-    if (a > mid || (a == mid && (c % 2 == 0))) code = c;
-  }
-  return static_cast<std::uint8_t>(code | (x < 0 && code != 0 ? 8u : 0u));
-}
-float from_fp4(std::uint8_t code) {
-  const float v = fp4_values[code & 7u];
-  return (code & 8u) ? -v : v;
-}
+using namespace codec_scalar;
 
 float chunk_max_abs(const float* v, std::size_t n) {
   float m = 0.0f;
@@ -169,13 +106,10 @@ status encode(codec_kind kind, const float* values, std::size_t count, std::size
       parallel_chunks(count, chunk, [&](std::size_t begin, std::size_t end) {
         for (std::size_t c = begin; c < end; c += chunk) {
           const std::size_t n = std::min(chunk, end - c);
-          const float scale = chunk_max_abs(values + c, n) / 127.0f;
+          const float scale = int8_scale(chunk_max_abs(values + c, n));
           out.scales[c / chunk] = scale;
-          const float inv = scale > 0 ? 1.0f / scale : 0.0f;
-          for (std::size_t i = 0; i < n; ++i) {
-            const float q = std::nearbyint(values[c + i] * inv);
-            p[c + i] = static_cast<std::uint8_t>(static_cast<std::int8_t>(std::clamp(q, -127.0f, 127.0f)));
-          }
+          const float inv = inverse(scale);
+          for (std::size_t i = 0; i < n; ++i) p[c + i] = static_cast<std::uint8_t>(to_int8(values[c + i], inv));
         }
       });
       break;
@@ -183,12 +117,12 @@ status encode(codec_kind kind, const float* values, std::size_t count, std::size
       parallel_chunks(count, chunk, [&](std::size_t begin, std::size_t end) {
         for (std::size_t c = begin; c < end; c += chunk) {
           const std::size_t n = std::min(chunk, end - c);
-          const float scale = chunk_max_abs(values + c, n) / 6.0f;
+          const float scale = fp4_scale(chunk_max_abs(values + c, n));
           out.scales[c / chunk] = scale;
-          const float inv = scale > 0 ? 1.0f / scale : 0.0f;
+          const float inv = inverse(scale);
           for (std::size_t i = 0; i < n; ++i) {
             const std::size_t k = c + i;
-            const std::uint8_t code = to_fp4(std::clamp(values[k] * inv, -6.0f, 6.0f));
+            const std::uint8_t code = to_fp4(values[k], inv);
             p[k / 2] |= static_cast<std::uint8_t>(k % 2 == 0 ? code : code << 4);
           }
         }

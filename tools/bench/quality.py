@@ -21,17 +21,22 @@ import subprocess
 import sys
 import time
 
-# name, extra `atoll local` arguments, mode, fragments, overlap, codec
+# name, extra `atoll local` arguments, mode, fragments, overlap, codec.
+# DiLoCo runs use H = 20 inner steps per round of a fragment; Streaming splits the GPT's
+# layer groups (embeddings, 4 blocks, final norm) strided into P fragments, overlaps the
+# sync with tau = 5 steps and merges with alpha = 0.5.
+H = ["--set", "diloco.sync_every=20"]
+OVERLAP = ["--set", "diloco.overlap=5", "--set", "diloco.alpha=0.5", "--set", "diloco.error_feedback=true"]
 RUNS = [
     ("ddp", ["--set", "run.mode=ddp"], "ddp", 1, 0, "fp32"),
-    ("diloco", [], "diloco", 1, 0, "fp32"),
-    ("streaming", ["--set", "diloco.fragments=3"], "diloco", 3, 0, "fp32"),
-    ("streaming-overlap-int8-ef",
-     ["--set", "diloco.fragments=3", "--set", "diloco.overlap=5", "--set", "diloco.alpha=0.5",
-      "--set", "diloco.codec=int8", "--set", "diloco.error_feedback=true"], "diloco", 3, 5, "int8"),
-    ("streaming-overlap-fp4-ef",
-     ["--set", "diloco.fragments=3", "--set", "diloco.overlap=5", "--set", "diloco.alpha=0.5",
-      "--set", "diloco.codec=fp4", "--set", "diloco.error_feedback=true"], "diloco", 3, 5, "fp4"),
+    ("diloco", H, "diloco", 1, 0, "fp32"),
+    ("streaming", H + ["--set", "diloco.fragments=3"], "diloco", 3, 0, "fp32"),
+    ("streaming-overlap-int8-ef", H + ["--set", "diloco.fragments=3", "--set", "diloco.codec=int8"] + OVERLAP,
+     "diloco", 3, 5, "int8"),
+    ("streaming-overlap-fp4-ef", H + ["--set", "diloco.fragments=3", "--set", "diloco.codec=fp4"] + OVERLAP,
+     "diloco", 3, 5, "fp4"),
+    ("streaming-p2-overlap-fp4-ef", H + ["--set", "diloco.fragments=2", "--set", "diloco.codec=fp4"] + OVERLAP,
+     "diloco", 2, 5, "fp4"),
 ]
 
 
