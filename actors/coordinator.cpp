@@ -103,24 +103,50 @@ void release(self_ptr self, const std::vector<std::string>& contributors) {
   auto& st = self->state;
   const auto& theta = st.rounds->result();
   const auto digest = digest64(theta.data(), theta.size() * sizeof(float));
-  round_report report{st.cfg.fragment,
-                      st.rounds->committed_round(),
-                      st.rounds->open_epoch(),
-                      digest,
-                      contributors,
-                      std::chrono::duration<double>(std::chrono::steady_clock::now() - st.round_started).count(),
-                      st.round_bytes};
+  const auto round = st.rounds->committed_round();
+  const auto round_epoch = st.rounds->open_epoch();
+  const double duration = std::chrono::duration<double>(std::chrono::steady_clock::now() - st.round_started).count();
   advance(self);  // the next round opens first: results carry its epoch
   for (const auto& worker : contributors) {
     wire::outgoing out;
     auto r = out.envelope.initRoundResult();
     r.setFragment(st.cfg.fragment);
-    r.setRound(report.round);
+    r.setRound(round);
     r.setDigest(digest);
     out.tensors.push_back(wire::tensor::from_floats(theta.data(), theta.size()));
     st.mail->send(worker, st.rounds->open_epoch(), out);
   }
-  if (st.registry) self->send(st.registry, std::move(report));
+  wire::outgoing out;
+  auto report = out.envelope.initRoundReport();
+  report.setFragment(st.cfg.fragment);
+  report.setRound(round);
+  report.setEpoch(round_epoch);
+  report.setDigest(digest);
+  auto names = report.initParticipants(static_cast<unsigned>(contributors.size()));
+  for (unsigned i = 0; i < contributors.size(); ++i) names.set(i, contributors[i]);
+  report.setDurationS(static_cast<float>(duration));
+  report.setBytes(st.round_bytes);
+  st.mail->send(st.cfg.registry, st.epoch, out);
+}
+
+void on_membership(self_ptr self, const wire::message_ptr& msg) {
+  auto& st = self->state;
+  const auto m = msg->envelope().getMembership();
+  if (m.getEpoch() < st.epoch) return;  // an older view arriving late
+  st.epoch = m.getEpoch();
+  st.members.clear();
+  for (const auto w : m.getWorkers()) st.members.push_back(w);
+  if (st.rounds->current_phase() == round_tracker::phase::collecting) {
+    const auto participants = st.rounds->participants();
+    for (const auto& p : participants) {
+      if (std::find(st.members.begin(), st.members.end(), p) != st.members.end()) continue;
+      log_warn(fragment_name(st) + ": " + p + " left; round " + std::to_string(st.rounds->open_round()) +
+               " goes on without it");
+      auto done = st.rounds->drop(p);
+      if (done && *done) on_round_complete(self);
+    }
+  }
+  advance(self);
 }
 
 void on_commit_ack(self_ptr self, const wire::message_ptr& msg) {
@@ -173,19 +199,32 @@ void on_state_request(self_ptr self, const wire::message_ptr& msg) {
 
 }  // namespace
 
+coordinator_config coordinator_config_for(const run_config& run, std::uint32_t fragment) {
+  coordinator_config cc;
+  cc.fragment = fragment;
+  cc.min_workers = static_cast<std::size_t>(run.min_workers);
+  cc.outer = {static_cast<float>(run.outer_lr), static_cast<float>(run.outer_momentum)};
+  cc.average_only = run.mode == "ddp";
+  return cc;
+}
+
 caf::behavior coordinator_actor(caf::stateful_actor<coordinator_state>* self, transport* net,
-                                std::string cluster_id, coordinator_config cfg, caf::actor registry) {
+                                std::string cluster_id, coordinator_config cfg) {
   auto& st = self->state;
   st.cfg = cfg;
   st.mail = std::make_unique<mailer>(*net, "coord/" + std::to_string(cfg.fragment), cluster_id);
   st.rounds = std::make_unique<round_tracker>(
       cfg.fragment, cfg.outer,
       cfg.average_only ? round_tracker::update_rule::average_only : round_tracker::update_rule::nesterov);
-  st.registry = std::move(registry);
   {
     wire::outgoing out;
     out.envelope.initLoadRequest().setFragment(cfg.fragment);
     st.mail->send(cfg.keeper, 0, out);
+  }
+  {
+    wire::outgoing out;
+    out.envelope.initMembershipRequest().setFragment(cfg.fragment);
+    st.mail->send(cfg.registry, 0, out);
   }
   return {
       [=](const wire::message_ptr& msg) {
@@ -195,30 +234,12 @@ caf::behavior coordinator_actor(caf::stateful_actor<coordinator_state>* self, tr
         else if (env.isContribution()) on_contribution(self, msg);
         else if (env.isCommitAck()) on_commit_ack(self, msg);
         else if (env.isLoadReply()) on_load_reply(self, msg);
-        else if (env.isRoundAck()) {
-          const auto ack = env.getRoundAck();
-          if (st.registry)
-            self->send(st.registry, digest_report{st.cfg.fragment, msg->sender(), ack.getRound(), ack.getDigest()});
-        } else if (env.isRefusal()) {
+        else if (env.isMembership()) on_membership(self, msg);
+        else if (env.isRefusal()) {
           log_warn(fragment_name(st) + ": refusal from " + msg->sender() + ": " + env.getRefusal().getMessage().cStr());
         } else {
           st.mail->refuse(*msg, make_error(errc::unexpected_message, wire::kind_name(msg->kind())), st.epoch);
         }
-      },
-      [=](const membership_update& update) {
-        auto& st = self->state;
-        st.epoch = update.epoch;
-        st.members = update.workers;
-        if (st.rounds->current_phase() == round_tracker::phase::collecting) {
-          for (const auto& p : std::vector<std::string>(st.rounds->participants().begin(), st.rounds->participants().end())) {
-            if (std::find(st.members.begin(), st.members.end(), p) != st.members.end()) continue;
-            log_warn(fragment_name(st) + ": " + p + " left; round " + std::to_string(st.rounds->open_round()) +
-                     " goes on without it");
-            auto done = st.rounds->drop(p);
-            if (done && *done) on_round_complete(self);
-          }
-        }
-        advance(self);
       },
       [=](tick_atom) {  // commit retry
         if (self->state.rounds->current_phase() == round_tracker::phase::committing) send_commit(self);

@@ -1,7 +1,8 @@
 #pragma once
 // Fragment coordinator actor ("coord/P"): runs the outer rounds of one fragment.
 //
-//   start: LoadRequest -> keeper
+// Placed by the registry on a node (PlaceCoordinator), or anywhere a test spawns it.
+//   start: LoadRequest -> keeper, MembershipRequest -> registry
 //   LoadReply(found)     -> restore(round)                      -> open next round
 //   LoadReply(none)      -> wait for the first StateRequest      -> seed + commit round 0
 //   StateRequest         -> FragmentState(committed round, theta_global), once the run has
@@ -11,8 +12,8 @@
 //   round complete       -> CommitRequest -> keeper -> CommitAck(ok) -> open next round
 //                           -> RoundResult(theta_global) to every contributor
 //   CommitAck(not ok)    -> retried every commit_retry until it succeeds; nothing released
-//   membership_update    -> participants that left are dropped from the open round
-//   RoundAck             -> the worker's digest, forwarded to the registry
+//   Membership           -> participants that left are dropped from the open round
+//   after each release   -> RoundReport -> registry (workers send their RoundAck there too)
 // Every participant receives the same bytes of theta_global, which makes S1 hold by
 // construction; the keeper commits those bytes before anyone sees them (S2, S4).
 #include <chrono>
@@ -23,6 +24,7 @@
 #include <caf/stateful_actor.hpp>
 
 #include "actors/round_tracker.hpp"
+#include "runtime/config.hpp"
 #include "runtime/transport.hpp"
 
 namespace atl {
@@ -30,6 +32,7 @@ namespace atl {
 struct coordinator_config {
   std::uint32_t fragment = 0;
   std::string keeper = "keeper/0";
+  std::string registry = "registry";
   std::size_t min_workers = 1;
   outer_options outer;
   // ddp mode: rounds release the average and are not committed (one round per step).
@@ -37,11 +40,13 @@ struct coordinator_config {
   std::chrono::milliseconds commit_retry{1000};
 };
 
+// The coordinator of `fragment` for a run configured by `run`.
+coordinator_config coordinator_config_for(const run_config& run, std::uint32_t fragment);
+
 struct coordinator_state {
   std::unique_ptr<mailer> mail;
   std::unique_ptr<round_tracker> rounds;
   coordinator_config cfg;
-  caf::actor registry;
   bool loaded = false;                          // keeper answered the LoadRequest
   std::uint64_t epoch = 0;                      // current membership epoch
   std::vector<std::string> members;             // workers of the current epoch
@@ -52,6 +57,6 @@ struct coordinator_state {
 };
 
 caf::behavior coordinator_actor(caf::stateful_actor<coordinator_state>* self, transport* net,
-                                std::string cluster_id, coordinator_config cfg, caf::actor registry);
+                                std::string cluster_id, coordinator_config cfg);
 
 }  // namespace atl

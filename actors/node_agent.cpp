@@ -5,6 +5,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/coordinator.hpp"
 #include "actors/messages.hpp"
 #include "actors/worker.hpp"
 #include "runtime/log.hpp"
@@ -89,10 +90,26 @@ void on_welcome(self_ptr self, const wire::message_ptr& msg) {
   for (std::size_t i = 0; i < st.workers.size(); ++i) spawn_worker(self, i);
 }
 
+void on_place_coordinator(self_ptr self, const wire::message_ptr& msg) {
+  auto& st = self->state;
+  const auto fragment = msg->envelope().getPlaceCoordinator().getFragment();
+  const std::string id = "coord/" + std::to_string(fragment);
+  if (st.local->find(id)) return;  // a repeated placement: already hosted
+  if (st.current != phase::running || fragment >= static_cast<std::uint32_t>(st.run.fragments)) {
+    st.mail->refuse(*msg, make_error(errc::unexpected_message, "cannot host " + id + " now"), st.epoch);
+    return;
+  }
+  auto c = self->spawn(coordinator_actor, st.net, st.mail->cluster(), coordinator_config_for(st.run, fragment));
+  st.local->add(id, c);
+  st.coordinators.push_back(c);
+  log_info("hosting " + id);
+}
+
 void stop_all(self_ptr self) {
   auto& st = self->state;
   for (auto& w : st.workers)
     if (w.handle && !w.finished) self->send_exit(w.handle, caf::exit_reason::user_shutdown);
+  for (auto& c : st.coordinators) self->send_exit(c, caf::exit_reason::user_shutdown);
   st.current = phase::done;
   // A node that gave up exits with an error, so its process exits non-zero.
   self->quit(st.failed ? caf::make_error(caf::sec::runtime_error) : caf::error{});
@@ -126,8 +143,7 @@ void on_worker_down(self_ptr self, const caf::down_msg& down) {
   for (const auto& w : st.workers) all_finished = all_finished && w.finished;
   if (all_finished) {
     log_info("every worker finished; node exits");
-    st.current = phase::done;
-    self->quit();
+    stop_all(self);
   }
 }
 
@@ -152,6 +168,7 @@ caf::behavior node_agent_actor(caf::stateful_actor<node_agent_state>* self, tran
       [=](const wire::message_ptr& msg) {
         const auto env = msg->envelope();
         if (env.isWelcome()) on_welcome(self, msg);
+        else if (env.isPlaceCoordinator()) on_place_coordinator(self, msg);
         else if (env.isShutdown()) {
           log_info("shutdown requested by " + msg->sender() + ": " + env.getShutdown().getReason().cStr());
           stop_all(self);

@@ -7,6 +7,7 @@
 //   running: Heartbeat every cluster.heartbeat_ms; a worker that fails is restarted after
 //            restart_backoff_ms * 2^k, at most cluster.restart_limit times, then the node
 //            gives up (quits with an error: the process exits non-zero)
+//   running --PlaceCoordinator(p)--> hosts coord/p (it lives as long as this process)
 //   any --Shutdown--> workers stopped, quits normally
 // CAF 0.17 has no supervisor: this actor monitors its workers and installs its own down
 // handler (without one CAF drops down messages).
@@ -51,6 +52,7 @@ struct node_agent_state {
   std::uint64_t epoch = 0;
   run_config run;
   std::vector<supervised_worker> workers;
+  std::vector<caf::actor> coordinators;
   bool failed = false;
   static inline const char* name = "node_agent";
 };

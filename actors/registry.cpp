@@ -34,11 +34,49 @@ std::vector<std::string> live_workers(const registry_state& st) {
   return out;
 }
 
+void send_membership(self_ptr self, const std::string& to) {
+  auto& st = self->state;
+  const auto workers = live_workers(st);
+  wire::outgoing out;
+  auto m = out.envelope.initMembership();
+  m.setEpoch(st.snap.epoch);
+  auto list = m.initWorkers(static_cast<unsigned>(workers.size()));
+  for (unsigned i = 0; i < workers.size(); ++i) list.set(i, workers[i]);
+  st.mail->send(to, st.snap.epoch, out);
+}
+
 void publish_membership(self_ptr self) {
   auto& st = self->state;
-  if (st.snap.run_state == "waiting") return;  // rounds start once min_workers are in
-  membership_update update{st.snap.epoch, live_workers(st)};
-  for (const auto& c : st.coordinators) self->send(c, update);
+  for (std::size_t f = 0; f < st.fragments.size(); ++f)
+    if (!st.fragments[f].placed_on.empty()) send_membership(self, "coord/" + std::to_string(f));
+}
+
+// (Re)sends PlaceCoordinator for every coordinator not yet confirmed: the first one can
+// race the node's first message (the head learns the route to "node/N" from it).
+void send_placements(self_ptr self) {
+  auto& st = self->state;
+  for (std::size_t f = 0; f < st.fragments.size(); ++f) {
+    const auto& view = st.fragments[f];
+    if (view.placed_on.empty() || view.confirmed) continue;
+    wire::outgoing out;
+    out.envelope.initPlaceCoordinator().setFragment(static_cast<std::uint32_t>(f));
+    st.mail->send(view.placed_on, st.snap.epoch, out);
+  }
+}
+
+// Spreads the coordinators over the live nodes: fragment p to the p-th node (by id).
+void place_coordinators(self_ptr self) {
+  auto& st = self->state;
+  std::vector<std::uint32_t> nodes;
+  for (const auto& [id, n] : st.nodes)
+    if (n.record.state == "active") nodes.push_back(id);
+  if (nodes.empty()) return;
+  for (std::size_t f = 0; f < st.fragments.size(); ++f) {
+    st.fragments[f].placed_on = "node/" + std::to_string(nodes[f % nodes.size()]);
+    st.fragments[f].confirmed = false;
+    log_info("registry: coordinator of fragment " + std::to_string(f) + " placed on " + st.fragments[f].placed_on);
+  }
+  send_placements(self);
 }
 
 void set_run_state(self_ptr self, const std::string& state) {
@@ -53,7 +91,7 @@ void maybe_start(self_ptr self) {
   auto& st = self->state;
   if (st.snap.run_state == "waiting" && live_workers(st).size() >= static_cast<std::size_t>(st.cfg.min_workers)) {
     set_run_state(self, "training");
-    publish_membership(self);
+    place_coordinators(self);
   }
 }
 
@@ -190,7 +228,10 @@ json fragments_json(const registry_state& st, bool with_keeper) {
   json out = json::array();
   for (std::size_t f = 0; f < st.fragments.size(); ++f) {
     const auto& view = st.fragments[f];
-    json entry = {{"id", f}, {"round", view.round}, {"coordinator", "coord/" + std::to_string(f)}};
+    json entry = {{"id", f},
+                  {"round", view.round},
+                  {"coordinator", "coord/" + std::to_string(f)},
+                  {"placed_on", view.placed_on.empty() ? json() : json(view.placed_on)}};
     if (with_keeper) {
       json workers = json::array();
       for (const auto& [w, rd] : view.worker_digests)
@@ -249,6 +290,9 @@ void on_control(self_ptr self, const wire::message_ptr& msg) {
   else if (command == "actors") {
     body = json::array();
     for (const auto& id : st.deps.local_actors->ids()) body.push_back({{"id", id}, {"process", "head"}, {"state", "running"}});
+    for (std::size_t f = 0; f < st.fragments.size(); ++f)
+      if (!st.fragments[f].placed_on.empty())
+        body.push_back({{"id", "coord/" + std::to_string(f)}, {"process", st.fragments[f].placed_on}, {"state", "placed"}});
     for (const auto& [id, n] : st.nodes) {
       body.push_back({{"id", "node/" + std::to_string(id)}, {"process", n.record.hostname + ":" + std::to_string(n.record.pid)}, {"state", n.record.state}});
       for (const auto& w : n.record.workers)
@@ -298,7 +342,13 @@ void on_report(self_ptr self, const wire::message_ptr& msg) {
     return;
   }
   auto& w = it->second;
-  if (env.isProgress()) {
+  if (env.isRoundAck()) {
+    const auto ack = env.getRoundAck();
+    if (ack.getFragment() >= st.fragments.size()) return;
+    st.fragments[ack.getFragment()].worker_digests[w.id] = {ack.getRound(), ack.getDigest()};
+    st.metrics.write("ack", {{"fragment", ack.getFragment()}, {"round", ack.getRound()}, {"worker", w.id},
+                             {"digest", digest_hex(ack.getDigest())}});
+  } else if (env.isProgress()) {
     const auto p = env.getProgress();
     w.step = p.getStep();
     w.loss = p.getLoss();
@@ -340,6 +390,21 @@ void on_report(self_ptr self, const wire::message_ptr& msg) {
   }
 }
 
+void on_round_report(self_ptr self, const wire::message_ptr& msg) {
+  auto& st = self->state;
+  const auto r = msg->envelope().getRoundReport();
+  if (r.getFragment() >= st.fragments.size() || msg->sender() != "coord/" + std::to_string(r.getFragment())) {
+    st.mail->refuse(*msg, make_error(errc::unknown_peer, "round report from " + msg->sender()), st.snap.epoch);
+    return;
+  }
+  auto& view = st.fragments[r.getFragment()];
+  view.round = r.getRound();
+  view.digest = r.getDigest();
+  st.metrics.write("round", {{"fragment", r.getFragment()}, {"round", r.getRound()}, {"epoch", r.getEpoch()},
+                             {"participants", r.getParticipants().size()}, {"duration_s", r.getDurationS()},
+                             {"bytes", r.getBytes()}, {"digest", digest_hex(r.getDigest())}});
+}
+
 }  // namespace
 
 caf::behavior registry_actor(caf::stateful_actor<registry_state>* self, registry_deps deps, registry_snapshot snap) {
@@ -375,32 +440,19 @@ caf::behavior registry_actor(caf::stateful_actor<registry_state>* self, registry
           }
           it->second.last_seen = clock_type::now();
         } else if (env.isControlRequest()) on_control(self, msg);
-        else if (env.isProgress() || env.isEvalReport() || env.isWorkerDone()) on_report(self, msg);
+        else if (env.isProgress() || env.isEvalReport() || env.isWorkerDone() || env.isRoundAck()) on_report(self, msg);
+        else if (env.isRoundReport()) on_round_report(self, msg);
+        else if (env.isMembershipRequest()) {
+          const auto f = env.getMembershipRequest().getFragment();
+          if (f < st.fragments.size() && msg->sender() == "coord/" + std::to_string(f)) st.fragments[f].confirmed = true;
+          send_membership(self, msg->sender());
+        }
         else if (env.isRefusal()) log_warn("registry: refusal from " + msg->sender() + ": " + env.getRefusal().getMessage().cStr());
         else st.mail->refuse(*msg, make_error(errc::unexpected_message, wire::kind_name(msg->kind())), st.snap.epoch);
       },
-      [=](coordinators_atom, const std::vector<caf::actor>& coordinators) {
-        self->state.coordinators = coordinators;
-        publish_membership(self);
-      },
-      [=](const round_report& r) {
-        auto& st = self->state;
-        if (r.fragment >= st.fragments.size()) return;
-        st.fragments[r.fragment].round = r.round;
-        st.fragments[r.fragment].digest = r.digest;
-        st.metrics.write("round", {{"fragment", r.fragment}, {"round", r.round}, {"epoch", r.epoch},
-                                   {"participants", r.participants.size()}, {"duration_s", r.duration_s},
-                                   {"bytes", r.bytes_in}, {"digest", digest_hex(r.digest)}});
-      },
-      [=](const digest_report& d) {
-        auto& st = self->state;
-        if (d.fragment >= st.fragments.size()) return;
-        st.fragments[d.fragment].worker_digests[d.worker] = {d.round, d.digest};
-        st.metrics.write("ack", {{"fragment", d.fragment}, {"round", d.round}, {"worker", d.worker},
-                                 {"digest", digest_hex(d.digest)}});
-      },
       [=](tick_atom) {
         check_leases(self);
+        send_placements(self);
         self->delayed_send(self, std::chrono::milliseconds(self->state.cfg.heartbeat_ms), tick_atom::value);
       },
       [=](stop_atom) { self->quit(); },

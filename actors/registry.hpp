@@ -5,13 +5,16 @@
 //                          training --every live worker reported WorkerDone--> finished
 // Node states:             active --lease expired--> dead ; active --Shutdown--> left
 //
+// - Training starts: the coordinator of fragment p is placed on the p-th live node
+//   (PlaceCoordinator, repeated every heartbeat interval until the coordinator's
+//   MembershipRequest confirms it runs); coordinators are sent the Membership of each epoch.
 // - Hello -> node id, one worker slot (id, rank) per device, the run config, epoch + 1,
 //   saved to RocksDB in one synced batch before the Welcome is sent. A Hello that names a
 //   known node id (a node that reconnects after a head restart) gets its old slots back.
 // - Heartbeat renews a node's lease; a lease older than cluster.lease_ms marks the node
 //   dead, the epoch grows and coordinators drop its workers from open rounds.
-// - Progress, EvalReport, WorkerDone and the coordinators' round and digest reports go to
-//   the metrics file and to the answers of atollctl (ControlRequest -> ControlReply JSON).
+// - Progress, EvalReport, WorkerDone, RoundAck (workers) and RoundReport (coordinators) go
+//   to the metrics file and to the answers of atollctl (ControlRequest -> ControlReply JSON).
 // - ControlRequest "down" sends Shutdown to every live node, then stops the head.
 #include <chrono>
 #include <map>
@@ -62,6 +65,8 @@ struct node_view {
 };
 
 struct fragment_view {
+  std::string placed_on;  // "node/N" hosting the coordinator; empty until placed
+  bool confirmed = false; // the coordinator asked for membership: it runs
   std::uint64_t round = 0;
   std::uint64_t digest = 0;
   std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> worker_digests;  // worker -> (round, digest)
@@ -75,7 +80,6 @@ struct registry_state {
   std::map<std::uint32_t, node_view> nodes;
   std::map<std::string, worker_view> workers;
   std::vector<fragment_view> fragments;
-  std::vector<caf::actor> coordinators;
   metrics_writer metrics;
   std::int64_t last_eval_step = -1;
   float last_val_loss = -1;
@@ -85,7 +89,5 @@ struct registry_state {
 
 caf::behavior registry_actor(caf::stateful_actor<registry_state>* self, registry_deps deps, registry_snapshot snap);
 
-// Tells the registry which coordinators to keep informed of membership.
-using coordinators_atom = caf::atom_constant<caf::atom("coords")>;
 
 }  // namespace atl

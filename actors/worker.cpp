@@ -14,6 +14,9 @@ using self_ptr = caf::stateful_actor<worker_state>*;
 using phase = worker_state::phase;
 using clock_type = std::chrono::steady_clock;
 
+// How long a worker waits for a FragmentState before asking again (idempotent).
+constexpr auto state_retry = std::chrono::seconds(2);
+
 std::string coordinator_of(std::size_t fragment) { return "coord/" + std::to_string(fragment); }
 
 // "coord/7" -> 7; anything else -> SIZE_MAX (senders are untrusted text).
@@ -284,7 +287,7 @@ void on_result(self_ptr self, const wire::message_ptr& msg, std::size_t f, std::
   ack.setFragment(static_cast<std::uint32_t>(f));
   ack.setRound(round);
   ack.setDigest(digest64(frag.result.data(), frag.result.size() * sizeof(float)));
-  st.mail->send(msg->sender(), st.epoch, out);
+  st.mail->send(st.cfg.registry, st.epoch, out);
   unblock(self);  // on_step merges it when it is due
 }
 
@@ -327,6 +330,7 @@ caf::behavior worker_actor(caf::stateful_actor<worker_state>* self, transport* n
   st.fragments.resize(st.model->fragment_count());
   st.started = st.report_time = clock_type::now();
   for (std::size_t f = 0; f < st.fragments.size(); ++f) request_state(self, f);
+  self->delayed_send(self, state_retry, tick_atom::value);
   return {
       [=](const wire::message_ptr& msg) {
         auto& st = self->state;
@@ -351,6 +355,13 @@ caf::behavior worker_actor(caf::stateful_actor<worker_state>* self, transport* n
         if (self->state.current != phase::training) return;
         if (ddp(self->state)) on_step_ddp(self);
         else on_step_diloco(self);
+      },
+      [=](tick_atom) {  // a coordinator may not be placed yet when we first ask
+        auto& st = self->state;
+        if (!any_awaiting_state(st)) return;
+        for (std::size_t f = 0; f < st.fragments.size(); ++f)
+          if (st.fragments[f].awaiting_state) request_state(self, f);
+        self->delayed_send(self, state_retry, tick_atom::value);
       },
       [=](stop_atom) { self->quit(); },
   };

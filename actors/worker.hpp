@@ -5,9 +5,11 @@
 // handled between steps.
 //
 // DiLoCo / Streaming DiLoCo (run.mode = diloco):
-//   syncing --FragmentState for every fragment--> training
+//   syncing --FragmentState for every fragment--> training (StateRequests repeat every 2 s
+//           until answered: coordinators are placed when the run starts)
 //   training, after step t where fragment p is due ((t - offset_p) mod H == 0):
 //       Contribution(encode(theta_global_p - theta_local_p [+ residual])) to coord/p;
+//       RoundAck(digest of the result) goes to the registry
 //       the result must be merged before step t + tau trains
 //   training, a result due and not yet here --> blocked (the wait is measured)
 //   blocked --RoundResult--> training

@@ -175,6 +175,10 @@ const char* kind_name(schema::Envelope::Which kind) {
     case E::COMMIT_ACK: return "commit_ack";
     case E::LOAD_REQUEST: return "load_request";
     case E::LOAD_REPLY: return "load_reply";
+    case E::PLACE_COORDINATOR: return "place_coordinator";
+    case E::MEMBERSHIP: return "membership";
+    case E::MEMBERSHIP_REQUEST: return "membership_request";
+    case E::ROUND_REPORT: return "round_report";
   }
   return "unknown";
 }

@@ -83,6 +83,15 @@ void zmq_transport::send(const std::string& receiver, wire::frames frames) {
 void zmq_transport::run() {
   std::vector<zmq::pollitem_t> items = {{static_cast<void*>(net_), 0, ZMQ_POLLIN, 0},
                                         {static_cast<void*>(out_pull_), 0, ZMQ_POLLIN, 0}};
+  // Messages actors queued before stop() still go out (a result a peer waits for, a
+  // final report); the socket's linger then gives them time to leave the process.
+  const auto drain = [this] {
+    std::vector<zmq::message_t> parts;
+    while (zmq::recv_multipart(out_pull_, std::back_inserter(parts), zmq::recv_flags::dontwait)) {
+      on_outgoing(parts);
+      parts.clear();
+    }
+  };
   while (!stopping_) {
     try {
       zmq::poll(items.data(), items.size(), std::chrono::milliseconds(poll_interval_ms));
@@ -100,6 +109,11 @@ void zmq_transport::run() {
       if (e.num() == ETERM) break;
       log_warn(std::string("transport: ") + e.what());
     }
+  }
+  try {
+    drain();
+  } catch (const zmq::error_t& e) {
+    log_warn(std::string("transport: while draining: ") + e.what());
   }
 }
 

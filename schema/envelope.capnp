@@ -36,6 +36,10 @@ struct Envelope {
     commitAck       @24 :CommitAck;
     loadRequest     @25 :LoadRequest;
     loadReply       @26 :LoadReply;
+    placeCoordinator  @27 :PlaceCoordinator;
+    membership        @28 :Membership;
+    membershipRequest @29 :MembershipRequest;
+    roundReport       @30 :RoundReport;
   }
 }
 
@@ -163,4 +167,24 @@ struct LoadReply {
   fragment @0 :UInt32;
   found    @1 :Bool;
   round    @2 :UInt64;
+}
+
+# registry -> node agent: run the coordinator of a fragment in your process.
+struct PlaceCoordinator { fragment @0 :UInt32; }
+# registry -> coordinators: the workers of the current epoch (sorted ids).
+struct Membership {
+  epoch   @0 :UInt64;
+  workers @1 :List(Text);
+}
+# coordinator -> registry: send me the current Membership (on start).
+struct MembershipRequest { fragment @0 :UInt32; }
+# coordinator -> registry: a round was committed and released.
+struct RoundReport {
+  fragment     @0 :UInt32;
+  round        @1 :UInt64;
+  epoch        @2 :UInt64;
+  digest       @3 :UInt64;   # of the released values
+  participants @4 :List(Text);
+  durationS    @5 :Float32;  # first contribution to release
+  bytes        @6 :UInt64;   # contribution bytes received in the round
 }

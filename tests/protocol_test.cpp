@@ -57,11 +57,22 @@ class fake_replica : public replica {
   std::vector<float> params_, grads_;
 };
 
+struct observed_round {
+  std::uint64_t round = 0;
+  std::uint64_t digest = 0;
+  std::vector<std::string> participants;
+};
+struct observed_ack {
+  std::string worker;
+  std::uint64_t round = 0;
+  std::uint64_t digest = 0;
+};
+
 struct observations {
   std::mutex mu;
   std::condition_variable cv;
-  std::vector<round_report> rounds;
-  std::vector<digest_report> digests;
+  std::vector<observed_round> rounds;
+  std::vector<observed_ack> digests;
   std::set<std::string> done;
   std::vector<errc> refusals;
   std::vector<wire::message_ptr> received;  // everything else addressed to the probe
@@ -82,13 +93,22 @@ caf::behavior probe_actor(caf::event_based_actor*, observations* obs) {
   return {
       [=](const wire::message_ptr& msg) {
         record([&] {
-          if (msg->envelope().isWorkerDone()) obs->done.insert(msg->sender());
-          else if (msg->envelope().isRefusal()) obs->refusals.push_back(static_cast<errc>(msg->envelope().getRefusal().getCode()));
-          else obs->received.push_back(msg);
+          const auto env = msg->envelope();
+          if (env.isWorkerDone()) {
+            obs->done.insert(msg->sender());
+          } else if (env.isRefusal()) {
+            obs->refusals.push_back(static_cast<errc>(env.getRefusal().getCode()));
+          } else if (env.isRoundReport()) {
+            observed_round r{env.getRoundReport().getRound(), env.getRoundReport().getDigest(), {}};
+            for (const auto p : env.getRoundReport().getParticipants()) r.participants.push_back(p);
+            obs->rounds.push_back(r);
+          } else if (env.isRoundAck()) {
+            obs->digests.push_back({msg->sender(), env.getRoundAck().getRound(), env.getRoundAck().getDigest()});
+          } else if (!env.isMembershipRequest() && !env.isProgress() && !env.isEvalReport()) {
+            obs->received.push_back(msg);
+          }
         });
       },
-      [=](const round_report& r) { record([&] { obs->rounds.push_back(r); }); },
-      [=](const digest_report& d) { record([&] { obs->digests.push_back(d); }); },
   };
 }
 
@@ -111,9 +131,20 @@ class ProtocolTest : public ::testing::Test {
     coordinator_config cc;
     cc.min_workers = min_workers;
     cc.outer = outer;
-    auto c = sys_.spawn(coordinator_actor, static_cast<transport*>(&net_), cluster_.get(), cc, probe_);
+    auto c = sys_.spawn(coordinator_actor, static_cast<transport*>(&net_), cluster_.get(), cc);
     dir_.add("coord/0", c);
     return c;
+  }
+
+  // What the registry would send: the workers of an epoch.
+  void send_membership(std::uint64_t epoch, const std::vector<std::string>& workers) {
+    mailer as_registry(net_, "registry", cluster_.get());
+    wire::outgoing out;
+    auto m = out.envelope.initMembership();
+    m.setEpoch(epoch);
+    auto list = m.initWorkers(static_cast<unsigned>(workers.size()));
+    for (unsigned i = 0; i < workers.size(); ++i) list.set(i, workers[i]);
+    as_registry.send("coord/0", epoch, out);
   }
 
   std::unique_ptr<kv_store> kv_;
@@ -129,8 +160,8 @@ class ProtocolTest : public ::testing::Test {
 
 TEST_F(ProtocolTest, ARoundWithThreeWorkersLeavesIdenticalDigestsEverywhere) {
   const std::vector<std::string> workers = {"worker/1.0", "worker/2.0", "worker/3.0"};
-  auto coordinator = spawn_coordinator(3);
-  caf::anon_send(coordinator, membership_update{1, workers});
+  spawn_coordinator(3);
+  send_membership(1, workers);
   run_config run;
   run.steps = 20;
   run.sync_every = 5;
@@ -210,8 +241,8 @@ class DirectComparison : public ProtocolTest {
   std::vector<std::uint64_t> run_actors(std::uint32_t workers, run_config run) {
     std::vector<std::string> ids;
     for (std::uint32_t r = 0; r < workers; ++r) ids.push_back("worker/" + std::to_string(r + 1) + ".0");
-    auto coordinator = spawn_coordinator(workers, {static_cast<float>(run.outer_lr), static_cast<float>(run.outer_momentum)});
-    caf::anon_send(coordinator, membership_update{1, ids});
+    spawn_coordinator(workers, {static_cast<float>(run.outer_lr), static_cast<float>(run.outer_momentum)});
+    send_membership(1, ids);
     replica_factory factory = [](const run_config&, const replica_spec& s) { return std::make_unique<fake_replica>(s.rank); };
     for (std::uint32_t r = 0; r < workers; ++r) {
       worker_config wc;
@@ -306,8 +337,8 @@ class FencingTest : public ProtocolTest {
 };
 
 TEST_F(FencingTest, ContributionsForTheWrongRoundOrEpochAreRefusedWithTypedErrors) {
-  auto coordinator = spawn_coordinator(1, {1.0f, 0.0f});
-  caf::anon_send(coordinator, membership_update{4, {"worker/x"}});
+  spawn_coordinator(1, {1.0f, 0.0f});
+  send_membership(4, {"worker/x"});
   {
     wire::outgoing req;
     req.envelope.initStateRequest().setFragment(0);

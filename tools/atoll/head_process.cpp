@@ -6,7 +6,6 @@
 
 #include <caf/all.hpp>
 
-#include "actors/coordinator.hpp"
 #include "actors/keeper.hpp"
 #include "actors/messages.hpp"
 #include "actors/registry.hpp"
@@ -113,21 +112,8 @@ int run_head(const head_options& opt) {
   local.add("keeper/0", keeper);
   auto registry = sys.spawn(registry_actor, deps, *snap);
   local.add("registry", registry);
-  std::vector<caf::actor> coordinators;
-  for (std::int64_t f = 0; f < cfg->fragments; ++f) {
-    coordinator_config cc;
-    cc.fragment = static_cast<std::uint32_t>(f);
-    cc.min_workers = static_cast<std::size_t>(cfg->min_workers);
-    cc.outer = {static_cast<float>(cfg->outer_lr), static_cast<float>(cfg->outer_momentum)};
-    cc.average_only = cfg->mode == "ddp";
-    auto c = sys.spawn(coordinator_actor, static_cast<transport*>(net.get()), snap->cluster_id, cc, registry);
-    local.add("coord/" + std::to_string(f), c);
-    coordinators.push_back(c);
-  }
-  caf::anon_send(registry, coordinators_atom::value, coordinators);
-
+  // Coordinators are placed on the nodes by the registry when training starts.
   (void)wait_for_actor(sys, registry);
-  for (auto& c : coordinators) caf::anon_send_exit(c, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(keeper, caf::exit_reason::user_shutdown);
   net->stop();
   local.clear();

@@ -123,6 +123,7 @@ def main():
     ap.add_argument("--steps", type=int, default=600)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--only", default="", help="comma-separated run names")
+    ap.add_argument("--reuse", action="store_true", help="keep finished runs found in OUT/runs (resume a benchmark)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     only = set(filter(None, args.only.split(",")))
@@ -131,6 +132,15 @@ def main():
         if only and name not in only:
             continue
         run_dir = os.path.join(args.out, "runs", name)
+        metrics_path = os.path.join(run_dir, "metrics.jsonl")
+        if args.reuse and os.path.exists(metrics_path):
+            lines = read_metrics(metrics_path)
+            summary = [l for l in lines if l["type"] == "summary"]
+            if summary:
+                r = summarize(name, mode, fragments, overlap, codec, args.workers, args.steps, lines, summary[-1]["wall_s"])
+                print(f"quality: {name}: reused, val_loss {r['val_loss']:.4f}", flush=True)
+                results.append(r)
+                continue
         subprocess.run(["rm", "-rf", run_dir], check=True)
         cmd = [args.atoll, "local", "--nodes", str(args.workers), "--steps", str(args.steps), "--run-dir", run_dir] + extra
         print(f"quality: {name}: {' '.join(cmd)}", flush=True)
