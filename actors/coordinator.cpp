@@ -105,8 +105,9 @@ void release(self_ptr self, const std::vector<std::string>& contributors) {
   const auto digest = digest64(theta.data(), theta.size() * sizeof(float));
   const auto round = st.rounds->committed_round();
   const auto round_epoch = st.rounds->open_epoch();
+  const auto round_bytes = st.round_bytes;
   const double duration = std::chrono::duration<double>(std::chrono::steady_clock::now() - st.round_started).count();
-  advance(self);  // the next round opens first: results carry its epoch
+  advance(self);  // the next round opens first (results carry its epoch); it resets the counters
   for (const auto& worker : contributors) {
     wire::outgoing out;
     auto r = out.envelope.initRoundResult();
@@ -125,7 +126,7 @@ void release(self_ptr self, const std::vector<std::string>& contributors) {
   auto names = report.initParticipants(static_cast<unsigned>(contributors.size()));
   for (unsigned i = 0; i < contributors.size(); ++i) names.set(i, contributors[i]);
   report.setDurationS(static_cast<float>(duration));
-  report.setBytes(st.round_bytes);
+  report.setBytes(round_bytes);
   st.mail->send(st.cfg.registry, st.epoch, out);
 }
 

@@ -61,6 +61,7 @@ struct observed_round {
   std::uint64_t round = 0;
   std::uint64_t digest = 0;
   std::vector<std::string> participants;
+  std::uint64_t bytes = 0;
 };
 struct observed_ack {
   std::string worker;
@@ -99,7 +100,8 @@ caf::behavior probe_actor(caf::event_based_actor*, observations* obs) {
           } else if (env.isRefusal()) {
             obs->refusals.push_back(static_cast<errc>(env.getRefusal().getCode()));
           } else if (env.isRoundReport()) {
-            observed_round r{env.getRoundReport().getRound(), env.getRoundReport().getDigest(), {}};
+            observed_round r{env.getRoundReport().getRound(), env.getRoundReport().getDigest(), {},
+                             env.getRoundReport().getBytes()};
             for (const auto p : env.getRoundReport().getParticipants()) r.participants.push_back(p);
             obs->rounds.push_back(r);
           } else if (env.isRoundAck()) {
@@ -186,6 +188,8 @@ TEST_F(ProtocolTest, ARoundWithThreeWorkersLeavesIdenticalDigestsEverywhere) {
     const auto& report = obs_.rounds[round - 1];
     EXPECT_EQ(report.round, round);
     EXPECT_EQ(report.participants, workers);
+    // three fp32 contributions of 97 values, each with its envelope
+    EXPECT_GT(report.bytes, 3u * 97u * 4u) << "round " << round;
     int acks = 0;
     for (const auto& d : obs_.digests)
       if (d.round == round) {

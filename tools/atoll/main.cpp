@@ -23,6 +23,31 @@ std::vector<std::string> split_devices(const std::string& list) {
   return out;
 }
 
+// The algorithm's most used knobs as flags; each becomes a --set override, so the knob
+// table validates it like any other.
+struct algorithm_flags {
+  std::string fragments, sync_every, overlap, alpha, codec, mode;
+  bool error_feedback = false;
+
+  void add_to(CLI::App* cmd) {
+    cmd->add_option("--fragments", fragments, "P: fragments synced separately (diloco.fragments)");
+    cmd->add_option("--sync-every", sync_every, "H: inner steps per outer round (diloco.sync_every)");
+    cmd->add_option("--overlap", overlap, "tau: steps trained before a result is merged (diloco.overlap)");
+    cmd->add_option("--alpha", alpha, "merge weight of the local parameters (diloco.alpha)");
+    cmd->add_option("--codec", codec, "fp32, bf16, fp16, int8 or fp4 (diloco.codec)");
+    cmd->add_flag("--error-feedback", error_feedback, "carry quantization error to the next round");
+    cmd->add_option("--mode", mode, "diloco, or ddp for the data-parallel baseline (run.mode)");
+  }
+  void append_to(std::vector<std::string>& overrides) const {
+    const std::pair<const char*, const std::string*> flags[] = {
+        {"diloco.fragments", &fragments}, {"diloco.sync_every", &sync_every}, {"diloco.overlap", &overlap},
+        {"diloco.alpha", &alpha},         {"diloco.codec", &codec},           {"run.mode", &mode}};
+    for (const auto& [key, value] : flags)
+      if (!value->empty()) overrides.push_back(std::string(key) + "=" + *value);
+    if (error_feedback) overrides.push_back("diloco.error_feedback=true");
+  }
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -39,6 +64,8 @@ int main(int argc, char** argv) {
   up->add_option("--config", head.config_file, "TOML config (see `atoll config`)")->check(CLI::ExistingFile);
   up->add_option("--set", head.overrides, "override a knob: --set diloco.sync_every=25 (repeatable)");
   up->add_option("--metrics", head.metrics_file, "JSON-lines metrics file (default RUN_DIR/metrics.jsonl)");
+  algorithm_flags up_flags;
+  up_flags.add_to(up);
 
   atl::node_options node;
   std::string devices = "cpu";
@@ -58,6 +85,8 @@ int main(int argc, char** argv) {
   loc->add_option("--set", local.overrides, "override a knob: --set diloco.sync_every=25 (repeatable)");
   loc->add_option("--run-dir", local.run_dir, "folder for logs, state and metrics (default atoll-runs/local-TIME)");
   loc->add_option("--metrics", local.metrics_file, "JSON-lines metrics file (default RUN_DIR/metrics.jsonl)");
+  algorithm_flags local_flags;
+  local_flags.add_to(loc);
 
   std::string down_head;
   auto* down = app.add_subcommand("down", "stop a cluster: nodes stop their workers, the head exits");
@@ -67,7 +96,10 @@ int main(int argc, char** argv) {
 
   CLI11_PARSE(app, argc, argv);
 
-  if (*up) return atl::run_head(head);
+  if (*up) {
+    up_flags.append_to(head.overrides);
+    return atl::run_head(head);
+  }
   if (*join) {
     node.devices = split_devices(devices);
     if (node.devices.empty()) {
@@ -76,7 +108,10 @@ int main(int argc, char** argv) {
     }
     return atl::run_node(node);
   }
-  if (*loc) return atl::run_local(local);
+  if (*loc) {
+    local_flags.append_to(local.overrides);
+    return atl::run_local(local);
+  }
   if (*down) {
     auto reply = atl::control_request(down_head, "down", "", std::chrono::milliseconds(5000));
     if (!reply) {
