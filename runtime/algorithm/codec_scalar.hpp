@@ -2,8 +2,12 @@
 // Scalar conversions shared by the CPU codecs (codec.cpp) and the CUDA kernels
 // (codec_cuda.cu): one definition, so both produce the same bytes for the same input.
 // Only IEEE-exact operations are used (no fused multiply-add, no fast math).
+#include <cfloat>
 #include <cstdint>
 #include <cstring>
+
+// round_even() relies on float sums being rounded to float (no excess precision).
+static_assert(FLT_EVAL_METHOD == 0, "float arithmetic must be evaluated in float");
 
 #ifdef __CUDACC__
 #define ATOLL_HD __host__ __device__
@@ -74,22 +78,21 @@ ATOLL_HD inline float from_fp16(std::uint16_t h) {
   return float_of(sign | ((e + 112u) << 23) | (m << 13));
 }
 
-// Round to nearest, ties to even (the default rounding mode on host and device).
+// Round to nearest, ties to even, for |x| < 2^22: adding and subtracting 1.5 * 2^23
+// leaves the integer part in the mantissa under IEEE round-to-nearest-even. Two exact
+// additions, so the loops vectorise (no libm call) and host and device agree.
 ATOLL_HD inline float round_even(float x) {
-#ifdef __CUDA_ARCH__
-  return rintf(x);
-#else
-  return __builtin_nearbyintf(x);
-#endif
+  constexpr float magic = 12582912.0f;  // 1.5 * 2^23
+  return (x + magic) - magic;           // not folded: we never build with -ffast-math
 }
 
 // int8 with a per-chunk scale: q = rint(x / scale) in [-127, 127].
 ATOLL_HD inline float int8_scale(float max_abs) { return max_abs / 127.0f; }
 ATOLL_HD inline float inverse(float scale) { return scale > 0.0f ? 1.0f / scale : 0.0f; }
 ATOLL_HD inline std::int8_t to_int8(float x, float inv) {
-  float q = round_even(x * inv);
-  q = q < -127.0f ? -127.0f : (q > 127.0f ? 127.0f : q);
-  return static_cast<std::int8_t>(q);
+  float v = x * inv;
+  v = v < -127.0f ? -127.0f : (v > 127.0f ? 127.0f : v);  // clamping first keeps |v| small for round_even
+  return static_cast<std::int8_t>(round_even(v));
 }
 
 // fp4 e2m1 with a per-chunk scale (max |x| maps to 6). Codes: bit 3 sign, bits 0-2 the
@@ -103,12 +106,10 @@ ATOLL_HD inline std::uint8_t to_fp4(float x, float inv) {
   float v = x * inv;
   v = v < -6.0f ? -6.0f : (v > 6.0f ? 6.0f : v);
   const float a = v < 0.0f ? -v : v;
-  // midpoints between neighbouring magnitudes
-  const float mids[7] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f};
-  std::uint8_t code = 0;
-  for (std::uint8_t c = 1; c < 8; ++c)
-    if (a > mids[c - 1] || (a == mids[c - 1] && (c % 2 == 0))) code = c;
-  return static_cast<std::uint8_t>(code | (v < 0.0f && code != 0 ? 8u : 0u));
+  // The index is the number of midpoints below a; at a midpoint the tie goes to the even
+  // index, hence '>' before odd indices and '>=' before even ones. Branchless.
+  const int code = (a > 0.25f) + (a >= 0.75f) + (a > 1.25f) + (a >= 1.75f) + (a > 2.5f) + (a >= 3.5f) + (a > 5.0f);
+  return static_cast<std::uint8_t>(code | (v < 0.0f && code != 0 ? 8 : 0));
 }
 ATOLL_HD inline float from_fp4(std::uint8_t code) {
   const float m = fp4_magnitude(code);
