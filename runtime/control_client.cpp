@@ -15,7 +15,8 @@ expected<control_reply> control_request(const std::string& head, const std::stri
   try {
     zmq::context_t ctx(1);
     zmq::socket_t sock(ctx, zmq::socket_type::dealer);
-    sock.set(zmq::sockopt::linger, 0);
+    // The request must leave even if no reply comes: closing waits up to this long for it.
+    sock.set(zmq::sockopt::linger, 200);
     sock.connect(head);
     std::random_device rd;
     wire::outgoing out;

@@ -139,7 +139,7 @@ void zmq_transport::on_network_message(std::vector<zmq::message_t>& parts) {
     log_debug("ingress refused message from " + msg.sender() + ": " + st.describe());
     return;
   }
-  if (role_ == role::server) routes_[msg.sender()] = identity;
+  if (role_ == role::server) learn_route(msg.sender(), identity);
   if (auto target = dir_.find(msg.receiver())) {
     counters_.messages_in++;
     counters_.bytes_in += size;
@@ -157,6 +157,19 @@ void zmq_transport::on_network_message(std::vector<zmq::message_t>& parts) {
   }
   counters_.count_refusal(errc::unknown_peer);
   log_debug("no actor '" + msg.receiver() + "' for a " + wire::kind_name(msg.kind()) + " from " + msg.sender());
+}
+
+void zmq_transport::learn_route(const std::string& sender, const std::string& identity) {
+  auto [it, added] = routes_.insert_or_assign(sender, identity);
+  (void)it;
+  if (added && sender.rfind("ctl/", 0) == 0) {
+    client_routes_.push_back(sender);
+    if (client_routes_.size() > max_client_routes) {
+      routes_.erase(client_routes_.front());
+      client_routes_.pop_front();
+    }
+  }
+  route_count_ = routes_.size();
 }
 
 std::string zmq_transport::route_for(const std::string& receiver) const {

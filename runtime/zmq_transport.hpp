@@ -12,7 +12,10 @@
 // actor that is neither local nor routable is counted as unroutable and dropped. A
 // message that arrives for an actor that is not local but routable is relayed.
 // On the DEALER side every non-local message goes to the head.
+// Control clients (ids "ctl/...") make one request each; only the newest
+// max_client_routes of their routes are kept, so a head polled for days stays bounded.
 #include <atomic>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -39,6 +42,9 @@ class zmq_transport : public transport {
 
   void send(const std::string& receiver, wire::frames frames) override;
   std::string bound_endpoint() const { return bound_; }
+  static constexpr std::size_t max_client_routes = 256;
+  // Routes known to the I/O thread (approximate while it runs; for tests and status).
+  std::size_t route_count() const { return route_count_.load(); }
   traffic_counters& counters() { return counters_; }
   void stop();
 
@@ -60,7 +66,11 @@ class zmq_transport : public transport {
   std::mutex push_mu_;
   zmq::socket_t out_push_;  // guarded by push_mu_
   std::string bound_;
+  void learn_route(const std::string& sender, const std::string& identity);
+
   std::unordered_map<std::string, std::string> routes_;  // I/O thread only
+  std::deque<std::string> client_routes_;                 // "ctl/..." ids, oldest first; I/O thread only
+  std::atomic<std::size_t> route_count_{0};
   std::atomic<bool> stopping_{false};
   std::thread io_;
 };
