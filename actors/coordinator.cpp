@@ -194,7 +194,11 @@ void on_state_request(self_ptr self, const wire::message_ptr& msg) {
     send_state(self, msg->sender());
     return;
   }
-  st.waiting.push_back(msg);
+  // One held request per worker: its retries replace it, so it is answered once.
+  auto same = std::find_if(st.waiting.begin(), st.waiting.end(),
+                           [&](const wire::message_ptr& held) { return held->sender() == msg->sender(); });
+  if (same == st.waiting.end()) st.waiting.push_back(msg);
+  else if (msg->tensors().size() >= (*same)->tensors().size()) *same = msg;  // keep the one with parameters
   seed_from_waiting(self);
 }
 

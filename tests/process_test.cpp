@@ -215,6 +215,20 @@ TEST(Process, ABadConfigValueIsRefusedByNameBeforeAnythingStarts) {
   EXPECT_NE(out2.find("inner.learning_rate"), std::string::npos) << out2;
 }
 
+TEST(Process, AWorkerThatCannotStartIsRestartedABoundedNumberOfTimesThenTheRunFails) {
+  testing::temp_dir dir;
+  // The mlp has two layer groups: three fragments cannot be built, on every restart.
+  auto [code, out] = run_command({ATOLL_BIN, "local", "--example", "mlp", "--steps", "20", "--fragments", "3",
+                                  "--set", "cluster.restart_limit=2", "--set", "cluster.restart_backoff_ms=50",
+                                  "--run-dir", dir.sub("run")},
+                                 dir.sub("local.log"), 60s);
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find("only 2 layer groups"), std::string::npos) << out;
+  EXPECT_NE(out.find("restart 2 of 2"), std::string::npos) << out;
+  EXPECT_EQ(out.find("restart 3 of"), std::string::npos) << out;
+  EXPECT_NE(out.find("after 2 restarts; giving up"), std::string::npos) << out;
+}
+
 TEST(Process, AtollctlWithoutAHeadSaysSoAndFailsFast) {
   testing::temp_dir dir;
   auto [code, out] = run_command({ATOLLCTL_BIN, "--head", "tcp://127.0.0.1:1", "--timeout", "300", "status"},

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <mutex>
 #include <set>
+#include <thread>
 
 #include <caf/all.hpp>
 #include <gtest/gtest.h>
@@ -384,6 +385,21 @@ TEST_F(FencingTest, ContributionsForTheWrongRoundOrEpochAreRefusedWithTypedError
   ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.refusals.size() == 5; }));
   std::lock_guard<std::mutex> lock(worker_obs_.mu);
   EXPECT_EQ(worker_obs_.refusals.back(), errc::wrong_round);
+}
+
+TEST_F(FencingTest, RepeatedStateRequestsAreAnsweredOnce) {
+  spawn_coordinator(1);
+  std::vector<float> init = {1.0f, 2.0f, 3.0f};
+  for (int i = 0; i < 3; ++i) {  // a worker retrying before the run can start
+    wire::outgoing req;
+    req.envelope.initStateRequest().setFragment(0);
+    req.tensors.push_back(wire::tensor::from_floats(init.data(), init.size()));
+    as_worker_.send("coord/0", 0, req);
+  }
+  send_membership(1, {"worker/x"});
+  ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.received.size() == 1; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // room for a wrong second answer
+  EXPECT_EQ(received_count(), 1u);
 }
 
 TEST_F(FencingTest, AMessageFromAnotherClusterNeverReachesTheCoordinator) {
