@@ -33,7 +33,12 @@ void send_hello(self_ptr self) {
 void send_heartbeat(self_ptr self) {
   auto& st = self->state;
   wire::outgoing out;
-  out.envelope.initHeartbeat().setNodeId(st.node_id);
+  auto hb = out.envelope.initHeartbeat();
+  hb.setNodeId(st.node_id);
+  const auto& counters = st.net->counters();
+  auto refused = hb.initRefused(static_cast<unsigned>(counters.refused.size()));
+  for (unsigned i = 0; i < counters.refused.size(); ++i) refused.set(i, counters.refused[i].load());
+  hb.setHandshakesFailed(counters.handshakes_failed.load());
   st.mail->send("registry", st.epoch, out);
 }
 

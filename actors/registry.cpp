@@ -253,11 +253,32 @@ json fragments_json(const registry_state& st, bool with_keeper) {
   return out;
 }
 
-json refusals_json(const traffic_counters* counters) {
-  json out = json::object();
-  if (!counters) return out;
-  for (std::size_t i = 1; i < counters->refused.size(); ++i)
-    if (counters->refused[i] > 0) out[to_string(static_cast<errc>(i))] = counters->refused[i].load();
+// Refusals by reason: {"head": {...}, "node/1": {...}, "total": {...}}, from the head's
+// counters and each node's last heartbeat.
+json refusals_json(const registry_state& st) {
+  json out = json::object(), total = json::object();
+  const auto add = [&](const std::string& process, std::size_t code, std::uint64_t count) {
+    if (code == 0 || count == 0) return;
+    const std::string reason = to_string(static_cast<errc>(code));
+    out[process][reason] = count;
+    total[reason] = total.value(reason, std::uint64_t{0}) + count;
+  };
+  if (st.deps.counters)
+    for (std::size_t i = 0; i < st.deps.counters->refused.size(); ++i) add("head", i, st.deps.counters->refused[i].load());
+  for (const auto& [id, n] : st.nodes)
+    for (std::size_t i = 0; i < n.refused.size(); ++i) add("node/" + std::to_string(id), i, n.refused[i]);
+  out["total"] = total;
+  return out;
+}
+
+json security_json(const registry_state& st) {
+  json out = {{"curve", st.deps.secure}};
+  if (!st.deps.counters) return out;
+  std::uint64_t node_handshakes = 0;
+  for (const auto& [id, n] : st.nodes) node_handshakes += n.handshakes_failed;
+  out["auth_admitted"] = st.deps.counters->auth_admitted.load();
+  out["auth_denied"] = st.deps.counters->auth_denied.load();
+  out["handshakes_failed"] = st.deps.counters->handshakes_failed.load() + node_handshakes;
   return out;
 }
 
@@ -276,7 +297,8 @@ json status_json(const registry_state& st) {
           {"workers", workers_json(st)},
           {"fragments", fragments_json(st, false)},
           {"last_eval", {{"step", st.last_eval_step}, {"val_loss", st.last_val_loss}}},
-          {"refused", refusals_json(st.deps.counters)}};
+          {"refused", refusals_json(st)},
+          {"security", security_json(st)}};
 }
 
 void on_control(self_ptr self, const wire::message_ptr& msg) {
@@ -419,7 +441,7 @@ caf::behavior registry_actor(caf::stateful_actor<registry_state>* self, registry
   if (!deps.metrics_path.empty()) st.metrics = metrics_writer(deps.metrics_path);
   const auto now = clock_type::now();
   for (const auto& m : st.snap.members) {  // a restarted head: members must heartbeat again
-    node_view n{m, now, now};
+    node_view n{m, now, now, {}, 0};
     st.nodes[m.node_id] = n;
   }
   for (std::size_t f = 0; f < st.fragments.size(); ++f) {
@@ -439,6 +461,12 @@ caf::behavior registry_actor(caf::stateful_actor<registry_state>* self, registry
             return;
           }
           it->second.last_seen = clock_type::now();
+          const auto hb = env.getHeartbeat();
+          auto& refused = it->second.refused;
+          refused.clear();
+          for (auto count : hb.getRefused())
+            if (refused.size() < traffic_counters::reasons) refused.push_back(count);
+          it->second.handshakes_failed = hb.getHandshakesFailed();
         } else if (env.isControlRequest()) on_control(self, msg);
         else if (env.isProgress() || env.isEvalReport() || env.isWorkerDone() || env.isRoundAck()) on_report(self, msg);
         else if (env.isRoundReport()) on_round_report(self, msg);

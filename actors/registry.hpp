@@ -41,6 +41,7 @@ struct registry_deps {
   traffic_counters* counters = nullptr;
   std::string metrics_path;
   std::string listen_endpoint;
+  bool secure = false;  // CURVE on the head's socket
 };
 
 struct worker_view {
@@ -62,6 +63,8 @@ struct node_view {
   member_record record;
   std::chrono::steady_clock::time_point last_seen;
   std::chrono::steady_clock::time_point since;  // of the current state
+  std::vector<std::uint64_t> refused;           // per errc code, from its last heartbeat
+  std::uint64_t handshakes_failed = 0;
 };
 
 struct fragment_view {

@@ -11,12 +11,14 @@
 namespace atl {
 
 expected<control_reply> control_request(const std::string& head, const std::string& command,
-                                        const std::string& argument, std::chrono::milliseconds timeout) {
+                                        const std::string& argument, std::chrono::milliseconds timeout,
+                                        const link_security& security) {
   try {
     zmq::context_t ctx(1);
     zmq::socket_t sock(ctx, zmq::socket_type::dealer);
     // The request must leave even if no reply comes: closing waits up to this long for it.
     sock.set(zmq::sockopt::linger, 200);
+    apply_client_security(sock, security);
     sock.connect(head);
     std::random_device rd;
     wire::outgoing out;
@@ -33,8 +35,9 @@ expected<control_reply> control_request(const std::string& head, const std::stri
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     while (true) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) return make_error(errc::timeout, "no answer from " + head + " within " +
-                                                                  std::to_string(timeout.count()) + " ms");
+      if (left.count() <= 0)
+        return make_error(errc::timeout, "no answer from " + head + " within " + std::to_string(timeout.count()) +
+                                             " ms" + (security.enabled() ? " (are these the cluster's keys?)" : ""));
       zmq::poll(&item, 1, left);
       if (!(item.revents & ZMQ_POLLIN)) continue;
       std::vector<zmq::message_t> parts;

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "runtime/expected.hpp"
+#include "runtime/security.hpp"
 
 namespace atl {
 
@@ -14,8 +15,10 @@ struct control_reply {
 };
 
 // Sends `command` to the registry at `head` and waits up to `timeout` for the reply.
-// errc::timeout when the head does not answer.
+// errc::timeout when the head does not answer (also when the CURVE handshake fails:
+// ZeroMQ retries it silently, so a wrong key looks like a silent head).
 expected<control_reply> control_request(const std::string& head, const std::string& command,
-                                        const std::string& argument, std::chrono::milliseconds timeout);
+                                        const std::string& argument, std::chrono::milliseconds timeout,
+                                        const link_security& security = {});
 
 }  // namespace atl

@@ -24,6 +24,8 @@ const char* to_string(errc code) {
     case errc::not_ready: return "not_ready";
     case errc::timeout: return "timeout";
     case errc::unexpected_message: return "unexpected_message";
+    case errc::sender_conflict: return "sender_conflict";
+    case errc::storage_full: return "storage_full";
   }
   return "unknown_error";
 }

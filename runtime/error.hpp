@@ -27,6 +27,8 @@ enum class errc : std::uint16_t {
   not_ready = 17,           // state not loaded yet; try again
   timeout = 18,             // no answer in time
   unexpected_message = 19,  // payload not handled by this actor
+  sender_conflict = 20,     // sender id already speaks from another live connection
+  storage_full = 21,        // the disk is full; the write was not made
 };
 
 // Short stable name, e.g. "stale_epoch".

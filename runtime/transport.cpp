@@ -90,6 +90,7 @@ void mailer::refuse(const wire::message& msg, const error& err, std::uint64_t ep
   r.setCode(static_cast<std::uint16_t>(err.code));
   r.setMessage(err.message);
   r.setRefusedSeq(msg.seq());
+  transport_->counters().count_refusal(err.code);
   send(msg.sender(), epoch, out);
 }
 

@@ -62,7 +62,11 @@ class cluster_identity {
 // Ingress and egress counts of one process; refusals per error code.
 struct traffic_counters {
   std::atomic<std::uint64_t> messages_in{0}, messages_out{0}, bytes_in{0}, bytes_out{0}, unroutable{0};
-  std::array<std::atomic<std::uint64_t>, 32> refused{};
+  // CURVE: clients the ZAP handler admitted or denied, and failed handshakes (wrong key,
+  // no security, garbage before the handshake).
+  std::atomic<std::uint64_t> auth_admitted{0}, auth_denied{0}, handshakes_failed{0};
+  static constexpr std::size_t reasons = 32;  // room for every errc code
+  std::array<std::atomic<std::uint64_t>, reasons> refused{};
   void count_refusal(errc code) { refused[static_cast<std::size_t>(code) % refused.size()]++; }
   std::uint64_t refused_total() const;
 };
@@ -77,6 +81,11 @@ class transport {
   // Thread-safe. Sends frames to the actor `receiver`, wherever it lives. Never blocks on
   // the network; undeliverable messages are counted and dropped (the protocols time out).
   virtual void send(const std::string& receiver, wire::frames frames) = 0;
+  // This process's counters: ingress refusals, and refusals its actors send (mailer).
+  traffic_counters& counters() { return counters_; }
+
+ protected:
+  traffic_counters counters_;
 };
 
 // All actors in one process; every message still goes through encode and ingress.
@@ -85,13 +94,11 @@ class memory_transport : public transport {
   memory_transport(directory& dir, cluster_identity& cluster, wire::limits lim = {})
       : dir_(dir), cluster_(cluster), limits_(lim) {}
   void send(const std::string& receiver, wire::frames frames) override;
-  traffic_counters& counters() { return counters_; }
 
  private:
   directory& dir_;
   cluster_identity& cluster_;
   wire::limits limits_;
-  traffic_counters counters_;
 };
 
 // The sending side of one actor: stamps the header (cluster, sender, receiver, epoch,
@@ -103,7 +110,7 @@ class mailer {
 
   // Returns the bytes handed to the transport.
   std::size_t send(const std::string& receiver, std::uint64_t epoch, wire::outgoing& msg);
-  // Replies to `msg` with a typed Refusal.
+  // Replies to `msg` with a typed Refusal and counts it in the transport's counters.
   void refuse(const wire::message& msg, const error& err, std::uint64_t epoch);
 
   const std::string& self() const { return self_; }

@@ -1,6 +1,7 @@
 #include "runtime/zmq_transport.hpp"
 
 #include <chrono>
+#include <cstring>
 
 #include <caf/send.hpp>
 
@@ -26,18 +27,35 @@ wire::frames to_frames(std::vector<zmq::message_t>& parts, std::size_t first) {
 }  // namespace
 
 zmq_transport::zmq_transport(role r, const std::string& endpoint, directory& dir, cluster_identity& cluster,
-                             wire::limits lim)
+                             wire::limits lim, const link_security& security)
     : role_(r), dir_(dir), cluster_(cluster), limits_(lim), ctx_(1),
       net_(ctx_, r == role::server ? zmq::socket_type::router : zmq::socket_type::dealer),
       out_pull_(ctx_, zmq::socket_type::pull), out_push_(ctx_, zmq::socket_type::push) {
-  const std::string inproc = "inproc://atoll-out-" + std::to_string(transport_counter++);
+  const int instance = transport_counter++;
+  const std::string inproc = "inproc://atoll-out-" + std::to_string(instance);
   out_pull_.bind(inproc);
   out_push_.connect(inproc);
   out_push_.set(zmq::sockopt::linger, 0);
   net_.set(zmq::sockopt::linger, linger_ms);
-  // A peer that sends more than one envelope plus its tensors is disconnected by ZeroMQ.
-  net_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(lim.max_tensor_bytes));
+  // A frame larger than any envelope or tensor we accept makes ZeroMQ drop the peer
+  // before it allocates the frame.
+  net_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(std::max(lim.max_tensor_bytes, lim.max_envelope_bytes)));
+  // Failed handshakes (wrong keys, no keys, garbage) are counted from monitor events.
+  const std::string monitor_ep = "inproc://atoll-monitor-" + std::to_string(instance);
+  if (zmq_socket_monitor(net_.handle(), monitor_ep.c_str(),
+                         ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                             ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) != 0)
+    throw zmq::error_t();
+  monitor_ = zmq::socket_t(ctx_, zmq::socket_type::pair);
+  monitor_.set(zmq::sockopt::linger, 0);
+  monitor_.connect(monitor_ep);
+  secure_ = security.enabled();
   if (r == role::server) {
+    if (secure_) {
+      // ZeroMQ asks the handler at this fixed address; it must exist before the bind.
+      zap_ = std::make_unique<zap_handler>(ctx_, security.authorized);
+      apply_server_security(net_, security);
+    }
     net_.set(zmq::sockopt::router_mandatory, 1);
     std::string ep = endpoint;
     // "tcp://host:0" asks for a free port; ZeroMQ spells that "tcp://host:*".
@@ -45,6 +63,7 @@ zmq_transport::zmq_transport(role r, const std::string& endpoint, directory& dir
     net_.bind(ep);
     bound_ = net_.get(zmq::sockopt::last_endpoint);
   } else {
+    apply_client_security(net_, security);
     net_.set(zmq::sockopt::reconnect_ivl, 100);
     net_.set(zmq::sockopt::reconnect_ivl_max, 2000);
     net_.connect(endpoint);
@@ -58,7 +77,10 @@ zmq_transport::~zmq_transport() { stop(); }
 void zmq_transport::stop() {
   if (stopping_.exchange(true)) return;
   if (io_.joinable()) io_.join();
+  zmq_socket_monitor(net_.handle(), nullptr, 0);
+  monitor_.close();
   net_.close();
+  zap_.reset();
   out_pull_.close();
   std::lock_guard<std::mutex> lock(push_mu_);
   out_push_.close();
@@ -82,7 +104,9 @@ void zmq_transport::send(const std::string& receiver, wire::frames frames) {
 
 void zmq_transport::run() {
   std::vector<zmq::pollitem_t> items = {{static_cast<void*>(net_), 0, ZMQ_POLLIN, 0},
-                                        {static_cast<void*>(out_pull_), 0, ZMQ_POLLIN, 0}};
+                                        {static_cast<void*>(out_pull_), 0, ZMQ_POLLIN, 0},
+                                        {static_cast<void*>(monitor_), 0, ZMQ_POLLIN, 0}};
+  if (zap_) items.push_back({static_cast<void*>(zap_->socket()), 0, ZMQ_POLLIN, 0});
   // Messages actors queued before stop() still go out (a result a peer waits for, a
   // final report); the socket's linger then gives them time to leave the process.
   const auto drain = [this] {
@@ -105,6 +129,17 @@ void zmq_transport::run() {
         if (zmq::recv_multipart(out_pull_, std::back_inserter(parts), zmq::recv_flags::dontwait))
           on_outgoing(parts);
       }
+      if (items[2].revents & ZMQ_POLLIN) on_monitor_event();
+      if (zap_ && (items[3].revents & ZMQ_POLLIN)) {
+        switch (zap_->handle()) {
+          case zap_handler::verdict::admitted: counters_.auth_admitted++; break;
+          case zap_handler::verdict::denied:
+            counters_.auth_denied++;
+            log_warn("transport: refused a client whose key is not authorized");
+            break;
+          case zap_handler::verdict::none: break;
+        }
+      }
     } catch (const zmq::error_t& e) {
       if (e.num() == ETERM) break;
       log_warn(std::string("transport: ") + e.what());
@@ -115,6 +150,23 @@ void zmq_transport::run() {
   } catch (const zmq::error_t& e) {
     log_warn(std::string("transport: while draining: ") + e.what());
   }
+}
+
+void zmq_transport::on_monitor_event() {
+  std::vector<zmq::message_t> parts;
+  if (!zmq::recv_multipart(monitor_, std::back_inserter(parts), zmq::recv_flags::dontwait) || parts.size() < 2 ||
+      parts[0].size() < sizeof(std::uint16_t))
+    return;
+  std::uint16_t event = 0;
+  std::memcpy(&event, parts[0].data(), sizeof event);
+  counters_.handshakes_failed++;
+  const char* what = event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH       ? "authentication failed"
+                     : event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ? "protocol error (security mismatch?)"
+                                                                    : "connection dropped";
+  // A client that cannot authenticate says so loudly: it will never get in.
+  const std::string text = "transport: handshake with " + parts[1].to_string() + " failed: " + what;
+  if (role_ == role::client) log_warn(text + "; check --keys");
+  else log_debug(text);
 }
 
 void zmq_transport::on_network_message(std::vector<zmq::message_t>& parts) {
@@ -139,7 +191,13 @@ void zmq_transport::on_network_message(std::vector<zmq::message_t>& parts) {
     log_debug("ingress refused message from " + msg.sender() + ": " + st.describe());
     return;
   }
-  if (role_ == role::server) learn_route(msg.sender(), identity);
+  if (role_ == role::server) {
+    if (auto st = learn_route(msg.sender(), identity)) {
+      counters_.count_refusal(st.code);
+      log_debug("ingress refused: " + st.describe());
+      return;
+    }
+  }
   if (auto target = dir_.find(msg.receiver())) {
     counters_.messages_in++;
     counters_.bytes_in += size;
@@ -159,10 +217,23 @@ void zmq_transport::on_network_message(std::vector<zmq::message_t>& parts) {
   log_debug("no actor '" + msg.receiver() + "' for a " + wire::kind_name(msg.kind()) + " from " + msg.sender());
 }
 
-void zmq_transport::learn_route(const std::string& sender, const std::string& identity) {
+status zmq_transport::learn_route(const std::string& sender, const std::string& identity) {
+  const auto now = std::chrono::steady_clock::now();
+  const bool control_client = sender.rfind("ctl/", 0) == 0;
+  auto held = routes_.find(sender);
+  if (!control_client && held != routes_.end() && held->second != identity) {
+    auto last = heard_.find(held->second);
+    if (last != heard_.end() && now - last->second < route_takeover)
+      return make_error(errc::sender_conflict, "'" + sender + "' already speaks from another live connection");
+  }
+  heard_[identity] = now;
+  if (heard_.size() > 4 * max_client_routes) {  // forget connections silent for long
+    for (auto it = heard_.begin(); it != heard_.end();)
+      it = now - it->second > 6 * route_takeover ? heard_.erase(it) : std::next(it);
+  }
   auto [it, added] = routes_.insert_or_assign(sender, identity);
   (void)it;
-  if (added && sender.rfind("ctl/", 0) == 0) {
+  if (added && control_client) {
     client_routes_.push_back(sender);
     if (client_routes_.size() > max_client_routes) {
       routes_.erase(client_routes_.front());
@@ -170,6 +241,7 @@ void zmq_transport::learn_route(const std::string& sender, const std::string& id
     }
   }
   route_count_ = routes_.size();
+  return {};
 }
 
 std::string zmq_transport::route_for(const std::string& receiver) const {

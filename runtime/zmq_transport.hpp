@@ -14,7 +14,17 @@
 // On the DEALER side every non-local message goes to the head.
 // Control clients (ids "ctl/...") make one request each; only the newest
 // max_client_routes of their routes are kept, so a head polled for days stays bounded.
+// A sender id belongs to the connection it was learned from while that connection is
+// live (heard within route_takeover): another connection that claims it is refused with
+// sender_conflict, so one peer cannot steal the results meant for another's actors.
+// After that silence (a dead or restarted node) the id may move.
+//
+// Security (runtime/security.hpp): with keys, the server socket is a CURVE server whose
+// ZAP handler (polled on the I/O thread) admits only authorized client keys, and clients
+// authenticate the server by its public key. A monitor counts failed handshakes. Without
+// keys the link is plain TCP; the launcher allows that only on loopback or with --insecure.
 #include <atomic>
+#include <chrono>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -24,6 +34,7 @@
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
+#include "runtime/security.hpp"
 #include "runtime/transport.hpp"
 
 namespace atl {
@@ -35,23 +46,26 @@ class zmq_transport : public transport {
   // server: binds `endpoint` (a port of 0 or '*' picks a free one; see bound_endpoint()).
   // client: connects to `endpoint`.
   zmq_transport(role r, const std::string& endpoint, directory& dir, cluster_identity& cluster,
-                wire::limits lim = {});
+                wire::limits lim = {}, const link_security& security = {});
   ~zmq_transport() override;
   zmq_transport(const zmq_transport&) = delete;
   zmq_transport& operator=(const zmq_transport&) = delete;
 
   void send(const std::string& receiver, wire::frames frames) override;
   std::string bound_endpoint() const { return bound_; }
+  bool secure() const { return secure_; }
   static constexpr std::size_t max_client_routes = 256;
+  // Nodes heartbeat every second; a connection silent this long may lose its ids.
+  static constexpr std::chrono::seconds route_takeover{10};
   // Routes known to the I/O thread (approximate while it runs; for tests and status).
   std::size_t route_count() const { return route_count_.load(); }
-  traffic_counters& counters() { return counters_; }
   void stop();
 
  private:
   void run();
   void on_network_message(std::vector<zmq::message_t>& parts);
   void on_outgoing(std::vector<zmq::message_t>& parts);
+  void on_monitor_event();
   std::string route_for(const std::string& receiver) const;
   void send_frames(const std::string& identity, std::vector<zmq::message_t>& frames);
 
@@ -59,17 +73,21 @@ class zmq_transport : public transport {
   directory& dir_;
   cluster_identity& cluster_;
   wire::limits limits_;
-  traffic_counters counters_;
   zmq::context_t ctx_;
+  std::unique_ptr<zap_handler> zap_;  // server with keys; bound before net_ binds
   zmq::socket_t net_;
+  zmq::socket_t monitor_;
+  bool secure_ = false;
   zmq::socket_t out_pull_;
   std::mutex push_mu_;
   zmq::socket_t out_push_;  // guarded by push_mu_
   std::string bound_;
-  void learn_route(const std::string& sender, const std::string& identity);
+  // Binds `sender` to the connection `identity`; an error if another live one holds it.
+  status learn_route(const std::string& sender, const std::string& identity);
 
   std::unordered_map<std::string, std::string> routes_;  // I/O thread only
   std::deque<std::string> client_routes_;                 // "ctl/..." ids, oldest first; I/O thread only
+  std::unordered_map<std::string, std::chrono::steady_clock::time_point> heard_;  // connection -> last message
   std::atomic<std::size_t> route_count_{0};
   std::atomic<bool> stopping_{false};
   std::thread io_;

@@ -76,7 +76,13 @@ struct WorkerSlot {
   device @2 :Text;
 }
 
-struct Heartbeat { nodeId @0 :UInt32; }
+# node agent -> registry, every cluster.heartbeat_ms. Carries the node's refusal
+# counters (index = errc code, runtime/error.hpp) so `atollctl status` shows them.
+struct Heartbeat {
+  nodeId           @0 :UInt32;
+  refused          @1 :List(UInt64);
+  handshakesFailed @2 :UInt64;
+}
 struct HeartbeatAck { leaseMs @0 :UInt32; }
 
 # worker -> coordinator: "give me the newest committed fragment". Carries the worker's

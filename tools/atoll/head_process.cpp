@@ -85,12 +85,18 @@ int run_head(const head_options& opt) {
     std::cerr << "atoll up: " << cfg.err().describe() << "\n";
     return 2;
   }
+  auto security = resolve_link_security(link_side::server, opt.listen, opt.keys_dir, {}, opt.insecure, "atoll up");
+  if (!security) {
+    std::cerr << "atoll up: " << security.err().describe() << "\n";
+    return 2;
+  }
   checkpoint_store checkpoints(**db, static_cast<std::uint64_t>(cfg->keep_rounds));
   directory local;
   cluster_identity cluster(snap->cluster_id);
   std::unique_ptr<zmq_transport> net;
   try {
-    net = std::make_unique<zmq_transport>(zmq_transport::role::server, opt.listen, local, cluster);
+    net = std::make_unique<zmq_transport>(zmq_transport::role::server, opt.listen, local, cluster, wire::limits{},
+                                          *security);
   } catch (const zmq::error_t& e) {
     std::cerr << "atoll up: cannot listen on " << opt.listen << ": " << e.what() << "\n";
     return 1;
@@ -99,14 +105,15 @@ int run_head(const head_options& opt) {
     std::ofstream(opt.run_dir + "/head.endpoint") << net->bound_endpoint() << "\n";
   }
   log_info("cluster " + snap->cluster_id + " listening on " + net->bound_endpoint() + " (run dir " + opt.run_dir +
-           ", example " + cfg->example + ", state " + snap->run_state + ")");
+           ", example " + cfg->example + ", state " + snap->run_state + ", " +
+           (net->secure() ? "CURVE with " + std::to_string(security->authorized.size()) + " authorized key(s)" : "plain TCP") + ")");
 
   caf::actor_system_config sys_cfg;
   sys_cfg.set("scheduler.max-threads", 2);
   caf::actor_system sys{sys_cfg};
   registry_deps deps{net.get(), &reg_store, &checkpoints, &local, &net->counters(),
                      opt.metrics_file.empty() ? opt.run_dir + "/metrics.jsonl" : opt.metrics_file,
-                     net->bound_endpoint()};
+                     net->bound_endpoint(), net->secure()};
   auto keeper = sys.spawn(keeper_actor, static_cast<transport*>(net.get()), std::string("keeper/0"),
                           snap->cluster_id, &checkpoints);
   local.add("keeper/0", keeper);

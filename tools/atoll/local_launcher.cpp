@@ -83,8 +83,8 @@ bool reap(std::vector<child>& children, std::string& failure) {
   return ok;
 }
 
-void stop_children(std::vector<child>& children, const std::string& head) {
-  if (!head.empty()) (void)control_request(head, "down", "", std::chrono::milliseconds(2000));
+void stop_children(std::vector<child>& children, const std::string& head, const link_security& security) {
+  if (!head.empty()) (void)control_request(head, "down", "", std::chrono::milliseconds(2000), security);
   const auto deadline = clock_type::now() + std::chrono::seconds(15);
   std::string ignored;
   while (clock_type::now() < deadline) {
@@ -218,12 +218,27 @@ int run_local(const local_options& opt) {
 
   std::cout << "atoll local: " << opt.nodes << " node(s) x " << opt.workers_per_node << " worker(s), example "
             << cfg.example << ", " << cfg.steps << " steps, H=" << cfg.sync_every << ", run dir " << run_dir << std::endl;
+  // Throw-away CURVE keys for this run (kept when a run dir is reused); atollctl
+  // --run-dir finds them in RUN_DIR/keys.
+  const std::string keys = run_dir + "/keys";
+  if (!fs::exists(keys + "/head.key")) {
+    if (auto err = write_key_folder(keys)) {
+      std::cerr << "atoll local: " << err.describe() << "\n";
+      return 2;
+    }
+  }
+  auto loaded_keys = load_client_security(keys);
+  if (!loaded_keys) {
+    std::cerr << "atoll local: " << loaded_keys.err().describe() << "\n";
+    return 2;
+  }
+  const link_security client_keys = *loaded_keys;
   const std::string exe = self_exe();
   std::vector<child> children;
   fs::remove(run_dir + "/head/head.endpoint", ec);
   children.push_back(spawn_child("head",
                                  {exe, "up", "--listen", "tcp://127.0.0.1:0", "--run-dir", run_dir + "/head",
-                                  "--config", config_path, "--metrics", metrics},
+                                  "--config", config_path, "--metrics", metrics, "--keys", keys},
                                  run_dir + "/logs/head.log"));
   const auto& stop = install_stop_signals();
   std::string head, failure;
@@ -235,7 +250,7 @@ int run_local(const local_options& opt) {
     if (!reap(children, failure) || clock_type::now() > wait_until || stop) {
       std::cerr << "atoll local: the head did not start: " << (failure.empty() ? "timeout" : failure) << "\n"
                 << tail_of(children[0].log, 20);
-      stop_children(children, "");
+      stop_children(children, "", {});
       return 1;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -246,7 +261,8 @@ int run_local(const local_options& opt) {
     const std::string name = "node" + std::to_string(n + 1);
     children.push_back(spawn_child(name,
                                    {exe, "join", "--head", head, "--run-dir", run_dir + "/" + name, "--devices",
-                                    devices, "--threads", std::to_string(std::max(1, threads * opt.workers_per_node))},
+                                    devices, "--threads", std::to_string(std::max(1, threads * opt.workers_per_node)),
+                                    "--keys", keys},
                                    run_dir + "/logs/" + name + ".log"));
   }
 
@@ -269,7 +285,7 @@ int run_local(const local_options& opt) {
       code = 1;
       break;
     }
-    auto reply = control_request(head, "status", "", status_timeout);
+    auto reply = control_request(head, "status", "", status_timeout, client_keys);
     if (reply && reply->ok) {
       last_answer = clock_type::now();
       status = json::parse(reply->json, nullptr, false);
@@ -291,7 +307,7 @@ int run_local(const local_options& opt) {
   }
   const double wall = std::chrono::duration<double>(clock_type::now() - started).count();
   if (code == 0) print_summary(status, wall, run_dir, metrics);
-  stop_children(children, head);
+  stop_children(children, head, client_keys);
   return code;
 }
 

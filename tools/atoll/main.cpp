@@ -64,6 +64,8 @@ int main(int argc, char** argv) {
   up->add_option("--config", head.config_file, "TOML config (see `atoll config`)")->check(CLI::ExistingFile);
   up->add_option("--set", head.overrides, "override a knob: --set diloco.sync_every=25 (repeatable)");
   up->add_option("--metrics", head.metrics_file, "JSON-lines metrics file (default RUN_DIR/metrics.jsonl)");
+  up->add_option("--keys", head.keys_dir, "CURVE key folder from `atoll keygen` (head.key, authorized_keys)");
+  up->add_flag("--insecure", head.insecure, "allow plain TCP on a non-loopback address (not recommended)");
   algorithm_flags up_flags;
   up_flags.add_to(up);
 
@@ -74,6 +76,9 @@ int main(int argc, char** argv) {
   join->add_option("--run-dir", node.run_dir, "folder for this node's files");
   join->add_option("--devices", devices, "comma-separated devices: cpu or cuda:0,cuda:1")->capture_default_str();
   join->add_option("--threads", node.threads, "LibTorch threads for this process (default: cores / workers)");
+  join->add_option("--keys", node.keys_dir, "CURVE key folder from `atoll keygen` (client.key, head.pub)");
+  join->add_option("--client-key", node.client_key, "this node's own key file (`atoll keygen --client NAME`)");
+  join->add_flag("--insecure", node.insecure, "allow plain TCP to a non-loopback head (not recommended)");
 
   atl::local_options local;
   auto* loc = app.add_subcommand("local", "run a head and N nodes on this machine and train to completion");
@@ -88,9 +93,15 @@ int main(int argc, char** argv) {
   algorithm_flags local_flags;
   local_flags.add_to(loc);
 
-  std::string down_head;
+  std::string down_head, down_keys;
   auto* down = app.add_subcommand("down", "stop a cluster: nodes stop their workers, the head exits");
   down->add_option("--head", down_head, "the head's endpoint")->required();
+  down->add_option("--keys", down_keys, "the cluster's key folder, if it has keys");
+
+  std::string keygen_out, keygen_client;
+  auto* keygen = app.add_subcommand("keygen", "create the cluster's CURVE keys, or add a named client key");
+  keygen->add_option("--out", keygen_out, "key folder to create (existing keys are never overwritten)")->required();
+  keygen->add_option("--client", keygen_client, "add a client key NAME to an existing folder and authorize it");
 
   app.add_subcommand("config", "list every config knob with its default, unit and meaning");
 
@@ -112,8 +123,37 @@ int main(int argc, char** argv) {
     local_flags.append_to(local.overrides);
     return atl::run_local(local);
   }
+  if (*keygen) {
+    if (!keygen_client.empty()) {
+      auto path = atl::add_client_key(keygen_out, keygen_client);
+      if (!path) {
+        std::cerr << "atoll keygen: " << path.err().describe() << "\n";
+        return 2;
+      }
+      std::cout << "wrote " << *path << " and authorized it in " << keygen_out << "/authorized_keys\n"
+                << "use it with: atoll join --keys " << keygen_out << " --client-key " << *path << "\n";
+      return 0;
+    }
+    if (auto err = atl::write_key_folder(keygen_out)) {
+      std::cerr << "atoll keygen: " << err.describe() << "\n";
+      return 2;
+    }
+    std::cout << "wrote CURVE keys to " << keygen_out << ":\n"
+              << "  head.key, authorized_keys  for `atoll up --keys " << keygen_out << "` (keep on the head)\n"
+              << "  client.key, head.pub       for `atoll join --keys " << keygen_out << "` and atollctl --keys\n";
+    return 0;
+  }
   if (*down) {
-    auto reply = atl::control_request(down_head, "down", "", std::chrono::milliseconds(5000));
+    atl::link_security down_security;
+    if (!down_keys.empty()) {
+      auto loaded = atl::load_client_security(down_keys);
+      if (!loaded) {
+        std::cerr << "atoll down: " << loaded.err().describe() << "\n";
+        return 2;
+      }
+      down_security = *loaded;
+    }
+    auto reply = atl::control_request(down_head, "down", "", std::chrono::milliseconds(5000), down_security);
     if (!reply) {
       std::cerr << "atoll down: " << reply.err().describe() << "\n";
       return 1;

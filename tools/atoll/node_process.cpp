@@ -35,11 +35,18 @@ int run_node(const node_options& opt) {
     std::cerr << "atoll join: unknown device '" << d << "' (use cpu or cuda:N)\n";
     return 2;
   }
+  auto security =
+      resolve_link_security(link_side::client, opt.head, opt.keys_dir, opt.client_key, opt.insecure, "atoll join");
+  if (!security) {
+    std::cerr << "atoll join: " << security.err().describe() << "\n";
+    return 2;
+  }
   directory local;
   cluster_identity cluster;
   std::unique_ptr<zmq_transport> net;
   try {
-    net = std::make_unique<zmq_transport>(zmq_transport::role::client, opt.head, local, cluster);
+    net = std::make_unique<zmq_transport>(zmq_transport::role::client, opt.head, local, cluster, wire::limits{},
+                                          *security);
   } catch (const zmq::error_t& e) {
     std::cerr << "atoll join: cannot connect to " << opt.head << ": " << e.what() << "\n";
     return 1;
@@ -58,7 +65,7 @@ int run_node(const node_options& opt) {
     set_compute_threads(threads);
     log_info("LibTorch uses " + std::to_string(threads) + " thread(s) per process");
   };
-  log_info("connecting to " + opt.head);
+  log_info("connecting to " + opt.head + (net->secure() ? " (CURVE)" : " (plain TCP)"));
 
   caf::actor_system_config sys_cfg;
   sys_cfg.set("scheduler.max-threads", 2);

@@ -7,6 +7,8 @@
 #include <caf/actor_system.hpp>
 #include <caf/error.hpp>
 
+#include "runtime/security.hpp"
+
 namespace atl {
 
 struct head_options {
@@ -15,6 +17,8 @@ struct head_options {
   std::string config_file;
   std::vector<std::string> overrides;  // "key=value"
   std::string metrics_file;            // default: RUN_DIR/metrics.jsonl
+  std::string keys_dir;                // CURVE keys (`atoll keygen`); empty: plain TCP
+  bool insecure = false;               // allow plain TCP on a non-loopback address
 };
 int run_head(const head_options& opt);
 
@@ -23,6 +27,9 @@ struct node_options {
   std::string run_dir;
   std::vector<std::string> devices = {"cpu"};
   int threads = 0;  // 0: the run config's threads_per_worker, else cores / local workers
+  std::string keys_dir;    // CURVE keys (`atoll keygen`); empty: plain TCP
+  std::string client_key;  // a key file other than KEYS/client.key
+  bool insecure = false;   // allow plain TCP to a non-loopback head
 };
 int run_node(const node_options& opt);
 
@@ -37,6 +44,13 @@ struct local_options {
   std::string metrics_file;
 };
 int run_local(const local_options& opt);
+
+// The link security of `atoll up` (server) or `atoll join` (client): keys from
+// `keys_dir`, or plain TCP, which needs `insecure` unless `endpoint` is loopback (then it
+// warns). Errors name the flag to fix.
+enum class link_side { server, client };
+expected<link_security> resolve_link_security(link_side side, const std::string& endpoint, const std::string& keys_dir,
+                                              const std::string& client_key, bool insecure, const char* command);
 
 // Warns on stderr when LibTorch runs on Debian's reference BLAS (about 50x slower).
 void warn_if_reference_blas();

@@ -52,7 +52,16 @@ void print_human(const std::string& command, const json& body) {
     print_table(body["workers"], {"id", "rank", "step", "loss", "tokens_per_s", "bytes_sent", "done"});
     std::cout << "\nfragments\n";
     print_table(body["fragments"], {"id", "round", "coordinator"});
-    if (!body["refused"].empty()) std::cout << "\nrefused messages: " << body["refused"].dump() << "\n";
+    const auto& sec = body["security"];
+    std::cout << "\nlinks: " << (sec.value("curve", false) ? "CURVE" : "plain TCP");
+    if (sec.value("curve", false))
+      std::cout << "  clients admitted " << str(sec["auth_admitted"]) << "  denied " << str(sec["auth_denied"]);
+    std::cout << "  failed handshakes " << str(sec.value("handshakes_failed", json(0))) << "\n";
+    std::cout << "refused messages:";
+    if (body["refused"]["total"].empty()) std::cout << " none";
+    for (const auto& [process, counts] : body["refused"].items())
+      if (process != "total") std::cout << "\n  " << process << "  " << counts.dump();
+    std::cout << "\n";
   } else if (command == "members") {
     print_table(body, {"node_id", "state", "since_s", "last_heartbeat_s", "hostname", "pid", "workers"});
   } else if (command == "actors") {
@@ -78,16 +87,26 @@ std::string head_from_run_dir(const std::string& dir) {
   return {};
 }
 
+// `atoll local` keeps its throw-away keys in RUN_DIR/keys; `atoll up` users may too.
+std::string keys_from_run_dir(const std::string& dir) {
+  for (const auto& p : {dir + "/keys", dir + "/../keys"})
+    if (std::ifstream(p + "/head.pub")) return p;
+  return {};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"atollctl: inspect a running Atoll cluster.\n"
-               "The head is found from --head, else --run-dir (reads head.endpoint), else $ATOLL_HEAD."};
-  std::string head, run_dir;
+               "The head is found from --head, else --run-dir (reads head.endpoint), else $ATOLL_HEAD.\n"
+               "Keys: --keys DIR, else RUN_DIR/keys when --run-dir has them, else $ATOLL_KEYS; none means plain TCP."};
+  std::string head, run_dir, keys_dir, client_key;
   bool as_json = false;
   int timeout_ms = 5000;
   app.add_option("--head", head, "the head's endpoint, e.g. tcp://127.0.0.1:7070");
   app.add_option("--run-dir", run_dir, "a run dir of `atoll up` or `atoll local`");
+  app.add_option("--keys", keys_dir, "the cluster's key folder (`atoll keygen`)");
+  app.add_option("--client-key", client_key, "a client key file other than KEYS/client.key");
   app.add_flag("--json", as_json, "print the head's JSON answer");
   app.add_option("--timeout", timeout_ms, "milliseconds to wait for the head")->capture_default_str();
   app.require_subcommand(1);
@@ -111,9 +130,21 @@ int main(int argc, char** argv) {
     std::cerr << "atollctl: no head given (use --head tcp://HOST:PORT, --run-dir DIR or ATOLL_HEAD)\n";
     return 2;
   }
+  if (keys_dir.empty() && !run_dir.empty()) keys_dir = keys_from_run_dir(run_dir);
+  if (keys_dir.empty() && std::getenv("ATOLL_KEYS")) keys_dir = std::getenv("ATOLL_KEYS");
+  atl::link_security security;
+  if (!keys_dir.empty()) {
+    auto loaded = atl::load_client_security(keys_dir, client_key);
+    if (!loaded) {
+      std::cerr << "atollctl: " << loaded.err().describe() << "\n";
+      return 2;
+    }
+    security = *loaded;
+  }
   const bool watch = command == "watch";
   do {
-    auto reply = atl::control_request(head, watch ? "status" : command, "", std::chrono::milliseconds(timeout_ms));
+    auto reply = atl::control_request(head, watch ? "status" : command, "", std::chrono::milliseconds(timeout_ms),
+                                      security);
     if (!reply) {
       std::cerr << "atollctl: " << reply.err().describe() << "\n";
       return 1;
