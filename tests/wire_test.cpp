@@ -4,6 +4,7 @@
 
 #include "runtime/digest.hpp"
 #include "runtime/wire.hpp"
+#include "tests/hostile_frames.hpp"
 
 namespace atl {
 namespace {
@@ -113,6 +114,33 @@ TEST(Wire, ATensorFrameOfTheWrongSizeIsRefused) {
   auto decoded = wire::decode(std::move(frames), {});
   ASSERT_FALSE(decoded);
   EXPECT_EQ(decoded.err().code, errc::tensor_mismatch);
+}
+
+TEST(Wire, DeepNestingIsRefusedByTheReaderLimits) {
+  auto r = wire::decode({testing::deeply_nested(64)}, wire::limits{});
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.err().code, errc::malformed_frame);
+  EXPECT_NE(r.err().message.find("nest"), std::string::npos) << r.err().message;
+  // The same shape within the limit is only refused for what it is not (a version-1 envelope).
+  EXPECT_EQ(wire::decode({testing::deeply_nested(4)}, wire::limits{}).err().code, errc::version_mismatch);
+}
+
+TEST(Wire, PointerAmplificationIsRefusedByTheTraversalLimit) {
+  // 512 pointers to one 1000-word struct: 8 KiB on the wire, 512000 words to traverse.
+  auto bytes = testing::pointer_amplified(512, 1000);
+  EXPECT_LT(bytes.size(), 16u * 1024);
+  auto r = wire::decode({bytes}, wire::limits{});
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.err().code, errc::malformed_frame);
+  EXPECT_NE(r.err().message.find("traversal"), std::string::npos) << r.err().message;
+}
+
+TEST(Wire, ASegmentTableLargerThanTheFrameIsRefused) {
+  for (std::uint32_t segments : {2u, 600u, 0x7fffffffu}) {
+    auto r = wire::decode({testing::too_many_segments(segments)}, wire::limits{});
+    ASSERT_FALSE(r) << segments;
+    EXPECT_EQ(r.err().code, errc::malformed_frame);
+  }
 }
 
 TEST(Wire, ClusterFencingAdmitsBootstrapMessagesOnly) {

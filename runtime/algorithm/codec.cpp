@@ -133,6 +133,7 @@ status encode(codec_kind kind, const float* values, std::size_t count, std::size
 }
 
 status decode(const encoded_values& in, float* values) {
+  if (in.kind > codec_kind::fp4) return make_error(errc::tensor_mismatch, "unknown codec");
   if (in.payload.size() != payload_bytes(in.kind, in.count))
     return make_error(errc::tensor_mismatch, std::string(to_string(in.kind)) + " payload of " +
                                                  std::to_string(in.payload.size()) + " bytes for " +

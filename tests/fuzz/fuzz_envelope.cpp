@@ -1,0 +1,14 @@
+// Fuzzes the single ingress point: bytes as an envelope frame, then cluster fencing.
+// Any crash, sanitizer report or escaped exception is a bug.
+#include <cstdint>
+
+#include "runtime/wire.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  atl::wire::frames frames{atl::wire::bytes(data, data + size)};
+  auto msg = atl::wire::decode(std::move(frames), atl::wire::limits{});
+  if (!msg) return 0;
+  (void)atl::wire::check_cluster(**msg, "c");
+  (void)atl::wire::kind_name((*msg)->kind());
+  return 0;
+}
