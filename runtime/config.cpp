@@ -52,6 +52,8 @@ const std::vector<knob>& knobs() {
       {"cluster.restart_limit", &C::restart_limit, 0, 1000, "restarts", "worker restarts before a node gives up"},
       {"cluster.restart_backoff_ms", &C::restart_backoff_ms, 0, 3.6e6, "ms", "first restart delay, doubled each time"},
       {"storage.keep_rounds", &C::keep_rounds, 1, 1e6, "rounds", "committed rounds kept per fragment"},
+      {"net.max_frame_mb", &C::max_frame_mb, 1, 4096, "MiB",
+       "largest frame the head accepts (a tensor of a fragment); a peer sending more is disconnected"},
   };
   return table;
 }

@@ -53,6 +53,8 @@ struct run_config {
   std::int64_t restart_backoff_ms = 500;
   // [storage]
   std::int64_t keep_rounds = 5;
+  // [net]
+  std::int64_t max_frame_mb = 1024;  // the head drops a peer that sends a bigger frame
 };
 
 struct knob {

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include <capnp/dynamic.h>
 #include <kj/exception.h>
 
 #include "runtime/digest.hpp"
@@ -88,6 +89,32 @@ status check_tensor(schema::TensorDesc::Reader desc, const bytes& frame, const l
   return {};
 }
 
+// Cap'n Proto checks a field's type only when it is read. Read every field the schema
+// knows, so that a pointer of the wrong kind (a bit flip turning a list of structs into
+// a list of bytes, say) throws here, inside decode's try, and never in an actor.
+void read_every_field(const capnp::DynamicValue::Reader& value) {
+  switch (value.getType()) {
+    case capnp::DynamicValue::STRUCT: {
+      const auto s = value.as<capnp::DynamicStruct>();
+      for (auto field : s.getSchema().getNonUnionFields())
+        if (s.has(field)) read_every_field(s.get(field));
+      KJ_IF_MAYBE(active, s.which()) {
+        read_every_field(s.get(*active));
+      }
+      else if (s.getSchema().getUnionFields().size() > 0) {
+        KJ_FAIL_REQUIRE("unknown union member");
+      }
+      break;
+    }
+    case capnp::DynamicValue::LIST:
+      for (auto element : value.as<capnp::DynamicList>()) read_every_field(element);
+      break;
+    case capnp::DynamicValue::TEXT: (void)value.as<capnp::Text>(); break;
+    case capnp::DynamicValue::DATA: (void)value.as<capnp::Data>(); break;
+    default: break;  // numbers, enums, void: nothing to check
+  }
+}
+
 }  // namespace
 
 expected<message_ptr> decode(frames&& in, const limits& lim) {
@@ -113,8 +140,10 @@ expected<message_ptr> decode(frames&& in, const limits& lim) {
   try {
     msg->reader_ = std::make_unique<capnp::FlatArrayMessageReader>(msg->words_.asPtr(), options);
     msg->root_ = msg->reader_->getRoot<schema::Envelope>();
-    // Validation is lazy in Cap'n Proto: walk the whole message now, inside the try.
+    // Validation is lazy in Cap'n Proto: walk the whole message now, inside the try;
+    // first its pointers (bounds, nesting, traversal limit), then every typed field.
     (void)msg->root_.totalSize();
+    read_every_field(capnp::DynamicStruct::Reader(msg->root_));
     if (msg->root_.getVersion() != protocol_version)
       return make_error(errc::version_mismatch, "protocol version " + std::to_string(msg->root_.getVersion()) +
                                                     ", expected " + std::to_string(protocol_version));

@@ -53,6 +53,14 @@ class subprocess {
     return exited_ ? code_ : -1;
   }
   void signal(int sig) { ::kill(pid_, sig); }
+  pid_t pid() const { return pid_; }
+  // Resident memory in KiB from /proc (0 if gone).
+  long rss_kib() const {
+    std::ifstream in("/proc/" + std::to_string(pid_) + "/status");
+    for (std::string line; std::getline(in, line);)
+      if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+    return 0;
+  }
   std::string output() const {
     std::ifstream in(log_);
     std::ostringstream os;

@@ -95,8 +95,9 @@ int run_head(const head_options& opt) {
   cluster_identity cluster(snap->cluster_id);
   std::unique_ptr<zmq_transport> net;
   try {
-    net = std::make_unique<zmq_transport>(zmq_transport::role::server, opt.listen, local, cluster, wire::limits{},
-                                          *security);
+    wire::limits limits;
+    limits.max_tensor_bytes = static_cast<std::size_t>(cfg->max_frame_mb) << 20;
+    net = std::make_unique<zmq_transport>(zmq_transport::role::server, opt.listen, local, cluster, limits, *security);
   } catch (const zmq::error_t& e) {
     std::cerr << "atoll up: cannot listen on " << opt.listen << ": " << e.what() << "\n";
     return 1;
