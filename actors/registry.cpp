@@ -271,6 +271,12 @@ json refusals_json(const registry_state& st) {
   return out;
 }
 
+json storage_json(const registry_state& st) {
+  if (!st.deps.checkpoints) return json::object();
+  const auto h = st.deps.checkpoints->health();
+  return {{"ok", !h.failing}, {"failed_commits", h.failed_commits}, {"last_error", h.last_error}};
+}
+
 json security_json(const registry_state& st) {
   json out = {{"curve", st.deps.secure}};
   if (!st.deps.counters) return out;
@@ -298,7 +304,8 @@ json status_json(const registry_state& st) {
           {"fragments", fragments_json(st, false)},
           {"last_eval", {{"step", st.last_eval_step}, {"val_loss", st.last_val_loss}}},
           {"refused", refusals_json(st)},
-          {"security", security_json(st)}};
+          {"security", security_json(st)},
+          {"storage", storage_json(st)}};
 }
 
 void on_control(self_ptr self, const wire::message_ptr& msg) {

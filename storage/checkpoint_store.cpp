@@ -96,7 +96,19 @@ status checkpoint_store::commit(const fragment_checkpoint& cp) {
   batch.push_back({column::fragments, record_key(cp.fragment, cp.round), encode(cp)});
   batch.push_back({column::manifest, manifest_key(cp.fragment), std::to_string(cp.round)});
   if (cp.round >= keep_) batch.push_back({column::fragments, record_key(cp.fragment, cp.round - keep_), {}, true});
-  return store_.commit(batch);
+  auto result = store_.commit(batch);
+  std::lock_guard<std::mutex> lock(health_mu_);
+  health_.failing = static_cast<bool>(result);
+  if (result) {
+    health_.failed_commits++;
+    health_.last_error = result.describe();
+  }
+  return result;
+}
+
+storage_health checkpoint_store::health() const {
+  std::lock_guard<std::mutex> lock(health_mu_);
+  return health_;
 }
 
 expected<std::optional<fragment_checkpoint>> checkpoint_store::load(std::uint32_t fragment,

@@ -7,6 +7,7 @@
 // one atomic, synced batch, so a crash leaves either the old or the new round as latest.
 // Records carry a digest of theta and are checked on load (restores are bit-exact).
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <vector>
 
@@ -30,6 +31,13 @@ struct checkpoint_summary {
   std::size_t params;
 };
 
+// Whether commits reach the disk, for `atollctl status`: a full disk shows up here.
+struct storage_health {
+  bool failing = false;             // the last commit failed
+  std::uint64_t failed_commits = 0;
+  std::string last_error;           // of the last failed commit
+};
+
 class checkpoint_store {
  public:
   checkpoint_store(kv_store& store, std::uint64_t keep_rounds) : store_(store), keep_(keep_rounds) {}
@@ -40,6 +48,8 @@ class checkpoint_store {
   expected<std::optional<fragment_checkpoint>> load(std::uint32_t fragment, std::uint64_t round) const;
   // Every stored round of every fragment, oldest first.
   expected<std::vector<checkpoint_summary>> list() const;
+  // Thread-safe: the keeper commits while the registry reports.
+  storage_health health() const;
 
   static std::string encode(const fragment_checkpoint& cp);
   static expected<fragment_checkpoint> decode(const std::string& bytes);
@@ -47,6 +57,8 @@ class checkpoint_store {
  private:
   kv_store& store_;
   std::uint64_t keep_;
+  mutable std::mutex health_mu_;
+  storage_health health_;  // guarded by health_mu_
 };
 
 }  // namespace atl

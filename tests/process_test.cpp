@@ -215,6 +215,34 @@ TEST(Process, ABadConfigValueIsRefusedByNameBeforeAnythingStarts) {
   EXPECT_NE(out2.find("inner.learning_rate"), std::string::npos) << out2;
 }
 
+// Command-line values, endpoints and keys: each refused before anything starts, by name.
+TEST(Process, BadCommandLinesAreRefusedByName) {
+  testing::temp_dir dir;
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"local", "--steps", "-5"}, "--steps"},
+      {{"local", "--nodes", "0"}, "--nodes"},
+      {{"join", "--head", "tcp://127.0.0.1:1", "--threads", "-1"}, "--threads"},
+      {{"join", "--head", "10.0.0.1:7070"}, "endpoint '10.0.0.1:7070'"},
+      {{"join", "--head", "tcp://10.0.0.1:7070"}, "--insecure"},  // off loopback without keys
+      {{"up", "--run-dir", dir.sub("h1"), "--listen", "tcp://127.0.0.1:99999"}, "port '99999'"},
+      {{"up", "--run-dir", dir.sub("h2"), "--listen", "tcp://0.0.0.0:0"}, "--keys DIR"},
+      {{"up", "--run-dir", dir.sub("h3"), "--keys", dir.sub("no-keys")}, "head.key"},
+      {{"join", "--head", "tcp://127.0.0.1:1", "--keys", dir.sub("keys"), "--insecure"}, "--insecure"},
+  };
+  for (const auto& [args, needle] : cases) {
+    std::vector<std::string> argv = {ATOLL_BIN};
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto [code, out] = run_command(argv, dir.sub("cli.log"), 10s);
+    EXPECT_NE(code, 0) << args[0] << " " << args[1] << ": " << out;
+    EXPECT_NE(code, -1) << "still running: " << args[0] << " " << args[1];
+    EXPECT_NE(out.find(needle), std::string::npos) << "expected '" << needle << "' in: " << out;
+  }
+  auto [ctl_code, ctl_out] = run_command({ATOLLCTL_BIN, "--timeout", "-5", "--head", "tcp://127.0.0.1:1", "status"},
+                                         dir.sub("ctl.log"));
+  EXPECT_NE(ctl_code, 0);
+  EXPECT_NE(ctl_out.find("--timeout"), std::string::npos) << ctl_out;
+}
+
 TEST(Process, AWorkerThatCannotStartIsRestartedABoundedNumberOfTimesThenTheRunFails) {
   testing::temp_dir dir;
   // The mlp has two layer groups: three fragments cannot be built, on every restart.

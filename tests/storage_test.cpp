@@ -1,4 +1,9 @@
+#include <sys/mount.h>
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
 
 #include <gtest/gtest.h>
 
@@ -25,6 +30,43 @@ fragment_checkpoint make_round(std::uint32_t fragment, std::uint64_t round, std:
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// A full disk refuses the commit with storage_full, keeps the latest round readable, and
+// the same open store commits again once space is freed (root: mounts a 16 MiB tmpfs).
+TEST(CheckpointStore, AFullDiskRefusesACommitAndTheStoreRecoversWhenSpaceReturns) {
+  if (::geteuid() != 0) GTEST_SKIP() << "mounting a tmpfs needs root";
+  testing::temp_dir dir;
+  const std::string mnt = dir.sub("tmpfs");
+  std::filesystem::create_directories(mnt);
+  if (::mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=16m") != 0) GTEST_SKIP() << "cannot mount a tmpfs";
+  {
+    auto db = open_rocksdb_store(mnt + "/db");
+    ASSERT_TRUE(db) << db.err().describe();
+    checkpoint_store store(**db, 5);
+    ASSERT_FALSE(store.commit({0, 1, 1, {1, 2, 3}, {0, 0, 0}}));
+    {
+      std::FILE* f = std::fopen((mnt + "/filler").c_str(), "wb");
+      std::vector<char> block(1 << 20, 'x');
+      while (std::fwrite(block.data(), 1, block.size(), f) == block.size() && std::fflush(f) == 0) {
+      }
+      std::fclose(f);
+    }
+    auto full = store.commit({0, 2, 1, {4, 5, 6}, {0, 0, 0}});
+    EXPECT_EQ(full.code, errc::storage_full) << full.describe();
+    EXPECT_NE(full.message.find("disk is full"), std::string::npos);
+    EXPECT_TRUE(store.health().failing);
+    auto latest = store.latest(0);
+    ASSERT_TRUE(latest && latest->has_value());
+    EXPECT_EQ((*latest)->round, 1u);  // the previous state, intact
+
+    std::remove((mnt + "/filler").c_str());
+    EXPECT_FALSE(store.commit({0, 2, 1, {4, 5, 6}, {0, 0, 0}}));
+    EXPECT_FALSE(store.health().failing);
+    EXPECT_EQ(store.health().failed_commits, 1u);
+    EXPECT_EQ((*store.latest(0))->round, 2u);
+  }
+  ::umount2(mnt.c_str(), MNT_DETACH);
 }
 
 TEST(CheckpointStore, ARoundCommittedToRocksDbRestoresBitExactAfterReopen) {

@@ -4,9 +4,29 @@
 #include "tools/atoll/processes.hpp"
 
 namespace atl {
+namespace {
+
+// tcp://HOST:PORT (HOST may be * or [v6] when binding) or ipc://PATH.
+status check_endpoint(const std::string& endpoint) {
+  const auto bad = [&](const std::string& why) {
+    return make_error(errc::invalid_config, "endpoint '" + endpoint + "': " + why + " (expected tcp://HOST:PORT)");
+  };
+  if (endpoint.rfind("ipc://", 0) == 0) return endpoint.size() > 6 ? status{} : bad("no path");
+  if (endpoint.rfind("tcp://", 0) != 0) return bad("unknown transport");
+  const auto colon = endpoint.rfind(':');
+  if (colon <= 6) return bad("no port");
+  const std::string port = endpoint.substr(colon + 1);
+  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos ||
+      std::stoi(port) > 65535)
+    return bad("port '" + port + "' is not a number from 0 to 65535");
+  return {};
+}
+
+}  // namespace
 
 expected<link_security> resolve_link_security(link_side side, const std::string& endpoint, const std::string& keys_dir,
                                               const std::string& client_key, bool insecure, const char* command) {
+  if (auto err = check_endpoint(endpoint)) return err;
   if (!keys_dir.empty()) {
     if (insecure) return make_error(errc::invalid_config, "--keys and --insecure exclude each other");
     return side == link_side::server ? load_server_security(keys_dir) : load_client_security(keys_dir, client_key);

@@ -75,17 +75,20 @@ int main(int argc, char** argv) {
   join->add_option("--head", node.head, "the head's endpoint, e.g. tcp://10.0.0.1:7070")->required();
   join->add_option("--run-dir", node.run_dir, "folder for this node's files");
   join->add_option("--devices", devices, "comma-separated devices: cpu or cuda:0,cuda:1")->capture_default_str();
-  join->add_option("--threads", node.threads, "LibTorch threads for this process (default: cores / workers)");
+  join->add_option("--threads", node.threads, "LibTorch threads for this process (default: cores / workers)")
+      ->check(CLI::Range(0, 1024));
   join->add_option("--keys", node.keys_dir, "CURVE key folder from `atoll keygen` (client.key, head.pub)");
   join->add_option("--client-key", node.client_key, "this node's own key file (`atoll keygen --client NAME`)");
   join->add_flag("--insecure", node.insecure, "allow plain TCP to a non-loopback head (not recommended)");
 
   atl::local_options local;
   auto* loc = app.add_subcommand("local", "run a head and N nodes on this machine and train to completion");
-  loc->add_option("--nodes", local.nodes, "node processes")->capture_default_str();
-  loc->add_option("--workers-per-node", local.workers_per_node, "workers per node")->capture_default_str();
+  loc->add_option("--nodes", local.nodes, "node processes")->capture_default_str()->check(CLI::Range(1, 256));
+  loc->add_option("--workers-per-node", local.workers_per_node, "workers per node")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
   loc->add_option("--example", local.example, "registered example (default: shakespeare)");
-  loc->add_option("--steps", local.steps, "inner steps per worker (default: from config)");
+  loc->add_option("--steps", local.steps, "inner steps per worker (default: from config)")->check(CLI::Range(1L, 1000000000L));
   loc->add_option("--config", local.config_file, "TOML config (see `atoll config`)")->check(CLI::ExistingFile);
   loc->add_option("--set", local.overrides, "override a knob: --set diloco.sync_every=25 (repeatable)");
   loc->add_option("--run-dir", local.run_dir, "folder for logs, state and metrics (default atoll-runs/local-TIME)");

@@ -57,6 +57,12 @@ void print_human(const std::string& command, const json& body) {
     if (sec.value("curve", false))
       std::cout << "  clients admitted " << str(sec["auth_admitted"]) << "  denied " << str(sec["auth_denied"]);
     std::cout << "  failed handshakes " << str(sec.value("handshakes_failed", json(0))) << "\n";
+    const auto& storage = body["storage"];
+    if (!storage.value("ok", true))
+      std::cout << "STORAGE FAILING: " << str(storage["last_error"]) << "\n";
+    else if (storage.value("failed_commits", 0) > 0)
+      std::cout << "storage: ok again after " << str(storage["failed_commits"]) << " failed commit(s); last: "
+                << str(storage["last_error"]) << "\n";
     std::cout << "refused messages:";
     if (body["refused"]["total"].empty()) std::cout << " none";
     for (const auto& [process, counts] : body["refused"].items())
@@ -108,7 +114,9 @@ int main(int argc, char** argv) {
   app.add_option("--keys", keys_dir, "the cluster's key folder (`atoll keygen`)");
   app.add_option("--client-key", client_key, "a client key file other than KEYS/client.key");
   app.add_flag("--json", as_json, "print the head's JSON answer");
-  app.add_option("--timeout", timeout_ms, "milliseconds to wait for the head")->capture_default_str();
+  app.add_option("--timeout", timeout_ms, "milliseconds to wait for the head")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 3600000));
   app.require_subcommand(1);
   std::string command;
   const std::vector<std::pair<std::string, std::string>> commands = {

@@ -1,0 +1,149 @@
+// Process tier, RELIABILITY.md fault "disk full during a commit": the head's run dir is a
+// small tmpfs that a test fills mid-run. Rounds are not acknowledged while it is full,
+// the latest committed round stays readable, `atollctl status` names the problem, and
+// once space returns the keeper commits again by itself and the run finishes in
+// agreement. Needs root for mount (CI runs as root); skipped otherwise.
+#include <sys/mount.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "runtime/control_client.hpp"
+#include "storage/checkpoint_store.hpp"
+#include "tests/subprocess.hpp"
+#include "tests/test_dir.hpp"
+
+namespace atl {
+namespace {
+
+using json = nlohmann::json;
+using testing::subprocess;
+using namespace std::chrono_literals;
+
+class tmpfs_mount {
+ public:
+  tmpfs_mount(const std::string& path, const char* size) : path_(path) {
+    const std::string opts = std::string("size=") + size;
+    mounted_ = ::mount("tmpfs", path.c_str(), "tmpfs", 0, opts.c_str()) == 0;
+  }
+  ~tmpfs_mount() {
+    if (mounted_) ::umount2(path_.c_str(), MNT_DETACH);
+  }
+  bool mounted() const { return mounted_; }
+
+ private:
+  std::string path_;
+  bool mounted_ = false;
+};
+
+// Writes 1 MiB blocks until the file system refuses; returns the bytes written.
+std::size_t fill(const std::string& file) {
+  std::FILE* f = std::fopen(file.c_str(), "wb");
+  if (!f) return 0;
+  std::vector<char> block(1 << 20, 'x');
+  std::size_t total = 0;
+  while (true) {
+    const std::size_t n = std::fwrite(block.data(), 1, block.size(), f);
+    total += n;
+    if (n < block.size() || std::fflush(f) != 0) break;
+  }
+  std::fclose(f);
+  return total;
+}
+
+json ask(const std::string& head, const std::string& command) {
+  auto reply = control_request(head, command, "", 3000ms);
+  if (!reply || !reply->ok) return json();
+  return json::parse(reply->json, nullptr, false);
+}
+
+std::int64_t latest_round(const std::string& head) {
+  const json cps = ask(head, "checkpoints");
+  std::int64_t latest = -1;
+  if (cps.is_array())
+    for (const auto& c : cps) latest = std::max<std::int64_t>(latest, c["round"].get<std::int64_t>());
+  return latest;
+}
+
+template <class Pred>
+bool eventually(Pred pred, std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(100ms);
+  }
+  return true;
+}
+
+TEST(DiskFull, ACommitOnAFullDiskIsNotAcknowledgedAndTheKeeperRecoversBySelf) {
+  if (::geteuid() != 0) GTEST_SKIP() << "mounting a tmpfs needs root (CI runs as root)";
+  testing::temp_dir dir;
+  const std::string head_dir = dir.sub("head");
+  std::filesystem::create_directories(head_dir);
+  tmpfs_mount tmpfs(head_dir, "16m");
+  if (!tmpfs.mounted()) GTEST_SKIP() << "cannot mount a tmpfs here";
+
+  subprocess head({ATOLL_BIN, "up", "--listen", "tcp://127.0.0.1:0", "--run-dir", head_dir, "--metrics",
+                   dir.sub("metrics.jsonl"), "--set", "run.example=mlp", "--set", "run.steps=12000", "--set",
+                   "diloco.sync_every=400", "--set", "run.eval_every=6000", "--set", "model.width=32", "--set",
+                   "run.min_workers=2"},
+                  dir.sub("head.log"));
+  std::string ep;
+  for (int i = 0; i < 600 && ep.empty() && head.running(); ++i) {
+    std::ifstream(head_dir + "/head.endpoint") >> ep;
+    std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_FALSE(ep.empty()) << head.output();
+  subprocess node1({ATOLL_BIN, "join", "--head", ep, "--threads", "1"}, dir.sub("node1.log"));
+  subprocess node2({ATOLL_BIN, "join", "--head", ep, "--threads", "1"}, dir.sub("node2.log"));
+  ASSERT_TRUE(eventually([&] { return latest_round(ep) >= 2; }, 60s)) << head.output();
+
+  // Fill the disk: the next commit fails, and nothing after it is acknowledged.
+  const std::size_t filled = fill(head_dir + "/filler");
+  ASSERT_GT(filled, 0u);
+  const auto storage_ok = [&] {
+    const json st = ask(ep, "status");
+    return !st.is_object() || st["storage"].value("ok", true);
+  };
+  ASSERT_TRUE(eventually([&] { return !storage_ok(); }, 30s)) << head.output();
+  const std::int64_t stuck = latest_round(ep);
+  std::this_thread::sleep_for(3s);
+  const json during = ask(ep, "status");
+  ASSERT_TRUE(during.is_object()) << "status did not answer with a full disk";
+  EXPECT_FALSE(during["storage"]["ok"].get<bool>());
+  EXPECT_NE(during["storage"]["last_error"].get<std::string>().find("disk is full"), std::string::npos)
+      << during["storage"].dump();
+  EXPECT_EQ(latest_round(ep), stuck) << "a round was acknowledged while the disk was full";
+  EXPECT_EQ(during["fragments"][0]["round"].get<std::int64_t>(), stuck);  // no result released either
+  EXPECT_TRUE(node1.running() && node2.running());
+
+  // Space returns: the keeper commits again without help and the run finishes.
+  std::remove((head_dir + "/filler").c_str());
+  EXPECT_EQ(node1.wait(120s), 0) << node1.output();
+  EXPECT_EQ(node2.wait(120s), 0) << node2.output();
+  const json after = ask(ep, "status");
+  EXPECT_TRUE(after["storage"]["ok"].get<bool>()) << after["storage"].dump();
+  EXPECT_GE(after["storage"]["failed_commits"].get<int>(), 1);
+  const json fragments = ask(ep, "fragments");
+  ASSERT_EQ(fragments.size(), 1u);
+  EXPECT_EQ(fragments[0]["round"], 30);
+  for (const auto& w : fragments[0]["workers"]) EXPECT_EQ(w["digest"], fragments[0]["keeper_digest"]) << w.dump();
+  EXPECT_EQ(latest_round(ep), 30);
+
+  EXPECT_TRUE(control_request(ep, "down", "", 5000ms));
+  EXPECT_EQ(head.wait(15s), 0) << head.output();
+  // Every stored round reads back with a valid digest after the head is gone.
+  auto db = open_rocksdb_store(head_dir + "/db");
+  ASSERT_TRUE(db) << db.err().describe();
+  checkpoint_store store(**db, 5);
+  auto latest = store.latest(0);
+  ASSERT_TRUE(latest && latest->has_value());
+  EXPECT_EQ((*latest)->round, 30u);
+}
+
+}  // namespace
+}  // namespace atl
