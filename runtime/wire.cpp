@@ -92,23 +92,37 @@ status check_tensor(schema::TensorDesc::Reader desc, const bytes& frame, const l
 // Cap'n Proto checks a field's type only when it is read. Read every field the schema
 // knows, so that a pointer of the wrong kind (a bit flip turning a list of structs into
 // a list of bytes, say) throws here, inside decode's try, and never in an actor.
-void read_every_field(const capnp::DynamicValue::Reader& value) {
+// `budget` counts down the pointer-list elements still allowed (limits::max_list_elements).
+void read_every_field(const capnp::DynamicValue::Reader& value, std::size_t& budget) {
   switch (value.getType()) {
     case capnp::DynamicValue::STRUCT: {
       const auto s = value.as<capnp::DynamicStruct>();
       for (auto field : s.getSchema().getNonUnionFields())
-        if (s.has(field)) read_every_field(s.get(field));
+        if (s.has(field)) read_every_field(s.get(field), budget);
       KJ_IF_MAYBE(active, s.which()) {
-        read_every_field(s.get(*active));
+        read_every_field(s.get(*active), budget);
       }
       else if (s.getSchema().getUnionFields().size() > 0) {
         KJ_FAIL_REQUIRE("unknown union member");
       }
       break;
     }
-    case capnp::DynamicValue::LIST:
-      for (auto element : value.as<capnp::DynamicList>()) read_every_field(element);
+    case capnp::DynamicValue::LIST: {
+      // Getting the list checked its element size; only pointer elements need a walk.
+      const auto list = value.as<capnp::DynamicList>();
+      switch (list.getSchema().whichElementType()) {
+        case capnp::schema::Type::STRUCT:
+        case capnp::schema::Type::LIST:
+        case capnp::schema::Type::TEXT:
+        case capnp::schema::Type::DATA:
+          KJ_REQUIRE(list.size() <= budget, "more list elements than limits::max_list_elements", list.size());
+          budget -= list.size();
+          for (auto element : list) read_every_field(element, budget);
+          break;
+        default: break;
+      }
       break;
+    }
     case capnp::DynamicValue::TEXT: (void)value.as<capnp::Text>(); break;
     case capnp::DynamicValue::DATA: (void)value.as<capnp::Data>(); break;
     default: break;  // numbers, enums, void: nothing to check
@@ -143,10 +157,15 @@ expected<message_ptr> decode(frames&& in, const limits& lim) {
     // Validation is lazy in Cap'n Proto: walk the whole message now, inside the try;
     // first its pointers (bounds, nesting, traversal limit), then every typed field.
     (void)msg->root_.totalSize();
-    read_every_field(capnp::DynamicStruct::Reader(msg->root_));
     if (msg->root_.getVersion() != protocol_version)
       return make_error(errc::version_mismatch, "protocol version " + std::to_string(msg->root_.getVersion()) +
                                                     ", expected " + std::to_string(protocol_version));
+    if (msg->root_.getTensors().size() != in.size() - 1)
+      return make_error(errc::too_many_frames, std::to_string(msg->root_.getTensors().size()) +
+                                                   " descriptors for " + std::to_string(in.size() - 1) +
+                                                   " tensor frames");
+    std::size_t list_budget = lim.max_list_elements;
+    read_every_field(capnp::DynamicStruct::Reader(msg->root_), list_budget);
     msg->sender_ = msg->root_.getSender();
     msg->receiver_ = msg->root_.getReceiver();
     msg->cluster_id_ = msg->root_.getClusterId();
@@ -154,9 +173,6 @@ expected<message_ptr> decode(frames&& in, const limits& lim) {
     msg->seq_ = msg->root_.getSeq();
     (void)msg->root_.which();
     auto descs = msg->root_.getTensors();
-    if (descs.size() != in.size() - 1)
-      return make_error(errc::too_many_frames, std::to_string(descs.size()) + " descriptors for " +
-                                                   std::to_string(in.size() - 1) + " tensor frames");
     for (unsigned i = 0; i < descs.size(); ++i) {
       auto st = check_tensor(descs[i], in[i + 1], lim);
       if (st) return st;

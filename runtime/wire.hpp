@@ -32,6 +32,9 @@ struct limits {
   std::size_t max_tensors = 8;                     // raw frames behind one envelope
   std::uint64_t traversal_limit_words = 1u << 18;  // 2 MiB of pointer-reachable data
   int nesting_limit = 16;                          // our schema nests at most 4 deep
+  // Elements of pointer lists (structs, text) read per message: zero-sized list elements
+  // cost no bytes, so without this a 200-byte frame could make decode walk 100k structs.
+  std::size_t max_list_elements = 4096;
 };
 
 // A tensor as it travels: dtype, shape and raw little-endian bytes.

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include "runtime/digest.hpp"
+#include <capnp/any.h>
+
 #include "runtime/wire.hpp"
 #include "tests/hostile_frames.hpp"
 
@@ -174,6 +176,26 @@ TEST(Wire, EverySingleBitFlipIsRefusedOrReadsCleanly) {
     }) << "bit " << bit;
   }
   EXPECT_GT(accepted, 0);  // flips in text and numbers still decode: the actors judge those
+}
+
+// Found by fuzz_envelope: zero-sized list elements cost no bytes, so a 200-byte frame
+// could declare 100k tensor descriptors and make decode walk them all (67 ms each).
+TEST(Wire, AHugeListOfEmptyStructsIsRefusedBeforeItIsWalked) {
+X
+    capnp::MallocMessageBuilder b;
+    auto env = b.initRoot<schema::Envelope>();
+    env.setVersion(wire::protocol_version);
+    if (pointer == 10u) env.initWelcome().initWorkers(0);
+    if (pointer == 3u) capnp::AnyStruct::Builder(kj::mv(env)).getPointerSection()[3].initAsListOfAnyStruct(0, 0, 100000);
+    else capnp::AnyStruct::Builder(env.getWelcome()).getPointerSection()[0].initAsListOfAnyStruct(0, 0, 100000);
+    auto flat = capnp::messageToFlatArray(b);
+    wire::bytes bytes(flat.asBytes().begin(), flat.asBytes().end());
+    EXPECT_LT(bytes.size(), 256u);
+    auto r = wire::decode({bytes}, wire::limits{});
+    ASSERT_FALSE(r) << pointer;
+    EXPECT_TRUE(r.err().code == errc::too_many_frames || r.err().message.find("max_list_elements") != std::string::npos)
+        << r.err().describe();
+  }
 }
 
 TEST(Wire, ClusterFencingAdmitsBootstrapMessagesOnly) {
