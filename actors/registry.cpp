@@ -79,6 +79,30 @@ void place_coordinators(self_ptr self) {
   send_placements(self);
 }
 
+// A coordinator lives on its node: when the node is gone, place it on a live one. The new
+// coordinator reloads theta_global and the outer momentum from the keeper, and workers
+// waiting on the old one resync after diloco.result_timeout_ms.
+void replace_orphaned_coordinators(self_ptr self) {
+  auto& st = self->state;
+  std::vector<std::uint32_t> live;
+  for (const auto& [id, n] : st.nodes)
+    if (n.record.state == "active") live.push_back(id);
+  if (live.empty() || st.snap.run_state != "training") return;
+  for (std::size_t f = 0; f < st.fragments.size(); ++f) {
+    auto& view = st.fragments[f];
+    if (view.placed_on.empty()) continue;
+    const auto id = static_cast<std::uint32_t>(std::stoul(view.placed_on.substr(5)));  // "node/N"
+    const auto host = st.nodes.find(id);
+    if (host != st.nodes.end() && host->second.record.state == "active") continue;
+    const std::string from = view.placed_on;
+    view.placed_on = "node/" + std::to_string(live[f % live.size()]);
+    view.confirmed = false;
+    log_warn("registry: " + from + " is gone; coordinator of fragment " + std::to_string(f) + " re-placed on " +
+             view.placed_on);
+  }
+  send_placements(self);
+}
+
 void set_run_state(self_ptr self, const std::string& state) {
   auto& st = self->state;
   if (st.snap.run_state == state) return;
@@ -188,6 +212,7 @@ void check_leases(self_ptr self) {
   if (!changed) return;
   st.snap.epoch++;
   persist(self);
+  replace_orphaned_coordinators(self);
   publish_membership(self);
   maybe_finish(self);
 }

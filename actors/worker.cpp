@@ -121,10 +121,14 @@ void block(worker_state& st) {
   st.blocked_since = clock_type::now();
 }
 
+void unblock_accounting(worker_state& st) {
+  st.wait_seconds += std::chrono::duration<double>(clock_type::now() - st.blocked_since).count();
+}
+
 void unblock(self_ptr self) {
   auto& st = self->state;
   if (st.current != phase::blocked) return;
-  st.wait_seconds += std::chrono::duration<double>(clock_type::now() - st.blocked_since).count();
+  unblock_accounting(st);
   st.current = phase::training;
   self->send(self, step_atom::value);
 }
@@ -153,7 +157,32 @@ void send_contribution(self_ptr self, std::size_t f, const std::vector<float>& v
   frag.awaiting_result = true;
   frag.result_ready = false;
   frag.merge_at = st.step + st.cfg.run.overlap;
+  frag.sent_at = clock_type::now();
   st.mail->send(coordinator_of(f), st.epoch, out);
+}
+
+// The round's result has not come within diloco.result_timeout_ms: its coordinator may
+// have died with its node (a new one is placed after the lease) or the round went on
+// without us.
+bool result_overdue(const worker_state& st, std::size_t f) {
+  const auto& frag = st.fragments[f];
+  if (!frag.awaiting_result || frag.result_ready || ddp(st)) return false;
+  const auto limit = std::chrono::milliseconds(st.cfg.run.result_timeout_ms > 0 ? st.cfg.run.result_timeout_ms
+                                                                                : 2 * st.cfg.run.lease_ms);
+  return clock_type::now() - frag.sent_at > limit;
+}
+
+// Our contribution will not count: fetch the committed state of f and go on from it.
+void give_up_round(self_ptr self, std::size_t f) {
+  auto& st = self->state;
+  log_warn(st.cfg.id + ": no result for fragment " + std::to_string(f) + " round " +
+           std::to_string(st.fragments[f].round + 1) + "; resyncing from its committed state");
+  st.fragments[f].awaiting_result = false;
+  request_state(self, f);
+  if (st.current == phase::blocked) {
+    unblock_accounting(st);
+    st.current = phase::syncing;
+  }
 }
 
 void contribute(self_ptr self, std::size_t f) {
@@ -343,9 +372,7 @@ caf::behavior worker_actor(caf::stateful_actor<worker_state>* self, transport* n
           const auto f = fragment_of(msg->sender());
           if (f < st.fragments.size() && st.fragments[f].awaiting_result && !ddp(st)) {
             // Our contribution did not count: fetch the committed state and go on from it.
-            st.fragments[f].awaiting_result = false;
-            request_state(self, f);
-            if (st.current == phase::blocked) st.current = phase::syncing;
+            give_up_round(self, f);
           }
         } else if (env.isShutdown()) {
           self->quit();
@@ -356,11 +383,14 @@ caf::behavior worker_actor(caf::stateful_actor<worker_state>* self, transport* n
         if (ddp(self->state)) on_step_ddp(self);
         else on_step_diloco(self);
       },
-      [=](tick_atom) {  // a coordinator may not be placed yet when we first ask
+      [=](tick_atom) {
         auto& st = self->state;
-        if (!any_awaiting_state(st)) return;
-        for (std::size_t f = 0; f < st.fragments.size(); ++f)
+        if (st.current == phase::finished) return;
+        for (std::size_t f = 0; f < st.fragments.size(); ++f) {
+          // A coordinator may not be placed yet when we first ask.
           if (st.fragments[f].awaiting_state) request_state(self, f);
+          else if (result_overdue(st, f)) give_up_round(self, f);
+        }
         self->delayed_send(self, state_retry, tick_atom::value);
       },
       [=](stop_atom) { self->quit(); },

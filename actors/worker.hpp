@@ -52,6 +52,7 @@ struct fragment_sync {
   bool awaiting_state = false;      // StateRequest sent, FragmentState not yet here
   bool awaiting_result = false;     // Contribution sent, result not merged yet
   std::int64_t merge_at = 0;        // the result is merged before this step trains
+  std::chrono::steady_clock::time_point sent_at;  // of the awaited contribution
   bool result_ready = false;
   std::vector<float> result;        // the released values of round result_round
   std::uint64_t result_round = 0;

@@ -35,6 +35,8 @@ const std::vector<knob>& knobs() {
       {"diloco.codec_chunk", &C::codec_chunk, 8, 1 << 24, "values", "values sharing one scale (int8, fp4)"},
       {"diloco.error_feedback", &C::error_feedback, 0, 0, "",
        "add what quantization lost to the next contribution of the fragment"},
+      {"diloco.result_timeout_ms", &C::result_timeout_ms, 0, 3.6e6, "ms",
+       "a worker waiting this long for a round's result resyncs from the committed state (0: 2 x cluster.lease_ms)"},
       {"diloco.outer_lr", &C::outer_lr, 0, 10, "", "outer Nesterov SGD learning rate"},
       {"diloco.outer_momentum", &C::outer_momentum, 0, 0.999999, "", "outer Nesterov momentum"},
       {"inner.lr", &C::lr, 0, 10, "", "peak AdamW learning rate"},

@@ -32,6 +32,7 @@ struct run_config {
   std::string codec = "fp32";  // fp32 | bf16 | fp16 | int8 | fp4
   std::int64_t codec_chunk = 256;
   bool error_feedback = false;
+  std::int64_t result_timeout_ms = 0;  // 0: 2 x cluster.lease_ms
   double outer_lr = 0.7;
   double outer_momentum = 0.9;
   // [inner]

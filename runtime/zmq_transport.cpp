@@ -223,13 +223,13 @@ status zmq_transport::learn_route(const std::string& sender, const std::string& 
   auto held = routes_.find(sender);
   if (!control_client && held != routes_.end() && held->second != identity) {
     auto last = heard_.find(held->second);
-    if (last != heard_.end() && now - last->second < route_takeover)
+    if (last != heard_.end() && now - last->second < std::chrono::milliseconds(takeover_ms_.load()))
       return make_error(errc::sender_conflict, "'" + sender + "' already speaks from another live connection");
   }
   heard_[identity] = now;
   if (heard_.size() > 4 * max_client_routes) {  // forget connections silent for long
     for (auto it = heard_.begin(); it != heard_.end();)
-      it = now - it->second > 6 * route_takeover ? heard_.erase(it) : std::next(it);
+      it = now - it->second > 6 * std::chrono::milliseconds(takeover_ms_.load()) ? heard_.erase(it) : std::next(it);
   }
   auto [it, added] = routes_.insert_or_assign(sender, identity);
   (void)it;

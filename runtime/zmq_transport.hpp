@@ -55,8 +55,10 @@ class zmq_transport : public transport {
   std::string bound_endpoint() const { return bound_; }
   bool secure() const { return secure_; }
   static constexpr std::size_t max_client_routes = 256;
-  // Nodes heartbeat every second; a connection silent this long may lose its ids.
-  static constexpr std::chrono::seconds route_takeover{10};
+  // A connection silent this long may lose its ids to another. Set it between the
+  // heartbeat interval and the lease: below the lease, so that a coordinator re-placed
+  // after its node's lease expired can speak for its id at once.
+  void set_route_takeover(std::chrono::milliseconds after) { takeover_ms_ = after.count(); }
   // Routes known to the I/O thread (approximate while it runs; for tests and status).
   std::size_t route_count() const { return route_count_.load(); }
   void stop();
@@ -90,6 +92,7 @@ class zmq_transport : public transport {
   std::unordered_map<std::string, std::chrono::steady_clock::time_point> heard_;  // connection -> last message
   std::atomic<std::size_t> route_count_{0};
   std::atomic<bool> stopping_{false};
+  std::atomic<long> takeover_ms_{10000};
   std::thread io_;
 };
 

@@ -102,6 +102,7 @@ int run_head(const head_options& opt) {
     std::cerr << "atoll up: cannot listen on " << opt.listen << ": " << e.what() << "\n";
     return 1;
   }
+  net->set_route_takeover(std::chrono::milliseconds(cfg->lease_ms / 2));
   {
     std::ofstream(opt.run_dir + "/head.endpoint") << net->bound_endpoint() << "\n";
   }
