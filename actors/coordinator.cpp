@@ -14,7 +14,9 @@ using self_ptr = caf::stateful_actor<coordinator_state>*;
 
 std::string fragment_name(const coordinator_state& st) { return "coordinator " + std::to_string(st.cfg.fragment); }
 
-bool membership_ready(const coordinator_state& st) { return st.members.size() >= st.cfg.min_workers; }
+bool membership_ready(const coordinator_state& st) {
+  return !st.members.empty() && st.members.size() >= (st.quorum > 0 ? st.quorum : st.cfg.min_workers);
+}
 
 void send_commit(self_ptr self) {
   auto& st = self->state;
@@ -47,6 +49,13 @@ void advance(self_ptr self) {
   }
   st.round_bytes = 0;
   for (const auto& req : st.waiting) send_state(self, req->sender());
+  if (st.announce_on_open) {
+    for (const auto& worker : st.members)
+      if (std::none_of(st.waiting.begin(), st.waiting.end(),
+                       [&](const wire::message_ptr& held) { return held->sender() == worker; }))
+        send_state(self, worker);
+    st.announce_on_open = false;
+  }
   st.waiting.clear();
 }
 
@@ -137,6 +146,7 @@ void on_membership(self_ptr self, const wire::message_ptr& msg) {
   st.epoch = m.getEpoch();
   st.members.clear();
   for (const auto w : m.getWorkers()) st.members.push_back(w);
+  st.quorum = m.getQuorum();
   if (st.rounds->current_phase() == round_tracker::phase::collecting) {
     const auto participants = st.rounds->participants();
     for (const auto& p : participants) {
@@ -179,7 +189,10 @@ void on_load_reply(self_ptr self, const wire::message_ptr& msg) {
   if (reply.getFound() && msg->tensors().size() == 2) {
     auto err = st.rounds->restore(reply.getRound(), msg->tensors()[0].to_floats(), msg->tensors()[1].to_floats());
     if (err) log_error(fragment_name(st) + ": restore failed: " + err.describe());
-    else log_info(fragment_name(st) + ": resumed at committed round " + std::to_string(reply.getRound()));
+    else {
+      log_info(fragment_name(st) + ": resumed at committed round " + std::to_string(reply.getRound()));
+      st.announce_on_open = true;
+    }
   }
   seed_from_waiting(self);
   advance(self);
@@ -202,6 +215,23 @@ void on_state_request(self_ptr self, const wire::message_ptr& msg) {
   seed_from_waiting(self);
 }
 
+// What a new coordinator needs before it can open a round: the committed state (from the
+// keeper) and the members (from the registry). Repeated until both answered: a re-placed
+// coordinator's first requests can be refused while its id still belongs to the old node.
+void request_startup_state(self_ptr self) {
+  auto& st = self->state;
+  if (!st.loaded) {
+    wire::outgoing out;
+    out.envelope.initLoadRequest().setFragment(st.cfg.fragment);
+    st.mail->send(st.cfg.keeper, 0, out);
+  }
+  if (st.members.empty()) {
+    wire::outgoing out;
+    out.envelope.initMembershipRequest().setFragment(st.cfg.fragment);
+    st.mail->send(st.cfg.registry, 0, out);
+  }
+}
+
 }  // namespace
 
 coordinator_config coordinator_config_for(const run_config& run, std::uint32_t fragment) {
@@ -221,16 +251,8 @@ caf::behavior coordinator_actor(caf::stateful_actor<coordinator_state>* self, tr
   st.rounds = std::make_unique<round_tracker>(
       cfg.fragment, cfg.outer,
       cfg.average_only ? round_tracker::update_rule::average_only : round_tracker::update_rule::nesterov);
-  {
-    wire::outgoing out;
-    out.envelope.initLoadRequest().setFragment(cfg.fragment);
-    st.mail->send(cfg.keeper, 0, out);
-  }
-  {
-    wire::outgoing out;
-    out.envelope.initMembershipRequest().setFragment(cfg.fragment);
-    st.mail->send(cfg.registry, 0, out);
-  }
+  request_startup_state(self);
+  self->delayed_send(self, cfg.commit_retry, tick_atom::value);
   return {
       [=](const wire::message_ptr& msg) {
         auto& st = self->state;
@@ -246,8 +268,13 @@ caf::behavior coordinator_actor(caf::stateful_actor<coordinator_state>* self, tr
           st.mail->refuse(*msg, make_error(errc::unexpected_message, wire::kind_name(msg->kind())), st.epoch);
         }
       },
-      [=](tick_atom) {  // commit retry
-        if (self->state.rounds->current_phase() == round_tracker::phase::committing) send_commit(self);
+      [=](tick_atom) {  // commit retry, and startup until the keeper and registry answered
+        auto& st = self->state;
+        if (st.rounds->current_phase() == round_tracker::phase::committing) send_commit(self);
+        if (!st.loaded || st.members.empty()) {
+          request_startup_state(self);
+          self->delayed_send(self, st.cfg.commit_retry, tick_atom::value);
+        }
       },
   };
 }

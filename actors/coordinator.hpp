@@ -48,6 +48,11 @@ struct coordinator_state {
   std::unique_ptr<round_tracker> rounds;
   coordinator_config cfg;
   bool loaded = false;                          // keeper answered the LoadRequest
+  // Resumed from the keeper (re-placed, or a restarted head): when the first round opens,
+  // every member gets the committed state, so workers still waiting on the old
+  // coordinator's result resync at once instead of after diloco.result_timeout_ms.
+  bool announce_on_open = false;
+  std::size_t quorum = 0;  // participants a round needs, from the registry (0: cfg.min_workers)
   std::uint64_t epoch = 0;                      // current membership epoch
   std::vector<std::string> members;             // workers of the current epoch
   std::vector<wire::message_ptr> waiting;       // StateRequests held until ready

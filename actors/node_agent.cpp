@@ -16,7 +16,7 @@ namespace {
 using self_ptr = caf::stateful_actor<node_agent_state>*;
 using phase = node_agent_state::phase;
 
-void stop_all(self_ptr self);
+void stop_all(self_ptr self, const std::string& reason);
 
 void send_hello(self_ptr self) {
   auto& st = self->state;
@@ -68,7 +68,7 @@ void on_welcome(self_ptr self, const wire::message_ptr& msg) {
   if (!run) {
     log_error("node: the head's config is not valid here: " + run.err().describe());
     st.failed = true;
-    stop_all(self);
+    stop_all(self, "bad config");
     return;
   }
   st.run = *run;
@@ -110,8 +110,17 @@ void on_place_coordinator(self_ptr self, const wire::message_ptr& msg) {
   log_info("hosting " + id);
 }
 
-void stop_all(self_ptr self) {
+// Stops every local actor, says goodbye to the registry (so no round waits for this
+// node's workers until its lease runs out), and quits.
+void stop_all(self_ptr self, const std::string& reason) {
   auto& st = self->state;
+  if (st.node_id != 0 && st.current == phase::running) {
+    wire::outgoing bye;
+    auto g = bye.envelope.initGoodbye();
+    g.setNodeId(st.node_id);
+    g.setReason(reason);
+    st.mail->send("registry", st.epoch, bye);
+  }
   for (auto& w : st.workers)
     if (w.handle && !w.finished) self->send_exit(w.handle, caf::exit_reason::user_shutdown);
   for (auto& c : st.coordinators) self->send_exit(c, caf::exit_reason::user_shutdown);
@@ -140,7 +149,7 @@ void on_worker_down(self_ptr self, const caf::down_msg& down) {
       log_error(w.id + " failed (" + self->system().render(down.reason) + ") after " + std::to_string(w.restarts) +
                 " restarts; giving up");
       st.failed = true;
-      stop_all(self);
+      stop_all(self, "a worker failed too often");
       return;
     }
   }
@@ -148,7 +157,7 @@ void on_worker_down(self_ptr self, const caf::down_msg& down) {
   for (const auto& w : st.workers) all_finished = all_finished && w.finished;
   if (all_finished) {
     log_info("every worker finished; node exits");
-    stop_all(self);
+    stop_all(self, "finished");
   }
 }
 
@@ -176,7 +185,7 @@ caf::behavior node_agent_actor(caf::stateful_actor<node_agent_state>* self, tran
         else if (env.isPlaceCoordinator()) on_place_coordinator(self, msg);
         else if (env.isShutdown()) {
           log_info("shutdown requested by " + msg->sender() + ": " + env.getShutdown().getReason().cStr());
-          stop_all(self);
+          stop_all(self, env.getShutdown().getReason().cStr());
         } else if (env.isRefusal()) {
           log_warn("refused by " + msg->sender() + ": " + env.getRefusal().getMessage().cStr());
         }
@@ -194,7 +203,7 @@ caf::behavior node_agent_actor(caf::stateful_actor<node_agent_state>* self, tran
       [=](restart_atom, std::uint64_t index) {
         if (self->state.current == phase::running && index < self->state.workers.size()) spawn_worker(self, index);
       },
-      [=](stop_atom) { stop_all(self); },
+      [=](stop_atom) { stop_all(self, "signal (SIGTERM or SIGINT)"); },
   };
 }
 

@@ -34,14 +34,27 @@ std::vector<std::string> live_workers(const registry_state& st) {
   return out;
 }
 
+// Participants a round needs: run.min_workers, until the run's tail. Once a worker has
+// finished its steps, the others may be fewer than min_workers and must still finish
+// (workers that resynced after a fault are a round or two behind the rest).
+std::uint32_t round_quorum(const registry_state& st, std::size_t live) {
+  const auto min_workers = static_cast<std::size_t>(st.cfg.min_workers);
+  const bool tail = std::any_of(st.workers.begin(), st.workers.end(), [](const auto& w) { return w.second.done; });
+  return static_cast<std::uint32_t>(tail ? std::max<std::size_t>(1, std::min(min_workers, live)) : min_workers);
+}
+
 void send_membership(self_ptr self, const std::string& to) {
   auto& st = self->state;
-  const auto workers = live_workers(st);
+  // Rounds are for workers with steps left: a finished one never contributes again.
+  auto workers = live_workers(st);
+  workers.erase(std::remove_if(workers.begin(), workers.end(), [&](const std::string& w) { return st.workers[w].done; }),
+                workers.end());
   wire::outgoing out;
   auto m = out.envelope.initMembership();
   m.setEpoch(st.snap.epoch);
   auto list = m.initWorkers(static_cast<unsigned>(workers.size()));
   for (unsigned i = 0; i < workers.size(); ++i) list.set(i, workers[i]);
+  m.setQuorum(round_quorum(st, workers.size()));
   st.mail->send(to, st.snap.epoch, out);
 }
 
@@ -196,25 +209,81 @@ void on_hello(self_ptr self, const wire::message_ptr& msg) {
   maybe_start(self);
 }
 
-void check_leases(self_ptr self) {
+// Member states: active -> draining (atoll leave) -> left (Goodbye or lease), or
+// active -> dead (lease expired with work unfinished). Only active members' workers take
+// part in rounds.
+void set_member_state(registry_state& st, std::uint32_t id, const std::string& state) {
+  auto& n = st.nodes.at(id);
+  n.record.state = state;
+  n.since = clock_type::now();
+  // A gone node's ids (its coordinators above all) may move to another connection now.
+  if (state == "left" || state == "dead") st.deps.net->forget_peer("node/" + std::to_string(id));
+}
+
+// Every change of who takes part: a new epoch, persisted and published, coordinators of
+// gone nodes re-placed, and the run finished if only finished workers are left.
+void after_membership_change(self_ptr self) {
   auto& st = self->state;
-  bool changed = false;
-  const auto lease = std::chrono::milliseconds(st.cfg.lease_ms);
-  for (auto& [id, n] : st.nodes) {
-    if (n.record.state != "active" || clock_type::now() - n.last_seen < lease) continue;
-    bool all_done = true;
-    for (const auto& w : n.record.workers) all_done = all_done && st.workers[w].done;
-    n.record.state = all_done ? "left" : "dead";
-    n.since = clock_type::now();
-    changed = true;
-    log_warn("registry: node " + std::to_string(id) + " missed its lease; now " + n.record.state);
-  }
-  if (!changed) return;
   st.snap.epoch++;
   persist(self);
   replace_orphaned_coordinators(self);
   publish_membership(self);
   maybe_finish(self);
+}
+
+void check_leases(self_ptr self) {
+  auto& st = self->state;
+  bool changed = false;
+  const auto lease = std::chrono::milliseconds(st.cfg.lease_ms);
+  for (auto& [id, n] : st.nodes) {
+    const bool draining = n.record.state == "draining";
+    if ((n.record.state != "active" && !draining) || clock_type::now() - n.last_seen < lease) continue;
+    bool all_done = true;
+    for (const auto& w : n.record.workers) all_done = all_done && st.workers[w].done;
+    set_member_state(st, id, all_done || draining ? "left" : "dead");
+    changed = true;
+    log_warn("registry: node " + std::to_string(id) + " missed its lease; now " + n.record.state);
+  }
+  if (changed) after_membership_change(self);
+}
+
+void on_goodbye(self_ptr self, const wire::message_ptr& msg) {
+  auto& st = self->state;
+  const auto bye = msg->envelope().getGoodbye();
+  auto it = st.nodes.find(bye.getNodeId());
+  if (it == st.nodes.end() || msg->sender() != "node/" + std::to_string(bye.getNodeId())) {
+    st.mail->refuse(*msg, make_error(errc::unknown_peer, "goodbye from " + msg->sender()), st.snap.epoch);
+    return;
+  }
+  if (it->second.record.state != "active" && it->second.record.state != "draining") return;  // already gone
+  set_member_state(st, it->first, "left");
+  log_info("registry: node " + std::to_string(it->first) + " left (" + bye.getReason().cStr() + ")");
+  after_membership_change(self);
+}
+
+// `atoll leave N`: node N's workers stop taking part now; the node is told to stop and
+// says goodbye. Returns the reply body, or an error naming the problem.
+expected<json> start_leave(self_ptr self, const std::string& argument) {
+  auto& st = self->state;
+  std::uint32_t id = 0;
+  try {
+    std::size_t used = 0;
+    id = static_cast<std::uint32_t>(std::stoul(argument, &used));
+    if (used != argument.size()) throw std::invalid_argument(argument);
+  } catch (const std::exception&) {
+    return make_error(errc::invalid_config, "leave: '" + argument + "' is not a node id (see atollctl members)");
+  }
+  auto it = st.nodes.find(id);
+  if (it == st.nodes.end()) return make_error(errc::unknown_peer, "leave: no node " + argument);
+  if (it->second.record.state != "active")
+    return make_error(errc::not_ready, "leave: node " + argument + " is " + it->second.record.state);
+  set_member_state(st, id, "draining");
+  log_info("registry: node " + argument + " is draining (atoll leave)");
+  after_membership_change(self);
+  wire::outgoing bye;
+  bye.envelope.initShutdown().setReason("atoll leave");
+  st.mail->send("node/" + argument, st.snap.epoch, bye);
+  return json{{"node_id", id}, {"state", "draining"}};
 }
 
 json members_json(const registry_state& st) {
@@ -366,6 +435,10 @@ void on_control(self_ptr self, const wire::message_ptr& msg) {
     }
   } else if (command == "down") {
     body = {{"stopping", true}};
+  } else if (command == "leave") {
+    auto left = start_leave(self, msg->envelope().getControlRequest().getArgument());
+    ok = static_cast<bool>(left);
+    body = left ? *left : json{{"error", left.err().describe()}};
   } else {
     ok = false;
     body = {{"error", "unknown command '" + command + "'"}};
@@ -440,6 +513,7 @@ void on_report(self_ptr self, const wire::message_ptr& msg) {
                                      {"wait_s", w.wait_s},
                                      {"compute_utilisation", w.wall_s > 0 ? 1.0 - w.wait_s / w.wall_s : 0.0}});
     log_info("registry: " + w.id + " finished " + std::to_string(w.step) + " steps");
+    publish_membership(self);  // no round waits for it, and the quorum may shrink
     maybe_finish(self);
   }
 }
@@ -502,6 +576,7 @@ caf::behavior registry_actor(caf::stateful_actor<registry_state>* self, registry
         } else if (env.isControlRequest()) on_control(self, msg);
         else if (env.isProgress() || env.isEvalReport() || env.isWorkerDone() || env.isRoundAck()) on_report(self, msg);
         else if (env.isRoundReport()) on_round_report(self, msg);
+        else if (env.isGoodbye()) on_goodbye(self, msg);
         else if (env.isMembershipRequest()) {
           const auto f = env.getMembershipRequest().getFragment();
           if (f < st.fragments.size() && msg->sender() == "coord/" + std::to_string(f)) st.fragments[f].confirmed = true;

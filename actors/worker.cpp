@@ -284,7 +284,14 @@ void finish_ddp_step(self_ptr self) {
 void on_state(self_ptr self, const wire::message_ptr& msg, std::size_t f, std::uint64_t round) {
   auto& st = self->state;
   auto& frag = st.fragments[f];
-  if (!frag.awaiting_state) return;  // a duplicate
+  if (!frag.awaiting_state) {
+    // Unasked: a re-placed coordinator announces the committed state. If we wait on a
+    // result that round will never have (it died with the old coordinator), adopt it.
+    const bool orphaned = frag.awaiting_result && !frag.result_ready && round >= frag.round;
+    if (!orphaned) return;  // a duplicate, or nothing to recover
+    log_warn(st.cfg.id + ": fragment " + std::to_string(f) + " has a new coordinator at round " +
+             std::to_string(round) + "; resyncing");
+  }
   frag.theta_global = msg->tensors()[0].to_floats();
   st.model->write_fragment(f, frag.theta_global.data());
   frag.round = round;
@@ -293,7 +300,8 @@ void on_state(self_ptr self, const wire::message_ptr& msg, std::size_t f, std::u
   st.epoch = msg->epoch();
   if (st.step == 0 && round > 0 && !ddp(st))
     st.step = static_cast<std::int64_t>(round) * st.schedule->sync_every();  // joining a run in progress
-  if (!any_awaiting_state(st) && st.current == phase::syncing) {
+  if (!any_awaiting_state(st) && (st.current == phase::syncing || st.current == phase::blocked)) {
+    if (st.current == phase::blocked) unblock_accounting(st);
     st.current = phase::training;
     self->send(self, step_atom::value);
   }

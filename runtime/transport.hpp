@@ -83,6 +83,9 @@ class transport {
   virtual void send(const std::string& receiver, wire::frames frames) = 0;
   // This process's counters: ingress refusals, and refusals its actors send (mailer).
   traffic_counters& counters() { return counters_; }
+  // The peer that speaks for `id` is gone (a node that left or died): ids it held may
+  // move to another connection at once. Thread-safe; a no-op for in-process transports.
+  virtual void forget_peer(const std::string& id) { (void)id; }
 
  protected:
   traffic_counters counters_;

@@ -224,6 +224,7 @@ const char* kind_name(schema::Envelope::Which kind) {
     case E::MEMBERSHIP: return "membership";
     case E::MEMBERSHIP_REQUEST: return "membership_request";
     case E::ROUND_REPORT: return "round_report";
+    case E::GOODBYE: return "goodbye";
   }
   return "unknown";
 }

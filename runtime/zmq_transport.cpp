@@ -102,6 +102,23 @@ void zmq_transport::send(const std::string& receiver, wire::frames frames) {
   }
 }
 
+void zmq_transport::forget_peer(const std::string& id) {
+  std::lock_guard<std::mutex> lock(forget_mu_);
+  to_forget_.push_back(id);
+}
+
+void zmq_transport::apply_forgotten_peers() {
+  std::vector<std::string> ids;
+  {
+    std::lock_guard<std::mutex> lock(forget_mu_);
+    ids.swap(to_forget_);
+  }
+  for (const auto& id : ids) {
+    auto route = routes_.find(id);
+    if (route != routes_.end()) heard_.erase(route->second);  // its connection no longer counts as live
+  }
+}
+
 void zmq_transport::run() {
   std::vector<zmq::pollitem_t> items = {{static_cast<void*>(net_), 0, ZMQ_POLLIN, 0},
                                         {static_cast<void*>(out_pull_), 0, ZMQ_POLLIN, 0},
@@ -130,6 +147,7 @@ void zmq_transport::run() {
           on_outgoing(parts);
       }
       if (items[2].revents & ZMQ_POLLIN) on_monitor_event();
+      apply_forgotten_peers();
       if (zap_ && (items[3].revents & ZMQ_POLLIN)) {
         switch (zap_->handle()) {
           case zap_handler::verdict::admitted: counters_.auth_admitted++; break;

@@ -52,6 +52,7 @@ class zmq_transport : public transport {
   zmq_transport& operator=(const zmq_transport&) = delete;
 
   void send(const std::string& receiver, wire::frames frames) override;
+  void forget_peer(const std::string& id) override;
   std::string bound_endpoint() const { return bound_; }
   bool secure() const { return secure_; }
   static constexpr std::size_t max_client_routes = 256;
@@ -93,6 +94,9 @@ class zmq_transport : public transport {
   std::atomic<std::size_t> route_count_{0};
   std::atomic<bool> stopping_{false};
   std::atomic<long> takeover_ms_{10000};
+  std::mutex forget_mu_;
+  std::vector<std::string> to_forget_;  // guarded by forget_mu_; applied on the I/O thread
+  void apply_forgotten_peers();
   std::thread io_;
 };
 

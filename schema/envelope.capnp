@@ -40,6 +40,7 @@ struct Envelope {
     membership        @28 :Membership;
     membershipRequest @29 :MembershipRequest;
     roundReport       @30 :RoundReport;
+    goodbye           @31 :Goodbye;
   }
 }
 
@@ -181,6 +182,7 @@ struct PlaceCoordinator { fragment @0 :UInt32; }
 struct Membership {
   epoch   @0 :UInt64;
   workers @1 :List(Text);
+  quorum  @2 :UInt32;   # participants a round needs; 0: the coordinator's run.min_workers
 }
 # coordinator -> registry: send me the current Membership (on start).
 struct MembershipRequest { fragment @0 :UInt32; }
@@ -193,4 +195,11 @@ struct RoundReport {
   participants @4 :List(Text);
   durationS    @5 :Float32;  # first contribution to release
   bytes        @6 :UInt64;   # contribution bytes received in the round
+}
+
+# node agent -> registry, as the node leaves (atoll leave, SIGTERM, atoll down): its
+# workers and coordinators have stopped; no round should wait for them.
+struct Goodbye {
+  nodeId @0 :UInt32;
+  reason @1 :Text;
 }

@@ -107,5 +107,89 @@ TEST(Failover, KillingTheNodeOfACoordinatorReplacesItAndTheRunFinishes) {
   EXPECT_EQ(head.wait(15s), 0) << head.output();
 }
 
+// `atoll leave` and SIGTERM drain a node: it says goodbye, its coordinator moves at once,
+// and no round waits for its workers (the lease is the default 20 s; no round may take
+// even half of it).
+TEST(Failover, LeaveAndSigtermDrainNodesWithoutStallingARound) {
+  testing::temp_dir dir;
+  const std::string head_dir = dir.sub("head"), metrics = dir.sub("metrics.jsonl");
+  subprocess head({ATOLL_BIN, "up", "--listen", "tcp://127.0.0.1:0", "--run-dir", head_dir, "--metrics", metrics,
+                   "--set", "run.example=mlp", "--set", "model.width=32", "--set", "run.steps=16000", "--set",
+                   "diloco.sync_every=400", "--set", "run.eval_every=8000", "--set", "run.min_workers=2"},
+                  dir.sub("head.log"));
+  std::string ep;
+  for (int i = 0; i < 600 && ep.empty() && head.running(); ++i) {
+    std::ifstream(head_dir + "/head.endpoint") >> ep;
+    std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_FALSE(ep.empty()) << head.output();
+  std::vector<std::unique_ptr<subprocess>> nodes;
+  for (int i = 0; i < 4; ++i)
+    nodes.push_back(std::make_unique<subprocess>(
+        std::vector<std::string>{ATOLL_BIN, "join", "--head", ep, "--threads", "1"},
+        dir.sub("node" + std::to_string(i) + ".log")));
+  json fragments;
+  for (int i = 0; i < 600; ++i) {
+    fragments = ask(ep, "fragments");
+    if (fragments.is_array() && !fragments.empty() && fragments[0]["round"].get<int>() >= 2) break;
+    std::this_thread::sleep_for(100ms);
+  }
+  ASSERT_GE(fragments[0]["round"].get<int>(), 2) << head.output();
+  const auto process_of = [&](const std::string& node) -> subprocess* {
+    for (const auto& m : ask(ep, "members"))
+      if ("node/" + std::to_string(m["node_id"].get<int>()) == node)
+        for (auto& n : nodes)
+          if (n->pid() == m["pid"].get<int>()) return n.get();
+    return nullptr;
+  };
+  auto [bad_code, bad_out] = testing::run_command({ATOLL_BIN, "leave", "99", "--head", ep}, dir.sub("leave99.log"));
+  EXPECT_EQ(bad_code, 1);
+  EXPECT_NE(bad_out.find("no node 99"), std::string::npos) << bad_out;
+
+  // Leave the node hosting coord/0.
+  std::string host;
+  for (const auto& a : ask(ep, "actors"))
+    if (a["id"] == "coord/0") host = a["process"];
+  subprocess* leaver = process_of(host);
+  ASSERT_NE(leaver, nullptr);
+  auto [code, out] = testing::run_command({ATOLL_BIN, "leave", host.substr(5), "--head", ep}, dir.sub("leave.log"));
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_EQ(leaver->wait(15s), 0) << leaver->output();
+
+  // SIGTERM another node.
+  subprocess* stopped = nullptr;
+  for (auto& n : nodes)
+    if (n.get() != leaver && !stopped) stopped = n.get();
+  stopped->signal(SIGTERM);
+  EXPECT_EQ(stopped->wait(15s), 0) << stopped->output();
+  const int round_after_leaves = ask(ep, "fragments")[0]["round"];
+
+  for (auto& n : nodes) {
+    if (n.get() == leaver || n.get() == stopped) continue;
+    ASSERT_EQ(n->wait(90s), 0) << n->output() << head.output();
+  }
+  const json status = ask(ep, "status");
+  EXPECT_EQ(status["state"], "finished");
+  for (const auto& m : status["members"]) EXPECT_EQ(m["state"], "left") << status["members"].dump();
+  fragments = ask(ep, "fragments");
+  const int final_round = fragments[0]["round"];
+  EXPECT_GT(final_round, round_after_leaves);
+  for (const auto& w : fragments[0]["workers"]) {
+    if (w["round"] != final_round) continue;
+    EXPECT_EQ(w["digest"], fragments[0]["keeper_digest"]) << w.dump();
+  }
+
+  // No round waited for a lease.
+  double longest = 0;
+  std::ifstream in(metrics);
+  for (std::string line; std::getline(in, line);) {
+    const auto j = json::parse(line, nullptr, false);
+    if (j.is_object() && j.value("type", "") == "round") longest = std::max(longest, j.value("duration_s", 0.0));
+  }
+  EXPECT_LT(longest, 10.0);
+  EXPECT_TRUE(control_request(ep, "down", "", 5000ms));
+  EXPECT_EQ(head.wait(15s), 0) << head.output();
+}
+
 }  // namespace
 }  // namespace atl

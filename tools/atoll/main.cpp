@@ -1,5 +1,6 @@
 // atoll: the launcher. `atoll --help` and `atoll SUBCOMMAND --help` document every flag.
 #include <iostream>
+#include <optional>
 
 #include <CLI/CLI.hpp>
 
@@ -47,6 +48,17 @@ struct algorithm_flags {
     if (error_feedback) overrides.push_back("diloco.error_feedback=true");
   }
 };
+
+// Keys for a one-shot control request; nullopt (after printing why) on a bad folder.
+std::optional<atl::link_security> client_security_from(const std::string& keys_dir, const char* command) {
+  if (keys_dir.empty()) return atl::link_security{};
+  auto loaded = atl::load_client_security(keys_dir);
+  if (!loaded) {
+    std::cerr << command << ": " << loaded.err().describe() << "\n";
+    return std::nullopt;
+  }
+  return *loaded;
+}
 
 }  // namespace
 
@@ -101,6 +113,14 @@ int main(int argc, char** argv) {
   down->add_option("--head", down_head, "the head's endpoint")->required();
   down->add_option("--keys", down_keys, "the cluster's key folder, if it has keys");
 
+  std::string leave_head, leave_keys;
+  unsigned leave_node = 0;
+  auto* leave = app.add_subcommand("leave", "take a node out of a running cluster: its workers stop taking part, "
+                                            "the node says goodbye and exits (SIGTERM on a node does the same)");
+  leave->add_option("NODE", leave_node, "node id, as `atollctl members` shows it")->required();
+  leave->add_option("--head", leave_head, "the head's endpoint")->required();
+  leave->add_option("--keys", leave_keys, "the cluster's key folder, if it has keys");
+
   std::string keygen_out, keygen_client;
   auto* keygen = app.add_subcommand("keygen", "create the cluster's CURVE keys, or add a named client key");
   keygen->add_option("--out", keygen_out, "key folder to create (existing keys are never overwritten)")->required();
@@ -146,17 +166,22 @@ int main(int argc, char** argv) {
               << "  client.key, head.pub       for `atoll join --keys " << keygen_out << "` and atollctl --keys\n";
     return 0;
   }
-  if (*down) {
-    atl::link_security down_security;
-    if (!down_keys.empty()) {
-      auto loaded = atl::load_client_security(down_keys);
-      if (!loaded) {
-        std::cerr << "atoll down: " << loaded.err().describe() << "\n";
-        return 2;
-      }
-      down_security = *loaded;
+  if (*leave) {
+    auto security = client_security_from(leave_keys, "atoll leave");
+    if (!security) return 2;
+    auto reply = atl::control_request(leave_head, "leave", std::to_string(leave_node), std::chrono::milliseconds(5000),
+                                      *security);
+    if (!reply || !reply->ok) {
+      std::cerr << "atoll leave: " << (reply ? reply->json : reply.err().describe()) << "\n";
+      return 1;
     }
-    auto reply = atl::control_request(down_head, "down", "", std::chrono::milliseconds(5000), down_security);
+    std::cout << "node " << leave_node << " is draining; it exits once its workers have stopped\n";
+    return 0;
+  }
+  if (*down) {
+    auto down_security = client_security_from(down_keys, "atoll down");
+    if (!down_security) return 2;
+    auto reply = atl::control_request(down_head, "down", "", std::chrono::milliseconds(5000), *down_security);
     if (!reply) {
       std::cerr << "atoll down: " << reply.err().describe() << "\n";
       return 1;
