@@ -528,8 +528,11 @@ void on_round_report(self_ptr self, const wire::message_ptr& msg) {
   auto& view = st.fragments[r.getFragment()];
   view.round = r.getRound();
   view.digest = r.getDigest();
+  json names = json::array();
+  for (auto p : r.getParticipants()) names.push_back(std::string(p.cStr()));
   st.metrics.write("round", {{"fragment", r.getFragment()}, {"round", r.getRound()}, {"epoch", r.getEpoch()},
-                             {"participants", r.getParticipants().size()}, {"duration_s", r.getDurationS()},
+                             {"participants", r.getParticipants().size()}, {"workers", names},
+                             {"duration_s", r.getDurationS()},
                              {"bytes", r.getBytes()}, {"digest", digest_hex(r.getDigest())}});
 }
 

@@ -191,5 +191,56 @@ TEST(Failover, LeaveAndSigtermDrainNodesWithoutStallingARound) {
   EXPECT_EQ(head.wait(15s), 0) << head.output();
 }
 
+// `atoll join` against a running cluster: the node is admitted, its worker fetches the
+// committed state, takes part in later rounds, and ends with the same digest as the others.
+TEST(Failover, ANodeJoiningMidRunTakesPartAndAgrees) {
+  testing::temp_dir dir;
+  const std::string head_dir = dir.sub("head"), metrics = dir.sub("metrics.jsonl");
+  subprocess head({ATOLL_BIN, "up", "--listen", "tcp://127.0.0.1:0", "--run-dir", head_dir, "--metrics", metrics,
+                   "--set", "run.example=mlp", "--set", "model.width=32", "--set", "run.steps=12000", "--set",
+                   "diloco.sync_every=400", "--set", "run.eval_every=6000", "--set", "run.min_workers=2"},
+                  dir.sub("head.log"));
+  std::string ep;
+  for (int i = 0; i < 600 && ep.empty() && head.running(); ++i) {
+    std::ifstream(head_dir + "/head.endpoint") >> ep;
+    std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_FALSE(ep.empty()) << head.output();
+  subprocess node1({ATOLL_BIN, "join", "--head", ep, "--threads", "1"}, dir.sub("node1.log"));
+  subprocess node2({ATOLL_BIN, "join", "--head", ep, "--threads", "1"}, dir.sub("node2.log"));
+  json fragments;
+  for (int i = 0; i < 600; ++i) {
+    fragments = ask(ep, "fragments");
+    if (fragments.is_array() && !fragments.empty() && fragments[0]["round"].get<int>() >= 3) break;
+    std::this_thread::sleep_for(100ms);
+  }
+  const int joined_at = fragments[0]["round"];
+  ASSERT_GE(joined_at, 3) << head.output();
+  subprocess joiner({ATOLL_BIN, "join", "--head", ep, "--threads", "1"}, dir.sub("node3.log"));
+
+  EXPECT_EQ(node1.wait(120s), 0) << node1.output();
+  EXPECT_EQ(node2.wait(120s), 0) << node2.output();
+  EXPECT_EQ(joiner.wait(120s), 0) << joiner.output() << head.output();
+  fragments = ask(ep, "fragments");
+  const int final_round = fragments[0]["round"];
+  ASSERT_EQ(fragments[0]["workers"].size(), 3u) << fragments.dump();
+  for (const auto& w : fragments[0]["workers"]) {
+    EXPECT_EQ(w["round"], final_round) << w.dump();
+    EXPECT_EQ(w["digest"], fragments[0]["keeper_digest"]) << w.dump();
+  }
+  // The joiner (worker/3.0) contributed to rounds after it joined: the coordinator's round
+  // reports list it as a participant.
+  int joiner_rounds = 0;
+  std::ifstream in(metrics);
+  for (std::string line; std::getline(in, line);) {
+    const auto j = json::parse(line, nullptr, false);
+    if (!j.is_object() || j.value("type", "") != "round") continue;
+    for (const auto& w : j["workers"]) joiner_rounds += w == "worker/3.0";
+  }
+  EXPECT_GE(joiner_rounds, 3) << "the joiner took part in " << joiner_rounds << " rounds\n" << joiner.output();
+  EXPECT_TRUE(control_request(ep, "down", "", 5000ms));
+  EXPECT_EQ(head.wait(15s), 0) << head.output();
+}
+
 }  // namespace
 }  // namespace atl
