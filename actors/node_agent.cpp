@@ -161,6 +161,42 @@ void on_worker_down(self_ptr self, const caf::down_msg& down) {
   }
 }
 
+// Until the registry names us, we answer to a unique provisional id.
+void take_provisional_id(self_ptr self) {
+  auto& st = self->state;
+  std::random_device rd;
+  const std::string provisional = "node/pending-" + std::to_string(::getpid()) + "-" + std::to_string(rd() % 100000);
+  if (st.mail) {
+    st.local->remove(st.mail->self());
+    st.mail->set_self(provisional);
+  } else {
+    st.mail = std::make_unique<mailer>(*st.net, provisional, "");
+  }
+  st.local->add(provisional, caf::actor_cast<caf::actor>(self));
+}
+
+// The registry declared this node dead (stopped or cut off past its lease) and gave its
+// workers' places away. Stop everything local and register again as a new node; the new
+// workers fetch the committed state like any joiner.
+void rejoin(self_ptr self, const std::string& why) {
+  auto& st = self->state;
+  log_warn("declared gone by the registry (" + why + "); stopping local actors and registering again");
+  for (auto& w : st.workers) {
+    st.local->remove(w.id);
+    if (w.handle) self->send_exit(w.handle, caf::exit_reason::user_shutdown);
+  }
+  st.workers.clear();  // their down messages now match nothing: no restarts
+  for (const auto& id : st.local->ids())
+    if (id.rfind("coord/", 0) == 0) st.local->remove(id);
+  for (auto& c : st.coordinators) self->send_exit(c, caf::exit_reason::user_shutdown);
+  st.coordinators.clear();
+  st.node_id = 0;
+  st.current = phase::registering;
+  take_provisional_id(self);
+  set_log_name("atoll node");
+  send_hello(self);
+}
+
 }  // namespace
 
 caf::behavior node_agent_actor(caf::stateful_actor<node_agent_state>* self, transport* net, directory* local,
@@ -170,11 +206,7 @@ caf::behavior node_agent_actor(caf::stateful_actor<node_agent_state>* self, tran
   st.net = net;
   st.local = local;
   st.cluster = cluster;
-  std::random_device rd;
-  // Until the registry names us, we answer to a unique provisional id.
-  const std::string provisional = "node/pending-" + std::to_string(::getpid()) + "-" + std::to_string(rd() % 100000);
-  st.mail = std::make_unique<mailer>(*net, provisional, "");
-  local->add(provisional, caf::actor_cast<caf::actor>(self));
+  take_provisional_id(self);
   self->set_down_handler([=](caf::down_msg& down) { on_worker_down(self, down); });
   send_hello(self);
   self->delayed_send(self, std::chrono::milliseconds(1000), tick_atom::value);
@@ -187,7 +219,11 @@ caf::behavior node_agent_actor(caf::stateful_actor<node_agent_state>* self, tran
           log_info("shutdown requested by " + msg->sender() + ": " + env.getShutdown().getReason().cStr());
           stop_all(self, env.getShutdown().getReason().cStr());
         } else if (env.isRefusal()) {
-          log_warn("refused by " + msg->sender() + ": " + env.getRefusal().getMessage().cStr());
+          const auto r = env.getRefusal();
+          log_warn("refused by " + msg->sender() + ": " + r.getMessage().cStr());
+          if (msg->sender() == "registry" && static_cast<errc>(r.getCode()) == errc::stale_epoch &&
+              self->state.current == phase::running)
+            rejoin(self, r.getMessage().cStr());
         }
       },
       [=](tick_atom) {

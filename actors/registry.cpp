@@ -569,6 +569,13 @@ caf::behavior registry_actor(caf::stateful_actor<registry_state>* self, registry
             st.mail->refuse(*msg, make_error(errc::unknown_peer, "unknown node"), st.snap.epoch);
             return;
           }
+          if (it->second.record.state == "dead" || it->second.record.state == "left") {
+            // Back after its lease ran out (SIGSTOP, a partition): its places are gone.
+            st.mail->refuse(*msg, make_error(errc::stale_epoch, "node " + std::to_string(it->first) + " is " +
+                                                                   it->second.record.state + "; register again"),
+                            st.snap.epoch);
+            return;
+          }
           it->second.last_seen = clock_type::now();
           const auto hb = env.getHeartbeat();
           auto& refused = it->second.refused;

@@ -242,5 +242,72 @@ TEST(Failover, ANodeJoiningMidRunTakesPartAndAgrees) {
   EXPECT_EQ(head.wait(15s), 0) << head.output();
 }
 
+// SIGSTOP a node past its lease, then SIGCONT: it is declared dead, its stale messages are
+// refused, it registers again as a new node, and its new worker resyncs and agrees.
+TEST(Failover, ANodeStoppedPastItsLeaseIsFencedAndRejoins) {
+  testing::temp_dir dir;
+  const std::string head_dir = dir.sub("head");
+  subprocess head({ATOLL_BIN, "up", "--listen", "tcp://127.0.0.1:0", "--run-dir", head_dir, "--set",
+                   "run.example=mlp", "--set", "model.width=32", "--set", "run.steps=16000", "--set",
+                   "diloco.sync_every=400", "--set", "run.eval_every=8000", "--set", "run.min_workers=2", "--set",
+                   "cluster.heartbeat_ms=300", "--set", "cluster.lease_ms=2000"},
+                  dir.sub("head.log"));
+  std::string ep;
+  for (int i = 0; i < 600 && ep.empty() && head.running(); ++i) {
+    std::ifstream(head_dir + "/head.endpoint") >> ep;
+    std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_FALSE(ep.empty()) << head.output();
+  std::vector<std::unique_ptr<subprocess>> nodes;
+  for (int i = 0; i < 3; ++i)
+    nodes.push_back(std::make_unique<subprocess>(
+        std::vector<std::string>{ATOLL_BIN, "join", "--head", ep, "--threads", "1"},
+        dir.sub("node" + std::to_string(i) + ".log")));
+  json fragments;
+  for (int i = 0; i < 600; ++i) {
+    fragments = ask(ep, "fragments");
+    if (fragments.is_array() && !fragments.empty() && fragments[0]["round"].get<int>() >= 2) break;
+    std::this_thread::sleep_for(100ms);
+  }
+  ASSERT_GE(fragments[0]["round"].get<int>(), 2) << head.output();
+  // Stop a node that does not host the coordinator.
+  std::string host;
+  for (const auto& a : ask(ep, "actors"))
+    if (a["id"] == "coord/0") host = a["process"];
+  subprocess* frozen = nullptr;
+  for (const auto& m : ask(ep, "members"))
+    if ("node/" + std::to_string(m["node_id"].get<int>()) != host)
+      for (auto& n : nodes)
+        if (n->pid() == m["pid"].get<int>() && !frozen) frozen = n.get();
+  ASSERT_NE(frozen, nullptr);
+  frozen->signal(SIGSTOP);
+  bool declared_dead = false;
+  for (int i = 0; i < 100 && !declared_dead; ++i) {
+    for (const auto& m : ask(ep, "members")) declared_dead = declared_dead || m["state"] == "dead";
+    std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_TRUE(declared_dead);
+  std::this_thread::sleep_for(1s);  // a round or two go on without it
+  frozen->signal(SIGCONT);
+
+  for (auto& n : nodes) ASSERT_EQ(n->wait(120s), 0) << n->output() << head.output();
+  EXPECT_NE(frozen->output().find("registering again"), std::string::npos) << frozen->output();
+  const json status = ask(ep, "status");
+  EXPECT_EQ(status["state"], "finished");
+  EXPECT_EQ(status["members"].size(), 4u) << status["members"].dump();  // the frozen node came back as a new one
+  EXPECT_GE(status["refused"]["total"].value("stale_epoch", 0), 1) << status["refused"].dump();
+  fragments = ask(ep, "fragments");
+  const int final_round = fragments[0]["round"];
+  int agreeing = 0;
+  for (const auto& w : fragments[0]["workers"]) {
+    if (w["round"] != final_round) continue;
+    EXPECT_EQ(w["digest"], fragments[0]["keeper_digest"]) << w.dump();
+    ++agreeing;
+  }
+  EXPECT_EQ(agreeing, 3) << fragments.dump();  // two that kept going and the one that came back
+  EXPECT_TRUE(control_request(ep, "down", "", 5000ms));
+  EXPECT_EQ(head.wait(15s), 0) << head.output();
+}
+
 }  // namespace
 }  // namespace atl
