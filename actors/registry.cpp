@@ -135,12 +135,15 @@ void maybe_start(self_ptr self) {
 void maybe_finish(self_ptr self) {
   auto& st = self->state;
   if (st.snap.run_state != "training") return;
+  // Finished when no active node has a worker still training, and some worker finished
+  // (nodes whose workers finished may already have said goodbye).
   const auto live = live_workers(st);
-  if (live.empty()) return;
   for (const auto& w : live)
     if (!st.workers[w].done) return;
+  if (std::none_of(st.workers.begin(), st.workers.end(), [](const auto& w) { return w.second.done; })) return;
   set_run_state(self, "finished");
-  json summary = {{"val_loss", st.last_val_loss}, {"wall_s", seconds_since(st.started)}, {"workers", live.size()}};
+  const auto finished = std::count_if(st.workers.begin(), st.workers.end(), [](const auto& w) { return w.second.done; });
+  json summary = {{"val_loss", st.last_val_loss}, {"wall_s", seconds_since(st.started)}, {"workers", finished}};
   st.metrics.write("summary", summary);
 }
 

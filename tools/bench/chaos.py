@@ -1,0 +1,329 @@
+#!/usr/bin/env python3
+"""Chaos benchmark: a local cluster trains while nodes are killed, stopped, drained and
+added at random; the same run without faults is the baseline.
+
+Both runs train the default example (a smaller GPT: 2 blocks, width 64) with the same
+seed and steps, one `atoll up` and three `atoll join` processes on loopback. During the
+chaos run, every --every seconds (jittered) one fault is drawn:
+  kill   SIGKILL a node; a replacement node joins --rejoin-after seconds later
+  stop   SIGSTOP a node past its lease, then SIGCONT (it is fenced and registers again)
+  leave  `atoll leave` a node; a replacement joins --rejoin-after seconds later
+  join   one more node (up to --max-nodes)
+At least two nodes (run.min_workers) stay up; once a worker has finished its steps no new
+fault starts. The script polls `atollctl` every second and reads the head's metrics
+afterwards. It writes
+  OUT/summary.json   rounds_committed, rounds_lost, invariant_violations, max_stall_s,
+                     detect_s_median, detect_s_max, join_productive_s_median, false_evictions,
+                     faults_injected, val_loss, val_loss_fault_free (and details)
+  OUT/timeline.png   committed rounds, live members and faults over time
+Invariants checked: every worker's acknowledged digest equals the released digest of its
+round (S1), the keeper's round never goes back (S3), every released round is in the keeper
+at the end (S4), the workers at the final round hold the keeper's digest (S1), and the
+run finishes (L1).
+
+Usage: tools/bench/chaos.py --atoll build/tools/atoll --atollctl build/tools/atollctl
+                            [--minutes N] [--every K] [--seed S] [--out DIR]
+"""
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import time
+
+MODEL = ["--set", "model.layers=2", "--set", "model.width=64", "--set", "diloco.sync_every=20",
+         "--set", "run.min_workers=2", "--set", "storage.keep_rounds=100000"]
+LEASE_MS = 4000
+CLUSTER = ["--set", "cluster.heartbeat_ms=500", "--set", f"cluster.lease_ms={LEASE_MS}"]
+
+
+class Cluster:
+    """A head and its nodes, started as real processes; polled through atollctl."""
+
+    def __init__(self, args, run_dir, steps):
+        self.args, self.run_dir = args, run_dir
+        shutil.rmtree(run_dir, ignore_errors=True)  # an old run dir would be resumed
+        os.makedirs(f"{run_dir}/logs", exist_ok=True)
+        self.nodes = {}  # pid -> Popen
+        self.joined = 0
+        self.t0 = time.monotonic()
+        head_dir = f"{run_dir}/head"
+        self.head = self._spawn([args.atoll, "up", "--listen", "tcp://127.0.0.1:0", "--run-dir", head_dir,
+                                 "--metrics", f"{run_dir}/metrics.jsonl", "--set", f"run.steps={steps}",
+                                 "--set", f"run.seed={args.seed}", "--set", f"run.eval_every={max(20, steps // 4)}"]
+                                + MODEL + CLUSTER, "head")
+        self.endpoint = None
+        for _ in range(600):
+            try:
+                with open(f"{head_dir}/head.endpoint") as f:
+                    self.endpoint = f.read().strip() or None
+            except FileNotFoundError:
+                pass
+            if self.endpoint:
+                break
+            time.sleep(0.05)
+        if not self.endpoint:
+            raise RuntimeError("the head did not start; see " + f"{run_dir}/logs/head.log")
+
+    def now(self):
+        return time.monotonic() - self.t0
+
+    def _spawn(self, argv, name):
+        log = open(f"{self.run_dir}/logs/{name}.log", "ab")
+        return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def join(self):
+        self.joined += 1
+        p = self._spawn([self.args.atoll, "join", "--head", self.endpoint, "--threads", "1"], f"node{self.joined}")
+        self.nodes[p.pid] = p
+        return p.pid
+
+    def ctl(self, command):
+        try:
+            out = subprocess.run([self.args.atollctl, "--head", self.endpoint, "--timeout", "3000", command, "--json"],
+                                 capture_output=True, text=True, timeout=10)
+            return json.loads(out.stdout) if out.returncode == 0 else None
+        except (subprocess.TimeoutExpired, json.JSONDecodeError):
+            return None
+
+    def running_nodes(self):
+        return [pid for pid, p in self.nodes.items() if p.poll() is None]
+
+    def stop(self):
+        subprocess.run([self.args.atoll, "down", "--head", self.endpoint], capture_output=True, timeout=15)
+        for p in list(self.nodes.values()) + [self.head]:
+            try:
+                p.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+
+
+def read_metrics(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def run(args, name, steps, chaos):
+    """One run to completion. Returns (metrics lines, observations)."""
+    run_dir = os.path.join(args.out, name)
+    c = Cluster(args, run_dir, steps)
+    for _ in range(3):
+        c.join()
+    rng = random.Random(args.seed)
+    obs = {"faults": [], "polls": [], "deaths": {}, "joins": {}, "pid_of_node": {}, "keeper_rounds": [],
+           "regressions": 0, "head_start": c.t0}
+    injected = set()  # pids we killed or stopped: their deaths are not false evictions
+    pending = []      # (time, action, pid)
+    next_fault = c.now() + args.every * rng.uniform(0.5, 1.5)
+    deadline = c.now() + args.minutes * 60 * 2  # a hung run ends the benchmark
+    while c.now() < deadline:
+        t = c.now()
+        members = c.ctl("members") or []
+        frags = c.ctl("fragments") or []
+        for m in members:
+            obs["pid_of_node"][m["node_id"]] = m["pid"]
+            if m["state"] == "dead" and m["node_id"] not in obs["deaths"]:
+                obs["deaths"][m["node_id"]] = t
+        keeper_round = frags[0].get("keeper_round") if frags else None
+        if keeper_round is not None:
+            if obs["keeper_rounds"] and keeper_round < obs["keeper_rounds"][-1][1]:
+                obs["regressions"] += 1
+            obs["keeper_rounds"].append((t, keeper_round))
+        obs["polls"].append((t, sum(1 for m in members if m["state"] == "active"),
+                             frags[0]["round"] if frags else 0))
+        status = c.ctl("status")
+        if status and status.get("state") == "finished":
+            break
+        # The run's tail: once a worker is done, new faults (above all new joiners, which
+        # would train on) only delay the end. Nodes already stopped are still resumed.
+        tail = bool(status) and any(w.get("done") for w in status.get("workers", []))
+        if tail:
+            pending = [p for p in pending if p[1] == "cont"]
+        for item in [p for p in pending if p[0] <= t]:
+            pending.remove(item)
+            _, action, pid = item
+            if action == "cont":
+                os.kill(pid, signal.SIGCONT)
+            elif action == "join":
+                obs["joins"][c.join()] = c.now()
+        if chaos and not tail and t >= next_fault:
+            next_fault = t + args.every * rng.uniform(0.5, 1.5)
+            alive = c.running_nodes()
+            kinds = ["join"] if len(alive) < args.max_nodes else []
+            if len(alive) >= 3:
+                kinds += ["kill", "stop", "leave"]
+            if kinds:
+                kind = rng.choice(kinds)
+                pid = rng.choice(alive)
+                if kind == "kill":
+                    os.kill(pid, signal.SIGKILL)
+                    injected.add(pid)
+                    pending.append((t + args.rejoin_after, "join", None))
+                elif kind == "stop":
+                    os.kill(pid, signal.SIGSTOP)
+                    injected.add(pid)
+                    pending.append((t + LEASE_MS / 1000 + 3, "cont", pid))
+                elif kind == "leave":
+                    node = next((n for n, p in obs["pid_of_node"].items() if p == pid), None)
+                    if node is not None:
+                        subprocess.run([args.atoll, "leave", str(node), "--head", c.endpoint], capture_output=True)
+                        pending.append((t + args.rejoin_after, "join", None))
+                else:
+                    pid = c.join()
+                    obs["joins"][pid] = c.now()
+                obs["faults"].append({"time": t, "kind": kind, "pid": pid})
+        time.sleep(1.0)  # each poll starts three atollctl processes: keep the cores for training
+    obs["finished"] = bool(status and status.get("state") == "finished")
+    obs["fragments"] = c.ctl("fragments") or []
+    obs["checkpoints"] = c.ctl("checkpoints") or []
+    obs["status"] = c.ctl("status") or {}
+    obs["injected"] = sorted(injected)
+    obs["wall_s"] = c.now()
+    c.stop()
+    return read_metrics(os.path.join(run_dir, "metrics.jsonl")), obs
+
+
+def final_val_loss(lines, obs):
+    evals = [l for l in lines if l["type"] == "eval"]
+    if evals:
+        return max(evals, key=lambda l: (l["step"], l["time"]))["val_loss"]
+    return obs["status"].get("last_eval", {}).get("val_loss")
+
+
+def evaluate(lines, obs):
+    """The figures of summary.json for one run."""
+    released = {(l["fragment"], l["round"]): l for l in lines if l["type"] == "round"}
+    violations = []
+    for l in lines:  # S1 per round: every ack carries the released digest
+        if l["type"] == "ack":
+            r = released.get((l["fragment"], l["round"]))
+            if r and r["digest"] != l["digest"]:
+                violations.append(f"S1: {l.get('worker')} acked fragment {l['fragment']} round {l['round']} "
+                                  f"with {l['digest']}, released {r['digest']}")
+    if obs["regressions"]:
+        violations.append(f"S3: the keeper's round went back {obs['regressions']} time(s)")
+    keeper_latest = {c["fragment"]: c["round"] for c in obs["checkpoints"]}
+    stored = {(c["fragment"], c["round"]) for c in obs["checkpoints"]}
+    lost = [k for k in released if k not in stored]
+    for f in obs["fragments"]:  # S1 at the end
+        for w in f["workers"]:
+            if w["round"] == f["round"] and w["digest"] != f.get("keeper_digest"):
+                violations.append(f"S1: {w['id']} ends with {w['digest']}, keeper {f.get('keeper_digest')}")
+    if not obs["finished"]:
+        violations.append("L1: the run did not finish")
+    times = sorted(l["time"] for l in released.values())
+    stalls = [b - a for a, b in zip(times, times[1:])]
+    # Detection: from a kill or stop to the registry's "dead".
+    detect = []
+    node_of_pid = {p: n for n, p in obs["pid_of_node"].items()}
+    for f in obs["faults"]:
+        if f["kind"] in ("kill", "stop") and node_of_pid.get(f["pid"]) in obs["deaths"]:
+            detect.append(obs["deaths"][node_of_pid[f["pid"]]] - f["time"])
+    false_evictions = [n for n, _ in obs["deaths"].items() if obs["pid_of_node"].get(n) not in obs["injected"]]
+    # Joiners: from `atoll join` to the first round their worker took part in.
+    productive = []
+    head_to_bench = 0.0  # metrics times count from the head's start, which is the bench's t0
+    for pid, started in obs["joins"].items():
+        node = node_of_pid.get(pid)
+        if node is None:
+            continue
+        worker = f"worker/{node}.0"
+        first = min((l["time"] for l in released.values() if worker in l.get("workers", [])), default=None)
+        if first is not None:
+            productive.append(first + head_to_bench - started)
+    return {
+        "rounds_committed": len(released),
+        "rounds_lost": len(lost),
+        "invariant_violations": len(violations),
+        "violations": violations[:20],
+        "max_stall_s": round(max(stalls, default=0.0), 2),
+        "detect_s_median": round(statistics.median(detect), 2) if detect else None,
+        "detect_s_max": round(max(detect), 2) if detect else None,
+        "join_productive_s_median": round(statistics.median(productive), 2) if productive else None,
+        "join_productive_s_max": round(max(productive), 2) if productive else None,
+        "false_evictions": len(false_evictions),
+        "faults_injected": len(obs["faults"]),
+        "faults_by_kind": {k: sum(1 for f in obs["faults"] if f["kind"] == k) for k in ("kill", "stop", "leave", "join")},
+        "val_loss": final_val_loss(lines, obs),
+        "keeper_latest": keeper_latest,
+        "finished": obs["finished"],
+        "wall_s": round(obs["wall_s"], 1),
+    }
+
+
+def plot(obs, out):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("chaos: matplotlib missing; no timeline.png", file=sys.stderr)
+        return
+    t = [p[0] for p in obs["polls"]]
+    fig, ax = plt.subplots(figsize=(10, 4))
+    ax.plot(t, [p[2] for p in obs["polls"]], label="committed round", color="tab:blue")
+    ax.set_xlabel("seconds")
+    ax.set_ylabel("round")
+    ax2 = ax.twinx()
+    ax2.step(t, [p[1] for p in obs["polls"]], where="post", label="active members", color="tab:green")
+    ax2.set_ylabel("active members")
+    ax2.set_ylim(0, max([p[1] for p in obs["polls"]] + [1]) + 1)
+    colors = {"kill": "red", "stop": "orange", "leave": "purple", "join": "gray"}
+    for f in obs["faults"]:
+        ax.axvline(f["time"], color=colors[f["kind"]], alpha=0.5, linestyle="--")
+    for kind, color in colors.items():
+        ax.plot([], [], color=color, linestyle="--", label=kind)
+    lines1, labels1 = ax.get_legend_handles_labels()
+    lines2, labels2 = ax2.get_legend_handles_labels()
+    ax.legend(lines1 + lines2, labels1 + labels2, loc="upper left", fontsize=8)
+    ax.set_title("chaos run: rounds, members and faults")
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--atoll", required=True)
+    ap.add_argument("--atollctl", required=True)
+    ap.add_argument("--minutes", type=float, default=10, help="rough length of both runs together")
+    ap.add_argument("--every", type=float, default=20, help="seconds between faults (jittered 0.5x to 1.5x)")
+    ap.add_argument("--rejoin-after", type=float, default=5, help="seconds before a killed or drained node is replaced")
+    ap.add_argument("--max-nodes", type=int, default=4)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--steps", type=int, default=0, help="inner steps per worker (default: from --minutes)")
+    ap.add_argument("--out", default="build/bench/chaos")
+    args = ap.parse_args()
+    if args.minutes <= 0 or args.every <= 0 or args.max_nodes < 3:
+        ap.error("--minutes and --every must be positive, --max-nodes at least 3")
+    os.makedirs(args.out, exist_ok=True)
+    # About 700 steps a minute per worker for this model on 2 cores; the chaos run is the
+    # longer of the two, so it gets about two thirds of the time.
+    steps = args.steps or max(200, int(args.minutes * 280) // 20 * 20)
+    print(f"chaos: {steps} steps per worker, a fault every ~{args.every:g} s; output in {args.out}", flush=True)
+    base_lines, base_obs = run(args, "fault-free", steps, chaos=False)
+    base = evaluate(base_lines, base_obs)
+    print(f"chaos: fault-free run: {base['rounds_committed']} rounds, val loss {base['val_loss']}, "
+          f"{base['wall_s']} s", flush=True)
+    lines, obs = run(args, "chaos", steps, chaos=True)
+    with open(os.path.join(args.out, "observations.json"), "w") as f:
+        json.dump(obs, f, indent=1, default=str)
+    summary = evaluate(lines, obs)
+    summary["val_loss_fault_free"] = base["val_loss"]
+    summary["fault_free"] = base
+    summary["steps"] = steps
+    summary["seed"] = args.seed
+    with open(os.path.join(args.out, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=2)
+    plot(obs, os.path.join(args.out, "timeline.png"))
+    print(json.dumps({k: v for k, v in summary.items() if k not in ("fault_free", "violations")}, indent=2))
+    for v in summary["violations"]:
+        print("VIOLATION:", v)
+    return 1 if summary["invariant_violations"] or summary["rounds_lost"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
