@@ -114,7 +114,7 @@ def run(args, name, steps, chaos):
     for _ in range(3):
         c.join()
     rng = random.Random(args.seed)
-    obs = {"faults": [], "polls": [], "deaths": {}, "joins": {}, "pid_of_node": {}, "keeper_rounds": [],
+    obs = {"faults": [], "polls": [], "deaths": {}, "joins": {}, "pid_of_node": {}, "node_seen": {}, "keeper_rounds": [],
            "regressions": 0, "head_start": c.t0}
     injected = set()  # pids we killed or stopped: their deaths are not false evictions
     pending = []      # (time, action, pid)
@@ -125,6 +125,8 @@ def run(args, name, steps, chaos):
         members = c.ctl("members") or []
         frags = c.ctl("fragments") or []
         for m in members:
+            if m["node_id"] not in obs["pid_of_node"]:
+                obs["node_seen"][m["node_id"]] = t
             obs["pid_of_node"][m["node_id"]] = m["pid"]
             if m["state"] == "dead" and m["node_id"] not in obs["deaths"]:
                 obs["deaths"][m["node_id"]] = t
@@ -217,20 +219,27 @@ def evaluate(lines, obs):
         violations.append("L1: the run did not finish")
     times = sorted(l["time"] for l in released.values())
     stalls = [b - a for a, b in zip(times, times[1:])]
+    # A process can be several nodes in turn (a stopped node registers again), so a pid
+    # means the newest node it was at a given time.
+    def node_at(pid, when):
+        nodes = [n for n, p in obs["pid_of_node"].items() if p == pid and obs["node_seen"].get(n, 0) <= when]
+        return max(nodes) if nodes else None
+
     # Detection: from a kill or stop to the registry's "dead".
     detect = []
-    node_of_pid = {p: n for n, p in obs["pid_of_node"].items()}
     for f in obs["faults"]:
-        if f["kind"] in ("kill", "stop") and node_of_pid.get(f["pid"]) in obs["deaths"]:
-            detect.append(obs["deaths"][node_of_pid[f["pid"]]] - f["time"])
+        node = node_at(f["pid"], f["time"]) if f["kind"] in ("kill", "stop") else None
+        if node in obs["deaths"]:
+            detect.append(obs["deaths"][node] - f["time"])
     false_evictions = [n for n, _ in obs["deaths"].items() if obs["pid_of_node"].get(n) not in obs["injected"]]
     # Joiners: from `atoll join` to the first round their worker took part in.
     productive = []
     head_to_bench = 0.0  # metrics times count from the head's start, which is the bench's t0
     for pid, started in obs["joins"].items():
-        node = node_of_pid.get(pid)
-        if node is None:
+        nodes = [n for n, p in obs["pid_of_node"].items() if p == pid]
+        if not nodes:
             continue
+        node = min(nodes)  # the node it joined as
         worker = f"worker/{node}.0"
         first = min((l["time"] for l in released.values() if worker in l.get("workers", [])), default=None)
         if first is not None:
