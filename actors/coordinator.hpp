@@ -2,11 +2,13 @@
 // Fragment coordinator actor ("coord/P"): runs the outer rounds of one fragment.
 //
 // Placed by the registry on a node (PlaceCoordinator), or anywhere a test spawns it.
-//   start: LoadRequest -> keeper, MembershipRequest -> registry
-//   LoadReply(found)     -> restore(round)                      -> open next round
+//   start: LoadRequest -> keeper, MembershipRequest -> registry (repeated until answered)
+//   LoadReply(found)     -> restore(round)                      -> open next round, and
+//                           send FragmentState to every member (a re-placed coordinator:
+//                           workers waiting on the old one resync at once)
 //   LoadReply(none)      -> wait for the first StateRequest      -> seed + commit round 0
 //   StateRequest         -> FragmentState(committed round, theta_global), once the run has
-//                           min_workers workers (held until then)
+//                           a quorum (min_workers; fewer in the run's tail) (held until then)
 //   Contribution         -> decoded to fp32 (any codec) -> round_tracker.add (typed Refusal on
 //                           any fence)
 //   round complete       -> CommitRequest -> keeper -> CommitAck(ok) -> open next round

@@ -7,8 +7,10 @@
 //   running: Heartbeat every cluster.heartbeat_ms; a worker that fails is restarted after
 //            restart_backoff_ms * 2^k, at most cluster.restart_limit times, then the node
 //            gives up (quits with an error: the process exits non-zero)
-//   running --PlaceCoordinator(p)--> hosts coord/p (it lives as long as this process)
-//   any --Shutdown--> workers stopped, quits normally
+//   running --PlaceCoordinator(p)--> hosts coord/p (until the node stops or registers again)
+//   running --Refusal(stale_epoch) from the registry--> stops its actors, registering again
+//            (it was declared dead: SIGSTOP, a partition)
+//   any --Shutdown or SIGTERM--> Goodbye to the registry, local actors stopped, quits normally
 // CAF 0.17 has no supervisor: this actor monitors its workers and installs its own down
 // handler (without one CAF drops down messages).
 #include <functional>

@@ -93,8 +93,8 @@ void place_coordinators(self_ptr self) {
 }
 
 // A coordinator lives on its node: when the node is gone, place it on a live one. The new
-// coordinator reloads theta_global and the outer momentum from the keeper, and workers
-// waiting on the old one resync after diloco.result_timeout_ms.
+// coordinator reloads theta_global and the outer momentum from the keeper and announces
+// the committed state, so workers waiting on the old one resync.
 void replace_orphaned_coordinators(self_ptr self) {
   auto& st = self->state;
   std::vector<std::uint32_t> live;

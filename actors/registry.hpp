@@ -2,8 +2,13 @@
 // Registry actor ("registry"): the membership authority of a cluster (like Ray's GCS).
 //
 // Run states (persisted):  waiting --min_workers registered--> training
-//                          training --every live worker reported WorkerDone--> finished
-// Node states:             active --lease expired--> dead ; active --Shutdown--> left
+//                          training --no active node has a worker still training--> finished
+// Node states:             active --atoll leave--> draining --Goodbye or lease--> left
+//                          active --Goodbye (SIGTERM, down, finished)--> left
+//                          active --lease expired with work left--> dead
+//                          dead/left --Heartbeat--> refused (stale_epoch): it registers again
+// Each change of state starts a new epoch, re-places the coordinators of gone nodes and
+// publishes the Membership (active workers still training, and the quorum a round needs).
 //
 // - Training starts: the coordinator of fragment p is placed on the p-th live node
 //   (PlaceCoordinator, repeated every heartbeat interval until the coordinator's
@@ -15,7 +20,8 @@
 //   dead, the epoch grows and coordinators drop its workers from open rounds.
 // - Progress, EvalReport, WorkerDone, RoundAck (workers) and RoundReport (coordinators) go
 //   to the metrics file and to the answers of atollctl (ControlRequest -> ControlReply JSON).
-// - ControlRequest "down" sends Shutdown to every live node, then stops the head.
+// - ControlRequest "down" sends Shutdown to every live node, then stops the head;
+//   "leave N" drains node N.
 #include <chrono>
 #include <map>
 #include <memory>

@@ -244,6 +244,11 @@ status zmq_transport::learn_route(const std::string& sender, const std::string& 
     if (last != heard_.end() && now - last->second < std::chrono::milliseconds(takeover_ms_.load()))
       return make_error(errc::sender_conflict, "'" + sender + "' already speaks from another live connection");
   }
+  // Non-control ids are actors of members; a member inventing ids must not grow the table
+  // without bound.
+  if (!control_client && held == routes_.end() && routes_.size() >= max_routes)
+    return make_error(errc::unknown_peer, "route table full (" + std::to_string(max_routes) + " ids); '" + sender +
+                                              "' not learned");
   heard_[identity] = now;
   if (heard_.size() > 4 * max_client_routes) {  // forget connections silent for long
     for (auto it = heard_.begin(); it != heard_.end();)

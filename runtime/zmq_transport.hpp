@@ -56,6 +56,7 @@ class zmq_transport : public transport {
   std::string bound_endpoint() const { return bound_; }
   bool secure() const { return secure_; }
   static constexpr std::size_t max_client_routes = 256;
+  static constexpr std::size_t max_routes = 16384;  // actor ids of members (nodes, workers, coordinators)
   // A connection silent this long may lose its ids to another. Set it between the
   // heartbeat interval and the lease: below the lease, so that a coordinator re-placed
   // after its node's lease expired can speak for its id at once.

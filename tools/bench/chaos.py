@@ -117,6 +117,7 @@ def run(args, name, steps, chaos):
     obs = {"faults": [], "polls": [], "deaths": {}, "joins": {}, "pid_of_node": {}, "node_seen": {}, "keeper_rounds": [],
            "regressions": 0, "head_start": c.t0}
     injected = set()  # pids we killed or stopped: their deaths are not false evictions
+    stopped = set()   # pids stopped now: not chosen again until resumed
     pending = []      # (time, action, pid)
     next_fault = c.now() + args.every * rng.uniform(0.5, 1.5)
     deadline = c.now() + args.minutes * 60 * 2  # a hung run ends the benchmark
@@ -149,12 +150,14 @@ def run(args, name, steps, chaos):
             pending.remove(item)
             _, action, pid = item
             if action == "cont":
-                os.kill(pid, signal.SIGCONT)
-            elif action == "join":
+                stopped.discard(pid)
+                if c.nodes[pid].poll() is None:
+                    os.kill(pid, signal.SIGCONT)
+            elif action == "join" and len(c.running_nodes()) < args.max_nodes:
                 obs["joins"][c.join()] = c.now()
         if chaos and not tail and t >= next_fault:
             next_fault = t + args.every * rng.uniform(0.5, 1.5)
-            alive = c.running_nodes()
+            alive = [p for p in c.running_nodes() if p not in stopped]
             kinds = ["join"] if len(alive) < args.max_nodes else []
             if len(alive) >= 3:
                 kinds += ["kill", "stop", "leave"]
@@ -168,16 +171,22 @@ def run(args, name, steps, chaos):
                 elif kind == "stop":
                     os.kill(pid, signal.SIGSTOP)
                     injected.add(pid)
+                    stopped.add(pid)
                     pending.append((t + LEASE_MS / 1000 + 3, "cont", pid))
                 elif kind == "leave":
-                    node = next((n for n, p in obs["pid_of_node"].items() if p == pid), None)
-                    if node is not None:
-                        subprocess.run([args.atoll, "leave", str(node), "--head", c.endpoint], capture_output=True)
+                    # The process's current node: one that registered again has a newer id.
+                    nodes = [n for n, p in obs["pid_of_node"].items() if p == pid]
+                    left = nodes and subprocess.run([args.atoll, "leave", str(max(nodes)), "--head", c.endpoint],
+                                                    capture_output=True).returncode == 0
+                    if left:
                         pending.append((t + args.rejoin_after, "join", None))
+                    else:
+                        kind = "leave-refused"  # not counted as a fault
                 else:
                     pid = c.join()
                     obs["joins"][pid] = c.now()
-                obs["faults"].append({"time": t, "kind": kind, "pid": pid})
+                if kind != "leave-refused":
+                    obs["faults"].append({"time": t, "kind": kind, "pid": pid})
         time.sleep(1.0)  # each poll starts three atollctl processes: keep the cores for training
     obs["finished"] = bool(status and status.get("state") == "finished")
     obs["fragments"] = c.ctl("fragments") or []
