@@ -15,7 +15,8 @@ using self_ptr = caf::stateful_actor<coordinator_state>*;
 std::string fragment_name(const coordinator_state& st) { return "coordinator " + std::to_string(st.cfg.fragment); }
 
 bool membership_ready(const coordinator_state& st) {
-  return !st.members.empty() && st.members.size() >= (st.quorum > 0 ? st.quorum : st.cfg.min_workers);
+  return st.has_membership && !st.members.empty() &&
+         st.members.size() >= (st.quorum > 0 ? st.quorum : st.cfg.min_workers);
 }
 
 void send_commit(self_ptr self) {
@@ -147,6 +148,7 @@ void on_membership(self_ptr self, const wire::message_ptr& msg) {
   st.members.clear();
   for (const auto w : m.getWorkers()) st.members.push_back(w);
   st.quorum = m.getQuorum();
+  st.has_membership = true;
   if (st.rounds->current_phase() == round_tracker::phase::collecting) {
     const auto participants = st.rounds->participants();
     for (const auto& p : participants) {
@@ -225,7 +227,7 @@ void request_startup_state(self_ptr self) {
     out.envelope.initLoadRequest().setFragment(st.cfg.fragment);
     st.mail->send(st.cfg.keeper, 0, out);
   }
-  if (st.members.empty()) {
+  if (!st.has_membership) {
     wire::outgoing out;
     out.envelope.initMembershipRequest().setFragment(st.cfg.fragment);
     st.mail->send(st.cfg.registry, 0, out);
@@ -271,7 +273,7 @@ caf::behavior coordinator_actor(caf::stateful_actor<coordinator_state>* self, tr
       [=](tick_atom) {  // commit retry, and startup until the keeper and registry answered
         auto& st = self->state;
         if (st.rounds->current_phase() == round_tracker::phase::committing) send_commit(self);
-        if (!st.loaded || st.members.empty()) {
+        if (!st.loaded || !st.has_membership) {
           request_startup_state(self);
           self->delayed_send(self, st.cfg.commit_retry, tick_atom::value);
         }

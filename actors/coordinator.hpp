@@ -57,6 +57,7 @@ struct coordinator_state {
   std::size_t quorum = 0;  // participants a round needs, from the registry (0: cfg.min_workers)
   std::uint64_t epoch = 0;                      // current membership epoch
   std::vector<std::string> members;             // workers of the current epoch
+  bool has_membership = false;                  // the registry answered at least once
   std::vector<wire::message_ptr> waiting;       // StateRequests held until ready
   std::chrono::steady_clock::time_point round_started;
   std::uint64_t round_bytes = 0;

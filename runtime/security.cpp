@@ -32,27 +32,35 @@ std::string trim(const std::string& s) {
   return s.substr(a, b - a);
 }
 
-// Reads "public = ..." and "secret = ..." lines; `need_secret` for key pairs.
-expected<curve_keypair> read_key_file(const std::string& path, bool need_secret) {
+// Calls `use(line, where)` for each line of `path` that is neither blank nor a comment,
+// trimmed; `where` is "PATH:LINE" for error messages. Stops at the first error.
+template <class Use>
+status for_each_content_line(const std::string& path, const std::string& missing_hint, Use use) {
   std::ifstream in(path);
-  if (!in) return make_error(errc::invalid_config, "cannot read key file " + path + " (made by `atoll keygen`)");
-  curve_keypair kp;
+  if (!in) return make_error(errc::invalid_config, "cannot read " + path + missing_hint);
   std::string line;
-  int line_no = 0;
-  while (std::getline(in, line)) {
-    ++line_no;
+  for (int line_no = 1; std::getline(in, line); ++line_no) {
     line = trim(line);
     if (line.empty() || line[0] == '#') continue;
+    if (auto err = use(line, path + ":" + std::to_string(line_no))) return err;
+  }
+  return {};
+}
+
+// Reads "public = ..." and "secret = ..." lines; `need_secret` for key pairs.
+expected<curve_keypair> read_key_file(const std::string& path, bool need_secret) {
+  curve_keypair kp;
+  auto err = for_each_content_line(path, " (made by `atoll keygen`)", [&](const std::string& line, const std::string& where) {
     const auto eq = line.find('=');
     const std::string key = eq == std::string::npos ? "" : trim(line.substr(0, eq));
     const std::string value = eq == std::string::npos ? "" : trim(line.substr(eq + 1));
     if (key != "public" && key != "secret")
-      return make_error(errc::invalid_config, path + ":" + std::to_string(line_no) + ": expected `public = KEY` or `secret = KEY`");
-    if (!is_z85_key(value))
-      return make_error(errc::invalid_config, path + ":" + std::to_string(line_no) + ": " + key +
-                                                  " key is not a 40-character Z85 key");
+      return make_error(errc::invalid_config, where + ": expected `public = KEY` or `secret = KEY`");
+    if (!is_z85_key(value)) return make_error(errc::invalid_config, where + ": " + key + " key is not a 40-character Z85 key");
     (key == "public" ? kp.public_key : kp.secret_key) = value;
-  }
+    return error{};
+  });
+  if (err) return err;
   if (kp.public_key.empty()) return make_error(errc::invalid_config, path + ": no public key");
   if (need_secret && kp.secret_key.empty()) return make_error(errc::invalid_config, path + ": no secret key");
   return kp;
@@ -136,19 +144,13 @@ expected<link_security> load_server_security(const std::string& dir) {
   link_security sec;
   sec.own = *head;
   const auto path = (fs::path(dir) / "authorized_keys").string();
-  std::ifstream in(path);
-  if (!in) return make_error(errc::invalid_config, "cannot read " + path);
-  std::string line;
-  int line_no = 0;
-  while (std::getline(in, line)) {
-    ++line_no;
-    line = trim(line);
-    if (line.empty() || line[0] == '#') continue;
-    const std::string key = line.substr(0, line.find_first_of(" \t"));
-    if (!is_z85_key(key))
-      return make_error(errc::invalid_config, path + ":" + std::to_string(line_no) + ": not a 40-character Z85 key");
+  auto err = for_each_content_line(path, "", [&](const std::string& line, const std::string& where) {
+    const std::string key = line.substr(0, line.find_first_of(" \t"));  // a comment may follow the key
+    if (!is_z85_key(key)) return make_error(errc::invalid_config, where + ": not a 40-character Z85 key");
     sec.authorized.insert(key);
-  }
+    return error{};
+  });
+  if (err) return err;
   if (sec.authorized.empty()) return make_error(errc::invalid_config, path + " lists no client keys");
   return sec;
 }

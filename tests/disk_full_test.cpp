@@ -12,15 +12,14 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "runtime/control_client.hpp"
 #include "storage/checkpoint_store.hpp"
-#include "tests/subprocess.hpp"
-#include "tests/test_dir.hpp"
+#include "tests/cluster_helpers.hpp"
 
 namespace atl {
 namespace {
 
 using json = nlohmann::json;
+using testing::ask;
 using testing::subprocess;
 using namespace std::chrono_literals;
 
@@ -55,28 +54,12 @@ std::size_t fill(const std::string& file) {
   return total;
 }
 
-json ask(const std::string& head, const std::string& command) {
-  auto reply = control_request(head, command, "", 3000ms);
-  if (!reply || !reply->ok) return json();
-  return json::parse(reply->json, nullptr, false);
-}
-
 std::int64_t latest_round(const std::string& head) {
   const json cps = ask(head, "checkpoints");
   std::int64_t latest = -1;
   if (cps.is_array())
     for (const auto& c : cps) latest = std::max<std::int64_t>(latest, c["round"].get<std::int64_t>());
   return latest;
-}
-
-template <class Pred>
-bool eventually(Pred pred, std::chrono::milliseconds limit) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(100ms);
-  }
-  return true;
 }
 
 TEST(DiskFull, ACommitOnAFullDiskIsNotAcknowledgedAndTheKeeperRecoversBySelf) {
@@ -92,15 +75,11 @@ TEST(DiskFull, ACommitOnAFullDiskIsNotAcknowledgedAndTheKeeperRecoversBySelf) {
                    "diloco.sync_every=400", "--set", "run.eval_every=6000", "--set", "model.width=32", "--set",
                    "run.min_workers=2"},
                   dir.sub("head.log"));
-  std::string ep;
-  for (int i = 0; i < 600 && ep.empty() && head.running(); ++i) {
-    std::ifstream(head_dir + "/head.endpoint") >> ep;
-    std::this_thread::sleep_for(50ms);
-  }
+  const std::string ep = testing::wait_for_endpoint(head_dir, head);
   ASSERT_FALSE(ep.empty()) << head.output();
   subprocess node1({ATOLL_BIN, "join", "--head", ep, "--threads", "1"}, dir.sub("node1.log"));
   subprocess node2({ATOLL_BIN, "join", "--head", ep, "--threads", "1"}, dir.sub("node2.log"));
-  ASSERT_TRUE(eventually([&] { return latest_round(ep) >= 2; }, 60s)) << head.output();
+  ASSERT_TRUE(testing::eventually([&] { return latest_round(ep) >= 2; }, 60s, 100ms)) << head.output();
 
   // Fill the disk: the next commit fails, and nothing after it is acknowledged.
   const std::size_t filled = fill(head_dir + "/filler");
@@ -109,7 +88,7 @@ TEST(DiskFull, ACommitOnAFullDiskIsNotAcknowledgedAndTheKeeperRecoversBySelf) {
     const json st = ask(ep, "status");
     return !st.is_object() || st["storage"].value("ok", true);
   };
-  ASSERT_TRUE(eventually([&] { return !storage_ok(); }, 30s)) << head.output();
+  ASSERT_TRUE(testing::eventually([&] { return !storage_ok(); }, 30s, 100ms)) << head.output();
   const std::int64_t stuck = latest_round(ep);
   std::this_thread::sleep_for(3s);
   const json during = ask(ep, "status");
@@ -131,6 +110,7 @@ TEST(DiskFull, ACommitOnAFullDiskIsNotAcknowledgedAndTheKeeperRecoversBySelf) {
   const json fragments = ask(ep, "fragments");
   ASSERT_EQ(fragments.size(), 1u);
   EXPECT_EQ(fragments[0]["round"], 30);
+  ASSERT_EQ(fragments[0]["workers"].size(), 2u) << fragments.dump();
   for (const auto& w : fragments[0]["workers"]) EXPECT_EQ(w["digest"], fragments[0]["keeper_digest"]) << w.dump();
   EXPECT_EQ(latest_round(ep), 30);
 

@@ -1,69 +1,82 @@
-// Process tier, RELIABILITY.md fault "SIGKILL the node hosting a coordinator": three nodes
-// train; the node hosting coord/0 is killed mid-run. Its lease expires, the registry
-// re-places the coordinator on a survivor, which reloads the committed state from the
-// keeper; the survivors resync and finish, agreeing with the keeper (S1), no committed
-// round is lost or repeated (S3, S4), and nothing hangs (L1).
+// Process tier, membership under faults (RELIABILITY.md fault matrix): a node hosting a
+// coordinator is SIGKILLed, nodes leave and get SIGTERM, a node joins mid-run, a node is
+// SIGSTOPped past its lease. Each test checks that the run finishes (L1), that the workers
+// at the final round hold the keeper's digest (S1) and, where rounds could be lost, that
+// the keeper's rounds only go up (S3, S4).
 #include <fstream>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "runtime/control_client.hpp"
-#include "tests/subprocess.hpp"
-#include "tests/test_dir.hpp"
+#include "tests/cluster_helpers.hpp"
 
 namespace atl {
 namespace {
 
 using json = nlohmann::json;
+using testing::ask;
 using testing::subprocess;
 using namespace std::chrono_literals;
 
-json ask(const std::string& head, const std::string& command) {
-  auto reply = control_request(head, command, "", 3000ms);
-  if (!reply || !reply->ok) return json();
-  return json::parse(reply->json, nullptr, false);
+// An mlp run that lasts long enough for faults: rounds of 400 steps.
+std::vector<std::string> mlp_head(const std::string& head_dir, long steps, const std::vector<std::string>& more) {
+  std::vector<std::string> args = {ATOLL_BIN, "up", "--listen", "tcp://127.0.0.1:0", "--run-dir", head_dir,
+                                   "--set", "run.example=mlp", "--set", "model.width=32",
+                                   "--set", "run.steps=" + std::to_string(steps), "--set", "diloco.sync_every=400",
+                                   "--set", "run.eval_every=" + std::to_string(steps / 2), "--set", "run.min_workers=2"};
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
 }
 
+// Workers at the fragment's final round must hold the keeper's digest; returns how many.
+int agreeing_at_final_round(const json& fragments) {
+  const int final_round = fragments[0]["round"];
+  int agreeing = 0;
+  for (const auto& w : fragments[0]["workers"]) {
+    if (w["round"] != final_round) continue;
+    EXPECT_EQ(w["digest"], fragments[0]["keeper_digest"]) << w.dump();
+    ++agreeing;
+  }
+  return agreeing;
+}
+
+// Participations of `worker` in the rounds of a metrics file.
+int rounds_with(const std::string& metrics, const std::string& worker) {
+  int count = 0;
+  std::ifstream in(metrics);
+  for (std::string line; std::getline(in, line);) {
+    const auto j = json::parse(line, nullptr, false);
+    if (!j.is_object() || j.value("type", "") != "round") continue;
+    for (const auto& w : j["workers"]) count += w == worker;
+  }
+  return count;
+}
+
+void shut_down(const std::string& ep, subprocess& head) {
+  EXPECT_TRUE(control_request(ep, "down", "", std::chrono::milliseconds(5000)));
+  EXPECT_EQ(head.wait(15s), 0) << head.output();
+}
+
+// SIGKILL the node hosting coord/0 mid-run. Its lease expires, the registry re-places the
+// coordinator on a survivor, which reloads the committed state from the keeper; the
+// survivors resync and finish, and no committed round is lost or repeated.
 TEST(Failover, KillingTheNodeOfACoordinatorReplacesItAndTheRunFinishes) {
   testing::temp_dir dir;
   const std::string head_dir = dir.sub("head");
-  subprocess head({ATOLL_BIN, "up", "--listen", "tcp://127.0.0.1:0", "--run-dir", head_dir, "--set",
-                   "run.example=mlp", "--set", "model.width=32", "--set", "run.steps=16000", "--set",
-                   "diloco.sync_every=400", "--set", "run.eval_every=8000", "--set", "run.min_workers=2", "--set",
-                   "cluster.heartbeat_ms=300", "--set", "cluster.lease_ms=2000", "--set", "storage.keep_rounds=100"},
+  subprocess head(mlp_head(head_dir, 16000,
+                           {"--set", "cluster.heartbeat_ms=300", "--set", "cluster.lease_ms=2000", "--set",
+                            "storage.keep_rounds=100"}),
                   dir.sub("head.log"));
-  std::string ep;
-  for (int i = 0; i < 600 && ep.empty() && head.running(); ++i) {
-    std::ifstream(head_dir + "/head.endpoint") >> ep;
-    std::this_thread::sleep_for(50ms);
-  }
+  const std::string ep = testing::wait_for_endpoint(head_dir, head);
   ASSERT_FALSE(ep.empty()) << head.output();
-  std::vector<std::unique_ptr<subprocess>> nodes;
-  for (int i = 0; i < 3; ++i)
-    nodes.push_back(std::make_unique<subprocess>(
-        std::vector<std::string>{ATOLL_BIN, "join", "--head", ep, "--threads", "1"},
-        dir.sub("node" + std::to_string(i) + ".log")));
+  auto nodes = testing::join_nodes(ATOLL_BIN, ep, 3, dir);
 
-  // Wait for round 3, then find the node hosting coord/0 and its process.
-  json fragments;
-  for (int i = 0; i < 600; ++i) {
-    fragments = ask(ep, "fragments");
-    if (fragments.is_array() && !fragments.empty() && fragments[0]["round"].get<int>() >= 3) break;
-    std::this_thread::sleep_for(100ms);
-  }
-  ASSERT_GE(fragments[0]["round"].get<int>(), 3) << head.output();
-  std::string host;
-  for (const auto& a : ask(ep, "actors"))
-    if (a["id"] == "coord/0") host = a["process"];
+  ASSERT_TRUE(testing::wait_for_round(ep, 3)) << head.output();
+  const std::string host = testing::coordinator_host(ep);
   ASSERT_FALSE(host.empty());
-  subprocess* victim = nullptr;
-  for (const auto& m : ask(ep, "members"))
-    if ("node/" + std::to_string(m["node_id"].get<int>()) == host)
-      for (auto& n : nodes)
-        if (n->pid() == m["pid"].get<int>()) victim = n.get();
+  subprocess* victim = testing::process_of(ep, host, nodes);
   ASSERT_NE(victim, nullptr) << "no process for " << host;
-  const int killed_at = ask(ep, "fragments")[0]["round"];
+  const int killed_at = testing::round_of(ep);
   victim->signal(SIGKILL);
   EXPECT_EQ(victim->wait(5s), 128 + SIGKILL);
 
@@ -81,17 +94,11 @@ TEST(Failover, KillingTheNodeOfACoordinatorReplacesItAndTheRunFinishes) {
   EXPECT_EQ(dead, 1) << status["members"].dump();
   EXPECT_NE(head.output().find("re-placed on"), std::string::npos) << head.output();
 
-  fragments = ask(ep, "fragments");
+  const json fragments = ask(ep, "fragments");
   const int final_round = fragments[0]["round"];
   EXPECT_GT(final_round, killed_at + 5);  // training went on well after the kill
   EXPECT_NE(fragments[0]["coordinator"], host);
-  int agreeing = 0;
-  for (const auto& w : fragments[0]["workers"])
-    if (w["round"] == final_round) {
-      EXPECT_EQ(w["digest"], fragments[0]["keeper_digest"]) << w.dump();
-      ++agreeing;
-    }
-  EXPECT_EQ(agreeing, 2) << fragments.dump();
+  EXPECT_EQ(agreeing_at_final_round(fragments), 2) << fragments.dump();
 
   // S3/S4: the keeper's rounds only go up, and every round committed before the kill is there.
   std::int64_t previous = -1;
@@ -103,8 +110,7 @@ TEST(Failover, KillingTheNodeOfACoordinatorReplacesItAndTheRunFinishes) {
   }
   EXPECT_TRUE(seen_killed_at);
   EXPECT_EQ(previous, final_round);
-  EXPECT_TRUE(control_request(ep, "down", "", 5000ms));
-  EXPECT_EQ(head.wait(15s), 0) << head.output();
+  shut_down(ep, head);
 }
 
 // `atoll leave` and SIGTERM drain a node: it says goodbye, its coordinator moves at once,
@@ -113,56 +119,29 @@ TEST(Failover, KillingTheNodeOfACoordinatorReplacesItAndTheRunFinishes) {
 TEST(Failover, LeaveAndSigtermDrainNodesWithoutStallingARound) {
   testing::temp_dir dir;
   const std::string head_dir = dir.sub("head"), metrics = dir.sub("metrics.jsonl");
-  subprocess head({ATOLL_BIN, "up", "--listen", "tcp://127.0.0.1:0", "--run-dir", head_dir, "--metrics", metrics,
-                   "--set", "run.example=mlp", "--set", "model.width=32", "--set", "run.steps=16000", "--set",
-                   "diloco.sync_every=400", "--set", "run.eval_every=8000", "--set", "run.min_workers=2"},
-                  dir.sub("head.log"));
-  std::string ep;
-  for (int i = 0; i < 600 && ep.empty() && head.running(); ++i) {
-    std::ifstream(head_dir + "/head.endpoint") >> ep;
-    std::this_thread::sleep_for(50ms);
-  }
+  subprocess head(mlp_head(head_dir, 16000, {"--metrics", metrics}), dir.sub("head.log"));
+  const std::string ep = testing::wait_for_endpoint(head_dir, head);
   ASSERT_FALSE(ep.empty()) << head.output();
-  std::vector<std::unique_ptr<subprocess>> nodes;
-  for (int i = 0; i < 4; ++i)
-    nodes.push_back(std::make_unique<subprocess>(
-        std::vector<std::string>{ATOLL_BIN, "join", "--head", ep, "--threads", "1"},
-        dir.sub("node" + std::to_string(i) + ".log")));
-  json fragments;
-  for (int i = 0; i < 600; ++i) {
-    fragments = ask(ep, "fragments");
-    if (fragments.is_array() && !fragments.empty() && fragments[0]["round"].get<int>() >= 2) break;
-    std::this_thread::sleep_for(100ms);
-  }
-  ASSERT_GE(fragments[0]["round"].get<int>(), 2) << head.output();
-  const auto process_of = [&](const std::string& node) -> subprocess* {
-    for (const auto& m : ask(ep, "members"))
-      if ("node/" + std::to_string(m["node_id"].get<int>()) == node)
-        for (auto& n : nodes)
-          if (n->pid() == m["pid"].get<int>()) return n.get();
-    return nullptr;
-  };
+  auto nodes = testing::join_nodes(ATOLL_BIN, ep, 4, dir);
+  ASSERT_TRUE(testing::wait_for_round(ep, 2)) << head.output();
+
   auto [bad_code, bad_out] = testing::run_command({ATOLL_BIN, "leave", "99", "--head", ep}, dir.sub("leave99.log"));
   EXPECT_EQ(bad_code, 1);
   EXPECT_NE(bad_out.find("no node 99"), std::string::npos) << bad_out;
 
   // Leave the node hosting coord/0.
-  std::string host;
-  for (const auto& a : ask(ep, "actors"))
-    if (a["id"] == "coord/0") host = a["process"];
-  subprocess* leaver = process_of(host);
+  const std::string host = testing::coordinator_host(ep);
+  subprocess* leaver = testing::process_of(ep, host, nodes);
   ASSERT_NE(leaver, nullptr);
   auto [code, out] = testing::run_command({ATOLL_BIN, "leave", host.substr(5), "--head", ep}, dir.sub("leave.log"));
   ASSERT_EQ(code, 0) << out;
   EXPECT_EQ(leaver->wait(15s), 0) << leaver->output();
 
   // SIGTERM another node.
-  subprocess* stopped = nullptr;
-  for (auto& n : nodes)
-    if (n.get() != leaver && !stopped) stopped = n.get();
+  subprocess* stopped = nodes[0].get() != leaver ? nodes[0].get() : nodes[1].get();
   stopped->signal(SIGTERM);
   EXPECT_EQ(stopped->wait(15s), 0) << stopped->output();
-  const int round_after_leaves = ask(ep, "fragments")[0]["round"];
+  const int round_after_leaves = testing::round_of(ep);
 
   for (auto& n : nodes) {
     if (n.get() == leaver || n.get() == stopped) continue;
@@ -171,13 +150,9 @@ TEST(Failover, LeaveAndSigtermDrainNodesWithoutStallingARound) {
   const json status = ask(ep, "status");
   EXPECT_EQ(status["state"], "finished");
   for (const auto& m : status["members"]) EXPECT_EQ(m["state"], "left") << status["members"].dump();
-  fragments = ask(ep, "fragments");
-  const int final_round = fragments[0]["round"];
-  EXPECT_GT(final_round, round_after_leaves);
-  for (const auto& w : fragments[0]["workers"]) {
-    if (w["round"] != final_round) continue;
-    EXPECT_EQ(w["digest"], fragments[0]["keeper_digest"]) << w.dump();
-  }
+  const json fragments = ask(ep, "fragments");
+  EXPECT_GT(fragments[0]["round"].get<int>(), round_after_leaves);
+  EXPECT_EQ(agreeing_at_final_round(fragments), 2) << fragments.dump();  // the two nodes that stayed
 
   // No round waited for a lease.
   double longest = 0;
@@ -186,9 +161,9 @@ TEST(Failover, LeaveAndSigtermDrainNodesWithoutStallingARound) {
     const auto j = json::parse(line, nullptr, false);
     if (j.is_object() && j.value("type", "") == "round") longest = std::max(longest, j.value("duration_s", 0.0));
   }
+  EXPECT_GT(longest, 0.0);  // the metrics were read
   EXPECT_LT(longest, 10.0);
-  EXPECT_TRUE(control_request(ep, "down", "", 5000ms));
-  EXPECT_EQ(head.wait(15s), 0) << head.output();
+  shut_down(ep, head);
 }
 
 // `atoll join` against a running cluster: the node is admitted, its worker fetches the
@@ -196,50 +171,23 @@ TEST(Failover, LeaveAndSigtermDrainNodesWithoutStallingARound) {
 TEST(Failover, ANodeJoiningMidRunTakesPartAndAgrees) {
   testing::temp_dir dir;
   const std::string head_dir = dir.sub("head"), metrics = dir.sub("metrics.jsonl");
-  subprocess head({ATOLL_BIN, "up", "--listen", "tcp://127.0.0.1:0", "--run-dir", head_dir, "--metrics", metrics,
-                   "--set", "run.example=mlp", "--set", "model.width=32", "--set", "run.steps=12000", "--set",
-                   "diloco.sync_every=400", "--set", "run.eval_every=6000", "--set", "run.min_workers=2"},
-                  dir.sub("head.log"));
-  std::string ep;
-  for (int i = 0; i < 600 && ep.empty() && head.running(); ++i) {
-    std::ifstream(head_dir + "/head.endpoint") >> ep;
-    std::this_thread::sleep_for(50ms);
-  }
+  subprocess head(mlp_head(head_dir, 12000, {"--metrics", metrics}), dir.sub("head.log"));
+  const std::string ep = testing::wait_for_endpoint(head_dir, head);
   ASSERT_FALSE(ep.empty()) << head.output();
-  subprocess node1({ATOLL_BIN, "join", "--head", ep, "--threads", "1"}, dir.sub("node1.log"));
-  subprocess node2({ATOLL_BIN, "join", "--head", ep, "--threads", "1"}, dir.sub("node2.log"));
-  json fragments;
-  for (int i = 0; i < 600; ++i) {
-    fragments = ask(ep, "fragments");
-    if (fragments.is_array() && !fragments.empty() && fragments[0]["round"].get<int>() >= 3) break;
-    std::this_thread::sleep_for(100ms);
-  }
-  const int joined_at = fragments[0]["round"];
-  ASSERT_GE(joined_at, 3) << head.output();
-  subprocess joiner({ATOLL_BIN, "join", "--head", ep, "--threads", "1"}, dir.sub("node3.log"));
+  auto nodes = testing::join_nodes(ATOLL_BIN, ep, 2, dir);
+  ASSERT_TRUE(testing::wait_for_round(ep, 3)) << head.output();
+  subprocess joiner({ATOLL_BIN, "join", "--head", ep, "--threads", "1"}, dir.sub("joiner.log"));
 
-  EXPECT_EQ(node1.wait(120s), 0) << node1.output();
-  EXPECT_EQ(node2.wait(120s), 0) << node2.output();
+  for (auto& n : nodes) EXPECT_EQ(n->wait(120s), 0) << n->output();
   EXPECT_EQ(joiner.wait(120s), 0) << joiner.output() << head.output();
-  fragments = ask(ep, "fragments");
-  const int final_round = fragments[0]["round"];
+  const json fragments = ask(ep, "fragments");
   ASSERT_EQ(fragments[0]["workers"].size(), 3u) << fragments.dump();
-  for (const auto& w : fragments[0]["workers"]) {
-    EXPECT_EQ(w["round"], final_round) << w.dump();
-    EXPECT_EQ(w["digest"], fragments[0]["keeper_digest"]) << w.dump();
-  }
+  EXPECT_EQ(agreeing_at_final_round(fragments), 3) << fragments.dump();
   // The joiner (worker/3.0) contributed to rounds after it joined: the coordinator's round
   // reports list it as a participant.
-  int joiner_rounds = 0;
-  std::ifstream in(metrics);
-  for (std::string line; std::getline(in, line);) {
-    const auto j = json::parse(line, nullptr, false);
-    if (!j.is_object() || j.value("type", "") != "round") continue;
-    for (const auto& w : j["workers"]) joiner_rounds += w == "worker/3.0";
-  }
+  const int joiner_rounds = rounds_with(metrics, "worker/3.0");
   EXPECT_GE(joiner_rounds, 3) << "the joiner took part in " << joiner_rounds << " rounds\n" << joiner.output();
-  EXPECT_TRUE(control_request(ep, "down", "", 5000ms));
-  EXPECT_EQ(head.wait(15s), 0) << head.output();
+  shut_down(ep, head);
 }
 
 // SIGSTOP a node past its lease, then SIGCONT: it is declared dead, its stale messages are
@@ -247,45 +195,29 @@ TEST(Failover, ANodeJoiningMidRunTakesPartAndAgrees) {
 TEST(Failover, ANodeStoppedPastItsLeaseIsFencedAndRejoins) {
   testing::temp_dir dir;
   const std::string head_dir = dir.sub("head");
-  subprocess head({ATOLL_BIN, "up", "--listen", "tcp://127.0.0.1:0", "--run-dir", head_dir, "--set",
-                   "run.example=mlp", "--set", "model.width=32", "--set", "run.steps=16000", "--set",
-                   "diloco.sync_every=400", "--set", "run.eval_every=8000", "--set", "run.min_workers=2", "--set",
-                   "cluster.heartbeat_ms=300", "--set", "cluster.lease_ms=2000"},
+  subprocess head(mlp_head(head_dir, 16000, {"--set", "cluster.heartbeat_ms=300", "--set", "cluster.lease_ms=2000"}),
                   dir.sub("head.log"));
-  std::string ep;
-  for (int i = 0; i < 600 && ep.empty() && head.running(); ++i) {
-    std::ifstream(head_dir + "/head.endpoint") >> ep;
-    std::this_thread::sleep_for(50ms);
-  }
+  const std::string ep = testing::wait_for_endpoint(head_dir, head);
   ASSERT_FALSE(ep.empty()) << head.output();
-  std::vector<std::unique_ptr<subprocess>> nodes;
-  for (int i = 0; i < 3; ++i)
-    nodes.push_back(std::make_unique<subprocess>(
-        std::vector<std::string>{ATOLL_BIN, "join", "--head", ep, "--threads", "1"},
-        dir.sub("node" + std::to_string(i) + ".log")));
-  json fragments;
-  for (int i = 0; i < 600; ++i) {
-    fragments = ask(ep, "fragments");
-    if (fragments.is_array() && !fragments.empty() && fragments[0]["round"].get<int>() >= 2) break;
-    std::this_thread::sleep_for(100ms);
-  }
-  ASSERT_GE(fragments[0]["round"].get<int>(), 2) << head.output();
+  auto nodes = testing::join_nodes(ATOLL_BIN, ep, 3, dir);
+  ASSERT_TRUE(testing::wait_for_round(ep, 2)) << head.output();
+
   // Stop a node that does not host the coordinator.
-  std::string host;
-  for (const auto& a : ask(ep, "actors"))
-    if (a["id"] == "coord/0") host = a["process"];
+  const std::string host = testing::coordinator_host(ep);
   subprocess* frozen = nullptr;
-  for (const auto& m : ask(ep, "members"))
-    if ("node/" + std::to_string(m["node_id"].get<int>()) != host)
-      for (auto& n : nodes)
-        if (n->pid() == m["pid"].get<int>() && !frozen) frozen = n.get();
+  for (const auto& m : ask(ep, "members")) {
+    const std::string node = "node/" + std::to_string(m["node_id"].get<int>());
+    if (node != host && !frozen) frozen = testing::process_of(ep, node, nodes);
+  }
   ASSERT_NE(frozen, nullptr);
   frozen->signal(SIGSTOP);
-  bool declared_dead = false;
-  for (int i = 0; i < 100 && !declared_dead; ++i) {
-    for (const auto& m : ask(ep, "members")) declared_dead = declared_dead || m["state"] == "dead";
-    std::this_thread::sleep_for(100ms);
-  }
+  const bool declared_dead = testing::eventually(
+      [&] {
+        for (const auto& m : ask(ep, "members"))
+          if (m["state"] == "dead") return true;
+        return false;
+      },
+      10s, 100ms);
   EXPECT_TRUE(declared_dead);
   std::this_thread::sleep_for(1s);  // a round or two go on without it
   frozen->signal(SIGCONT);
@@ -296,17 +228,9 @@ TEST(Failover, ANodeStoppedPastItsLeaseIsFencedAndRejoins) {
   EXPECT_EQ(status["state"], "finished");
   EXPECT_EQ(status["members"].size(), 4u) << status["members"].dump();  // the frozen node came back as a new one
   EXPECT_GE(status["refused"]["total"].value("stale_epoch", 0), 1) << status["refused"].dump();
-  fragments = ask(ep, "fragments");
-  const int final_round = fragments[0]["round"];
-  int agreeing = 0;
-  for (const auto& w : fragments[0]["workers"]) {
-    if (w["round"] != final_round) continue;
-    EXPECT_EQ(w["digest"], fragments[0]["keeper_digest"]) << w.dump();
-    ++agreeing;
-  }
-  EXPECT_EQ(agreeing, 3) << fragments.dump();  // two that kept going and the one that came back
-  EXPECT_TRUE(control_request(ep, "down", "", 5000ms));
-  EXPECT_EQ(head.wait(15s), 0) << head.output();
+  const json fragments = ask(ep, "fragments");
+  EXPECT_EQ(agreeing_at_final_round(fragments), 3) << fragments.dump();  // two that kept going, one that came back
+  shut_down(ep, head);
 }
 
 }  // namespace

@@ -15,9 +15,8 @@
 #include "runtime/control_client.hpp"
 #include "runtime/security.hpp"
 #include "runtime/wire.hpp"
+#include "tests/cluster_helpers.hpp"
 #include "tests/hostile_frames.hpp"
-#include "tests/subprocess.hpp"
-#include "tests/test_dir.hpp"
 
 namespace atl {
 namespace {
@@ -75,12 +74,6 @@ class hostile_client {
   std::size_t sent_ = 0;
 };
 
-json status_of(const std::string& head, const link_security& keys) {
-  auto reply = control_request(head, "status", "", 5000ms, keys);
-  if (!reply || !reply->ok) return json();
-  return json::parse(reply->json, nullptr, false);
-}
-
 std::uint64_t count_of(const json& counts, const char* reason) { return counts.value(reason, std::uint64_t{0}); }
 
 TEST(Hostile, ACurveClusterRefusesStrangersAndSurvivesAHostileMember) {
@@ -96,11 +89,7 @@ TEST(Hostile, ACurveClusterRefusesStrangersAndSurvivesAHostileMember) {
                    "--set", "run.eval_every=10000", "--set", "model.width=32", "--set", "run.min_workers=2",
                    "--set", "net.max_frame_mb=4"},
                   dir.sub("head.log"));
-  std::string ep;
-  for (int i = 0; i < 600 && ep.empty() && head.running(); ++i) {
-    std::ifstream(head_dir + "/head.endpoint") >> ep;
-    std::this_thread::sleep_for(50ms);
-  }
+  const std::string ep = testing::wait_for_endpoint(head_dir, head);
   ASSERT_FALSE(ep.empty()) << head.output();
   subprocess node1({ATOLL_BIN, "join", "--head", ep, "--threads", "1", "--keys", keys_dir}, dir.sub("node1.log"));
   subprocess node2({ATOLL_BIN, "join", "--head", ep, "--threads", "1", "--keys", keys_dir}, dir.sub("node2.log"));
@@ -116,7 +105,7 @@ TEST(Hostile, ACurveClusterRefusesStrangersAndSurvivesAHostileMember) {
     std::this_thread::sleep_for(100ms);
   }
   ASSERT_TRUE(checkpoints.is_array() && !checkpoints.empty()) << head.output();
-  status = status_of(ep, *keys);
+  status = testing::ask(ep, "status", *keys);
   const std::string cluster = status["cluster_id"];
   const std::size_t params = checkpoints[0]["params"];
   const long rss_before = head.rss_kib();
@@ -162,7 +151,7 @@ TEST(Hostile, ACurveClusterRefusesStrangersAndSurvivesAHostileMember) {
 
   // Nodes report their counters with each heartbeat (every second).
   std::this_thread::sleep_for(2500ms);
-  status = status_of(ep, *keys);
+  status = testing::ask(ep, "status", *keys);
   ASSERT_TRUE(status.is_object()) << "atollctl status did not answer after the attack; head running: "
                                   << head.running() << "\n" << head.output();
   const auto& total = status["refused"]["total"];

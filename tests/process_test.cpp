@@ -7,8 +7,7 @@
 
 #include "runtime/digest.hpp"
 #include "storage/checkpoint_store.hpp"
-#include "tests/subprocess.hpp"
-#include "tests/test_dir.hpp"
+#include "tests/cluster_helpers.hpp"
 
 namespace atl {
 namespace {
@@ -16,21 +15,12 @@ namespace {
 using json = nlohmann::json;
 using testing::run_command;
 using testing::subprocess;
+using testing::wait_for_endpoint;
 using namespace std::chrono_literals;
 
 const std::vector<std::string> mlp_run = {"--set", "run.example=mlp",      "--set", "run.steps=40",
                                           "--set", "diloco.sync_every=10", "--set", "run.eval_every=20",
                                           "--set", "model.width=32",       "--set", "run.min_workers=2"};
-
-std::string wait_for_endpoint(const std::string& run_dir, subprocess& head) {
-  for (int i = 0; i < 600 && head.running(); ++i) {
-    std::ifstream in(run_dir + "/head.endpoint");
-    std::string ep;
-    if (std::getline(in, ep) && !ep.empty()) return ep;
-    std::this_thread::sleep_for(50ms);
-  }
-  return {};
-}
 
 json ctl(const std::string& head, const std::string& command, const std::string& log) {
   auto [code, out] = run_command({ATOLLCTL_BIN, "--head", head, command, "--json"}, log);

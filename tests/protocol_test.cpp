@@ -411,5 +411,83 @@ TEST_F(FencingTest, AMessageFromAnotherClusterNeverReachesTheCoordinator) {
   EXPECT_EQ(net_.counters().refused[static_cast<std::size_t>(errc::cluster_mismatch)].load(), 1u);
 }
 
+// A real worker whose coordinator is a probe: the test plays the coordinator, answering
+// or not, to drive the worker's recovery paths.
+class WorkerRecoveryTest : public ProtocolTest {
+ protected:
+  WorkerRecoveryTest() : as_coordinator_(net_, "coord/0", "cluster-test") {
+    coord_probe_ = sys_.spawn(probe_actor, &coord_obs_);
+    dir_.add("coord/0", coord_probe_);
+  }
+
+  void spawn_worker(std::int64_t result_timeout_ms) {
+    worker_config wc;
+    wc.id = "worker/1.0";
+    wc.cluster_id = cluster_.get();
+    wc.run.steps = 1000;
+    wc.run.sync_every = 5;
+    wc.run.result_timeout_ms = result_timeout_ms;
+    replica_factory factory = [](const run_config&, const replica_spec& s) { return std::make_unique<fake_replica>(s.rank); };
+    dir_.add(wc.id, sys_.spawn(worker_actor, static_cast<transport*>(&net_), wc, factory));
+  }
+
+  // FragmentState of fragment 0 at `round`, as a coordinator sends it.
+  void send_state(std::uint64_t round) {
+    fake_replica initial(0);
+    std::vector<float> theta(initial.fragment_size(0));
+    initial.read_fragment(0, theta.data());
+    wire::outgoing out;
+    auto fs = out.envelope.initFragmentState();
+    fs.setFragment(0);
+    fs.setRound(round);
+    out.tensors.push_back(wire::tensor::from_floats(theta.data(), theta.size()));
+    as_coordinator_.send("worker/1.0", 1, out);
+  }
+
+  // (state requests, contributions) the coordinator probe has received so far. Call with
+  // coord_obs_.mu held: wait_for() predicates already hold it.
+  std::pair<int, int> seen_locked() const {
+    int requests = 0, contributions = 0;
+    for (const auto& m : coord_obs_.received) {
+      requests += m->envelope().isStateRequest();
+      contributions += m->envelope().isContribution();
+    }
+    return {requests, contributions};
+  }
+  std::pair<int, int> seen() {
+    std::lock_guard<std::mutex> lock(coord_obs_.mu);
+    return seen_locked();
+  }
+
+  mailer as_coordinator_;
+  observations coord_obs_;
+  caf::actor coord_probe_;
+};
+
+// The coordinator never answers the contribution (it died with its node): after
+// diloco.result_timeout_ms the worker asks for the committed state again, and resumes.
+TEST_F(WorkerRecoveryTest, AnOverdueResultMakesTheWorkerResync) {
+  spawn_worker(300);
+  ASSERT_TRUE(coord_obs_.wait_for([&] { return coord_obs_.received.size() >= 1; }));
+  send_state(0);
+  ASSERT_TRUE(coord_obs_.wait_for([&] { return seen_locked().second >= 1; }));  // it trained H steps and contributed
+  EXPECT_EQ(seen().first, 1);
+  ASSERT_TRUE(coord_obs_.wait_for([&] { return seen_locked().first >= 2; })) << "no StateRequest after the timeout";
+  send_state(0);
+  EXPECT_TRUE(coord_obs_.wait_for([&] { return seen_locked().second >= 2; }));  // training went on
+}
+
+// A re-placed coordinator announces the committed state without being asked: a worker
+// waiting on a result adopts it at once (long before its result timeout) and goes on.
+TEST_F(WorkerRecoveryTest, AnAnnouncedStateReleasesAWorkerWaitingOnALostRound) {
+  spawn_worker(600000);  // the timeout must not be what frees it
+  ASSERT_TRUE(coord_obs_.wait_for([&] { return coord_obs_.received.size() >= 1; }));
+  send_state(0);
+  ASSERT_TRUE(coord_obs_.wait_for([&] { return seen_locked().second >= 1; }));
+  send_state(0);  // unasked: the new coordinator's announcement
+  EXPECT_TRUE(coord_obs_.wait_for([&] { return seen_locked().second >= 2; }));
+  EXPECT_EQ(seen().first, 1);  // no second request was needed
+}
+
 }  // namespace
 }  // namespace atl

@@ -12,26 +12,18 @@
 #include "runtime/control_client.hpp"
 #include "runtime/security.hpp"
 #include "runtime/zmq_transport.hpp"
+#include "tests/eventually.hpp"
 #include "tests/test_dir.hpp"
 
 namespace atl {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::eventually;
 
 // Stands in for the registry: counts every message the transport delivers.
 caf::behavior counting_actor(caf::event_based_actor*, std::atomic<int>* delivered) {
   return {[delivered](const wire::message_ptr&) { (*delivered)++; }};
-}
-
-template <class Pred>
-bool eventually(Pred pred, std::chrono::milliseconds limit = 5000ms) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(20ms);
-  }
-  return true;
 }
 
 class CurveHead : public ::testing::Test {

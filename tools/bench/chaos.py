@@ -35,6 +35,8 @@ import subprocess
 import sys
 import time
 
+from quality import read_metrics  # tools/bench/quality.py, next to this script
+
 MODEL = ["--set", "model.layers=2", "--set", "model.width=64", "--set", "diloco.sync_every=20",
          "--set", "run.min_workers=2", "--set", "storage.keep_rounds=100000"]
 LEASE_MS = 4000
@@ -100,11 +102,6 @@ class Cluster:
                 p.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 os.killpg(p.pid, signal.SIGKILL)
-
-
-def read_metrics(path):
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
 
 
 def run(args, name, steps, chaos):

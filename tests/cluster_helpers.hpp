@@ -1,0 +1,74 @@
+#pragma once
+// Helpers for process tests that drive a real head and nodes: find the head's endpoint,
+// ask it through the control protocol, wait for rounds, map node ids to processes.
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/control_client.hpp"
+#include "tests/eventually.hpp"
+#include "tests/subprocess.hpp"
+#include "tests/test_dir.hpp"
+
+namespace atl::testing {
+
+// The endpoint `atoll up` wrote to RUN_DIR/head.endpoint; empty if the head died or took
+// longer than 30 s.
+inline std::string wait_for_endpoint(const std::string& run_dir, subprocess& head) {
+  for (int i = 0; i < 600 && head.running(); ++i) {
+    std::ifstream in(run_dir + "/head.endpoint");
+    std::string ep;
+    if (std::getline(in, ep) && !ep.empty()) return ep;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return {};
+}
+
+// One control request; a null json when the head does not answer or refuses.
+inline nlohmann::json ask(const std::string& head, const std::string& command, const link_security& keys = {}) {
+  auto reply = control_request(head, command, "", std::chrono::milliseconds(3000), keys);
+  if (!reply || !reply->ok) return nlohmann::json();
+  return nlohmann::json::parse(reply->json, nullptr, false);
+}
+
+// Fragment 0's round, or -1 when the head does not say.
+inline int round_of(const std::string& head) {
+  const auto fragments = ask(head, "fragments");
+  return fragments.is_array() && !fragments.empty() ? fragments[0]["round"].get<int>() : -1;
+}
+
+inline bool wait_for_round(const std::string& head, int round) {
+  return eventually([&] { return round_of(head) >= round; }, std::chrono::seconds(60), std::chrono::milliseconds(100));
+}
+
+// `count` `atoll join` processes, logging to DIR/nodeK.log.
+inline std::vector<std::unique_ptr<subprocess>> join_nodes(const std::string& atoll, const std::string& head, int count,
+                                                           const temp_dir& dir) {
+  std::vector<std::unique_ptr<subprocess>> nodes;
+  for (int i = 0; i < count; ++i)
+    nodes.push_back(std::make_unique<subprocess>(std::vector<std::string>{atoll, "join", "--head", head, "--threads", "1"},
+                                                 dir.sub("node" + std::to_string(i) + ".log")));
+  return nodes;
+}
+
+// "node/N" hosting coord/0; empty if none is placed.
+inline std::string coordinator_host(const std::string& head) {
+  for (const auto& a : ask(head, "actors"))
+    if (a["id"] == "coord/0") return a["process"];
+  return {};
+}
+
+// The process of node "node/N", matched by the pid the head reports.
+inline subprocess* process_of(const std::string& head, const std::string& node,
+                              const std::vector<std::unique_ptr<subprocess>>& nodes) {
+  for (const auto& m : ask(head, "members"))
+    if ("node/" + std::to_string(m["node_id"].get<int>()) == node)
+      for (const auto& n : nodes)
+        if (n->pid() == m["pid"].get<int>()) return n.get();
+  return nullptr;
+}
+
+}  // namespace atl::testing
