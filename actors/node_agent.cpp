@@ -114,6 +114,13 @@ void on_place_coordinator(self_ptr self, const wire::message_ptr& msg) {
 // node's workers until its lease runs out), and quits.
 void stop_all(self_ptr self, const std::string& reason) {
   auto& st = self->state;
+  for (auto& w : st.workers)
+    if (w.handle && !w.finished) self->send_exit(w.handle, caf::exit_reason::user_shutdown);
+  // Coordinators leave the directory first, so nothing more reaches or leaves them under
+  // their ids once the Goodbye lets the registry place them elsewhere.
+  for (const auto& id : st.local->ids())
+    if (id.rfind("coord/", 0) == 0) st.local->remove(id);
+  for (auto& c : st.coordinators) self->send_exit(c, caf::exit_reason::user_shutdown);
   if (st.node_id != 0 && st.current == phase::running) {
     wire::outgoing bye;
     auto g = bye.envelope.initGoodbye();
@@ -121,9 +128,6 @@ void stop_all(self_ptr self, const std::string& reason) {
     g.setReason(reason);
     st.mail->send("registry", st.epoch, bye);
   }
-  for (auto& w : st.workers)
-    if (w.handle && !w.finished) self->send_exit(w.handle, caf::exit_reason::user_shutdown);
-  for (auto& c : st.coordinators) self->send_exit(c, caf::exit_reason::user_shutdown);
   st.current = phase::done;
   // A node that gave up exits with an error, so its process exits non-zero.
   self->quit(st.failed ? caf::make_error(caf::sec::runtime_error) : caf::error{});

@@ -106,7 +106,10 @@ void replace_orphaned_coordinators(self_ptr self) {
     if (view.placed_on.empty()) continue;
     const auto id = static_cast<std::uint32_t>(std::stoul(view.placed_on.substr(5)));  // "node/N"
     const auto host = st.nodes.find(id);
-    if (host != st.nodes.end() && host->second.record.state == "active") continue;
+    // A draining node still runs its coordinators until its Goodbye: moving them earlier
+    // would run two coordinators of one fragment at once.
+    if (host != st.nodes.end() && (host->second.record.state == "active" || host->second.record.state == "draining"))
+      continue;
     const std::string from = view.placed_on;
     view.placed_on = "node/" + std::to_string(live[f % live.size()]);
     view.confirmed = false;
