@@ -40,7 +40,26 @@ void send_state(self_ptr self, const std::string& worker) {
   st.mail->send(worker, st.rounds->open_epoch(), out);
 }
 
-// In phase ready with enough members: open the next round and answer held requests.
+bool is_participant(const coordinator_state& st, const std::string& worker) {
+  return st.rounds->current_phase() == round_tracker::phase::collecting && st.rounds->participants().count(worker);
+}
+
+bool is_member(const coordinator_state& st, const std::string& worker) {
+  return std::find(st.members.begin(), st.members.end(), worker) != st.members.end();
+}
+
+// The epoch a refusal carries: the open round's, so a worker refused as stale_epoch can
+// send the same contribution again in the right epoch.
+std::uint64_t refusal_epoch(const coordinator_state& st) {
+  return st.rounds->current_phase() == round_tracker::phase::collecting ? st.rounds->open_epoch() : st.epoch;
+}
+
+void on_contribution(self_ptr self, const wire::message_ptr& msg);
+
+// In phase ready with enough members: open the next round, give the committed state to
+// the held requests of its participants (the others wait for a round that includes them:
+// a worker that is not a participant could not contribute), then replay contributions
+// that came before the round opened.
 void advance(self_ptr self) {
   auto& st = self->state;
   if (st.rounds->current_phase() != round_tracker::phase::ready || !membership_ready(st)) return;
@@ -49,7 +68,11 @@ void advance(self_ptr self) {
     return;
   }
   st.round_bytes = 0;
-  for (const auto& req : st.waiting) send_state(self, req->sender());
+  std::vector<wire::message_ptr> still_waiting;
+  for (const auto& req : st.waiting) {
+    if (is_participant(st, req->sender())) send_state(self, req->sender());
+    else still_waiting.push_back(req);
+  }
   if (st.announce_on_open) {
     for (const auto& worker : st.members)
       if (std::none_of(st.waiting.begin(), st.waiting.end(),
@@ -57,7 +80,10 @@ void advance(self_ptr self) {
         send_state(self, worker);
     st.announce_on_open = false;
   }
-  st.waiting.clear();
+  st.waiting = std::move(still_waiting);
+  auto early = std::move(st.early);
+  st.early.clear();
+  for (const auto& [_, msg] : early) on_contribution(self, msg);
 }
 
 // An unseeded run: the first held request that carries parameters becomes round 0.
@@ -92,17 +118,24 @@ void on_round_complete(self_ptr self) {
 void on_contribution(self_ptr self, const wire::message_ptr& msg) {
   auto& st = self->state;
   const auto c = msg->envelope().getContribution();
+  // For the round about to open (its membership is not ready yet): held, one per member,
+  // until it opens. A worker that got the last result contributes without waiting for it.
+  if (st.rounds->current_phase() == round_tracker::phase::ready && c.getRound() == st.rounds->open_round() &&
+      is_member(st, msg->sender())) {
+    st.early[msg->sender()] = msg;
+    return;
+  }
   auto values = take_contribution(*msg, st.rounds->theta().size());
   if (!values) {
     log_warn(fragment_name(st) + ": refused contribution of " + msg->sender() + ": " + values.err().describe());
-    st.mail->refuse(*msg, values.err(), st.epoch);
+    st.mail->refuse(*msg, values.err(), refusal_epoch(st));
     return;
   }
   if (st.rounds->contributors().empty()) st.round_started = std::chrono::steady_clock::now();
   auto done = st.rounds->add(msg->sender(), msg->epoch(), c.getRound(), std::move(*values), c.getWeight());
   if (!done) {
     log_warn(fragment_name(st) + ": refused contribution of " + msg->sender() + ": " + done.err().describe());
-    st.mail->refuse(*msg, done.err(), st.epoch);
+    st.mail->refuse(*msg, done.err(), refusal_epoch(st));
     return;
   }
   st.round_bytes += msg->wire_bytes();
@@ -202,9 +235,12 @@ void on_load_reply(self_ptr self, const wire::message_ptr& msg) {
 
 void on_state_request(self_ptr self, const wire::message_ptr& msg) {
   auto& st = self->state;
-  const auto phase = st.rounds->current_phase();
-  const bool can_answer = st.loaded && membership_ready(st) &&
-                          (phase == round_tracker::phase::collecting || phase == round_tracker::phase::ready);
+  // Answered now only if the worker can contribute to the open round: it is a participant
+  // and has not contributed yet. Otherwise held until a round opens that includes it, so a
+  // joiner or a resyncing worker is never refused as not_participant in a loop.
+  const auto& contributors = st.rounds->contributors();
+  const bool can_answer = st.loaded && membership_ready(st) && is_participant(st, msg->sender()) &&
+                          std::find(contributors.begin(), contributors.end(), msg->sender()) == contributors.end();
   if (can_answer) {
     send_state(self, msg->sender());
     return;

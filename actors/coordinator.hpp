@@ -7,8 +7,11 @@
 //                           send FragmentState to every member (a re-placed coordinator:
 //                           workers waiting on the old one resync at once)
 //   LoadReply(none)      -> wait for the first StateRequest      -> seed + commit round 0
-//   StateRequest         -> FragmentState(committed round, theta_global), once the run has
-//                           a quorum (min_workers; fewer in the run's tail) (held until then)
+//   StateRequest         -> FragmentState(committed round, theta_global) if the sender is a
+//                           participant of the open round that has not contributed; else
+//                           held until a round opens with it (the run needs a quorum:
+//                           min_workers; fewer in the run's tail)
+//   Contribution early   -> (for the round about to open, from a member) held until it opens
 //   Contribution         -> decoded to fp32 (any codec) -> round_tracker.add (typed Refusal on
 //                           any fence)
 //   round complete       -> CommitRequest -> keeper -> CommitAck(ok) -> open next round
@@ -19,6 +22,7 @@
 // Every participant receives the same bytes of theta_global, which makes S1 hold by
 // construction; the keeper commits those bytes before anyone sees them (S2, S4).
 #include <chrono>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -58,7 +62,8 @@ struct coordinator_state {
   std::uint64_t epoch = 0;                      // current membership epoch
   std::vector<std::string> members;             // workers of the current epoch
   bool has_membership = false;                  // the registry answered at least once
-  std::vector<wire::message_ptr> waiting;       // StateRequests held until ready
+  std::vector<wire::message_ptr> waiting;       // StateRequests held until a round includes them
+  std::map<std::string, wire::message_ptr> early;  // contributions for the round about to open
   std::chrono::steady_clock::time_point round_started;
   std::uint64_t round_bytes = 0;
   static inline const char* name = "coordinator";

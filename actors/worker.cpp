@@ -50,7 +50,7 @@ void request_state(self_ptr self, std::size_t f) {
     out.tensors.push_back(wire::tensor::from_floats(local.data(), local.size()));
   }
   st.fragments[f].awaiting_state = true;
-  st.mail->send(coordinator_of(f), st.epoch, out);
+  st.mail->send(coordinator_of(f), st.fragments[f].epoch, out);
 }
 
 // Held-out loss of theta_global (every fragment swapped in, then swapped back).
@@ -133,6 +133,26 @@ void unblock(self_ptr self) {
   self->send(self, step_atom::value);
 }
 
+void give_up_round(self_ptr self, std::size_t f);
+
+// (Re)sends the pending contribution of fragment f for round frag.round + 1, stamped with
+// the fragment's epoch. Its bytes never change: the error-feedback residual was taken once.
+void send_pending(self_ptr self, std::size_t f) {
+  auto& st = self->state;
+  auto& frag = st.fragments[f];
+  wire::outgoing out;
+  auto c = out.envelope.initContribution();
+  c.setFragment(static_cast<std::uint32_t>(f));
+  c.setRound(frag.round + 1);
+  c.setWeight(1.0f);
+  c.setStep(static_cast<std::uint64_t>(frag.merge_at - st.cfg.run.overlap));
+  encoded_values copy = frag.pending;
+  put_contribution(c, std::move(copy), out);
+  st.mail->send(coordinator_of(f), frag.epoch, out);
+  frag.pending_seq = st.mail->last_seq();
+  frag.sent_at = clock_type::now();  // a reopened round gets the whole result timeout
+}
+
 // Sends `values` (pseudo-gradient or gradient) of fragment f, encoded by the run's codec.
 void send_contribution(self_ptr self, std::size_t f, const std::vector<float>& values, codec_kind codec,
                        bool with_feedback) {
@@ -147,18 +167,27 @@ void send_contribution(self_ptr self, std::size_t f, const std::vector<float>& v
     self->quit(caf::make_error(caf::sec::runtime_error));
     return;
   }
-  wire::outgoing out;
-  auto c = out.envelope.initContribution();
-  c.setFragment(static_cast<std::uint32_t>(f));
-  c.setRound(frag.round + 1);
-  c.setWeight(1.0f);
-  c.setStep(static_cast<std::uint64_t>(st.step));
-  put_contribution(c, std::move(enc), out);
+  frag.pending = std::move(enc);
   frag.awaiting_result = true;
   frag.result_ready = false;
   frag.merge_at = st.step + st.cfg.run.overlap;
-  frag.sent_at = clock_type::now();
-  st.mail->send(coordinator_of(f), st.epoch, out);
+  send_pending(self, f);
+}
+
+// A refusal of fragment f's pending contribution. stale_epoch: the round opened in a newer
+// epoch than we knew (a membership change, a re-placed coordinator); the refusal carries
+// it, so the same contribution goes again. Anything else: it will not count.
+void on_contribution_refused(self_ptr self, std::size_t f, const wire::message& refusal) {
+  auto& st = self->state;
+  auto& frag = st.fragments[f];
+  const auto r = refusal.envelope().getRefusal();
+  if (!frag.awaiting_result || frag.result_ready || r.getRefusedSeq() != frag.pending_seq) return;  // an old one
+  if (static_cast<errc>(r.getCode()) == errc::stale_epoch && refusal.epoch() > frag.epoch) {
+    frag.epoch = refusal.epoch();
+    send_pending(self, f);
+    return;
+  }
+  give_up_round(self, f);
 }
 
 // The round's result has not come within diloco.result_timeout_ms: its coordinator may
@@ -178,6 +207,7 @@ void give_up_round(self_ptr self, std::size_t f) {
   log_warn(st.cfg.id + ": no result for fragment " + std::to_string(f) + " round " +
            std::to_string(st.fragments[f].round + 1) + "; resyncing from its committed state");
   st.fragments[f].awaiting_result = false;
+  st.fragments[f].pending = {};
   request_state(self, f);
   if (st.current == phase::blocked) {
     unblock_accounting(st);
@@ -199,6 +229,7 @@ void merge(worker_state& st, std::size_t f) {
   frag.theta_global = std::move(frag.result);
   frag.round = frag.result_round;
   frag.awaiting_result = frag.result_ready = false;
+  frag.pending = {};
   const auto alpha = static_cast<float>(st.cfg.run.alpha);
   if (alpha == 0.0f) {
     st.model->write_fragment(f, frag.theta_global.data());
@@ -240,8 +271,11 @@ void on_step_diloco(self_ptr self) {
   st.tokens_since_report += result.tokens;
   st.tokens_total += result.tokens;
   if (st.step % st.cfg.run.log_every == 0) report_progress(self);
-  for (std::size_t f = 0; f < st.fragments.size(); ++f)
-    if (st.schedule->syncs_at(static_cast<std::int64_t>(f), st.step)) contribute(self, f);
+  for (std::size_t f = 0; f < st.fragments.size(); ++f) {
+    // A fragment being resynced has no base to contribute from until its state arrives.
+    if (st.schedule->syncs_at(static_cast<std::int64_t>(f), st.step) && !st.fragments[f].awaiting_state)
+      contribute(self, f);
+  }
   if (st.current == phase::training) self->send(self, step_atom::value);
 }
 
@@ -274,6 +308,7 @@ void finish_ddp_step(self_ptr self) {
     st.model->write_gradients(f, frag.result.data());
     frag.round = frag.result_round;
     frag.awaiting_result = frag.result_ready = false;
+    frag.pending = {};
   }
   st.model->apply_gradients(st.step);
   st.step++;
@@ -285,10 +320,21 @@ void on_state(self_ptr self, const wire::message_ptr& msg, std::size_t f, std::u
   auto& st = self->state;
   auto& frag = st.fragments[f];
   if (!frag.awaiting_state) {
-    // Unasked: a re-placed coordinator announces the committed state. If we wait on a
-    // result that round will never have (it died with the old coordinator), adopt it.
-    const bool orphaned = frag.awaiting_result && !frag.result_ready && round >= frag.round;
-    if (!orphaned) return;  // a duplicate, or nothing to recover
+    // Unasked: a re-placed coordinator announces the committed state as it opens its
+    // first round, in a new epoch.
+    const bool waiting = frag.awaiting_result && !frag.result_ready;
+    if (round == frag.round) {
+      frag.epoch = std::max(frag.epoch, msg->epoch());
+      // The round we contributed to is open again: the same contribution goes to it.
+      if (waiting) {
+        log_warn(st.cfg.id + ": fragment " + std::to_string(f) + " has a new coordinator; contributing to round " +
+                 std::to_string(round + 1) + " again");
+        send_pending(self, f);
+      }
+      return;
+    }
+    // It committed our round before it died, without releasing it: adopt its state.
+    if (!(waiting && round > frag.round)) return;  // a duplicate, or nothing to recover
     log_warn(st.cfg.id + ": fragment " + std::to_string(f) + " has a new coordinator at round " +
              std::to_string(round) + "; resyncing");
   }
@@ -297,7 +343,9 @@ void on_state(self_ptr self, const wire::message_ptr& msg, std::size_t f, std::u
   frag.round = round;
   frag.awaiting_state = false;
   frag.awaiting_result = frag.result_ready = false;
-  st.epoch = msg->epoch();
+  frag.pending = {};
+  frag.epoch = msg->epoch();
+  st.epoch = std::max(st.epoch, frag.epoch);
   if (st.step == 0 && round > 0 && !ddp(st))
     st.step = static_cast<std::int64_t>(round) * st.schedule->sync_every();  // joining a run in progress
   if (!any_awaiting_state(st) && (st.current == phase::syncing || st.current == phase::blocked)) {
@@ -314,7 +362,8 @@ void on_result(self_ptr self, const wire::message_ptr& msg, std::size_t f, std::
   frag.result = msg->tensors()[0].to_floats();
   frag.result_round = round;
   frag.result_ready = true;
-  st.epoch = msg->epoch();
+  frag.epoch = msg->epoch();
+  st.epoch = std::max(st.epoch, frag.epoch);
   if (ddp(st)) {
     finish_ddp_step(self);
     return;
@@ -378,10 +427,7 @@ caf::behavior worker_actor(caf::stateful_actor<worker_state>* self, transport* n
         } else if (env.isRefusal()) {
           log_warn(st.cfg.id + ": refused by " + msg->sender() + ": " + env.getRefusal().getMessage().cStr());
           const auto f = fragment_of(msg->sender());
-          if (f < st.fragments.size() && st.fragments[f].awaiting_result && !ddp(st)) {
-            // Our contribution did not count: fetch the committed state and go on from it.
-            give_up_round(self, f);
-          }
+          if (f < st.fragments.size() && !ddp(st)) on_contribution_refused(self, f, *msg);
         } else if (env.isShutdown()) {
           self->quit();
         }

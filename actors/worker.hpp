@@ -15,7 +15,11 @@
 //   blocked --RoundResult--> training
 //   merge: theta_local_p = alpha * theta_local_p + (1 - alpha) * theta_global_p
 //          (tau = 0, alpha = 0 is plain DiLoCo: the fragment is replaced)
-//   blocked --Refusal of its contribution--> syncing (re-fetches the committed state)
+//   blocked --Refusal(stale_epoch) of its contribution--> the same contribution again,
+//           stamped with the round's epoch from the refusal (the round opened in a newer epoch)
+//   blocked --any other Refusal of its contribution--> syncing (re-fetches the committed
+//           state; until it arrives the fragment is not contributed)
+//   Epochs are per fragment: each coordinator opens its rounds in its own epoch.
 //   training --step == run.steps and every result merged--> finished: WorkerDone, quit
 //
 // Data-parallel baseline (run.mode = ddp): every step the worker sends its gradients,
@@ -49,10 +53,16 @@ struct worker_config {
 struct fragment_sync {
   std::vector<float> theta_global;  // last merged global parameters (or fp32 grads in ddp)
   std::uint64_t round = 0;          // last merged round
+  std::uint64_t epoch = 0;          // epoch of the coordinator's open round, as last heard from it
   bool awaiting_state = false;      // StateRequest sent, FragmentState not yet here
   bool awaiting_result = false;     // Contribution sent, result not merged yet
   std::int64_t merge_at = 0;        // the result is merged before this step trains
   std::chrono::steady_clock::time_point sent_at;  // of the awaited contribution
+  // The awaited contribution, kept until its result arrives: a coordinator that refuses it
+  // as stale_epoch (its round opened in a newer epoch) or reopens its round after a
+  // re-placement gets the same bytes again, stamped with the round's epoch.
+  encoded_values pending;
+  std::uint64_t pending_seq = 0;    // envelope seq of its last sending
   bool result_ready = false;
   std::vector<float> result;        // the released values of round result_round
   std::uint64_t result_round = 0;

@@ -121,6 +121,7 @@ class mailer {
   void set_cluster(std::string id) { cluster_ = std::move(id); }
   const std::string& cluster() const { return cluster_; }
   std::uint64_t bytes_sent() const { return bytes_sent_; }
+  std::uint64_t last_seq() const { return seq_; }  // of the last message sent (a Refusal names it)
 
  private:
   transport* transport_;

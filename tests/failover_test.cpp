@@ -152,10 +152,8 @@ TEST(Failover, LeaveAndSigtermDrainNodesWithoutStallingARound) {
   for (const auto& m : status["members"]) EXPECT_EQ(m["state"], "left") << status["members"].dump();
   const json fragments = ask(ep, "fragments");
   EXPECT_GT(fragments[0]["round"].get<int>(), round_after_leaves);
-  // Every worker at the final round agrees with the keeper. Known open bug: in about one
-  // run in three, one of the two nodes that stayed stops taking part after the leaves (its
-  // last round is ~20 of 39) and ends behind; so only at least one is required here.
-  EXPECT_GE(agreeing_at_final_round(fragments), 1) << fragments.dump();
+  // Both nodes that stayed took part to the end and hold the keeper's bytes.
+  EXPECT_EQ(agreeing_at_final_round(fragments), 2) << fragments.dump();
 
   // No round waited for a lease.
   double longest = 0;
@@ -232,9 +230,8 @@ TEST(Failover, ANodeStoppedPastItsLeaseIsFencedAndRejoins) {
   EXPECT_EQ(status["members"].size(), 4u) << status["members"].dump();  // the frozen node came back as a new one
   EXPECT_GE(status["refused"]["total"].value("stale_epoch", 0), 1) << status["refused"].dump();
   const json fragments = ask(ep, "fragments");
-  // The two that kept going end at the final round; the one that came back sometimes
-  // ends a round behind (its last round closed in the run's tail without it).
-  EXPECT_GE(agreeing_at_final_round(fragments), 2) << fragments.dump();
+  // The two that kept going and the one that came back all end at the final round.
+  EXPECT_EQ(agreeing_at_final_round(fragments), 3) << fragments.dump();
   shut_down(ep, head);
 }
 

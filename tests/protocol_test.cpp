@@ -140,11 +140,13 @@ class ProtocolTest : public ::testing::Test {
   }
 
   // What the registry would send: the workers of an epoch.
-  void send_membership(std::uint64_t epoch, const std::vector<std::string>& workers) {
+  // quorum 0: the coordinator's min_workers.
+  void send_membership(std::uint64_t epoch, const std::vector<std::string>& workers, std::uint32_t quorum = 0) {
     mailer as_registry(net_, "registry", cluster_.get());
     wire::outgoing out;
     auto m = out.envelope.initMembership();
     m.setEpoch(epoch);
+    m.setQuorum(quorum);
     auto list = m.initWorkers(static_cast<unsigned>(workers.size()));
     for (unsigned i = 0; i < workers.size(); ++i) list.set(i, workers[i]);
     as_registry.send("coord/0", epoch, out);
@@ -336,6 +338,14 @@ class FencingTest : public ProtocolTest {
     return worker_obs_.received.size();
   }
 
+  // A StateRequest carrying parameters: a fresh coordinator seeds round 0 from them.
+  void request_state_with(const std::vector<float>& init) {
+    wire::outgoing req;
+    req.envelope.initStateRequest().setFragment(0);
+    req.tensors.push_back(wire::tensor::from_floats(init.data(), init.size()));
+    as_worker_.send("coord/0", 0, req);
+  }
+
   mailer as_worker_;
   observations worker_obs_;
   caf::actor worker_probe_;
@@ -387,6 +397,72 @@ TEST_F(FencingTest, ContributionsForTheWrongRoundOrEpochAreRefusedWithTypedError
   EXPECT_EQ(worker_obs_.refusals.back(), errc::wrong_round);
 }
 
+// A worker that is not a participant of the open round (a joiner admitted mid-round) is
+// answered when a round that includes it opens: answered at once, it could only be refused
+// as not_participant, again and again.
+TEST_F(FencingTest, AStateRequestFromANonParticipantWaitsForARoundThatIncludesIt) {
+  spawn_coordinator(1, {1.0f, 0.0f});
+  send_membership(1, {"worker/x"});
+  request_state_with({1.0f, 2.0f, 3.0f});
+  ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.received.size() == 1; }));  // round 1 is open
+
+  observations joiner_obs;
+  dir_.add("worker/y", sys_.spawn(probe_actor, &joiner_obs));
+  mailer as_joiner(net_, "worker/y", "cluster-test");
+  send_membership(2, {"worker/x", "worker/y"});
+  wire::outgoing req;
+  req.envelope.initStateRequest().setFragment(0);
+  as_joiner.send("coord/0", 0, req);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  {
+    std::lock_guard<std::mutex> lock(joiner_obs.mu);
+    EXPECT_TRUE(joiner_obs.received.empty()) << "answered while round 1 cannot take it";
+  }
+
+  contribute(1, 1, {0.5f, 0.0f, 0.0f});  // round 1 closes; round 2 opens with both
+  ASSERT_TRUE(joiner_obs.wait_for([&] { return joiner_obs.received.size() == 1; }));
+  std::lock_guard<std::mutex> lock(joiner_obs.mu);
+  const auto& state = joiner_obs.received[0];
+  ASSERT_TRUE(state->envelope().isFragmentState());
+  EXPECT_EQ(state->envelope().getFragmentState().getRound(), 1u);
+  EXPECT_EQ(state->epoch(), 2u);  // round 2's epoch: the joiner contributes in it
+  EXPECT_EQ(state->tensors()[0].to_floats(), (std::vector<float>{0.5f, 2.0f, 3.0f}));
+}
+
+// A contribution for the round about to open (it waits for a quorum) is held, not refused;
+// when the round opens in a newer epoch it is refused as stale_epoch with that epoch, and
+// the same contribution sent again in it counts.
+TEST_F(FencingTest, AContributionBeforeItsRoundOpensIsHeldThenFencedByEpoch) {
+  spawn_coordinator(1, {1.0f, 0.0f});
+  send_membership(1, {"worker/x"});
+  request_state_with({1.0f, 2.0f, 3.0f});
+  ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.received.size() == 1; }));
+  send_membership(2, {"worker/x"}, 2);  // round 2 will need two participants
+  contribute(1, 1, {1.0f, 0.0f, 0.0f});
+  ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.received.size() == 2; }));  // round 1's result
+
+  contribute(1, 2, {1.0f, 0.0f, 0.0f});  // early: round 2 is not open
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  {
+    std::lock_guard<std::mutex> lock(worker_obs_.mu);
+    EXPECT_TRUE(worker_obs_.refusals.empty()) << "refused before its round opened";
+  }
+  send_membership(3, {"worker/x"}, 1);  // round 2 opens in epoch 3
+  ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.refusals.size() == 1; }));
+  {
+    std::lock_guard<std::mutex> lock(worker_obs_.mu);
+    EXPECT_EQ(worker_obs_.refusals[0], errc::stale_epoch);
+    EXPECT_EQ(worker_obs_.received.size(), 2u);
+  }
+  contribute(3, 2, {1.0f, 0.0f, 0.0f});
+  ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.received.size() == 3; }));
+  std::lock_guard<std::mutex> lock(worker_obs_.mu);
+  const auto& result = worker_obs_.received[2];
+  ASSERT_TRUE(result->envelope().isRoundResult());
+  EXPECT_EQ(result->envelope().getRoundResult().getRound(), 2u);
+  EXPECT_EQ(result->tensors()[0].to_floats(), (std::vector<float>{-1.0f, 2.0f, 3.0f}));
+}
+
 TEST_F(FencingTest, RepeatedStateRequestsAreAnsweredOnce) {
   spawn_coordinator(1);
   std::vector<float> init = {1.0f, 2.0f, 3.0f};
@@ -431,8 +507,8 @@ class WorkerRecoveryTest : public ProtocolTest {
     dir_.add(wc.id, sys_.spawn(worker_actor, static_cast<transport*>(&net_), wc, factory));
   }
 
-  // FragmentState of fragment 0 at `round`, as a coordinator sends it.
-  void send_state(std::uint64_t round) {
+  // FragmentState of fragment 0 at `round`, as a coordinator sends it in `epoch`.
+  void send_state(std::uint64_t round, std::uint64_t epoch = 1) {
     fake_replica initial(0);
     std::vector<float> theta(initial.fragment_size(0));
     initial.read_fragment(0, theta.data());
@@ -441,7 +517,16 @@ class WorkerRecoveryTest : public ProtocolTest {
     fs.setFragment(0);
     fs.setRound(round);
     out.tensors.push_back(wire::tensor::from_floats(theta.data(), theta.size()));
-    as_coordinator_.send("worker/1.0", 1, out);
+    as_coordinator_.send("worker/1.0", epoch, out);
+  }
+
+  // The i-th and j-th contributions the coordinator probe received.
+  std::pair<wire::message_ptr, wire::message_ptr> contributions(std::size_t i, std::size_t j) {
+    std::lock_guard<std::mutex> lock(coord_obs_.mu);
+    std::vector<wire::message_ptr> found;
+    for (const auto& m : coord_obs_.received)
+      if (m->envelope().isContribution()) found.push_back(m);
+    return {found.at(i), found.at(j)};
   }
 
   // (state requests, contributions) the coordinator probe has received so far. Call with
@@ -477,16 +562,55 @@ TEST_F(WorkerRecoveryTest, AnOverdueResultMakesTheWorkerResync) {
   EXPECT_TRUE(coord_obs_.wait_for([&] { return seen_locked().second >= 2; }));  // training went on
 }
 
-// A re-placed coordinator announces the committed state without being asked: a worker
-// waiting on a result adopts it at once (long before its result timeout) and goes on.
-TEST_F(WorkerRecoveryTest, AnAnnouncedStateReleasesAWorkerWaitingOnALostRound) {
+// A re-placed coordinator announces the committed state without being asked, in its new
+// epoch. A worker waiting on the result of the round it reopened sends the same
+// contribution again, stamped with that epoch, long before its result timeout.
+TEST_F(WorkerRecoveryTest, AnAnnouncedStateOfTheSameRoundGetsTheSameContributionAgain) {
   spawn_worker(600000);  // the timeout must not be what frees it
   ASSERT_TRUE(coord_obs_.wait_for([&] { return coord_obs_.received.size() >= 1; }));
   send_state(0);
   ASSERT_TRUE(coord_obs_.wait_for([&] { return seen_locked().second >= 1; }));
-  send_state(0);  // unasked: the new coordinator's announcement
-  EXPECT_TRUE(coord_obs_.wait_for([&] { return seen_locked().second >= 2; }));
+  send_state(0, 7);  // unasked: the new coordinator's announcement
+  ASSERT_TRUE(coord_obs_.wait_for([&] { return seen_locked().second >= 2; }));
+  const auto [first, again] = contributions(0, 1);
+  EXPECT_EQ(again->epoch(), 7u);
+  EXPECT_EQ(again->envelope().getContribution().getRound(), 1u);
+  EXPECT_EQ(again->tensors()[0].data, first->tensors()[0].data);
   EXPECT_EQ(seen().first, 1);  // no second request was needed
+}
+
+// The new coordinator had committed the round before it died, without releasing it: the
+// announced state is newer than the worker's, which adopts it and goes on from it.
+TEST_F(WorkerRecoveryTest, AnAnnouncedNewerStateIsAdopted) {
+  spawn_worker(600000);
+  ASSERT_TRUE(coord_obs_.wait_for([&] { return coord_obs_.received.size() >= 1; }));
+  send_state(0);
+  ASSERT_TRUE(coord_obs_.wait_for([&] { return seen_locked().second >= 1; }));
+  send_state(1, 7);
+  ASSERT_TRUE(coord_obs_.wait_for([&] { return seen_locked().second >= 2; }));
+  std::lock_guard<std::mutex> lock(coord_obs_.mu);
+  const auto& next = coord_obs_.received.back();
+  ASSERT_TRUE(next->envelope().isContribution());
+  EXPECT_EQ(next->envelope().getContribution().getRound(), 2u);  // trained on from round 1
+  EXPECT_EQ(next->epoch(), 7u);
+}
+
+// Refused as stale_epoch (its round opened in a newer epoch): the worker sends the same
+// bytes again in the refusal's epoch. Refused for any other reason: it resyncs.
+TEST_F(WorkerRecoveryTest, AStaleEpochRefusalResendsOtherRefusalsResync) {
+  spawn_worker(600000);
+  ASSERT_TRUE(coord_obs_.wait_for([&] { return coord_obs_.received.size() >= 1; }));
+  send_state(0);
+  ASSERT_TRUE(coord_obs_.wait_for([&] { return seen_locked().second >= 1; }));
+  as_coordinator_.refuse(*contributions(0, 0).first, make_error(errc::stale_epoch, "round 1 is in epoch 4"), 4);
+  ASSERT_TRUE(coord_obs_.wait_for([&] { return seen_locked().second >= 2; }));
+  const auto [first, again] = contributions(0, 1);
+  EXPECT_EQ(again->epoch(), 4u);
+  EXPECT_EQ(again->tensors()[0].data, first->tensors()[0].data);
+  EXPECT_EQ(seen().first, 1);
+
+  as_coordinator_.refuse(*again, make_error(errc::not_participant, "not in round 1"), 4);
+  EXPECT_TRUE(coord_obs_.wait_for([&] { return seen_locked().first >= 2; })) << "no resync after not_participant";
 }
 
 }  // namespace
