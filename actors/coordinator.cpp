@@ -5,6 +5,7 @@
 #include "actors/messages.hpp"
 #include "actors/pseudo_gradient.hpp"
 #include "runtime/digest.hpp"
+#include "runtime/fault_point.hpp"
 #include "runtime/log.hpp"
 
 namespace atl {
@@ -208,6 +209,7 @@ void on_commit_ack(self_ptr self, const wire::message_ptr& msg) {
   }
   const auto contributors = st.rounds->contributors();
   (void)st.rounds->committed();
+  if (ack.getRound() > 0) ATL_FAULT_POINT("coordinator.committed");
   if (ack.getRound() == 0) {
     log_info(fragment_name(st) + ": seeded round 0 (" + std::to_string(st.rounds->theta().size()) + " parameters)");
     advance(self);
@@ -305,6 +307,12 @@ caf::behavior coordinator_actor(caf::stateful_actor<coordinator_state>* self, tr
         } else {
           st.mail->refuse(*msg, make_error(errc::unexpected_message, wire::kind_name(msg->kind())), st.epoch);
         }
+      },
+      [=](confirm_atom) {  // the registry placed us again: a restarted head learns we run
+        auto& st = self->state;
+        wire::outgoing out;
+        out.envelope.initMembershipRequest().setFragment(st.cfg.fragment);
+        st.mail->send(st.cfg.registry, st.epoch, out);
       },
       [=](tick_atom) {  // commit retry, and startup until the keeper and registry answered
         auto& st = self->state;

@@ -18,6 +18,7 @@
 //                           -> RoundResult(theta_global) to every contributor
 //   CommitAck(not ok)    -> retried every commit_retry until it succeeds; nothing released
 //   Membership           -> participants that left are dropped from the open round
+//   confirm (node agent) -> MembershipRequest: a restarted registry placed us again
 //   after each release   -> RoundReport -> registry (workers send their RoundAck there too)
 // Every participant receives the same bytes of theta_global, which makes S1 hold by
 // construction; the keeper commits those bytes before anyone sees them (S2, S4).

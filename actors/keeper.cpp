@@ -3,6 +3,7 @@
 #include <caf/all.hpp>
 
 #include "runtime/digest.hpp"
+#include "runtime/fault_point.hpp"
 #include "runtime/log.hpp"
 
 namespace atl {
@@ -28,6 +29,7 @@ caf::behavior keeper_actor(caf::stateful_actor<keeper_state>* self, transport* n
             fragment_checkpoint cp{req.getFragment(), req.getRound(), msg->epoch(), msg->tensors()[0].to_floats(),
                                    msg->tensors()[1].to_floats()};
             auto result = st.store->commit(cp);
+            if (!result && cp.round > 0) ATL_FAULT_POINT("keeper.written");
             ack.setOk(!result);
             ack.setError(result.describe());
             ack.setDigest(digest64(cp.theta.data(), cp.theta.size() * sizeof(float)));

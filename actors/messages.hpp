@@ -10,6 +10,8 @@ using tick_atom = caf::atom_constant<caf::atom("tick")>;          // periodic ti
 using step_atom = caf::atom_constant<caf::atom("step")>;          // worker: run one inner step
 using stop_atom = caf::atom_constant<caf::atom("stop")>;          // finish and quit
 using restart_atom = caf::atom_constant<caf::atom("restart")>;    // node agent: respawn a worker
+using confirm_atom = caf::atom_constant<caf::atom("confirm")>;    // coordinator: ask the registry again
+using resend_atom = caf::atom_constant<caf::atom("resend")>;      // worker: the link dropped; resend
 
 }  // namespace atl
 

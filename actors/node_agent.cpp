@@ -99,7 +99,12 @@ void on_place_coordinator(self_ptr self, const wire::message_ptr& msg) {
   auto& st = self->state;
   const auto fragment = msg->envelope().getPlaceCoordinator().getFragment();
   const std::string id = "coord/" + std::to_string(fragment);
-  if (st.local->find(id)) return;  // a repeated placement: already hosted
+  if (auto hosted = st.local->find(id)) {
+    // A repeated placement: already hosted. The registry may not know it runs (a restarted
+    // head): the coordinator confirms itself with a MembershipRequest.
+    self->send(hosted, confirm_atom::value);
+    return;
+  }
   if (st.current != phase::running || fragment >= static_cast<std::uint32_t>(st.run.fragments)) {
     st.mail->refuse(*msg, make_error(errc::unexpected_message, "cannot host " + id + " now"), st.epoch);
     return;
@@ -163,6 +168,19 @@ void on_worker_down(self_ptr self, const caf::down_msg& down) {
     log_info("every worker finished; node exits");
     stop_all(self, "finished");
   }
+}
+
+// The link to the head dropped and came back: what was in flight through the old
+// connection may be lost, and only the workers know what they wait on.
+void resend_after_reconnect(self_ptr self) {
+  auto& st = self->state;
+  const auto connections = st.net->counters().connections.load();
+  const bool reconnected = st.connections_seen > 0 && connections > st.connections_seen;
+  st.connections_seen = connections;
+  if (!reconnected) return;
+  log_warn("the link to the head came back; workers resend what they wait on");
+  for (const auto& w : st.workers)
+    if (w.handle) self->send(w.handle, resend_atom::value);
 }
 
 // Until the registry names us, we answer to a unique provisional id.
@@ -236,6 +254,7 @@ caf::behavior node_agent_actor(caf::stateful_actor<node_agent_state>* self, tran
           send_hello(self);
         } else if (st.current == phase::running) {
           send_heartbeat(self);
+          resend_after_reconnect(self);
         }
         const auto interval = st.current == phase::running ? st.run.heartbeat_ms : 1000;
         self->delayed_send(self, std::chrono::milliseconds(interval), tick_atom::value);

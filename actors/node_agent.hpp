@@ -4,6 +4,8 @@
 //
 //   registering --Welcome--> running --every worker finished--> done (quits normally)
 //   registering: Hello every heartbeat interval until a Welcome (the head may start later)
+//   running: the link to the head came back (a restarted head) -> workers resend what they
+//            wait on (messages in flight through the old head are lost)
 //   running: Heartbeat every cluster.heartbeat_ms; a worker that fails is restarted after
 //            restart_backoff_ms * 2^k, at most cluster.restart_limit times, then the node
 //            gives up (quits with an error: the process exits non-zero)
@@ -55,6 +57,7 @@ struct node_agent_state {
   run_config run;
   std::vector<supervised_worker> workers;
   std::vector<caf::actor> coordinators;
+  std::uint64_t connections_seen = 0;  // the transport's count when last checked
   bool failed = false;
   static inline const char* name = "node_agent";
 };

@@ -20,6 +20,11 @@ double seconds_since(clock_type::time_point t) { return std::chrono::duration<do
 
 void persist(self_ptr self) {
   auto& st = self->state;
+  st.snap.placements.clear();
+  for (const auto& f : st.fragments) st.snap.placements.push_back(f.placed_on);
+  st.snap.finished.clear();
+  for (const auto& [id, w] : st.workers)
+    if (w.done) st.snap.finished.push_back(id);
   st.snap.members.clear();
   for (const auto& [_, n] : st.nodes) st.snap.members.push_back(n.record);
   if (auto err = st.deps.store->save(st.snap)) log_error("registry: cannot persist membership: " + err.describe());
@@ -89,7 +94,19 @@ void place_coordinators(self_ptr self) {
     st.fragments[f].confirmed = false;
     log_info("registry: coordinator of fragment " + std::to_string(f) + " placed on " + st.fragments[f].placed_on);
   }
+  persist(self);  // before anyone hears of it: a restarted head must not place a second one
   send_placements(self);
+}
+
+// "node/N" -> N; 0 (no node has it) for anything else, such as a damaged stored placement.
+std::uint32_t node_number(const std::string& actor_id) {
+  if (actor_id.rfind("node/", 0) != 0 || actor_id.size() < 6 || actor_id.size() > 15) return 0;
+  std::uint64_t n = 0;
+  for (std::size_t i = 5; i < actor_id.size(); ++i) {
+    if (actor_id[i] < '0' || actor_id[i] > '9') return 0;
+    n = n * 10 + static_cast<std::uint64_t>(actor_id[i] - '0');
+  }
+  return n > UINT32_MAX ? 0 : static_cast<std::uint32_t>(n);
 }
 
 // A coordinator lives on its node: when the node is gone, place it on a live one. The new
@@ -101,11 +118,11 @@ void replace_orphaned_coordinators(self_ptr self) {
   for (const auto& [id, n] : st.nodes)
     if (n.record.state == "active") live.push_back(id);
   if (live.empty() || st.snap.run_state != "training") return;
+  bool moved = false;
   for (std::size_t f = 0; f < st.fragments.size(); ++f) {
     auto& view = st.fragments[f];
     if (view.placed_on.empty()) continue;
-    const auto id = static_cast<std::uint32_t>(std::stoul(view.placed_on.substr(5)));  // "node/N"
-    const auto host = st.nodes.find(id);
+    const auto host = st.nodes.find(node_number(view.placed_on));
     // A draining node still runs its coordinators until its Goodbye: moving them earlier
     // would run two coordinators of one fragment at once.
     if (host != st.nodes.end() && (host->second.record.state == "active" || host->second.record.state == "draining"))
@@ -113,9 +130,11 @@ void replace_orphaned_coordinators(self_ptr self) {
     const std::string from = view.placed_on;
     view.placed_on = "node/" + std::to_string(live[f % live.size()]);
     view.confirmed = false;
+    moved = true;
     log_warn("registry: " + from + " is gone; coordinator of fragment " + std::to_string(f) + " re-placed on " +
              view.placed_on);
   }
+  if (moved) persist(self);  // before anyone hears of it
   send_placements(self);
 }
 
@@ -202,6 +221,7 @@ void on_hello(self_ptr self, const wire::message_ptr& msg) {
     w.device = hello.getDevices()[k];
     node.record.devices.push_back(w.device);
     node.record.workers.push_back(w.id);
+    node.record.ranks.push_back(w.rank);
     st.workers[w.id] = w;
   }
   st.snap.epoch++;
@@ -519,6 +539,7 @@ void on_report(self_ptr self, const wire::message_ptr& msg) {
                                      {"wait_s", w.wait_s},
                                      {"compute_utilisation", w.wall_s > 0 ? 1.0 - w.wait_s / w.wall_s : 0.0}});
     log_info("registry: " + w.id + " finished " + std::to_string(w.step) + " steps");
+    persist(self);             // a restarted head must not wait for it either
     publish_membership(self);  // no round waits for it, and the quorum may shrink
     maybe_finish(self);
   }
@@ -558,11 +579,24 @@ caf::behavior registry_actor(caf::stateful_actor<registry_state>* self, registry
   for (const auto& m : st.snap.members) {  // a restarted head: members must heartbeat again
     node_view n{m, now, now, {}, 0};
     st.nodes[m.node_id] = n;
+    for (std::size_t k = 0; k < m.workers.size(); ++k) {
+      worker_view w;
+      w.id = m.workers[k];
+      w.node_id = m.node_id;
+      w.rank = k < m.ranks.size() ? m.ranks[k] : 0;
+      w.device = k < m.devices.size() ? m.devices[k] : "";
+      w.done = std::find(st.snap.finished.begin(), st.snap.finished.end(), w.id) != st.snap.finished.end();
+      st.workers[w.id] = w;
+    }
   }
   for (std::size_t f = 0; f < st.fragments.size(); ++f) {
     auto cp = deps.checkpoints->latest(static_cast<std::uint32_t>(f));
     if (cp && *cp) st.fragments[f].round = (*cp)->round;
+    // Placed before the restart: confirmed again by the coordinator's MembershipRequest
+    // (its node is told again every tick until then).
+    if (f < st.snap.placements.size()) st.fragments[f].placed_on = st.snap.placements[f];
   }
+  replace_orphaned_coordinators(self);  // hosts that left or died before the restart
   self->delayed_send(self, std::chrono::milliseconds(st.cfg.heartbeat_ms), tick_atom::value);
   return {
       [=](const wire::message_ptr& msg) {

@@ -5,6 +5,7 @@
 #include "actors/messages.hpp"
 #include "actors/pseudo_gradient.hpp"
 #include "runtime/digest.hpp"
+#include "runtime/fault_point.hpp"
 #include "runtime/log.hpp"
 
 namespace atl {
@@ -172,6 +173,7 @@ void send_contribution(self_ptr self, std::size_t f, const std::vector<float>& v
   frag.result_ready = false;
   frag.merge_at = st.step + st.cfg.run.overlap;
   send_pending(self, f);
+  ATL_FAULT_POINT("worker.contributed");
 }
 
 // A refusal of fragment f's pending contribution. stale_epoch: the round opened in a newer
@@ -182,6 +184,7 @@ void on_contribution_refused(self_ptr self, std::size_t f, const wire::message& 
   auto& frag = st.fragments[f];
   const auto r = refusal.envelope().getRefusal();
   if (!frag.awaiting_result || frag.result_ready || r.getRefusedSeq() != frag.pending_seq) return;  // an old one
+  if (static_cast<errc>(r.getCode()) == errc::duplicate) return;  // a resend it already has: keep waiting
   if (static_cast<errc>(r.getCode()) == errc::stale_epoch && refusal.epoch() > frag.epoch) {
     frag.epoch = refusal.epoch();
     send_pending(self, f);
@@ -446,6 +449,14 @@ caf::behavior worker_actor(caf::stateful_actor<worker_state>* self, transport* n
           else if (result_overdue(st, f)) give_up_round(self, f);
         }
         self->delayed_send(self, state_retry, tick_atom::value);
+      },
+      [=](resend_atom) {  // the node's link to the head dropped: what we sent may be lost
+        auto& st = self->state;
+        if (st.current == phase::finished || ddp(st)) return;
+        for (std::size_t f = 0; f < st.fragments.size(); ++f) {
+          if (st.fragments[f].awaiting_state) request_state(self, f);
+          else if (st.fragments[f].awaiting_result && !st.fragments[f].result_ready) send_pending(self, f);
+        }
       },
       [=](stop_atom) { self->quit(); },
   };

@@ -17,6 +17,8 @@
 //          (tau = 0, alpha = 0 is plain DiLoCo: the fragment is replaced)
 //   blocked --Refusal(stale_epoch) of its contribution--> the same contribution again,
 //           stamped with the round's epoch from the refusal (the round opened in a newer epoch)
+//   any --resend (the node's link to the head came back)--> the pending contribution again
+//           (duplicate: it counted; wrong_round: its result was lost, resync)
 //   blocked --any other Refusal of its contribution--> syncing (re-fetches the committed
 //           state; until it arrives the fragment is not contributed)
 //   Epochs are per fragment: each coordinator opens its rounds in its own epoch.

@@ -65,6 +65,9 @@ struct traffic_counters {
   // CURVE: clients the ZAP handler admitted or denied, and failed handshakes (wrong key,
   // no security, garbage before the handshake).
   std::atomic<std::uint64_t> auth_admitted{0}, auth_denied{0}, handshakes_failed{0};
+  // Client: TCP connections made to the head. More than one means the link dropped and
+  // came back (a restarted head): messages in flight then may be lost.
+  std::atomic<std::uint64_t> connections{0};
   static constexpr std::size_t reasons = 32;  // room for every errc code
   std::array<std::atomic<std::uint64_t>, reasons> refused{};
   void count_refusal(errc code) { refused[static_cast<std::size_t>(code) % refused.size()]++; }

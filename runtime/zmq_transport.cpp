@@ -40,11 +40,13 @@ zmq_transport::zmq_transport(role r, const std::string& endpoint, directory& dir
   // A frame larger than any envelope or tensor we accept makes ZeroMQ drop the peer
   // before it allocates the frame.
   net_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(std::max(lim.max_tensor_bytes, lim.max_envelope_bytes)));
-  // Failed handshakes (wrong keys, no keys, garbage) are counted from monitor events.
+  // Failed handshakes (wrong keys, no keys, garbage) are counted from monitor events, and
+  // a client counts its connections to the head (the second one is a reconnect).
   const std::string monitor_ep = "inproc://atoll-monitor-" + std::to_string(instance);
+  const int connect_events = r == role::client ? ZMQ_EVENT_CONNECTED : 0;
   if (zmq_socket_monitor(net_.handle(), monitor_ep.c_str(),
                          ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-                             ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) != 0)
+                             ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | connect_events) != 0)
     throw zmq::error_t();
   monitor_ = zmq::socket_t(ctx_, zmq::socket_type::pair);
   monitor_.set(zmq::sockopt::linger, 0);
@@ -177,6 +179,10 @@ void zmq_transport::on_monitor_event() {
     return;
   std::uint16_t event = 0;
   std::memcpy(&event, parts[0].data(), sizeof event);
+  if (event == ZMQ_EVENT_CONNECTED) {
+    counters_.connections++;
+    return;
+  }
   counters_.handshakes_failed++;
   const char* what = event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH       ? "authentication failed"
                      : event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ? "protocol error (security mismatch?)"
@@ -302,11 +308,21 @@ void zmq_transport::on_outgoing(std::vector<zmq::message_t>& parts) {
 void zmq_transport::send_frames(const std::string& identity, std::vector<zmq::message_t>& frames) {
   std::size_t size = 0;
   for (auto& f : frames) size += f.size();
+  // Never blocks the I/O thread: with the peer gone (a head restarting) a full queue drops
+  // the message, which the protocols resend. ZeroMQ accepts or refuses a multipart message
+  // whole at its first frame.
+  const auto more = zmq::send_flags::sndmore | zmq::send_flags::dontwait;
   try {
-    if (role_ == role::server) net_.send(zmq::buffer(identity), zmq::send_flags::sndmore);
+    if (role_ == role::server && !net_.send(zmq::buffer(identity), more)) {
+      counters_.unroutable++;
+      return;
+    }
     for (std::size_t i = 0; i < frames.size(); ++i) {
-      auto flags = i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none;
-      net_.send(frames[i], flags);
+      const bool last = i + 1 == frames.size();
+      if (!net_.send(frames[i], last ? zmq::send_flags::dontwait : more)) {
+        counters_.unroutable++;
+        return;
+      }
     }
     counters_.bytes_out += size;
   } catch (const zmq::error_t& e) {

@@ -16,12 +16,14 @@ std::string member_key(std::uint32_t node_id) {
 status registry_store::save(const registry_snapshot& snap) {
   nlohmann::json meta = {{"cluster_id", snap.cluster_id},     {"config_toml", snap.config_toml},
                          {"epoch", snap.epoch},               {"next_node_id", snap.next_node_id},
-                         {"next_rank", snap.next_rank},       {"run_state", snap.run_state}};
+                         {"next_rank", snap.next_rank},       {"run_state", snap.run_state},
+                         {"placements", snap.placements},     {"finished", snap.finished}};
   std::vector<kv_write> batch;
   batch.push_back({column::meta, "registry", meta.dump()});
   for (const auto& m : snap.members) {
     nlohmann::json j = {{"node_id", m.node_id}, {"state", m.state},     {"hostname", m.hostname},
-                        {"pid", m.pid},         {"devices", m.devices}, {"workers", m.workers}};
+                        {"pid", m.pid},         {"devices", m.devices}, {"workers", m.workers},
+                        {"ranks", m.ranks}};
     batch.push_back({column::members, member_key(m.node_id), j.dump()});
   }
   return store_.commit(batch);
@@ -40,6 +42,8 @@ expected<std::optional<registry_snapshot>> registry_store::load() const {
     snap.next_node_id = j.at("next_node_id").get<std::uint32_t>();
     snap.next_rank = j.at("next_rank").get<std::uint32_t>();
     snap.run_state = j.at("run_state").get<std::string>();
+    if (j.contains("placements")) snap.placements = j.at("placements").get<std::vector<std::string>>();
+    if (j.contains("finished")) snap.finished = j.at("finished").get<std::vector<std::string>>();
     auto rows = store_.scan(column::members, "node/");
     if (!rows) return rows.err();
     for (const auto& [key, value] : *rows) {
@@ -51,6 +55,7 @@ expected<std::optional<registry_snapshot>> registry_store::load() const {
       r.pid = m.at("pid").get<std::uint32_t>();
       r.devices = m.at("devices").get<std::vector<std::string>>();
       r.workers = m.at("workers").get<std::vector<std::string>>();
+      if (m.contains("ranks")) r.ranks = m.at("ranks").get<std::vector<std::uint32_t>>();
       snap.members.push_back(std::move(r));
     }
   } catch (const nlohmann::json::exception& e) {

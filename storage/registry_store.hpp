@@ -1,7 +1,8 @@
 #pragma once
-// The registry's durable state: cluster id, run config, membership epoch, node ids and
-// members. Saved whole in one synced batch at every membership change (changes are rare),
-// so a restarted head resumes exactly where the last change left it.
+// The registry's durable state: cluster id, run config, membership epoch, node ids,
+// coordinator placements and members. Saved whole in one synced batch at every membership
+// change (changes are rare), so a restarted head resumes exactly where the last change
+// left it.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -18,6 +19,7 @@ struct member_record {
   std::uint32_t pid = 0;
   std::vector<std::string> devices;
   std::vector<std::string> workers;
+  std::vector<std::uint32_t> ranks;  // of each worker (data shard and seed)
 };
 
 struct registry_snapshot {
@@ -27,6 +29,10 @@ struct registry_snapshot {
   std::uint32_t next_node_id = 1;
   std::uint32_t next_rank = 0;
   std::string run_state = "waiting";  // waiting, training, finished
+  // "node/N" hosting the coordinator of fragment p at index p ("" until placed): a restarted
+  // head finds its coordinators where they run instead of placing a second one.
+  std::vector<std::string> placements;
+  std::vector<std::string> finished;  // workers that finished their steps: no round waits for them
   std::vector<member_record> members;
 };
 

@@ -1,11 +1,13 @@
 #pragma once
 // Helpers for process tests that drive a real head and nodes: find the head's endpoint,
-// ask it through the control protocol, wait for rounds, map node ids to processes.
+// ask it through the control protocol, wait for rounds, map node ids to processes, and
+// check the invariants at the end of a run. Needs ATOLL_BIN (the atoll binary).
 #include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "runtime/control_client.hpp"
@@ -69,6 +71,53 @@ inline subprocess* process_of(const std::string& head, const std::string& node,
       for (const auto& n : nodes)
         if (n->pid() == m["pid"].get<int>()) return n.get();
   return nullptr;
+}
+
+// An mlp run that lasts long enough for faults: rounds of 400 steps.
+inline std::vector<std::string> mlp_head(const std::string& head_dir, long steps, const std::vector<std::string>& more) {
+  std::vector<std::string> args = {ATOLL_BIN, "up", "--listen", "tcp://127.0.0.1:0", "--run-dir", head_dir,
+                                   "--set", "run.example=mlp", "--set", "model.width=32",
+                                   "--set", "run.steps=" + std::to_string(steps), "--set", "diloco.sync_every=400",
+                                   "--set", "run.eval_every=" + std::to_string(steps / 2), "--set", "run.min_workers=2"};
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
+// Workers at the fragment's final round must hold the keeper's digest; returns how many.
+inline int agreeing_at_final_round(const nlohmann::json& fragments) {
+  const int final_round = fragments[0]["round"];
+  int agreeing = 0;
+  for (const auto& w : fragments[0]["workers"]) {
+    if (w["round"] != final_round) continue;
+    EXPECT_EQ(w["digest"], fragments[0]["keeper_digest"]) << w.dump();
+    ++agreeing;
+  }
+  return agreeing;
+}
+
+// Participations of `worker` in the rounds of a metrics file.
+inline int rounds_with(const std::string& metrics, const std::string& worker) {
+  int count = 0;
+  std::ifstream in(metrics);
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_object() || j.value("type", "") != "round") continue;
+    for (const auto& w : j["workers"]) count += w == worker;
+  }
+  return count;
+}
+
+inline void shut_down(const std::string& ep, subprocess& head) {
+  EXPECT_TRUE(control_request(ep, "down", "", std::chrono::milliseconds(5000)));
+  EXPECT_EQ(head.wait(std::chrono::seconds(15)), 0) << head.output();
+}
+
+// S3/S4: the keeper holds every round from 0 to `final_round` once, in order (the run
+// must keep them all: storage.keep_rounds above the round count).
+inline void expect_every_round_kept(const std::string& head, int final_round) {
+  std::int64_t expected = 0;
+  for (const auto& c : ask(head, "checkpoints")) EXPECT_EQ(c["round"].get<std::int64_t>(), expected++) << c.dump();
+  EXPECT_EQ(expected, final_round + 1);
 }
 
 }  // namespace atl::testing

@@ -14,48 +14,13 @@ namespace atl {
 namespace {
 
 using json = nlohmann::json;
+using testing::agreeing_at_final_round;
 using testing::ask;
+using testing::mlp_head;
+using testing::rounds_with;
+using testing::shut_down;
 using testing::subprocess;
 using namespace std::chrono_literals;
-
-// An mlp run that lasts long enough for faults: rounds of 400 steps.
-std::vector<std::string> mlp_head(const std::string& head_dir, long steps, const std::vector<std::string>& more) {
-  std::vector<std::string> args = {ATOLL_BIN, "up", "--listen", "tcp://127.0.0.1:0", "--run-dir", head_dir,
-                                   "--set", "run.example=mlp", "--set", "model.width=32",
-                                   "--set", "run.steps=" + std::to_string(steps), "--set", "diloco.sync_every=400",
-                                   "--set", "run.eval_every=" + std::to_string(steps / 2), "--set", "run.min_workers=2"};
-  args.insert(args.end(), more.begin(), more.end());
-  return args;
-}
-
-// Workers at the fragment's final round must hold the keeper's digest; returns how many.
-int agreeing_at_final_round(const json& fragments) {
-  const int final_round = fragments[0]["round"];
-  int agreeing = 0;
-  for (const auto& w : fragments[0]["workers"]) {
-    if (w["round"] != final_round) continue;
-    EXPECT_EQ(w["digest"], fragments[0]["keeper_digest"]) << w.dump();
-    ++agreeing;
-  }
-  return agreeing;
-}
-
-// Participations of `worker` in the rounds of a metrics file.
-int rounds_with(const std::string& metrics, const std::string& worker) {
-  int count = 0;
-  std::ifstream in(metrics);
-  for (std::string line; std::getline(in, line);) {
-    const auto j = json::parse(line, nullptr, false);
-    if (!j.is_object() || j.value("type", "") != "round") continue;
-    for (const auto& w : j["workers"]) count += w == worker;
-  }
-  return count;
-}
-
-void shut_down(const std::string& ep, subprocess& head) {
-  EXPECT_TRUE(control_request(ep, "down", "", std::chrono::milliseconds(5000)));
-  EXPECT_EQ(head.wait(15s), 0) << head.output();
-}
 
 // SIGKILL the node hosting coord/0 mid-run. Its lease expires, the registry re-places the
 // coordinator on a survivor, which reloads the committed state from the keeper; the
@@ -233,6 +198,41 @@ TEST(Failover, ANodeStoppedPastItsLeaseIsFencedAndRejoins) {
   // The two that kept going and the one that came back all end at the final round.
   EXPECT_EQ(agreeing_at_final_round(fragments), 3) << fragments.dump();
   shut_down(ep, head);
+}
+
+// SIGKILL the head mid-run and start it again on the same address and run dir. The
+// registry reloads membership, epoch and coordinator placements from RocksDB; nodes keep
+// training and reconnect by themselves; coordinators commit the rounds the dead head never
+// acknowledged. No committed round is lost or repeated, and the run finishes (S1, S3, L1).
+TEST(Failover, AHeadKilledMidRunIsRestartedAndTheNodesCarryOn) {
+  testing::temp_dir dir;
+  const std::string head_dir = dir.sub("head");
+  auto head = std::make_unique<subprocess>(mlp_head(head_dir, 16000, {"--set", "storage.keep_rounds=100"}),
+                                           dir.sub("head.log"));
+  const std::string ep = testing::wait_for_endpoint(head_dir, *head);
+  ASSERT_FALSE(ep.empty()) << head->output();
+  auto nodes = testing::join_nodes(ATOLL_BIN, ep, 2, dir);
+  ASSERT_TRUE(testing::wait_for_round(ep, 3)) << head->output();
+  const int epoch_before = ask(ep, "status")["epoch"];
+
+  head->signal(SIGKILL);
+  EXPECT_EQ(head->wait(5s), 128 + SIGKILL);
+  std::this_thread::sleep_for(500ms);  // the nodes train on, their messages queue or drop
+  std::remove((head_dir + "/head.endpoint").c_str());
+  head = std::make_unique<subprocess>(
+      std::vector<std::string>{ATOLL_BIN, "up", "--listen", ep, "--run-dir", head_dir}, dir.sub("head2.log"));
+  ASSERT_EQ(testing::wait_for_endpoint(head_dir, *head), ep) << head->output();
+
+  for (auto& n : nodes) ASSERT_EQ(n->wait(120s), 0) << n->output() << head->output();
+  const json status = ask(ep, "status");
+  EXPECT_EQ(status["state"], "finished") << status.dump();
+  EXPECT_GE(status["epoch"].get<int>(), epoch_before);  // S3: the epoch did not go back
+  EXPECT_EQ(status["members"].size(), 2u) << status["members"].dump();  // nobody registered twice
+  const json fragments = ask(ep, "fragments");
+  EXPECT_EQ(fragments[0]["round"], 40);  // 16000 steps / 400: every round, none lost
+  EXPECT_EQ(agreeing_at_final_round(fragments), 2) << fragments.dump();
+  testing::expect_every_round_kept(ep, 40);
+  shut_down(ep, *head);
 }
 
 }  // namespace

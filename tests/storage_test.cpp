@@ -108,10 +108,25 @@ TEST(CheckpointStore, ARoundThatIsNotNewerIsRefusedAndLeavesStateIntact) {
   ASSERT_FALSE(store.commit(make_round(0, 4, 4)));
   auto older = make_round(0, 2, 4);
   EXPECT_EQ(store.commit(older).code, errc::wrong_round);
-  EXPECT_EQ(store.commit(make_round(0, 4, 4)).code, errc::wrong_round);
+  auto different = make_round(0, 4, 4);
+  different.theta[1] = 9.0f;
+  EXPECT_EQ(store.commit(different).code, errc::wrong_round);  // round 4 again, other bytes
   auto latest = store.latest(0);
   ASSERT_TRUE(latest && latest->has_value());
   EXPECT_EQ((*latest)->round, 4u);
+  EXPECT_EQ((*latest)->theta, make_round(0, 4, 4).theta);
+}
+
+// A coordinator whose acknowledgement was lost (the head died after the write) sends the
+// round again: the same bytes are acknowledged as committed, without a second write.
+TEST(CheckpointStore, TheSameRoundWithTheSameBytesIsAcknowledgedAgain) {
+  auto kv = make_memory_store();
+  checkpoint_store store(*kv, 3);
+  ASSERT_FALSE(store.commit(make_round(0, 4, 4)));
+  EXPECT_FALSE(store.commit(make_round(0, 4, 4)));
+  ASSERT_FALSE(store.commit(make_round(0, 5, 4)));
+  EXPECT_EQ((*store.latest(0))->round, 5u);
+  EXPECT_EQ(store.commit(make_round(0, 4, 4)).code, errc::wrong_round);  // older than the latest
 }
 
 TEST(CheckpointStore, FragmentsAreIndependent) {
@@ -148,7 +163,9 @@ TEST(RegistryStore, TheSnapshotSurvivesAReopen) {
   snap.epoch = 5;
   snap.next_node_id = 3;
   snap.run_state = "training";
-  snap.members.push_back({1, "active", "host", 42, {"cpu"}, {"worker/1.0"}});
+  snap.placements = {"node/1", ""};
+  snap.finished = {"worker/1.0"};
+  snap.members.push_back({1, "active", "host", 42, {"cpu"}, {"worker/1.0"}, {1}});
   {
     auto db = open_rocksdb_store(dir.sub("db"));
     ASSERT_TRUE(db);
@@ -164,8 +181,11 @@ TEST(RegistryStore, TheSnapshotSurvivesAReopen) {
   EXPECT_EQ((*loaded)->cluster_id, "abc");
   EXPECT_EQ((*loaded)->epoch, 5u);
   EXPECT_EQ((*loaded)->run_state, "training");
+  EXPECT_EQ((*loaded)->placements, (std::vector<std::string>{"node/1", ""}));
+  EXPECT_EQ((*loaded)->finished, std::vector<std::string>{"worker/1.0"});
   ASSERT_EQ((*loaded)->members.size(), 1u);
   EXPECT_EQ((*loaded)->members[0].workers, std::vector<std::string>{"worker/1.0"});
+  EXPECT_EQ((*loaded)->members[0].ranks, std::vector<std::uint32_t>{1});
 }
 
 TEST(RocksDbStore, OpeningAnUnusablePathIsATypedError) {

@@ -6,21 +6,26 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace atl::testing {
 
 class subprocess {
  public:
-  // Starts `args` with stdout and stderr appended to `log`.
-  subprocess(std::vector<std::string> args, std::string log) : log_(std::move(log)) {
+  // Starts `args` with stdout and stderr appended to `log`, and `env` (NAME, value) set.
+  subprocess(std::vector<std::string> args, std::string log,
+             const std::vector<std::pair<std::string, std::string>>& env = {})
+      : log_(std::move(log)) {
     pid_ = ::fork();
     if (pid_ == 0) {
       ::setpgid(0, 0);
+      for (const auto& [name, value] : env) ::setenv(name.c_str(), value.c_str(), 1);
       const int fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
       ::dup2(fd, 1);
       ::dup2(fd, 2);

@@ -1,0 +1,26 @@
+#pragma once
+// Named fault points: a test kills a process at an exact protocol step.
+//
+//   ATOLL_FAULT_POINT=NAME[@N]   the N-th time (default 1) the process passes NAME, it says
+//                                so on stderr and SIGKILLs itself
+//
+// Compiled in when ATOLL_FAULT_POINTS is defined (CMake option ATOLL_FAULT_POINTS, ON by
+// default since the default build is the test build; packagers turn it OFF). Without it
+// ATL_FAULT_POINT(name) is nothing at all.
+//
+// The points (grep ATL_FAULT_POINT for where each sits):
+//   coordinator.committed   the keeper acknowledged round r; no worker has its result yet
+//   keeper.written          round r is durable; the coordinator has no acknowledgement
+//   worker.contributed      a contribution is sent; its result has not come
+namespace atl {
+
+// Kills the process if NAME is the armed point and this is its N-th pass.
+void hit_fault_point(const char* name);
+
+}  // namespace atl
+
+#ifdef ATOLL_FAULT_POINTS
+#define ATL_FAULT_POINT(name) ::atl::hit_fault_point(name)
+#else
+#define ATL_FAULT_POINT(name) ((void)0)
+#endif
