@@ -29,6 +29,7 @@ void send_commit(self_ptr self) {
   out.tensors.push_back(wire::tensor::from_floats(st.rounds->theta().data(), st.rounds->theta().size()));
   out.tensors.push_back(wire::tensor::from_floats(st.rounds->momentum().data(), st.rounds->momentum().size()));
   st.mail->send(st.cfg.keeper, st.epoch, out);
+  st.commit_sent = std::chrono::steady_clock::now();
 }
 
 void send_state(self_ptr self, const std::string& worker) {
@@ -201,10 +202,9 @@ void on_commit_ack(self_ptr self, const wire::message_ptr& msg) {
   const auto ack = msg->envelope().getCommitAck();
   if (st.rounds->current_phase() != round_tracker::phase::committing || ack.getRound() != st.rounds->committed_round())
     return;  // a duplicate or late ack: the round was already settled
-  if (!ack.getOk()) {
+  if (!ack.getOk()) {  // the tick sends it again
     log_error(fragment_name(st) + ": keeper refused round " + std::to_string(ack.getRound()) + ": " +
               ack.getError().cStr() + "; retrying");
-    self->delayed_send(self, st.cfg.commit_retry, tick_atom::value);
     return;
   }
   const auto contributors = st.rounds->contributors();
@@ -314,13 +314,15 @@ caf::behavior coordinator_actor(caf::stateful_actor<coordinator_state>* self, tr
         out.envelope.initMembershipRequest().setFragment(st.cfg.fragment);
         st.mail->send(st.cfg.registry, st.epoch, out);
       },
-      [=](tick_atom) {  // commit retry, and startup until the keeper and registry answered
+      [=](tick_atom) {  // every commit_retry: startup requests until answered, commit retries
         auto& st = self->state;
-        if (st.rounds->current_phase() == round_tracker::phase::committing) send_commit(self);
-        if (!st.loaded || !st.has_membership) {
-          request_startup_state(self);
-          self->delayed_send(self, st.cfg.commit_retry, tick_atom::value);
-        }
+        if (!st.loaded || !st.has_membership) request_startup_state(self);
+        // A commit not acknowledged for a whole tick: refused, or the request or its ack
+        // was lost (a head that died). The keeper acknowledges a repeat of the same bytes.
+        if (st.rounds->current_phase() == round_tracker::phase::committing &&
+            std::chrono::steady_clock::now() - st.commit_sent >= st.cfg.commit_retry)
+          send_commit(self);
+        self->delayed_send(self, st.cfg.commit_retry, tick_atom::value);
       },
   };
 }

@@ -16,7 +16,8 @@
 //                           any fence)
 //   round complete       -> CommitRequest -> keeper -> CommitAck(ok) -> open next round
 //                           -> RoundResult(theta_global) to every contributor
-//   CommitAck(not ok)    -> retried every commit_retry until it succeeds; nothing released
+//   CommitAck(not ok), or none within commit_retry -> sent again until acknowledged;
+//                           nothing is released before
 //   Membership           -> participants that left are dropped from the open round
 //   confirm (node agent) -> MembershipRequest: a restarted registry placed us again
 //   after each release   -> RoundReport -> registry (workers send their RoundAck there too)
@@ -66,6 +67,7 @@ struct coordinator_state {
   std::vector<wire::message_ptr> waiting;       // StateRequests held until a round includes them
   std::map<std::string, wire::message_ptr> early;  // contributions for the round about to open
   std::chrono::steady_clock::time_point round_started;
+  std::chrono::steady_clock::time_point commit_sent;  // of the last CommitRequest
   std::uint64_t round_bytes = 0;
   static inline const char* name = "coordinator";
 };

@@ -51,6 +51,10 @@ status round_tracker::open(std::uint64_t epoch, std::vector<std::string> partici
 expected<bool> round_tracker::add(const std::string& worker, std::uint64_t epoch, std::uint64_t round,
                                   std::vector<float> delta, float weight) {
   if (phase_ != phase::collecting) {
+    // A resend of a contribution the committing round already counted (the sender's link
+    // dropped): its result is coming.
+    if (phase_ == phase::committing && round == round_ && contributions_.count(worker))
+      return make_error(errc::duplicate, worker + " already contributed to round " + std::to_string(round));
     if (round <= round_) return make_error(errc::wrong_round, "round " + std::to_string(round) + " is closed");
     return wrong_phase("contribution", phase_);
   }

@@ -9,7 +9,8 @@
 // Every transition checks the phase it is allowed from and returns a typed error
 // otherwise. Contributions are fenced: wrong epoch -> stale_epoch, other round ->
 // wrong_round, second from a worker -> duplicate, non-participant -> not_participant,
-// wrong size -> tensor_mismatch, NaN/inf -> not_finite (the round is not poisoned).
+// wrong size -> tensor_mismatch, NaN/inf -> not_finite (the round is not poisoned). A
+// contributor's resend while its round commits -> duplicate (its result is coming).
 #include <cstdint>
 #include <map>
 #include <set>

@@ -53,6 +53,10 @@ TEST(RoundTracker, AContributionToAClosedRoundIsRefused) {
   auto t = seeded_at_round_zero();
   ASSERT_FALSE(t.open(7, {"w/a"}));
   ASSERT_TRUE(t.add("w/a", 7, 1, {0.0f, 0.0f}, 1.0f));
+  // While round 1 commits, a resend from its contributor is a duplicate (its result is
+  // coming); anyone else is told the round is closed.
+  EXPECT_EQ(t.add("w/a", 7, 1, {0.0f, 0.0f}, 1.0f).err().code, errc::duplicate);
+  EXPECT_EQ(t.add("w/b", 7, 1, {0.0f, 0.0f}, 1.0f).err().code, errc::wrong_round);
   ASSERT_FALSE(t.committed());
   EXPECT_EQ(t.add("w/a", 7, 1, {0.0f, 0.0f}, 1.0f).err().code, errc::wrong_round);
 }
