@@ -29,7 +29,7 @@ void send_commit(self_ptr self) {
   out.tensors.push_back(wire::tensor::from_floats(st.rounds->theta().data(), st.rounds->theta().size()));
   out.tensors.push_back(wire::tensor::from_floats(st.rounds->momentum().data(), st.rounds->momentum().size()));
   st.mail->send(st.cfg.keeper, st.epoch, out);
-  st.commit_sent = std::chrono::steady_clock::now();
+  st.commit_sent = st.now();
 }
 
 void send_state(self_ptr self, const std::string& worker) {
@@ -41,6 +41,9 @@ void send_state(self_ptr self, const std::string& worker) {
   out.tensors.push_back(wire::tensor::from_floats(st.rounds->theta().data(), st.rounds->theta().size()));
   st.mail->send(worker, st.rounds->open_epoch(), out);
 }
+
+// Contributions held before their round opens: one per sender, at most this many senders.
+constexpr std::size_t max_early = 4096;
 
 bool is_participant(const coordinator_state& st, const std::string& worker) {
   return st.rounds->current_phase() == round_tracker::phase::collecting && st.rounds->participants().count(worker);
@@ -120,10 +123,14 @@ void on_round_complete(self_ptr self) {
 void on_contribution(self_ptr self, const wire::message_ptr& msg) {
   auto& st = self->state;
   const auto c = msg->envelope().getContribution();
-  // For the round about to open (its membership is not ready yet): held, one per member,
-  // until it opens. A worker that got the last result contributes without waiting for it.
-  if (st.rounds->current_phase() == round_tracker::phase::ready && c.getRound() == st.rounds->open_round() &&
-      is_member(st, msg->sender())) {
+  // Held, one per sender, until the next round opens: for the round about to open (its
+  // membership is not ready yet; a worker that got the last result contributes at once), or
+  // anything before this coordinator has loaded its state (a re-placed one, receiving
+  // resends).
+  const bool about_to_open = st.rounds->current_phase() == round_tracker::phase::ready &&
+                             c.getRound() == st.rounds->open_round() && is_member(st, msg->sender());
+  const bool starting = !st.loaded || st.rounds->current_phase() == round_tracker::phase::unseeded;
+  if ((about_to_open || starting) && (st.early.count(msg->sender()) || st.early.size() < max_early)) {
     st.early[msg->sender()] = msg;
     return;
   }
@@ -133,7 +140,7 @@ void on_contribution(self_ptr self, const wire::message_ptr& msg) {
     st.mail->refuse(*msg, values.err(), refusal_epoch(st));
     return;
   }
-  if (st.rounds->contributors().empty()) st.round_started = std::chrono::steady_clock::now();
+  if (st.rounds->contributors().empty()) st.round_started = st.now();
   auto done = st.rounds->add(msg->sender(), msg->epoch(), c.getRound(), std::move(*values), c.getWeight());
   if (!done) {
     log_warn(fragment_name(st) + ": refused contribution of " + msg->sender() + ": " + done.err().describe());
@@ -151,7 +158,7 @@ void release(self_ptr self, const std::vector<std::string>& contributors) {
   const auto round = st.rounds->committed_round();
   const auto round_epoch = st.rounds->open_epoch();
   const auto round_bytes = st.round_bytes;
-  const double duration = std::chrono::duration<double>(std::chrono::steady_clock::now() - st.round_started).count();
+  const double duration = std::chrono::duration<double>(st.now() - st.round_started).count();
   advance(self);  // the next round opens first (results carry its epoch); it resets the counters
   for (const auto& worker : contributors) {
     wire::outgoing out;
@@ -287,6 +294,7 @@ caf::behavior coordinator_actor(caf::stateful_actor<coordinator_state>* self, tr
                                 std::string cluster_id, coordinator_config cfg) {
   auto& st = self->state;
   st.cfg = cfg;
+  st.clock = &self->clock();
   st.mail = std::make_unique<mailer>(*net, "coord/" + std::to_string(cfg.fragment), cluster_id);
   st.rounds = std::make_unique<round_tracker>(
       cfg.fragment, cfg.outer,
@@ -320,7 +328,7 @@ caf::behavior coordinator_actor(caf::stateful_actor<coordinator_state>* self, tr
         // A commit not acknowledged for a whole tick: refused, or the request or its ack
         // was lost (a head that died). The keeper acknowledges a repeat of the same bytes.
         if (st.rounds->current_phase() == round_tracker::phase::committing &&
-            std::chrono::steady_clock::now() - st.commit_sent >= st.cfg.commit_retry)
+            st.now() - st.commit_sent >= st.cfg.commit_retry)
           send_commit(self);
         self->delayed_send(self, st.cfg.commit_retry, tick_atom::value);
       },

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include <caf/actor.hpp>
+#include <caf/actor_clock.hpp>
 #include <caf/stateful_actor.hpp>
 
 #include "actors/round_tracker.hpp"
@@ -68,6 +69,8 @@ struct coordinator_state {
   std::map<std::string, wire::message_ptr> early;  // contributions for the round about to open
   std::chrono::steady_clock::time_point round_started;
   std::chrono::steady_clock::time_point commit_sent;  // of the last CommitRequest
+  const caf::actor_clock* clock = nullptr;  // steady, or simulated in the protocol fault tests
+  std::chrono::steady_clock::time_point now() const { return clock->now(); }
   std::uint64_t round_bytes = 0;
   static inline const char* name = "coordinator";
 };

@@ -638,6 +638,7 @@ caf::behavior registry_actor(caf::stateful_actor<registry_state>* self, registry
       [=](tick_atom) {
         check_leases(self);
         send_placements(self);
+        publish_membership(self);  // again each tick: one lost with a dropped link is repaired
         self->delayed_send(self, std::chrono::milliseconds(self->state.cfg.heartbeat_ms), tick_atom::value);
       },
       [=](stop_atom) { self->quit(); },

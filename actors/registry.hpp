@@ -16,6 +16,8 @@
 // - Hello -> node id, one worker slot (id, rank) per device, the run config, epoch + 1,
 //   saved to RocksDB in one synced batch before the Welcome is sent. A Hello that names a
 //   known node id (a node that reconnects after a head restart) gets its old slots back.
+// - The Membership goes to every placed coordinator at each change and again every
+//   heartbeat interval (one lost with a dropped link is repaired).
 // - Heartbeat renews a node's lease; a lease older than cluster.lease_ms marks the node
 //   dead, the epoch grows and coordinators drop its workers from open rounds.
 // - Progress, EvalReport, WorkerDone, RoundAck (workers) and RoundReport (coordinators) go

@@ -70,7 +70,7 @@ float evaluate_global(worker_state& st) {
 
 void report_progress(self_ptr self) {
   auto& st = self->state;
-  const double dt = std::chrono::duration<double>(clock_type::now() - st.report_time).count();
+  const double dt = std::chrono::duration<double>(st.now() - st.report_time).count();
   wire::outgoing out;
   auto p = out.envelope.initProgress();
   p.setStep(static_cast<std::uint64_t>(st.step));
@@ -81,7 +81,7 @@ void report_progress(self_ptr self) {
   p.setWaitSeconds(static_cast<float>(st.wait_seconds));
   st.mail->send(st.cfg.registry, st.epoch, out);
   st.tokens_since_report = 0;
-  st.report_time = clock_type::now();
+  st.report_time = st.now();
 }
 
 void maybe_evaluate(self_ptr self) {
@@ -101,7 +101,7 @@ void finish(self_ptr self) {
   auto& st = self->state;
   st.current = phase::finished;
   const float val = st.cfg.spec.rank == 0 ? evaluate_global(st) : -1.0f;
-  const double wall = std::chrono::duration<double>(clock_type::now() - st.started).count();
+  const double wall = std::chrono::duration<double>(st.now() - st.started).count();
   wire::outgoing out;
   auto d = out.envelope.initWorkerDone();
   d.setSteps(static_cast<std::uint64_t>(st.step));
@@ -119,11 +119,11 @@ void finish(self_ptr self) {
 
 void block(worker_state& st) {
   st.current = phase::blocked;
-  st.blocked_since = clock_type::now();
+  st.blocked_since = st.now();
 }
 
 void unblock_accounting(worker_state& st) {
-  st.wait_seconds += std::chrono::duration<double>(clock_type::now() - st.blocked_since).count();
+  st.wait_seconds += std::chrono::duration<double>(st.now() - st.blocked_since).count();
 }
 
 void unblock(self_ptr self) {
@@ -151,7 +151,7 @@ void send_pending(self_ptr self, std::size_t f) {
   put_contribution(c, std::move(copy), out);
   st.mail->send(coordinator_of(f), frag.epoch, out);
   frag.pending_seq = st.mail->last_seq();
-  frag.sent_at = clock_type::now();  // a reopened round gets the whole result timeout
+  frag.sent_at = st.now();  // a reopened round gets the whole result timeout
 }
 
 // Sends `values` (pseudo-gradient or gradient) of fragment f, encoded by the run's codec.
@@ -193,29 +193,28 @@ void on_contribution_refused(self_ptr self, std::size_t f, const wire::message& 
   give_up_round(self, f);
 }
 
-// The round's result has not come within diloco.result_timeout_ms: its coordinator may
-// have died with its node (a new one is placed after the lease) or the round went on
-// without us.
+// The round's result has not come within diloco.result_timeout_ms: the contribution or the
+// result may have been lost, or the round waits on a slow peer. The contribution goes
+// again: duplicate (it counted: keep waiting), accepted (it was lost), wrong_round (the
+// result was lost: resync). Giving up on a round that counts us would stall it.
 bool result_overdue(const worker_state& st, std::size_t f) {
   const auto& frag = st.fragments[f];
   if (!frag.awaiting_result || frag.result_ready || ddp(st)) return false;
   const auto limit = std::chrono::milliseconds(st.cfg.run.result_timeout_ms > 0 ? st.cfg.run.result_timeout_ms
                                                                                 : 2 * st.cfg.run.lease_ms);
-  return clock_type::now() - frag.sent_at > limit;
+  return st.now() - frag.sent_at > limit;
 }
 
-// Our contribution will not count: fetch the committed state of f and go on from it.
+// The coordinator refused our contribution: ask for the committed state of f. If it is
+// still the contribution's base (the round is open), the same contribution goes again when
+// it comes; if it is newer, it is adopted. Training goes on until f's next sync point.
 void give_up_round(self_ptr self, std::size_t f) {
   auto& st = self->state;
-  log_warn(st.cfg.id + ": no result for fragment " + std::to_string(f) + " round " +
-           std::to_string(st.fragments[f].round + 1) + "; resyncing from its committed state");
+  log_warn(st.cfg.id + ": round " + std::to_string(st.fragments[f].round + 1) + " of fragment " +
+           std::to_string(f) + " refused our contribution; asking for its committed state");
   st.fragments[f].awaiting_result = false;
-  st.fragments[f].pending = {};
   request_state(self, f);
-  if (st.current == phase::blocked) {
-    unblock_accounting(st);
-    st.current = phase::syncing;
-  }
+  unblock(self);
 }
 
 void contribute(self_ptr self, std::size_t f) {
@@ -268,17 +267,23 @@ void on_step_diloco(self_ptr self) {
     finish(self);
     return;
   }
+  // Never past a sync point of a fragment whose state is on its way: contributing later
+  // would put this worker a round out of step with the others, and rounds of different
+  // fragments could then wait on each other.
+  for (std::size_t f = 0; f < st.fragments.size(); ++f) {
+    if (st.fragments[f].awaiting_state && st.schedule->syncs_at(static_cast<std::int64_t>(f), st.step + 1)) {
+      block(st);
+      return;
+    }
+  }
   const auto result = st.model->train_step(st.step);
   st.step++;
   st.last_loss = result.loss;
   st.tokens_since_report += result.tokens;
   st.tokens_total += result.tokens;
   if (st.step % st.cfg.run.log_every == 0) report_progress(self);
-  for (std::size_t f = 0; f < st.fragments.size(); ++f) {
-    // A fragment being resynced has no base to contribute from until its state arrives.
-    if (st.schedule->syncs_at(static_cast<std::int64_t>(f), st.step) && !st.fragments[f].awaiting_state)
-      contribute(self, f);
-  }
+  for (std::size_t f = 0; f < st.fragments.size(); ++f)
+    if (st.schedule->syncs_at(static_cast<std::int64_t>(f), st.step)) contribute(self, f);
   if (st.current == phase::training) self->send(self, step_atom::value);
 }
 
@@ -319,6 +324,15 @@ void finish_ddp_step(self_ptr self) {
   unblock(self);
 }
 
+// Every fragment has its state: a joiner starts, a worker held at a sync point goes on.
+void resume_if_synced(self_ptr self) {
+  auto& st = self->state;
+  if (any_awaiting_state(st) || (st.current != phase::syncing && st.current != phase::blocked)) return;
+  if (st.current == phase::blocked) unblock_accounting(st);
+  st.current = phase::training;
+  self->send(self, step_atom::value);
+}
+
 void on_state(self_ptr self, const wire::message_ptr& msg, std::size_t f, std::uint64_t round) {
   auto& st = self->state;
   auto& frag = st.fragments[f];
@@ -340,6 +354,15 @@ void on_state(self_ptr self, const wire::message_ptr& msg, std::size_t f, std::u
     if (!(waiting && round > frag.round)) return;  // a duplicate, or nothing to recover
     log_warn(st.cfg.id + ": fragment " + std::to_string(f) + " has a new coordinator at round " +
              std::to_string(round) + "; resyncing");
+  } else if (round == frag.round && frag.pending.count > 0) {
+    // Asked after a refusal, and the committed round is still our contribution's base:
+    // the round is open, so the same contribution goes to it (in its epoch).
+    frag.awaiting_state = false;
+    frag.epoch = msg->epoch();
+    frag.awaiting_result = true;
+    send_pending(self, f);
+    resume_if_synced(self);
+    return;
   }
   frag.theta_global = msg->tensors()[0].to_floats();
   st.model->write_fragment(f, frag.theta_global.data());
@@ -351,11 +374,7 @@ void on_state(self_ptr self, const wire::message_ptr& msg, std::size_t f, std::u
   st.epoch = std::max(st.epoch, frag.epoch);
   if (st.step == 0 && round > 0 && !ddp(st))
     st.step = static_cast<std::int64_t>(round) * st.schedule->sync_every();  // joining a run in progress
-  if (!any_awaiting_state(st) && (st.current == phase::syncing || st.current == phase::blocked)) {
-    if (st.current == phase::blocked) unblock_accounting(st);
-    st.current = phase::training;
-    self->send(self, step_atom::value);
-  }
+  resume_if_synced(self);
 }
 
 void on_result(self_ptr self, const wire::message_ptr& msg, std::size_t f, std::uint64_t round) {
@@ -411,13 +430,14 @@ caf::behavior worker_actor(caf::stateful_actor<worker_state>* self, transport* n
                            replica_factory factory) {
   auto& st = self->state;
   st.cfg = cfg;
+  st.clock = &self->clock();
   auto codec = parse_codec(cfg.run.codec);
   st.codec = codec ? *codec : codec_kind::fp32;  // the config was validated at the head
   st.mail = std::make_unique<mailer>(*net, cfg.id, cfg.cluster_id);
   st.model = factory(cfg.run, cfg.spec);  // may throw: the node agent sees the failure and restarts
   st.schedule = std::make_unique<fragment_schedule>(cfg.run.sync_every, cfg.run.fragments);
   st.fragments.resize(st.model->fragment_count());
-  st.started = st.report_time = clock_type::now();
+  st.started = st.report_time = st.now();
   for (std::size_t f = 0; f < st.fragments.size(); ++f) request_state(self, f);
   self->delayed_send(self, state_retry, tick_atom::value);
   return {
@@ -446,7 +466,7 @@ caf::behavior worker_actor(caf::stateful_actor<worker_state>* self, transport* n
         for (std::size_t f = 0; f < st.fragments.size(); ++f) {
           // A coordinator may not be placed yet when we first ask.
           if (st.fragments[f].awaiting_state) request_state(self, f);
-          else if (result_overdue(st, f)) give_up_round(self, f);
+          else if (result_overdue(st, f)) send_pending(self, f);
         }
         self->delayed_send(self, state_retry, tick_atom::value);
       },

@@ -15,12 +15,13 @@
 //   blocked --RoundResult--> training
 //   merge: theta_local_p = alpha * theta_local_p + (1 - alpha) * theta_global_p
 //          (tau = 0, alpha = 0 is plain DiLoCo: the fragment is replaced)
+//   blocked, no result within diloco.result_timeout_ms --> the same contribution again
 //   blocked --Refusal(stale_epoch) of its contribution--> the same contribution again,
 //           stamped with the round's epoch from the refusal (the round opened in a newer epoch)
 //   any --resend (the node's link to the head came back)--> the pending contribution again
 //           (duplicate: it counted; wrong_round: its result was lost, resync)
-//   blocked --any other Refusal of its contribution--> syncing (re-fetches the committed
-//           state; until it arrives the fragment is not contributed)
+//   blocked --any other Refusal of its contribution--> training, re-fetching the committed
+//           state (until it arrives the fragment is not contributed)
 //   Epochs are per fragment: each coordinator opens its rounds in its own epoch.
 //   training --step == run.steps and every result merged--> finished: WorkerDone, quit
 //
@@ -34,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include <caf/actor_clock.hpp>
 #include <caf/stateful_actor.hpp>
 
 #include "actors/replica.hpp"
@@ -89,6 +91,10 @@ struct worker_state {
   std::int64_t tokens_total = 0;
   double wait_seconds = 0;  // blocked on results
   std::chrono::steady_clock::time_point report_time, started, blocked_since;
+  // The actor system's clock: steady time in production, simulated under the
+  // deterministic scheduler of the protocol fault tests.
+  const caf::actor_clock* clock = nullptr;
+  std::chrono::steady_clock::time_point now() const { return clock->now(); }
   static inline const char* name = "worker";
 };
 

@@ -19,44 +19,14 @@
 #include "actors/worker.hpp"
 #include "runtime/digest.hpp"
 #include "storage/checkpoint_store.hpp"
+#include "tests/fake_replica.hpp"
 
 namespace atl {
 namespace {
 
+using testing::fake_replica;
+
 constexpr auto wait_limit = std::chrono::seconds(20);
-
-// Parameters drift differently on each rank, so averaging has real work to do.
-class fake_replica : public replica {
- public:
-  explicit fake_replica(std::uint32_t rank) : rank_(rank), params_(97) {
-    for (std::size_t i = 0; i < params_.size(); ++i) params_[i] = 0.01f * static_cast<float>(i);
-  }
-  std::size_t fragment_count() const override { return 1; }
-  std::size_t fragment_size(std::size_t) const override { return params_.size(); }
-  void read_fragment(std::size_t, float* v) const override { std::memcpy(v, params_.data(), params_.size() * 4); }
-  void write_fragment(std::size_t, const float* v) override { std::memcpy(params_.data(), v, params_.size() * 4); }
-  step_result train_step(std::int64_t step) override {
-    for (std::size_t i = 0; i < params_.size(); ++i)
-      params_[i] -= 0.01f * static_cast<float>(rank_ + 1) * std::sin(static_cast<float>(i + static_cast<std::size_t>(step)));
-    return {params_[0], 1};
-  }
-  float evaluate() override { return std::fabs(params_[1]); }
-  step_result compute_gradients(std::int64_t step) override {
-    grads_.resize(params_.size());
-    for (std::size_t i = 0; i < grads_.size(); ++i)
-      grads_[i] = 0.01f * static_cast<float>(rank_ + 1) * std::sin(static_cast<float>(i + static_cast<std::size_t>(step)));
-    return {params_[0], 1};
-  }
-  void read_gradients(std::size_t, float* v) const override { std::memcpy(v, grads_.data(), grads_.size() * 4); }
-  void write_gradients(std::size_t, const float* v) override { std::memcpy(grads_.data(), v, grads_.size() * 4); }
-  void apply_gradients(std::int64_t) override {
-    for (std::size_t i = 0; i < params_.size(); ++i) params_[i] -= grads_[i];
-  }
-
- private:
-  std::uint32_t rank_;
-  std::vector<float> params_, grads_;
-};
 
 struct observed_round {
   std::uint64_t round = 0;
@@ -549,17 +519,27 @@ class WorkerRecoveryTest : public ProtocolTest {
   caf::actor coord_probe_;
 };
 
-// The coordinator never answers the contribution (it died with its node): after
-// diloco.result_timeout_ms the worker asks for the committed state again, and resumes.
-TEST_F(WorkerRecoveryTest, AnOverdueResultMakesTheWorkerResync) {
+// The coordinator does not answer the contribution (lost, or its round waits on a slow
+// peer): after diloco.result_timeout_ms the worker sends the same contribution again.
+// Refused as wrong_round (the round closed and its result was lost), it resyncs, and trains
+// on meanwhile.
+TEST_F(WorkerRecoveryTest, AnOverdueResultResendsTheContributionAndAClosedRoundResyncs) {
   spawn_worker(300);
   ASSERT_TRUE(coord_obs_.wait_for([&] { return coord_obs_.received.size() >= 1; }));
   send_state(0);
   ASSERT_TRUE(coord_obs_.wait_for([&] { return seen_locked().second >= 1; }));  // it trained H steps and contributed
+  ASSERT_TRUE(coord_obs_.wait_for([&] { return seen_locked().second >= 2; })) << "no resend after the timeout";
+  const auto [first, again] = contributions(0, 1);
+  EXPECT_EQ(again->tensors()[0].data, first->tensors()[0].data);
   EXPECT_EQ(seen().first, 1);
-  ASSERT_TRUE(coord_obs_.wait_for([&] { return seen_locked().first >= 2; })) << "no StateRequest after the timeout";
-  send_state(0);
-  EXPECT_TRUE(coord_obs_.wait_for([&] { return seen_locked().second >= 2; }));  // training went on
+
+  as_coordinator_.refuse(*again, make_error(errc::wrong_round, "round 1 is closed"), 1);
+  ASSERT_TRUE(coord_obs_.wait_for([&] { return seen_locked().first >= 2; })) << "no StateRequest after wrong_round";
+  send_state(1);
+  ASSERT_TRUE(coord_obs_.wait_for([&] {
+    const auto& last = coord_obs_.received.back();
+    return last->envelope().isContribution() && last->envelope().getContribution().getRound() == 2;
+  })) << "training did not go on from round 1";
 }
 
 // A re-placed coordinator announces the committed state without being asked, in its new
