@@ -1,0 +1,314 @@
+// Protocol tier under seeded faults (RELIABILITY.md, test tiers): two fragment
+// coordinators, a keeper and three Streaming DiLoCo workers (fake replicas, int8 with error
+// feedback, overlap 1) in one process, on CAF's deterministic scheduler with simulated
+// time. Every message goes through encode and ingress. A schedule drawn from the seed drops,
+// duplicates and delays (so reorders) messages, and may kill a coordinator mid-run, which is
+// re-placed at once: a fresh one reloads from the keeper, as after a node's lease ran out.
+//
+// Each seed must:
+//   L1  finish every worker within 10 simulated minutes (the fault-free run takes ~0 s);
+//   S1  see every digest a worker acknowledged for (fragment, round) equal the keeper's;
+//   S3  leave the keeper with every round of each fragment once, in order (none lost).
+//
+//   ATOLL_FAULT_SEEDS=N   seeds 1..N (default 300)
+//   ATOLL_FAULT_SEED=S    replay seed S alone; a failure names its seed
+#include <cstdlib>
+#include <map>
+#include <random>
+#include <set>
+
+#include <caf/all.hpp>
+#include <caf/scheduler/test_coordinator.hpp>
+#include <gtest/gtest.h>
+
+#include "actors/coordinator.hpp"
+#include "actors/keeper.hpp"
+#include "actors/messages.hpp"
+#include "actors/worker.hpp"
+#include "storage/checkpoint_store.hpp"
+#include "tests/fake_replica.hpp"
+
+namespace atl {
+namespace {
+
+constexpr int workers = 3;
+constexpr int fragments = 2;
+constexpr auto time_limit = std::chrono::minutes(10);  // simulated
+
+struct fault_plan {
+  double drop = 0, duplicate = 0, delay = 0;  // per message
+  std::uint64_t kill_after = 0;               // messages sent before a coordinator dies; 0: never
+};
+
+fault_plan plan_for(std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> rate(0.0, 0.08);
+  fault_plan plan{rate(rng), rate(rng), rate(rng), 0};
+  if (rng() % 2) plan.kill_after = 50 + rng() % 400;
+  return plan;
+}
+
+// The in-memory transport with faults: each message is dropped, duplicated, held back
+// (delivered later, in random order) or delivered. Reports to the registry stand-in are
+// never touched: they are what the test checks, not part of the protocol under test.
+class faulty_transport : public transport {
+ public:
+  faulty_transport(directory& dir, cluster_identity& cluster, std::mt19937_64& rng, fault_plan plan)
+      : dir_(dir), cluster_(cluster), rng_(rng), plan_(plan) {}
+
+  void send(const std::string& receiver, wire::frames frames) override {
+    counters_.messages_out++;
+    if (receiver == "registry") {
+      deliver(std::move(frames));
+      return;
+    }
+    const double x = std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
+    if (x < plan_.drop) {
+      dropped++;
+    } else if (x < plan_.drop + plan_.duplicate) {
+      duplicated++;
+      deliver(wire::frames(frames));
+      deliver(std::move(frames));
+    } else if (x < plan_.drop + plan_.duplicate + plan_.delay) {
+      delayed++;
+      held_.push_back(std::move(frames));
+    } else {
+      deliver(std::move(frames));
+    }
+  }
+
+  // Delivers one held message, chosen at random; false if none is held.
+  bool release_one() {
+    if (held_.empty()) return false;
+    const auto i = rng_() % held_.size();
+    auto frames = std::move(held_[i]);
+    held_.erase(held_.begin() + static_cast<std::ptrdiff_t>(i));
+    deliver(std::move(frames));
+    return true;
+  }
+
+  std::uint64_t sent() const { return counters_.messages_out.load(); }
+  std::uint64_t dropped = 0, duplicated = 0, delayed = 0;
+
+ private:
+  void deliver(wire::frames frames) { (void)deliver_local(std::move(frames), wire::limits{}, cluster_, dir_, counters_); }
+
+  directory& dir_;
+  cluster_identity& cluster_;
+  std::mt19937_64& rng_;
+  fault_plan plan_;
+  std::vector<wire::frames> held_;
+};
+
+// What the registry stand-in saw. Everything runs on the test's thread: no locks.
+struct registry_record {
+  std::vector<std::string> members;
+  std::map<std::pair<std::uint32_t, std::uint64_t>, std::set<std::uint64_t>> acked;  // (fragment, round) -> digests
+  std::set<std::string> done;
+};
+
+// Does what the registry does for rounds, in one epoch: answers MembershipRequests,
+// publishes the membership every second (a lost one is repaired), and in the run's tail
+// drops finished workers and shrinks the quorum. Records acks and finished workers.
+caf::behavior registry_stub(caf::event_based_actor* self, transport* net, std::string cluster, registry_record* rec) {
+  auto mail = std::make_shared<mailer>(*net, "registry", cluster);
+  auto send_membership = [=](const std::string& to) {
+    wire::outgoing out;
+    auto m = out.envelope.initMembership();
+    m.setEpoch(1);
+    auto list = m.initWorkers(static_cast<unsigned>(rec->members.size()));
+    for (unsigned i = 0; i < rec->members.size(); ++i) list.set(i, rec->members[i]);
+    const bool tail = !rec->done.empty();
+    m.setQuorum(tail ? static_cast<std::uint32_t>(std::max<std::size_t>(1, rec->members.size())) : workers);
+    mail->send(to, 1, out);
+  };
+  auto publish = [=] {
+    for (int f = 0; f < fragments; ++f) send_membership("coord/" + std::to_string(f));
+  };
+  self->delayed_send(self, std::chrono::seconds(1), tick_atom::value);
+  return {
+      [=](const wire::message_ptr& msg) {
+        const auto env = msg->envelope();
+        if (env.isMembershipRequest()) {
+          send_membership(msg->sender());
+        } else if (env.isRoundAck()) {
+          const auto ack = env.getRoundAck();
+          rec->acked[{ack.getFragment(), ack.getRound()}].insert(ack.getDigest());
+        } else if (env.isWorkerDone()) {
+          rec->done.insert(msg->sender());
+          rec->members.erase(std::remove(rec->members.begin(), rec->members.end(), msg->sender()), rec->members.end());
+          publish();
+        }
+      },
+      [=](tick_atom) {
+        publish();
+        self->delayed_send(self, std::chrono::seconds(1), tick_atom::value);
+      },
+  };
+}
+
+struct seed_outcome {
+  std::string failure;  // empty: every invariant held
+  std::uint64_t dropped = 0, duplicated = 0, delayed = 0;
+  bool killed = false;
+  double simulated_s = 0;
+};
+
+// One run under the faults of `seed`, on a fresh deterministic actor system.
+seed_outcome run_seed(std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const auto plan = plan_for(rng);
+  caf::actor_system_config cfg;
+  cfg.set("scheduler.policy", caf::atom("testing"));
+  cfg.set("logger.verbosity", caf::atom("quiet"));
+  caf::actor_system sys(cfg);
+  auto& sched = dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
+  const std::string cluster_id = "cluster-faults";
+  directory dir;
+  cluster_identity cluster(cluster_id);
+  faulty_transport net(dir, cluster, rng, plan);
+  auto kv = make_memory_store();
+  checkpoint_store checkpoints(*kv, 1000);
+  registry_record rec;
+
+  run_config run;
+  run.steps = 60;
+  run.sync_every = 5;
+  run.fragments = fragments;
+  run.overlap = 1;
+  run.alpha = 0.5;
+  run.codec = "int8";
+  run.error_feedback = true;
+  run.result_timeout_ms = 3000;
+  run.eval_every = 1000;
+  run.log_every = 1000;
+  std::vector<std::string> worker_ids;
+  for (int k = 0; k < workers; ++k) worker_ids.push_back("worker/1." + std::to_string(k));
+  rec.members = worker_ids;
+
+  auto spawn_coordinator = [&](std::uint32_t f) {
+    coordinator_config cc;
+    cc.fragment = f;
+    cc.min_workers = workers;
+    cc.outer = {0.7f, 0.9f};
+    dir.add("coord/" + std::to_string(f),
+            sys.spawn(coordinator_actor, static_cast<transport*>(&net), cluster_id, cc));
+  };
+  dir.add("keeper/0", sys.spawn(keeper_actor, static_cast<transport*>(&net), std::string("keeper/0"), cluster_id,
+                                &checkpoints));
+  dir.add("registry", sys.spawn(registry_stub, static_cast<transport*>(&net), cluster_id, &rec));
+  for (std::uint32_t f = 0; f < fragments; ++f) spawn_coordinator(f);
+  for (int k = 0; k < workers; ++k) {
+    worker_config wc;
+    wc.id = worker_ids[static_cast<std::size_t>(k)];
+    wc.cluster_id = cluster_id;
+    wc.spec = {static_cast<std::uint32_t>(k), workers, "cpu"};
+    wc.run = run;
+    replica_factory factory = [](const run_config&, const replica_spec& s) {
+      return std::make_unique<testing::fake_replica>(s.rank, fragments);
+    };
+    dir.add(wc.id, sys.spawn(worker_actor, static_cast<transport*>(&net), wc, factory));
+  }
+
+  seed_outcome out;
+  const auto start = sched.clock().now();
+  for (;;) {
+    if (rec.done.size() == workers) break;
+    if (sched.clock().now() - start > time_limit) {
+      out.failure = "L1: " + std::to_string(rec.done.size()) + " of 3 workers finished in 10 simulated minutes";
+      break;
+    }
+    if (plan.kill_after > 0 && !out.killed && net.sent() >= plan.kill_after) {
+      // The coordinator dies with its node; the registry places a new one at once.
+      const auto f = static_cast<std::uint32_t>(rng() % fragments);
+      const std::string id = "coord/" + std::to_string(f);
+      caf::anon_send_exit(dir.find(id), caf::exit_reason::kill);
+      dir.remove(id);
+      spawn_coordinator(f);
+      out.killed = true;
+    }
+    if (sched.has_job()) {
+      if (rng() % 20 == 0) net.release_one();
+      sched.run_once();
+    } else if (!net.release_one() && !sched.trigger_timeout()) {
+      out.failure = "L1: nothing left to run and the workers are not done";
+      break;
+    }
+  }
+  out.simulated_s = std::chrono::duration<double>(sched.clock().now() - start).count();
+  out.dropped = net.dropped;
+  out.duplicated = net.duplicated;
+  out.delayed = net.delayed;
+
+  // S1 and S3, against what the keeper holds.
+  auto kept = checkpoints.list();
+  if (!kept) {
+    out.failure = "keeper: " + kept.err().describe();
+  } else if (out.failure.empty()) {
+    std::map<std::pair<std::uint32_t, std::uint64_t>, std::uint64_t> keeper_digest;
+    std::map<std::uint32_t, std::uint64_t> next_round;
+    for (const auto& c : *kept) {
+      if (c.round != next_round[c.fragment]) {
+        out.failure = "S3: fragment " + std::to_string(c.fragment) + " has round " + std::to_string(c.round) +
+                      " where round " + std::to_string(next_round[c.fragment]) + " was due";
+        break;
+      }
+      next_round[c.fragment]++;
+      keeper_digest[{c.fragment, c.round}] = c.digest;
+    }
+    for (const auto& [key, digests] : rec.acked) {
+      if (!out.failure.empty()) break;
+      const auto kept_digest = keeper_digest.find(key);
+      if (digests.size() != 1 || kept_digest == keeper_digest.end() || *digests.begin() != kept_digest->second)
+        out.failure = "S1: fragment " + std::to_string(key.first) + " round " + std::to_string(key.second) +
+                      " was acknowledged with " + std::to_string(digests.size()) +
+                      " digest(s) that are not the keeper's";
+    }
+    for (std::uint32_t f = 0; f < fragments && out.failure.empty(); ++f)
+      if (next_round[f] < 2) out.failure = "fragment " + std::to_string(f) + " committed no round";
+  }
+
+  for (const auto& id : dir.ids()) caf::anon_send_exit(dir.find(id), caf::exit_reason::user_shutdown);
+  dir.clear();
+  sched.run();  // lets every actor see its exit, so the system can shut down
+  return out;
+}
+
+std::vector<std::uint64_t> seeds_to_run() {
+  if (const char* one = std::getenv("ATOLL_FAULT_SEED")) return {std::strtoull(one, nullptr, 10)};
+  std::uint64_t count = 300;
+  if (const char* n = std::getenv("ATOLL_FAULT_SEEDS")) count = std::strtoull(n, nullptr, 10);
+  std::vector<std::uint64_t> seeds;
+  for (std::uint64_t s = 1; s <= count; ++s) seeds.push_back(s);
+  return seeds;
+}
+
+TEST(ProtocolFaults, EverySeedFinishesAgreesAndKeepsEveryRound) {
+  std::uint64_t dropped = 0, duplicated = 0, delayed = 0, kills = 0, failures = 0;
+  double longest = 0;
+  const auto seeds = seeds_to_run();
+  for (const auto seed : seeds) {
+    const auto out = run_seed(seed);
+    dropped += out.dropped;
+    duplicated += out.duplicated;
+    delayed += out.delayed;
+    kills += out.killed;
+    longest = std::max(longest, out.simulated_s);
+    if (!out.failure.empty()) {
+      ++failures;
+      ADD_FAILURE() << "seed " << seed << ": " << out.failure << " (replay: ATOLL_FAULT_SEED=" << seed << ")";
+    }
+  }
+  std::cout << seeds.size() << " seeds: " << dropped << " dropped, " << duplicated << " duplicated, " << delayed
+            << " delayed, " << kills << " coordinators killed; longest run " << longest << " simulated s; "
+            << failures << " failed\n";
+  // The schedule must have injected faults at all, or the test proves nothing.
+  if (seeds.size() >= 50) {
+    EXPECT_GT(dropped, 0u);
+    EXPECT_GT(duplicated, 0u);
+    EXPECT_GT(delayed, 0u);
+    EXPECT_GT(kills, 0u);
+  }
+}
+
+}  // namespace
+}  // namespace atl
