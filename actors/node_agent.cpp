@@ -83,8 +83,13 @@ void on_welcome(self_ptr self, const wire::message_ptr& msg) {
   st.mail->set_self(new_id);
   set_log_name("atoll " + new_id);
   log_info("joined cluster " + msg->cluster_id() + " as " + new_id + " (epoch " + std::to_string(st.epoch) + ")");
+  restart_policy policy;
+  policy.max_restarts = static_cast<int>(st.run.restart_limit);
+  policy.window = std::chrono::milliseconds(st.run.restart_window_ms);
+  policy.backoff = std::chrono::milliseconds(st.run.restart_backoff_ms);
   for (const auto slot : welcome.getWorkers()) {
     supervised_worker w;
+    w.budget = restart_budget(policy);
     w.id = slot.getId();
     w.spec = {slot.getRank(), welcome.getWorldSize(), slot.getDevice()};
     st.workers.push_back(w);
@@ -147,20 +152,21 @@ void on_worker_down(self_ptr self, const caf::down_msg& down) {
     w.handle = nullptr;
     if (!down.reason) {
       w.finished = true;
-    } else if (st.current == phase::running && w.restarts < st.run.restart_limit) {
-      const auto delay = std::chrono::milliseconds(st.run.restart_backoff_ms << w.restarts);
-      w.restarts++;
-      log_warn(w.id + " failed (" + self->system().render(down.reason) + "); restart " + std::to_string(w.restarts) +
-               " of " + std::to_string(st.run.restart_limit) + " in " + std::to_string(delay.count()) + " ms");
-      self->delayed_send(self, delay, restart_atom::value, static_cast<std::uint64_t>(i));
-      return;
-    } else {
-      log_error(w.id + " failed (" + self->system().render(down.reason) + ") after " + std::to_string(w.restarts) +
-                " restarts; giving up");
-      st.failed = true;
-      stop_all(self, "a worker failed too often");
+      continue;
+    }
+    const auto verdict = w.budget.on_failure(self->clock().now());
+    if (st.current == phase::running && verdict.restart) {
+      log_warn(w.id + " failed (" + self->system().render(down.reason) + "); restart " + std::to_string(verdict.recent) +
+               " of " + std::to_string(st.run.restart_limit) + " within " +
+               std::to_string(st.run.restart_window_ms) + " ms, in " + std::to_string(verdict.delay.count()) + " ms");
+      self->delayed_send(self, verdict.delay, restart_atom::value, static_cast<std::uint64_t>(i));
       return;
     }
+    log_error(w.id + " failed (" + self->system().render(down.reason) + ") after " + std::to_string(verdict.recent) +
+              " restarts within " + std::to_string(st.run.restart_window_ms) + " ms; giving up");
+    st.failed = true;
+    stop_all(self, "a worker failed too often");  // escalates: the process exits non-zero
+    return;
   }
   bool all_finished = !st.workers.empty();
   for (const auto& w : st.workers) all_finished = all_finished && w.finished;

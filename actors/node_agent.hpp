@@ -7,8 +7,9 @@
 //   running: the link to the head came back (a restarted head) -> workers resend what they
 //            wait on (messages in flight through the old head are lost)
 //   running: Heartbeat every cluster.heartbeat_ms; a worker that fails is restarted after
-//            restart_backoff_ms * 2^k, at most cluster.restart_limit times, then the node
-//            gives up (quits with an error: the process exits non-zero)
+//            restart_backoff_ms * 2^k (k: its restarts in the window), at most
+//            cluster.restart_limit times within cluster.restart_window_ms; one more failure
+//            escalates: the node gives up (quits with an error: the process exits non-zero)
 //   running --PlaceCoordinator(p)--> hosts coord/p (until the node stops or registers again)
 //   running --Refusal(stale_epoch) from the registry--> stops its actors, registering again
 //            (it was declared dead: SIGSTOP, a partition)
@@ -24,6 +25,7 @@
 #include <caf/stateful_actor.hpp>
 
 #include "actors/replica.hpp"
+#include "actors/restart_budget.hpp"
 #include "runtime/transport.hpp"
 
 namespace atl {
@@ -40,7 +42,7 @@ struct supervised_worker {
   std::string id;
   replica_spec spec;
   caf::actor handle;
-  int restarts = 0;
+  restart_budget budget;  // R restarts in T, from cluster.restart_limit / restart_window_ms
   bool finished = false;
 };
 

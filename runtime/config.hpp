@@ -52,6 +52,7 @@ struct run_config {
   std::int64_t lease_ms = 20000;
   std::int64_t restart_limit = 3;
   std::int64_t restart_backoff_ms = 500;
+  std::int64_t restart_window_ms = 60000;
   // [storage]
   std::int64_t keep_rounds = 5;
   // [net]

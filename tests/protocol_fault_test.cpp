@@ -10,7 +10,7 @@
 //   S1  see every digest a worker acknowledged for (fragment, round) equal the keeper's;
 //   S3  leave the keeper with every round of each fragment once, in order (none lost).
 //
-//   ATOLL_FAULT_SEEDS=N   seeds 1..N (default 300)
+//   ATOLL_FAULT_SEEDS=N   seeds 1..N (default 2000, a few seconds)
 //   ATOLL_FAULT_SEED=S    replay seed S alone; a failure names its seed
 #include <cstdlib>
 #include <map>
@@ -275,7 +275,7 @@ seed_outcome run_seed(std::uint64_t seed) {
 
 std::vector<std::uint64_t> seeds_to_run() {
   if (const char* one = std::getenv("ATOLL_FAULT_SEED")) return {std::strtoull(one, nullptr, 10)};
-  std::uint64_t count = 300;
+  std::uint64_t count = 2000;
   if (const char* n = std::getenv("ATOLL_FAULT_SEEDS")) count = std::strtoull(n, nullptr, 10);
   std::vector<std::uint64_t> seeds;
   for (std::uint64_t s = 1; s <= count; ++s) seeds.push_back(s);
