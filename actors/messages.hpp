@@ -12,6 +12,7 @@ using stop_atom = caf::atom_constant<caf::atom("stop")>;          // finish and 
 using restart_atom = caf::atom_constant<caf::atom("restart")>;    // node agent: respawn a worker
 using confirm_atom = caf::atom_constant<caf::atom("confirm")>;    // coordinator: ask the registry again
 using resend_atom = caf::atom_constant<caf::atom("resend")>;      // worker: the link dropped; resend
+using renew_atom = caf::atom_constant<caf::atom("renew")>;        // lease proxy: its node heartbeat
 
 }  // namespace atl
 

@@ -5,6 +5,7 @@
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
 
+#include "actors/lease_proxy.hpp"
 #include "actors/messages.hpp"
 #include "runtime/digest.hpp"
 #include "runtime/log.hpp"
@@ -186,6 +187,8 @@ void send_welcome(self_ptr self, const std::string& to, const node_view& node) {
   st.mail->send(to, st.snap.epoch, out);
 }
 
+void watch_lease(self_ptr self, std::uint32_t id);
+
 void on_hello(self_ptr self, const wire::message_ptr& msg) {
   auto& st = self->state;
   const auto hello = msg->envelope().getHello();
@@ -200,6 +203,7 @@ void on_hello(self_ptr self, const wire::message_ptr& msg) {
       persist(self);
       publish_membership(self);
     }
+    watch_lease(self, known->first);
     send_welcome(self, msg->sender(), known->second);
     return;
   }
@@ -227,6 +231,7 @@ void on_hello(self_ptr self, const wire::message_ptr& msg) {
   st.snap.epoch++;
   const auto id = node.record.node_id;
   st.nodes[id] = node;
+  watch_lease(self, id);
   persist(self);
   log_info("registry: node " + std::to_string(id) + " (" + node.record.hostname + ") joined with " +
            std::to_string(node.record.workers.size()) + " worker(s); epoch " + std::to_string(st.snap.epoch));
@@ -237,13 +242,29 @@ void on_hello(self_ptr self, const wire::message_ptr& msg) {
 
 // Member states: active -> draining (atoll leave) -> left (Goodbye or lease), or
 // active -> dead (lease expired with work unfinished). Only active members' workers take
-// part in rounds.
-void set_member_state(registry_state& st, std::uint32_t id, const std::string& state) {
+// part in rounds. A gone node's proxy is stopped, and its ids (its coordinators above all)
+// may move to another connection now.
+void set_member_state(self_ptr self, std::uint32_t id, const std::string& state) {
+  auto& st = self->state;
   auto& n = st.nodes.at(id);
   n.record.state = state;
   n.since = clock_type::now();
-  // A gone node's ids (its coordinators above all) may move to another connection now.
-  if (state == "left" || state == "dead") st.deps.net->forget_peer("node/" + std::to_string(id));
+  if (state != "left" && state != "dead") return;
+  st.deps.net->forget_peer("node/" + std::to_string(id));
+  if (n.proxy) {
+    self->demonitor(n.proxy);
+    self->send_exit(n.proxy, caf::exit_reason::user_shutdown);
+    n.proxy = nullptr;
+  }
+}
+
+// A live node is represented here by a lease proxy (actors/lease_proxy.hpp): heartbeats
+// renew it, and its down message is how the registry learns the lease ran out.
+void watch_lease(self_ptr self, std::uint32_t id) {
+  auto& n = self->state.nodes.at(id);
+  if (n.proxy) return;
+  n.proxy = self->spawn(lease_proxy, "node/" + std::to_string(id), std::chrono::milliseconds(self->state.cfg.lease_ms));
+  self->monitor(n.proxy);
 }
 
 // Every change of who takes part: a new epoch, persisted and published, coordinators of
@@ -257,20 +278,21 @@ void after_membership_change(self_ptr self) {
   maybe_finish(self);
 }
 
-void check_leases(self_ptr self) {
+// A node's proxy went down: its lease ran out (no heartbeat for cluster.lease_ms).
+void on_proxy_down(self_ptr self, const caf::down_msg& down) {
   auto& st = self->state;
-  bool changed = false;
-  const auto lease = std::chrono::milliseconds(st.cfg.lease_ms);
   for (auto& [id, n] : st.nodes) {
+    if (!n.proxy || n.proxy.address() != down.source) continue;
+    n.proxy = nullptr;
     const bool draining = n.record.state == "draining";
-    if ((n.record.state != "active" && !draining) || clock_type::now() - n.last_seen < lease) continue;
+    if (n.record.state != "active" && !draining) return;
     bool all_done = true;
     for (const auto& w : n.record.workers) all_done = all_done && st.workers[w].done;
-    set_member_state(st, id, all_done || draining ? "left" : "dead");
-    changed = true;
+    set_member_state(self, id, all_done || draining ? "left" : "dead");
     log_warn("registry: node " + std::to_string(id) + " missed its lease; now " + n.record.state);
+    after_membership_change(self);
+    return;
   }
-  if (changed) after_membership_change(self);
 }
 
 void on_goodbye(self_ptr self, const wire::message_ptr& msg) {
@@ -282,7 +304,7 @@ void on_goodbye(self_ptr self, const wire::message_ptr& msg) {
     return;
   }
   if (it->second.record.state != "active" && it->second.record.state != "draining") return;  // already gone
-  set_member_state(st, it->first, "left");
+  set_member_state(self, it->first, "left");
   log_info("registry: node " + std::to_string(it->first) + " left (" + bye.getReason().cStr() + ")");
   after_membership_change(self);
 }
@@ -303,7 +325,7 @@ expected<json> start_leave(self_ptr self, const std::string& argument) {
   if (it == st.nodes.end()) return make_error(errc::unknown_peer, "leave: no node " + argument);
   if (it->second.record.state != "active")
     return make_error(errc::not_ready, "leave: node " + argument + " is " + it->second.record.state);
-  set_member_state(st, id, "draining");
+  set_member_state(self, id, "draining");
   log_info("registry: node " + argument + " is draining (atoll leave)");
   after_membership_change(self);
   wire::outgoing bye;
@@ -312,18 +334,39 @@ expected<json> start_leave(self_ptr self, const std::string& argument) {
   return json{{"node_id", id}, {"state", "draining"}};
 }
 
+// The state `atollctl members` shows, and since when: an active node is joining (no
+// heartbeat since its Welcome yet), then syncing (its workers fetch the committed state
+// and wait for their first round), then active.
+std::pair<std::string, clock_type::time_point> shown_state(const registry_state& st, const node_view& n) {
+  if (n.record.state != "active") return {n.record.state, n.since};
+  if (!n.heard) return {"joining", n.since};
+  if (n.synced_at) return {"active", *n.synced_at};
+  return {st.snap.run_state == "training" ? "syncing" : "active", n.since};
+}
+
 json members_json(const registry_state& st) {
   json out = json::array();
-  for (const auto& [id, n] : st.nodes)
+  for (const auto& [id, n] : st.nodes) {
+    const auto [state, since] = shown_state(st, n);
     out.push_back({{"node_id", id},
-                   {"state", n.record.state},
-                   {"since_s", seconds_since(n.since)},
+                   {"state", state},
+                   {"since_s", seconds_since(since)},
                    {"last_heartbeat_s", seconds_since(n.last_seen)},
                    {"hostname", n.record.hostname},
                    {"pid", n.record.pid},
                    {"devices", n.record.devices},
                    {"workers", n.record.workers}});
+  }
   return out;
+}
+
+// A node is synced once each of its workers has merged a round result.
+void mark_synced_if_all_acked(registry_state& st, std::uint32_t node_id) {
+  auto node = st.nodes.find(node_id);
+  if (node == st.nodes.end() || node->second.synced_at) return;
+  for (const auto& w : node->second.record.workers)
+    if (st.workers[w].rounds_acked == 0) return;
+  node->second.synced_at = clock_type::now();
 }
 
 json workers_json(const registry_state& st) {
@@ -499,6 +542,8 @@ void on_report(self_ptr self, const wire::message_ptr& msg) {
     const auto ack = env.getRoundAck();
     if (ack.getFragment() >= st.fragments.size()) return;
     st.fragments[ack.getFragment()].worker_digests[w.id] = {ack.getRound(), ack.getDigest()};
+    w.rounds_acked++;
+    mark_synced_if_all_acked(st, w.node_id);
     st.metrics.write("ack", {{"fragment", ack.getFragment()}, {"round", ack.getRound()}, {"worker", w.id},
                              {"digest", digest_hex(ack.getDigest())}});
   } else if (env.isProgress()) {
@@ -577,7 +622,9 @@ caf::behavior registry_actor(caf::stateful_actor<registry_state>* self, registry
   if (!deps.metrics_path.empty()) st.metrics = metrics_writer(deps.metrics_path);
   const auto now = clock_type::now();
   for (const auto& m : st.snap.members) {  // a restarted head: members must heartbeat again
-    node_view n{m, now, now, {}, 0};
+    node_view n;
+    n.record = m;
+    n.last_seen = n.since = now;
     st.nodes[m.node_id] = n;
     for (std::size_t k = 0; k < m.workers.size(); ++k) {
       worker_view w;
@@ -596,6 +643,9 @@ caf::behavior registry_actor(caf::stateful_actor<registry_state>* self, registry
     // (its node is told again every tick until then).
     if (f < st.snap.placements.size()) st.fragments[f].placed_on = st.snap.placements[f];
   }
+  self->set_down_handler([=](caf::down_msg& down) { on_proxy_down(self, down); });
+  for (const auto& [id, n] : st.nodes)  // a restarted head gives each live node a full lease
+    if (n.record.state == "active" || n.record.state == "draining") watch_lease(self, id);
   replace_orphaned_coordinators(self);  // hosts that left or died before the restart
   self->delayed_send(self, std::chrono::milliseconds(st.cfg.heartbeat_ms), tick_atom::value);
   return {
@@ -617,6 +667,8 @@ caf::behavior registry_actor(caf::stateful_actor<registry_state>* self, registry
             return;
           }
           it->second.last_seen = clock_type::now();
+          it->second.heard = true;
+          if (it->second.proxy) self->send(it->second.proxy, renew_atom::value);
           const auto hb = env.getHeartbeat();
           auto& refused = it->second.refused;
           refused.clear();
@@ -636,7 +688,6 @@ caf::behavior registry_actor(caf::stateful_actor<registry_state>* self, registry
         else st.mail->refuse(*msg, make_error(errc::unexpected_message, wire::kind_name(msg->kind())), st.snap.epoch);
       },
       [=](tick_atom) {
-        check_leases(self);
         send_placements(self);
         publish_membership(self);  // again each tick: one lost with a dropped link is repaired
         self->delayed_send(self, std::chrono::milliseconds(self->state.cfg.heartbeat_ms), tick_atom::value);

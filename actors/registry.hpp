@@ -18,14 +18,17 @@
 //   known node id (a node that reconnects after a head restart) gets its old slots back.
 // - The Membership goes to every placed coordinator at each change and again every
 //   heartbeat interval (one lost with a dropped link is repaired).
-// - Heartbeat renews a node's lease; a lease older than cluster.lease_ms marks the node
-//   dead, the epoch grows and coordinators drop its workers from open rounds.
+// - Each live node has a local lease proxy actor that the registry monitors. A Heartbeat
+//   renews it; after cluster.lease_ms without one it goes down, which marks the node dead
+//   (or left, if its work was done or it was draining): the epoch grows and coordinators
+//   drop its workers from open rounds.
 // - Progress, EvalReport, WorkerDone, RoundAck (workers) and RoundReport (coordinators) go
 //   to the metrics file and to the answers of atollctl (ControlRequest -> ControlReply JSON).
 // - ControlRequest "down" sends Shutdown to every live node, then stops the head;
 //   "leave N" drains node N.
 #include <chrono>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -65,6 +68,7 @@ struct worker_view {
   float final_val_loss = -1;
   float wall_s = 0;
   float wait_s = 0;  // blocked on outer results
+  std::uint64_t rounds_acked = 0;  // results it merged (RoundAck): it takes part
 };
 
 struct node_view {
@@ -73,6 +77,11 @@ struct node_view {
   std::chrono::steady_clock::time_point since;  // of the current state
   std::vector<std::uint64_t> refused;           // per errc code, from its last heartbeat
   std::uint64_t handshakes_failed = 0;
+  caf::actor proxy;  // its lease proxy while active or draining (actors/lease_proxy.hpp)
+  // For `atollctl members`: an active node is "joining" until its first heartbeat after
+  // the Welcome, "syncing" until each of its workers has acknowledged a round, then active.
+  bool heard = false;
+  std::optional<std::chrono::steady_clock::time_point> synced_at;
 };
 
 struct fragment_view {

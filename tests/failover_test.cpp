@@ -3,6 +3,7 @@
 // SIGSTOPped past its lease. Each test checks that the run finishes (L1), that the workers
 // at the final round hold the keeper's digest (S1) and, where rounds could be lost, that
 // the keeper's rounds only go up (S3, S4).
+#include <algorithm>
 #include <fstream>
 
 #include <gtest/gtest.h>
@@ -143,6 +144,29 @@ TEST(Failover, ANodeJoiningMidRunTakesPartAndAgrees) {
   auto nodes = testing::join_nodes(ATOLL_BIN, ep, 2, dir);
   ASSERT_TRUE(testing::wait_for_round(ep, 3)) << head.output();
   subprocess joiner({ATOLL_BIN, "join", "--head", ep, "--threads", "1"}, dir.sub("joiner.log"));
+
+  // `atollctl members` shows the joiner going joining -> syncing -> active, in that order
+  // (a poll may miss the short early states), while the run goes on.
+  const std::vector<std::string> order = {"joining", "syncing", "active"};
+  std::vector<std::string> seen;
+  EXPECT_TRUE(testing::eventually(
+      [&] {
+        for (const auto& m : ask(ep, "members")) {
+          if (m["node_id"] != 3) continue;
+          const std::string state = m["state"];
+          if (seen.empty() || seen.back() != state) seen.push_back(state);
+          return state == "active";
+        }
+        return false;
+      },
+      60s, 20ms));
+  std::size_t rank = 0;
+  for (const auto& state : seen) {
+    const auto at = std::find(order.begin(), order.end(), state);
+    ASSERT_NE(at, order.end()) << state;
+    EXPECT_GE(static_cast<std::size_t>(at - order.begin()), rank) << "went back to " << state;
+    rank = static_cast<std::size_t>(at - order.begin());
+  }
 
   for (auto& n : nodes) EXPECT_EQ(n->wait(120s), 0) << n->output();
   EXPECT_EQ(joiner.wait(120s), 0) << joiner.output() << head.output();
