@@ -140,7 +140,11 @@ void on_contribution(self_ptr self, const wire::message_ptr& msg) {
     st.mail->refuse(*msg, values.err(), refusal_epoch(st));
     return;
   }
-  if (st.rounds->contributors().empty()) st.round_started = st.now();
+  if (st.rounds->contributors().empty()) {
+    st.round_started = st.now();
+    if (st.cfg.round_deadline.count() > 0)
+      self->delayed_send(self, st.cfg.round_deadline, deadline_atom::value, st.rounds->open_round());
+  }
   auto done = st.rounds->add(msg->sender(), msg->epoch(), c.getRound(), std::move(*values), c.getWeight());
   if (!done) {
     log_warn(fragment_name(st) + ": refused contribution of " + msg->sender() + ": " + done.err().describe());
@@ -180,6 +184,26 @@ void release(self_ptr self, const std::vector<std::string>& contributors) {
   report.setDurationS(static_cast<float>(duration));
   report.setBytes(round_bytes);
   st.mail->send(st.cfg.registry, st.epoch, out);
+}
+
+// Round `round` is round_deadline old. It closes with the contributions it has if they
+// are a quorum and a majority of its participants (no split brain); otherwise the deadline
+// is looked at again later.
+void on_deadline(self_ptr self, std::uint64_t round) {
+  auto& st = self->state;
+  if (st.rounds->current_phase() != round_tracker::phase::collecting || st.rounds->open_round() != round) return;
+  const auto participants = st.rounds->participants().size();
+  const std::size_t quorum = st.quorum > 0 ? st.quorum : st.cfg.min_workers;
+  const std::size_t needed = std::max(quorum, participants / 2 + 1);
+  const auto contributed = st.rounds->contributors().size();
+  auto done = st.rounds->close_at_deadline(needed);
+  if (done && *done) {
+    log_warn(fragment_name(st) + ": round " + std::to_string(round) + " closed at its deadline with " +
+             std::to_string(contributed) + " of " + std::to_string(participants) + " participants");
+    on_round_complete(self);
+    return;
+  }
+  self->delayed_send(self, st.cfg.round_deadline, deadline_atom::value, round);
 }
 
 void on_membership(self_ptr self, const wire::message_ptr& msg) {
@@ -287,6 +311,7 @@ coordinator_config coordinator_config_for(const run_config& run, std::uint32_t f
   cc.min_workers = static_cast<std::size_t>(run.min_workers);
   cc.outer = {static_cast<float>(run.outer_lr), static_cast<float>(run.outer_momentum)};
   cc.average_only = run.mode == "ddp";
+  cc.round_deadline = std::chrono::milliseconds(run.round_deadline_ms);
   return cc;
 }
 
@@ -316,6 +341,7 @@ caf::behavior coordinator_actor(caf::stateful_actor<coordinator_state>* self, tr
           st.mail->refuse(*msg, make_error(errc::unexpected_message, wire::kind_name(msg->kind())), st.epoch);
         }
       },
+      [=](deadline_atom, std::uint64_t round) { on_deadline(self, round); },
       [=](confirm_atom) {  // the registry placed us again: a restarted head learns we run
         auto& st = self->state;
         wire::outgoing out;

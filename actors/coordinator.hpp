@@ -19,6 +19,9 @@
 //   CommitAck(not ok), or none within commit_retry -> sent again until acknowledged;
 //                           nothing is released before
 //   Membership           -> participants that left are dropped from the open round
+//   deadline (round_deadline after the first contribution) -> the round closes with the
+//                           contributions it has, if they are a quorum and a majority of
+//                           its participants; latecomers are refused wrong_round and resync
 //   confirm (node agent) -> MembershipRequest: a restarted registry placed us again
 //   after each release   -> RoundReport -> registry (workers send their RoundAck there too)
 // Every participant receives the same bytes of theta_global, which makes S1 hold by
@@ -47,6 +50,9 @@ struct coordinator_config {
   // ddp mode: rounds release the average and are not committed (one round per step).
   bool average_only = false;
   std::chrono::milliseconds commit_retry{1000};
+  // 0: a round waits for every participant. Otherwise a round this old (from its first
+  // contribution) closes with what it has, given a quorum and a majority of participants.
+  std::chrono::milliseconds round_deadline{0};
 };
 
 // The coordinator of `fragment` for a run configured by `run`.

@@ -13,6 +13,7 @@ using restart_atom = caf::atom_constant<caf::atom("restart")>;    // node agent:
 using confirm_atom = caf::atom_constant<caf::atom("confirm")>;    // coordinator: ask the registry again
 using resend_atom = caf::atom_constant<caf::atom("resend")>;      // worker: the link dropped; resend
 using renew_atom = caf::atom_constant<caf::atom("renew")>;        // lease proxy: its node heartbeat
+using deadline_atom = caf::atom_constant<caf::atom("deadline")>;  // coordinator: a round's deadline
 
 }  // namespace atl
 

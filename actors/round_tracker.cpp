@@ -87,6 +87,14 @@ expected<bool> round_tracker::drop(const std::string& worker) {
   return finish_if_complete();
 }
 
+expected<bool> round_tracker::close_at_deadline(std::size_t needed) {
+  if (phase_ != phase::collecting || contributions_.empty() || contributions_.size() < needed) return false;
+  std::set<std::string> contributed;
+  for (const auto& [w, _] : contributions_) contributed.insert(w);
+  participants_ = std::move(contributed);
+  return finish_if_complete();
+}
+
 expected<bool> round_tracker::finish_if_complete() {
   if (contributions_.size() < participants_.size()) return false;
   std::vector<weighted_input> inputs;

@@ -5,6 +5,7 @@
 //   (ready r) --open(epoch, participants)--> (collecting r+1)
 //   (collecting r+1) --add(...) by every participant--> [committing r+1] --committed--> (ready r+1)
 //   (collecting r+1) --drop(worker) leaving >= 1 contribution from all remaining--> [committing r+1]
+//   (collecting r+1) --close_at_deadline(n) with >= n contributions--> [committing r+1]
 //
 // Every transition checks the phase it is allowed from and returns a typed error
 // otherwise. Contributions are fenced: wrong epoch -> stale_epoch, other round ->
@@ -40,6 +41,10 @@ class round_tracker {
                      float weight);
   // A participant is gone: the round completes with the rest if they all contributed.
   expected<bool> drop(const std::string& worker);
+  // The round's deadline passed: it completes with the contributions it has if there are
+  // at least `needed` (the participants that did not contribute are dropped from it);
+  // otherwise nothing changes and false is returned.
+  expected<bool> close_at_deadline(std::size_t needed);
   status committed();  // committing -> ready
 
   phase current_phase() const { return phase_; }

@@ -36,7 +36,10 @@ const std::vector<knob>& knobs() {
       {"diloco.error_feedback", &C::error_feedback, 0, 0, "",
        "add what quantization lost to the next contribution of the fragment"},
       {"diloco.result_timeout_ms", &C::result_timeout_ms, 0, 3.6e6, "ms",
-       "a worker waiting this long for a round's result resyncs from the committed state (0: 2 x cluster.lease_ms)"},
+       "a worker waiting this long for a round's result sends its contribution again (0: 2 x cluster.lease_ms)"},
+      {"diloco.round_deadline_ms", &C::round_deadline_ms, 0, 3.6e6, "ms",
+       "a round open this long after its first contribution closes with the contributions it has, if they "
+       "are a quorum and a majority of its participants (0: it waits for every participant)"},
       {"diloco.outer_lr", &C::outer_lr, 0, 10, "", "outer Nesterov SGD learning rate"},
       {"diloco.outer_momentum", &C::outer_momentum, 0, 0.999999, "", "outer Nesterov momentum"},
       {"inner.lr", &C::lr, 0, 10, "", "peak AdamW learning rate"},

@@ -33,6 +33,7 @@ struct run_config {
   std::int64_t codec_chunk = 256;
   bool error_feedback = false;
   std::int64_t result_timeout_ms = 0;  // 0: 2 x cluster.lease_ms
+  std::int64_t round_deadline_ms = 0;  // 0: a round waits for every participant
   double outer_lr = 0.7;
   double outer_momentum = 0.9;
   // [inner]

@@ -4,6 +4,8 @@
 // time. Every message goes through encode and ingress. A schedule drawn from the seed drops,
 // duplicates and delays (so reorders) messages, and may kill a coordinator mid-run, which is
 // re-placed at once: a fresh one reloads from the keeper, as after a node's lease ran out.
+// Half the seeds also give rounds a deadline (diloco.round_deadline_ms), so rounds close
+// without the workers whose messages were lost or late.
 //
 // Each seed must:
 //   L1  finish every worker within 10 simulated minutes (the fault-free run takes ~0 s);
@@ -38,12 +40,14 @@ constexpr auto time_limit = std::chrono::minutes(10);  // simulated
 struct fault_plan {
   double drop = 0, duplicate = 0, delay = 0;  // per message
   std::uint64_t kill_after = 0;               // messages sent before a coordinator dies; 0: never
+  std::chrono::milliseconds round_deadline{0};  // diloco.round_deadline_ms of the coordinators
 };
 
 fault_plan plan_for(std::mt19937_64& rng) {
   std::uniform_real_distribution<double> rate(0.0, 0.08);
-  fault_plan plan{rate(rng), rate(rng), rate(rng), 0};
+  fault_plan plan{rate(rng), rate(rng), rate(rng), 0, std::chrono::milliseconds(0)};
   if (rng() % 2) plan.kill_after = 50 + rng() % 400;
+  if (rng() % 2) plan.round_deadline = std::chrono::milliseconds(500 + rng() % 3000);
   return plan;
 }
 
@@ -190,6 +194,7 @@ seed_outcome run_seed(std::uint64_t seed) {
     cc.fragment = f;
     cc.min_workers = workers;
     cc.outer = {0.7f, 0.9f};
+    cc.round_deadline = plan.round_deadline;
     dir.add("coord/" + std::to_string(f),
             sys.spawn(coordinator_actor, static_cast<transport*>(&net), cluster_id, cc));
   };

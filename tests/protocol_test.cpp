@@ -100,10 +100,12 @@ class ProtocolTest : public ::testing::Test {
     dir_.clear();
   }
 
-  caf::actor spawn_coordinator(std::size_t min_workers, outer_options outer = {0.7f, 0.9f}) {
+  caf::actor spawn_coordinator(std::size_t min_workers, outer_options outer = {0.7f, 0.9f},
+                               std::chrono::milliseconds round_deadline = std::chrono::milliseconds(0)) {
     coordinator_config cc;
     cc.min_workers = min_workers;
     cc.outer = outer;
+    cc.round_deadline = round_deadline;
     auto c = sys_.spawn(coordinator_actor, static_cast<transport*>(&net_), cluster_.get(), cc);
     dir_.add("coord/0", c);
     return c;
@@ -431,6 +433,62 @@ TEST_F(FencingTest, AContributionBeforeItsRoundOpensIsHeldThenFencedByEpoch) {
   ASSERT_TRUE(result->envelope().isRoundResult());
   EXPECT_EQ(result->envelope().getRoundResult().getRound(), 2u);
   EXPECT_EQ(result->tensors()[0].to_floats(), (std::vector<float>{-1.0f, 2.0f, 3.0f}));
+}
+
+// A worker that is slow but alive holds a round up to diloco.round_deadline_ms; then the
+// round closes with the contributions it has, if they are a quorum and a majority of its
+// participants. The latecomer is refused as wrong_round (it resyncs).
+TEST_F(FencingTest, ARoundPastItsDeadlineClosesWithAMajorityOfItsParticipants) {
+  spawn_coordinator(2, {1.0f, 0.0f}, std::chrono::milliseconds(150));
+  send_membership(1, {"worker/x", "worker/y", "worker/z"});
+  request_state_with({1.0f, 2.0f, 3.0f});
+  ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.received.size() == 1; }));
+  observations y_obs, z_obs;
+  dir_.add("worker/y", sys_.spawn(probe_actor, &y_obs));
+  dir_.add("worker/z", sys_.spawn(probe_actor, &z_obs));
+  mailer as_y(net_, "worker/y", "cluster-test"), as_z(net_, "worker/z", "cluster-test");
+
+  contribute(1, 1, {0.5f, 0.0f, 0.0f});
+  wire::outgoing from_y;
+  auto c = from_y.envelope.initContribution();
+  c.setFragment(0);
+  c.setRound(1);
+  c.setWeight(1.0f);
+  const std::vector<float> delta_y = {1.5f, 0.0f, 0.0f};
+  put_contribution(c, encoded_values{codec_kind::fp32, 3, 0, std::vector<std::uint8_t>(
+      reinterpret_cast<const std::uint8_t*>(delta_y.data()), reinterpret_cast<const std::uint8_t*>(delta_y.data()) + 12), {}},
+                   from_y);
+  as_y.send("coord/0", 1, from_y);
+  // Two of three, a quorum (2) and a majority: after the deadline, theta - mean(x, y).
+  ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.received.size() == 2; }));
+  {
+    std::lock_guard<std::mutex> lock(worker_obs_.mu);
+    const auto& result = worker_obs_.received[1];
+    ASSERT_TRUE(result->envelope().isRoundResult());
+    EXPECT_EQ(result->envelope().getRoundResult().getRound(), 1u);
+    EXPECT_EQ(result->tensors()[0].to_floats(), (std::vector<float>{0.0f, 2.0f, 3.0f}));
+  }
+  wire::outgoing late;
+  auto lc = late.envelope.initContribution();
+  lc.setFragment(0);
+  lc.setRound(1);
+  lc.setWeight(1.0f);
+  put_contribution(lc, encoded_values{codec_kind::fp32, 3, 0, std::vector<std::uint8_t>(12, 0), {}}, late);
+  as_z.send("coord/0", 1, late);
+  ASSERT_TRUE(z_obs.wait_for([&] { return z_obs.refusals.size() == 1; }));
+  std::lock_guard<std::mutex> lock(z_obs.mu);
+  EXPECT_EQ(z_obs.refusals[0], errc::wrong_round);
+}
+
+// One contribution of three is not a majority: the deadline passes and the round waits.
+TEST_F(FencingTest, ARoundPastItsDeadlineWithoutAMajorityKeepsWaiting) {
+  spawn_coordinator(1, {1.0f, 0.0f}, std::chrono::milliseconds(50));
+  send_membership(1, {"worker/x", "worker/y", "worker/z"});
+  request_state_with({1.0f, 2.0f, 3.0f});
+  ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.received.size() == 1; }));
+  contribute(1, 1, {0.5f, 0.0f, 0.0f});
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // six deadlines
+  EXPECT_EQ(received_count(), 1u) << "a round closed with one participant of three";
 }
 
 TEST_F(FencingTest, RepeatedStateRequestsAreAnsweredOnce) {

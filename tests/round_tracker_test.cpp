@@ -61,6 +61,22 @@ TEST(RoundTracker, AContributionToAClosedRoundIsRefused) {
   EXPECT_EQ(t.add("w/a", 7, 1, {0.0f, 0.0f}, 1.0f).err().code, errc::wrong_round);
 }
 
+TEST(RoundTracker, AtItsDeadlineARoundClosesWithEnoughContributionsOnly) {
+  auto t = seeded_at_round_zero();
+  ASSERT_FALSE(t.open(1, {"w/a", "w/b", "w/c"}));
+  ASSERT_TRUE(t.add("w/a", 1, 1, {2.0f, 2.0f}, 1.0f));
+  auto early = t.close_at_deadline(2);  // one of the two needed
+  ASSERT_TRUE(early);
+  EXPECT_FALSE(*early);
+  EXPECT_EQ(t.current_phase(), round_tracker::phase::collecting);
+  ASSERT_TRUE(t.add("w/b", 1, 1, {0.0f, 0.0f}, 1.0f));
+  auto closed = t.close_at_deadline(2);
+  ASSERT_TRUE(closed && *closed);
+  EXPECT_EQ(t.current_phase(), round_tracker::phase::committing);
+  EXPECT_EQ(t.participants(), (std::set<std::string>{"w/a", "w/b"}));  // w/c was dropped
+  EXPECT_EQ(t.add("w/c", 1, 1, {0.0f, 0.0f}, 1.0f).err().code, errc::wrong_round);
+}
+
 TEST(RoundTracker, DuplicatesAndStrangersAreRefusedAndDoNotCount) {
   auto t = seeded_at_round_zero();
   ASSERT_FALSE(t.open(1, {"w/a", "w/b"}));
