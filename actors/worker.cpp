@@ -136,7 +136,7 @@ void unblock(self_ptr self) {
 
 void give_up_round(self_ptr self, std::size_t f);
 
-// (Re)sends the pending contribution of fragment f for round frag.round + 1, stamped with
+// (Re)sends the pending contribution of fragment f for round frag.pending_round, stamped with
 // the fragment's epoch. Its bytes never change: the error-feedback residual was taken once.
 void send_pending(self_ptr self, std::size_t f) {
   auto& st = self->state;
@@ -144,7 +144,7 @@ void send_pending(self_ptr self, std::size_t f) {
   wire::outgoing out;
   auto c = out.envelope.initContribution();
   c.setFragment(static_cast<std::uint32_t>(f));
-  c.setRound(frag.round + 1);
+  c.setRound(frag.pending_round);
   c.setWeight(1.0f);
   c.setStep(static_cast<std::uint64_t>(frag.merge_at - st.cfg.run.overlap));
   encoded_values copy = frag.pending;
@@ -155,8 +155,8 @@ void send_pending(self_ptr self, std::size_t f) {
 }
 
 // Sends `values` (pseudo-gradient or gradient) of fragment f, encoded by the run's codec.
-void send_contribution(self_ptr self, std::size_t f, const std::vector<float>& values, codec_kind codec,
-                       bool with_feedback) {
+void send_contribution(self_ptr self, std::size_t f, std::uint64_t round, const std::vector<float>& values,
+                       codec_kind codec, bool with_feedback) {
   auto& st = self->state;
   auto& frag = st.fragments[f];
   encoded_values enc;
@@ -169,6 +169,7 @@ void send_contribution(self_ptr self, std::size_t f, const std::vector<float>& v
     return;
   }
   frag.pending = std::move(enc);
+  frag.pending_round = round;
   frag.awaiting_result = true;
   frag.result_ready = false;
   frag.merge_at = st.step + st.cfg.run.overlap;
@@ -210,20 +211,24 @@ bool result_overdue(const worker_state& st, std::size_t f) {
 // it comes; if it is newer, it is adopted. Training goes on until f's next sync point.
 void give_up_round(self_ptr self, std::size_t f) {
   auto& st = self->state;
-  log_warn(st.cfg.id + ": round " + std::to_string(st.fragments[f].round + 1) + " of fragment " +
+  log_warn(st.cfg.id + ": round " + std::to_string(st.fragments[f].pending_round) + " of fragment " +
            std::to_string(f) + " refused our contribution; asking for its committed state");
   st.fragments[f].awaiting_result = false;
   request_state(self, f);
   unblock(self);
 }
 
+// At a sync step of fragment f: its round is the schedule's for this step. A worker whose
+// state is already that new (a joiner) has nothing to add to it.
 void contribute(self_ptr self, std::size_t f) {
   auto& st = self->state;
   auto& frag = st.fragments[f];
+  const auto round = st.schedule->round_at(static_cast<std::int64_t>(f), st.step);
+  if (frag.round >= round) return;
   std::vector<float> delta(frag.theta_global.size());
   st.model->read_fragment(f, delta.data());
   for (std::size_t i = 0; i < delta.size(); ++i) delta[i] = frag.theta_global[i] - delta[i];
-  send_contribution(self, f, delta, st.codec, st.cfg.run.error_feedback);
+  send_contribution(self, f, round, delta, st.codec, st.cfg.run.error_feedback);
 }
 
 void merge(worker_state& st, std::size_t f) {
@@ -302,7 +307,7 @@ void on_step_ddp(self_ptr self) {
   for (std::size_t f = 0; f < st.fragments.size() && st.current == phase::training; ++f) {
     std::vector<float> grads(st.model->fragment_size(f));
     st.model->read_gradients(f, grads.data());
-    send_contribution(self, f, grads, codec_kind::fp32, false);
+    send_contribution(self, f, st.fragments[f].round + 1, grads, codec_kind::fp32, false);  // one round a step
   }
   if (st.current == phase::training) block(st);
 }
@@ -340,23 +345,24 @@ void on_state(self_ptr self, const wire::message_ptr& msg, std::size_t f, std::u
     // Unasked: a re-placed coordinator announces the committed state as it opens its
     // first round, in a new epoch.
     const bool waiting = frag.awaiting_result && !frag.result_ready;
-    if (round == frag.round) {
-      frag.epoch = std::max(frag.epoch, msg->epoch());
+    if (waiting && round + 1 == frag.pending_round) {
       // The round we contributed to is open again: the same contribution goes to it.
-      if (waiting) {
-        log_warn(st.cfg.id + ": fragment " + std::to_string(f) + " has a new coordinator; contributing to round " +
-                 std::to_string(round + 1) + " again");
-        send_pending(self, f);
-      }
+      frag.epoch = std::max(frag.epoch, msg->epoch());
+      log_warn(st.cfg.id + ": fragment " + std::to_string(f) + " has a new coordinator; contributing to round " +
+               std::to_string(frag.pending_round) + " again");
+      send_pending(self, f);
+      return;
+    }
+    if (!(waiting && round >= frag.pending_round)) {  // a duplicate, or nothing to recover
+      if (round == frag.round) frag.epoch = std::max(frag.epoch, msg->epoch());
       return;
     }
     // It committed our round before it died, without releasing it: adopt its state.
-    if (!(waiting && round > frag.round)) return;  // a duplicate, or nothing to recover
     log_warn(st.cfg.id + ": fragment " + std::to_string(f) + " has a new coordinator at round " +
              std::to_string(round) + "; resyncing");
-  } else if (round == frag.round && frag.pending.count > 0) {
-    // Asked after a refusal, and the committed round is still our contribution's base:
-    // the round is open, so the same contribution goes to it (in its epoch).
+  } else if (frag.pending.count > 0 && round + 1 == frag.pending_round) {
+    // Asked after a refusal, and our contribution's round is the open one: the same
+    // contribution goes to it (in its epoch).
     frag.awaiting_state = false;
     frag.epoch = msg->epoch();
     frag.awaiting_result = true;
@@ -380,7 +386,7 @@ void on_state(self_ptr self, const wire::message_ptr& msg, std::size_t f, std::u
 void on_result(self_ptr self, const wire::message_ptr& msg, std::size_t f, std::uint64_t round) {
   auto& st = self->state;
   auto& frag = st.fragments[f];
-  if (!frag.awaiting_result || frag.result_ready || round != frag.round + 1) return;  // duplicate or stale
+  if (!frag.awaiting_result || frag.result_ready || round != frag.pending_round) return;  // duplicate or stale
   frag.result = msg->tensors()[0].to_floats();
   frag.result_round = round;
   frag.result_ready = true;

@@ -8,7 +8,10 @@
 //   syncing --FragmentState for every fragment--> training (StateRequests repeat every 2 s
 //           until answered: coordinators are placed when the run starts)
 //   training, after step t where fragment p is due ((t - offset_p) mod H == 0):
-//       Contribution(encode(theta_global_p - theta_local_p [+ residual])) to coord/p;
+//       Contribution(encode(theta_global_p - theta_local_p [+ residual])) to coord/p, for
+//       the round the schedule gives step t (so every worker contributes round r of p at
+//       the same step, whatever it lost; a base older than r - 1 makes a stale but valid
+//       contribution, and merging the result brings the worker back to the global state);
 //       RoundAck(digest of the result) goes to the registry
 //       the result must be merged before step t + tau trains
 //   training, a result due and not yet here --> blocked (the wait is measured)
@@ -66,6 +69,7 @@ struct fragment_sync {
   // as stale_epoch (its round opened in a newer epoch) or reopens its round after a
   // re-placement gets the same bytes again, stamped with the round's epoch.
   encoded_values pending;
+  std::uint64_t pending_round = 0;  // the round it is for
   std::uint64_t pending_seq = 0;    // envelope seq of its last sending
   bool result_ready = false;
   std::vector<float> result;        // the released values of round result_round

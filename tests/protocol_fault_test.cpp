@@ -35,6 +35,7 @@ namespace {
 
 constexpr int workers = 3;
 constexpr int fragments = 2;
+constexpr int min_workers = 2;  // run.min_workers: a deadline may close a round with two
 constexpr auto time_limit = std::chrono::minutes(10);  // simulated
 
 struct fault_plan {
@@ -122,7 +123,8 @@ caf::behavior registry_stub(caf::event_based_actor* self, transport* net, std::s
     auto list = m.initWorkers(static_cast<unsigned>(rec->members.size()));
     for (unsigned i = 0; i < rec->members.size(); ++i) list.set(i, rec->members[i]);
     const bool tail = !rec->done.empty();
-    m.setQuorum(tail ? static_cast<std::uint32_t>(std::max<std::size_t>(1, rec->members.size())) : workers);
+    m.setQuorum(tail ? static_cast<std::uint32_t>(std::max<std::size_t>(1, std::min<std::size_t>(min_workers, rec->members.size())))
+                     : min_workers);
     mail->send(to, 1, out);
   };
   auto publish = [=] {
@@ -192,7 +194,7 @@ seed_outcome run_seed(std::uint64_t seed) {
   auto spawn_coordinator = [&](std::uint32_t f) {
     coordinator_config cc;
     cc.fragment = f;
-    cc.min_workers = workers;
+    cc.min_workers = min_workers;
     cc.outer = {0.7f, 0.9f};
     cc.round_deadline = plan.round_deadline;
     dir.add("coord/" + std::to_string(f),
