@@ -20,16 +20,26 @@ bool membership_ready(const coordinator_state& st) {
          st.members.size() >= (st.quorum > 0 ? st.quorum : st.cfg.min_workers);
 }
 
+// The committing round to every keeper that has not acknowledged it yet.
 void send_commit(self_ptr self) {
   auto& st = self->state;
-  wire::outgoing out;
-  auto req = out.envelope.initCommitRequest();
-  req.setFragment(st.cfg.fragment);
-  req.setRound(st.rounds->committed_round());
-  out.tensors.push_back(wire::tensor::from_floats(st.rounds->theta().data(), st.rounds->theta().size()));
-  out.tensors.push_back(wire::tensor::from_floats(st.rounds->momentum().data(), st.rounds->momentum().size()));
-  st.mail->send(st.cfg.keeper, st.epoch, out);
+  for (const auto& keeper : st.keepers) {
+    if (st.acked.count(keeper)) continue;
+    wire::outgoing out;
+    auto req = out.envelope.initCommitRequest();
+    req.setFragment(st.cfg.fragment);
+    req.setRound(st.rounds->committed_round());
+    out.tensors.push_back(wire::tensor::from_floats(st.rounds->theta().data(), st.rounds->theta().size()));
+    out.tensors.push_back(wire::tensor::from_floats(st.rounds->momentum().data(), st.rounds->momentum().size()));
+    st.mail->send(keeper, st.epoch, out);
+  }
   st.commit_sent = st.now();
+}
+
+// A round entered phase committing: no keeper has it yet.
+void start_commit(self_ptr self) {
+  self->state.acked.clear();
+  send_commit(self);
 }
 
 void send_state(self_ptr self, const std::string& worker) {
@@ -60,6 +70,7 @@ std::uint64_t refusal_epoch(const coordinator_state& st) {
 }
 
 void on_contribution(self_ptr self, const wire::message_ptr& msg);
+void finish_commit_if_acked(self_ptr self);
 
 // In phase ready with enough members: open the next round, give the committed state to
 // the held requests of its participants (the others wait for a round that includes them:
@@ -101,7 +112,7 @@ void seed_from_waiting(self_ptr self) {
       log_warn(fragment_name(st) + ": cannot seed from " + req->sender() + ": " + err.describe());
       continue;
     }
-    send_commit(self);
+    start_commit(self);
     return;
   }
 }
@@ -112,7 +123,7 @@ void release(self_ptr self, const std::vector<std::string>& contributors);
 void on_round_complete(self_ptr self) {
   auto& st = self->state;
   if (st.rounds->rule() == round_tracker::update_rule::nesterov) {
-    send_commit(self);
+    start_commit(self);
     return;
   }
   const auto contributors = st.rounds->contributors();
@@ -215,6 +226,12 @@ void on_membership(self_ptr self, const wire::message_ptr& msg) {
   for (const auto w : m.getWorkers()) st.members.push_back(w);
   st.quorum = m.getQuorum();
   st.has_membership = true;
+  // The keepers a commit needs. A keeper removed (its node died) no longer holds a round
+  // up; one added gets the committing round at the next tick.
+  st.keepers.clear();
+  for (const auto k : m.getKeepers()) st.keepers.push_back(k);
+  if (st.keepers.empty()) st.keepers.push_back(st.cfg.keeper);
+  finish_commit_if_acked(self);
   if (st.rounds->current_phase() == round_tracker::phase::collecting) {
     const auto participants = st.rounds->participants();
     for (const auto& p : participants) {
@@ -234,14 +251,27 @@ void on_commit_ack(self_ptr self, const wire::message_ptr& msg) {
   if (st.rounds->current_phase() != round_tracker::phase::committing || ack.getRound() != st.rounds->committed_round())
     return;  // a duplicate or late ack: the round was already settled
   if (!ack.getOk()) {  // the tick sends it again
-    log_error(fragment_name(st) + ": keeper refused round " + std::to_string(ack.getRound()) + ": " +
+    log_error(fragment_name(st) + ": " + msg->sender() + " refused round " + std::to_string(ack.getRound()) + ": " +
               ack.getError().cStr() + "; retrying");
     return;
   }
+  if (std::find(st.keepers.begin(), st.keepers.end(), msg->sender()) == st.keepers.end()) return;  // not ours
+  st.acked.insert(msg->sender());
+  finish_commit_if_acked(self);
+}
+
+// Every keeper has the committing round on disk: it is committed. Round 0 (the seed) opens
+// the first round; any other is released to its contributors.
+void finish_commit_if_acked(self_ptr self) {
+  auto& st = self->state;
+  if (st.rounds->current_phase() != round_tracker::phase::committing) return;
+  for (const auto& keeper : st.keepers)
+    if (!st.acked.count(keeper)) return;
+  const auto round = st.rounds->committed_round();
   const auto contributors = st.rounds->contributors();
   (void)st.rounds->committed();
-  if (ack.getRound() > 0) ATL_FAULT_POINT("coordinator.committed");
-  if (ack.getRound() == 0) {
+  if (round > 0) ATL_FAULT_POINT("coordinator.committed");
+  if (round == 0) {
     log_info(fragment_name(st) + ": seeded round 0 (" + std::to_string(st.rounds->theta().size()) + " parameters)");
     advance(self);
     return;
@@ -289,6 +319,13 @@ void on_state_request(self_ptr self, const wire::message_ptr& msg) {
 // What a new coordinator needs before it can open a round: the committed state (from the
 // keeper) and the members (from the registry). Repeated until both answered: a re-placed
 // coordinator's first requests can be refused while its id still belongs to the old node.
+void request_membership(self_ptr self) {
+  auto& st = self->state;
+  wire::outgoing out;
+  out.envelope.initMembershipRequest().setFragment(st.cfg.fragment);
+  st.mail->send(st.cfg.registry, st.epoch, out);
+}
+
 void request_startup_state(self_ptr self) {
   auto& st = self->state;
   if (!st.loaded) {
@@ -296,11 +333,7 @@ void request_startup_state(self_ptr self) {
     out.envelope.initLoadRequest().setFragment(st.cfg.fragment);
     st.mail->send(st.cfg.keeper, 0, out);
   }
-  if (!st.has_membership) {
-    wire::outgoing out;
-    out.envelope.initMembershipRequest().setFragment(st.cfg.fragment);
-    st.mail->send(st.cfg.registry, 0, out);
-  }
+  if (!st.has_membership) request_membership(self);
 }
 
 }  // namespace
@@ -320,6 +353,7 @@ caf::behavior coordinator_actor(caf::stateful_actor<coordinator_state>* self, tr
   auto& st = self->state;
   st.cfg = cfg;
   st.clock = &self->clock();
+  st.keepers = {cfg.keeper};  // until the Membership names them
   st.mail = std::make_unique<mailer>(*net, "coord/" + std::to_string(cfg.fragment), cluster_id);
   st.rounds = std::make_unique<round_tracker>(
       cfg.fragment, cfg.outer,
@@ -342,12 +376,7 @@ caf::behavior coordinator_actor(caf::stateful_actor<coordinator_state>* self, tr
         }
       },
       [=](deadline_atom, std::uint64_t round) { on_deadline(self, round); },
-      [=](confirm_atom) {  // the registry placed us again: a restarted head learns we run
-        auto& st = self->state;
-        wire::outgoing out;
-        out.envelope.initMembershipRequest().setFragment(st.cfg.fragment);
-        st.mail->send(st.cfg.registry, st.epoch, out);
-      },
+      [=](confirm_atom) { request_membership(self); },  // placed again: a restarted head learns we run
       [=](tick_atom) {  // every commit_retry: startup requests until answered, commit retries
         auto& st = self->state;
         if (!st.loaded || !st.has_membership) request_startup_state(self);

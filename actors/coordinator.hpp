@@ -14,8 +14,9 @@
 //   Contribution early   -> (for the round about to open, from a member) held until it opens
 //   Contribution         -> decoded to fp32 (any codec) -> round_tracker.add (typed Refusal on
 //                           any fence)
-//   round complete       -> CommitRequest -> keeper -> CommitAck(ok) -> open next round
-//                           -> RoundResult(theta_global) to every contributor
+//   round complete       -> CommitRequest -> every keeper of the Membership (the head's,
+//                           and a replica on a node) -> CommitAck(ok) from all of them
+//                           -> open next round -> RoundResult(theta_global) to every contributor
 //   CommitAck(not ok), or none within commit_retry -> sent again until acknowledged;
 //                           nothing is released before
 //   Membership           -> participants that left are dropped from the open round
@@ -28,6 +29,7 @@
 // construction; the keeper commits those bytes before anyone sees them (S2, S4).
 #include <chrono>
 #include <map>
+#include <set>
 #include <memory>
 #include <vector>
 
@@ -75,6 +77,8 @@ struct coordinator_state {
   std::map<std::string, wire::message_ptr> early;  // contributions for the round about to open
   std::chrono::steady_clock::time_point round_started;
   std::chrono::steady_clock::time_point commit_sent;  // of the last CommitRequest
+  std::vector<std::string> keepers;  // every one must acknowledge a commit (from the Membership)
+  std::set<std::string> acked;       // keepers that acknowledged the committing round
   const caf::actor_clock* clock = nullptr;  // steady, or simulated in the protocol fault tests
   std::chrono::steady_clock::time_point now() const { return clock->now(); }
   std::uint64_t round_bytes = 0;

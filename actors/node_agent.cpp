@@ -6,6 +6,7 @@
 #include <caf/all.hpp>
 
 #include "actors/coordinator.hpp"
+#include "actors/keeper.hpp"
 #include "actors/messages.hpp"
 #include "actors/worker.hpp"
 #include "runtime/log.hpp"
@@ -27,6 +28,7 @@ void send_hello(self_ptr self) {
   for (unsigned i = 0; i < st.cfg.devices.size(); ++i) devices.set(i, st.cfg.devices[i]);
   h.setHostname(st.cfg.hostname);
   h.setPid(static_cast<std::uint32_t>(::getpid()));
+  h.setCanKeep(!st.cfg.data_dir.empty());
   st.mail->send("registry", st.epoch, out);
 }
 
@@ -120,17 +122,53 @@ void on_place_coordinator(self_ptr self, const wire::message_ptr& msg) {
   log_info("hosting " + id);
 }
 
+void on_place_keeper(self_ptr self, const wire::message_ptr& msg) {
+  auto& st = self->state;
+  const auto place = msg->envelope().getPlaceKeeper();
+  const std::string id = place.getKeeper();
+  if (st.local->find(id)) return;  // a repeated placement: already hosted
+  if (st.current != phase::running || st.cfg.data_dir.empty() || id.rfind("keeper/", 0) != 0 || id.size() > 16 ||
+      id.find_first_of("/.", 7) != std::string::npos) {
+    st.mail->refuse(*msg, make_error(errc::unexpected_message, "cannot host " + id + " here"), st.epoch);
+    return;
+  }
+  auto storage = std::make_shared<keeper_storage>();
+  const std::string path = st.cfg.data_dir + "/keeper-" + id.substr(7);
+  auto db = open_rocksdb_store(path);
+  if (!db) {
+    log_error("cannot host " + id + ": " + db.err().describe());
+    st.mail->refuse(*msg, db.err(), st.epoch);
+    return;
+  }
+  storage->db = std::move(*db);
+  storage->checkpoints = std::make_unique<checkpoint_store>(*storage->db, static_cast<std::size_t>(st.run.keep_rounds));
+  auto k = self->spawn(keeper_replica_actor, st.net, id, st.mail->cluster(), storage, std::string(place.getSource()),
+                       static_cast<std::uint32_t>(st.run.fragments));
+  st.local->add(id, k);
+  st.keepers.push_back(k);
+  log_info("hosting " + id + " in " + path + ", catching up from " + std::string(place.getSource()));
+}
+
+// Removes the coordinators and keepers placed here from the directory first, so nothing
+// more reaches or leaves them under their ids once the registry may place them elsewhere,
+// then stops them.
+void stop_placed_actors(self_ptr self) {
+  auto& st = self->state;
+  for (const auto& id : st.local->ids())
+    if (id.rfind("coord/", 0) == 0 || id.rfind("keeper/", 0) == 0) st.local->remove(id);
+  for (auto& c : st.coordinators) self->send_exit(c, caf::exit_reason::user_shutdown);
+  for (auto& k : st.keepers) self->send_exit(k, caf::exit_reason::user_shutdown);
+  st.coordinators.clear();
+  st.keepers.clear();
+}
+
 // Stops every local actor, says goodbye to the registry (so no round waits for this
 // node's workers until its lease runs out), and quits.
 void stop_all(self_ptr self, const std::string& reason) {
   auto& st = self->state;
   for (auto& w : st.workers)
     if (w.handle && !w.finished) self->send_exit(w.handle, caf::exit_reason::user_shutdown);
-  // Coordinators leave the directory first, so nothing more reaches or leaves them under
-  // their ids once the Goodbye lets the registry place them elsewhere.
-  for (const auto& id : st.local->ids())
-    if (id.rfind("coord/", 0) == 0) st.local->remove(id);
-  for (auto& c : st.coordinators) self->send_exit(c, caf::exit_reason::user_shutdown);
+  stop_placed_actors(self);  // before the Goodbye lets the registry place them elsewhere
   if (st.node_id != 0 && st.current == phase::running) {
     wire::outgoing bye;
     auto g = bye.envelope.initGoodbye();
@@ -214,10 +252,7 @@ void rejoin(self_ptr self, const std::string& why) {
     if (w.handle) self->send_exit(w.handle, caf::exit_reason::user_shutdown);
   }
   st.workers.clear();  // their down messages now match nothing: no restarts
-  for (const auto& id : st.local->ids())
-    if (id.rfind("coord/", 0) == 0) st.local->remove(id);
-  for (auto& c : st.coordinators) self->send_exit(c, caf::exit_reason::user_shutdown);
-  st.coordinators.clear();
+  stop_placed_actors(self);
   st.node_id = 0;
   st.current = phase::registering;
   take_provisional_id(self);
@@ -243,6 +278,7 @@ caf::behavior node_agent_actor(caf::stateful_actor<node_agent_state>* self, tran
         const auto env = msg->envelope();
         if (env.isWelcome()) on_welcome(self, msg);
         else if (env.isPlaceCoordinator()) on_place_coordinator(self, msg);
+        else if (env.isPlaceKeeper()) on_place_keeper(self, msg);
         else if (env.isShutdown()) {
           log_info("shutdown requested by " + msg->sender() + ": " + env.getShutdown().getReason().cStr());
           stop_all(self, env.getShutdown().getReason().cStr());

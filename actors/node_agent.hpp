@@ -11,6 +11,8 @@
 //            cluster.restart_limit times within cluster.restart_window_ms; one more failure
 //            escalates: the node gives up (quits with an error: the process exits non-zero)
 //   running --PlaceCoordinator(p)--> hosts coord/p (until the node stops or registers again)
+//   running --PlaceKeeper(k, source)--> hosts keeper replica k on RocksDB under its data
+//            dir, catching up from source (refused without a data dir)
 //   running --Refusal(stale_epoch) from the registry--> stops its actors, registering again
 //            (it was declared dead: SIGSTOP, a partition)
 //   any --Shutdown or SIGTERM--> Goodbye to the registry, local actors stopped, quits normally
@@ -36,6 +38,9 @@ struct node_agent_config {
   replica_factory factory;
   // Called once the run config is known, before any worker starts (sets thread counts).
   std::function<void(const run_config&, std::size_t local_workers)> prepare;
+  // Where a keeper replica placed here keeps its RocksDB (`atoll join --run-dir`); empty:
+  // this node hosts no keeper.
+  std::string data_dir;
 };
 
 struct supervised_worker {
@@ -59,6 +64,7 @@ struct node_agent_state {
   run_config run;
   std::vector<supervised_worker> workers;
   std::vector<caf::actor> coordinators;
+  std::vector<caf::actor> keepers;     // a keeper replica placed here
   std::uint64_t connections_seen = 0;  // the transport's count when last checked
   bool failed = false;
   static inline const char* name = "node_agent";

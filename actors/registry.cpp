@@ -17,6 +17,9 @@ using self_ptr = caf::stateful_actor<registry_state>*;
 using json = nlohmann::json;
 using clock_type = std::chrono::steady_clock;
 
+constexpr const char* head_keeper = "keeper/0";     // in the head, on its run dir
+constexpr const char* replica_keeper = "keeper/1";  // on a node with a data dir
+
 double seconds_since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
 
 void persist(self_ptr self) {
@@ -49,6 +52,14 @@ std::uint32_t round_quorum(const registry_state& st, std::size_t live) {
   return static_cast<std::uint32_t>(tail ? std::max<std::size_t>(1, std::min(min_workers, live)) : min_workers);
 }
 
+// The keepers that must acknowledge every commit: the head's, and the replica on a node
+// once one is placed.
+std::vector<std::string> keepers_of(const registry_state& st) {
+  std::vector<std::string> keepers = {head_keeper};
+  if (!st.snap.replica_keeper.empty()) keepers.push_back(replica_keeper);
+  return keepers;
+}
+
 void send_membership(self_ptr self, const std::string& to) {
   auto& st = self->state;
   // Rounds are for workers with steps left: a finished one never contributes again.
@@ -61,6 +72,9 @@ void send_membership(self_ptr self, const std::string& to) {
   auto list = m.initWorkers(static_cast<unsigned>(workers.size()));
   for (unsigned i = 0; i < workers.size(); ++i) list.set(i, workers[i]);
   m.setQuorum(round_quorum(st, workers.size()));
+  const auto keepers = keepers_of(st);
+  auto keeper_list = m.initKeepers(static_cast<unsigned>(keepers.size()));
+  for (unsigned i = 0; i < keepers.size(); ++i) keeper_list.set(i, keepers[i]);
   st.mail->send(to, st.snap.epoch, out);
 }
 
@@ -110,6 +124,42 @@ std::uint32_t node_number(const std::string& actor_id) {
   return n > UINT32_MAX ? 0 : static_cast<std::uint32_t>(n);
 }
 
+void send_keeper_placement(self_ptr self) {
+  auto& st = self->state;
+  if (st.snap.replica_keeper.empty()) return;
+  wire::outgoing out;
+  auto place = out.envelope.initPlaceKeeper();
+  place.setKeeper(replica_keeper);
+  place.setSource(head_keeper);
+  st.mail->send(st.snap.replica_keeper, st.snap.epoch, out);
+}
+
+// Keeper replication: with a node that can keep (`atoll join --run-dir`), keeper/1 runs
+// there and every commit needs its acknowledgement as well as the head's, so a round
+// acknowledged as committed is on two machines. Placed when training starts or such a
+// node joins; placed again on another node when its host is gone (it catches up from the
+// head's keeper). Prefers the newest node: node/1 usually hosts coord/0.
+void place_replica_keeper(self_ptr self) {
+  auto& st = self->state;
+  if (st.snap.run_state != "training") return;
+  if (!st.snap.replica_keeper.empty()) {
+    const auto host = st.nodes.find(node_number(st.snap.replica_keeper));
+    if (host != st.nodes.end() && (host->second.record.state == "active" || host->second.record.state == "draining"))
+      return;  // still there (a draining host keeps it until its Goodbye)
+  }
+  std::string chosen;
+  for (auto it = st.nodes.rbegin(); it != st.nodes.rend() && chosen.empty(); ++it)
+    if (it->second.record.state == "active" && it->second.record.can_keep) chosen = "node/" + std::to_string(it->first);
+  if (chosen == st.snap.replica_keeper) return;
+  const std::string from = st.snap.replica_keeper;
+  st.snap.replica_keeper = chosen;
+  persist(self);  // before anyone hears of it
+  if (chosen.empty()) log_warn("registry: " + from + " is gone and no live node can keep; commits go to " + head_keeper + " alone");
+  else log_info(std::string("registry: ") + replica_keeper + " placed on " + chosen + (from.empty() ? "" : " (was on " + from + ")"));
+  send_keeper_placement(self);
+  publish_membership(self);  // coordinators commit to the new set of keepers
+}
+
 // A coordinator lives on its node: when the node is gone, place it on a live one. The new
 // coordinator reloads theta_global and the outer momentum from the keeper and announces
 // the committed state, so workers waiting on the old one resync.
@@ -152,6 +202,7 @@ void maybe_start(self_ptr self) {
   if (st.snap.run_state == "waiting" && live_workers(st).size() >= static_cast<std::size_t>(st.cfg.min_workers)) {
     set_run_state(self, "training");
     place_coordinators(self);
+    place_replica_keeper(self);
   }
 }
 
@@ -216,6 +267,7 @@ void on_hello(self_ptr self, const wire::message_ptr& msg) {
   node.record.state = "active";
   node.record.hostname = hello.getHostname();
   node.record.pid = hello.getPid();
+  node.record.can_keep = hello.getCanKeep();
   node.last_seen = node.since = now;
   for (unsigned k = 0; k < hello.getDevices().size(); ++k) {
     worker_view w;
@@ -238,6 +290,7 @@ void on_hello(self_ptr self, const wire::message_ptr& msg) {
   send_welcome(self, msg->sender(), st.nodes[id]);
   publish_membership(self);
   maybe_start(self);
+  place_replica_keeper(self);  // the first node that can keep, mid-run
 }
 
 // Member states: active -> draining (atoll leave) -> left (Goodbye or lease), or
@@ -274,6 +327,7 @@ void after_membership_change(self_ptr self) {
   st.snap.epoch++;
   persist(self);
   replace_orphaned_coordinators(self);
+  place_replica_keeper(self);
   publish_membership(self);
   maybe_finish(self);
 }
@@ -451,6 +505,13 @@ json security_json(const registry_state& st) {
   return out;
 }
 
+// Where each keeper runs: the head's, and the replica's node.
+json keepers_json(const registry_state& st) {
+  json out = json::array({{{"id", head_keeper}, {"on", "head"}}});
+  if (!st.snap.replica_keeper.empty()) out.push_back({{"id", replica_keeper}, {"on", st.snap.replica_keeper}});
+  return out;
+}
+
 json status_json(const registry_state& st) {
   json members = json::array();
   for (const auto& [id, n] : st.nodes)
@@ -465,6 +526,7 @@ json status_json(const registry_state& st) {
           {"members", members},
           {"workers", workers_json(st)},
           {"fragments", fragments_json(st, false)},
+          {"keepers", keepers_json(st)},
           {"last_eval", {{"step", st.last_eval_step}, {"val_loss", st.last_val_loss}}},
           {"refused", refusals_json(st)},
           {"security", security_json(st)},
@@ -485,6 +547,8 @@ void on_control(self_ptr self, const wire::message_ptr& msg) {
     for (std::size_t f = 0; f < st.fragments.size(); ++f)
       if (!st.fragments[f].placed_on.empty())
         body.push_back({{"id", "coord/" + std::to_string(f)}, {"process", st.fragments[f].placed_on}, {"state", "placed"}});
+    if (!st.snap.replica_keeper.empty())
+      body.push_back({{"id", replica_keeper}, {"process", st.snap.replica_keeper}, {"state", "placed"}});
     for (const auto& [id, n] : st.nodes) {
       body.push_back({{"id", "node/" + std::to_string(id)}, {"process", n.record.hostname + ":" + std::to_string(n.record.pid)}, {"state", n.record.state}});
       for (const auto& w : n.record.workers)
@@ -647,6 +711,7 @@ caf::behavior registry_actor(caf::stateful_actor<registry_state>* self, registry
   for (const auto& [id, n] : st.nodes)  // a restarted head gives each live node a full lease
     if (n.record.state == "active" || n.record.state == "draining") watch_lease(self, id);
   replace_orphaned_coordinators(self);  // hosts that left or died before the restart
+  place_replica_keeper(self);
   self->delayed_send(self, std::chrono::milliseconds(st.cfg.heartbeat_ms), tick_atom::value);
   return {
       [=](const wire::message_ptr& msg) {
@@ -689,6 +754,7 @@ caf::behavior registry_actor(caf::stateful_actor<registry_state>* self, registry
       },
       [=](tick_atom) {
         send_placements(self);
+        send_keeper_placement(self);  // repeated until it runs there (a repeat is ignored)
         publish_membership(self);  // again each tick: one lost with a dropped link is repaired
         self->delayed_send(self, std::chrono::milliseconds(self->state.cfg.heartbeat_ms), tick_atom::value);
       },

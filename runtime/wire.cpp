@@ -225,6 +225,7 @@ const char* kind_name(schema::Envelope::Which kind) {
     case E::MEMBERSHIP_REQUEST: return "membership_request";
     case E::ROUND_REPORT: return "round_report";
     case E::GOODBYE: return "goodbye";
+    case E::PLACE_KEEPER: return "place_keeper";
   }
   return "unknown";
 }

@@ -41,6 +41,7 @@ struct Envelope {
     membershipRequest @29 :MembershipRequest;
     roundReport       @30 :RoundReport;
     goodbye           @31 :Goodbye;
+    placeKeeper       @32 :PlaceKeeper;
   }
 }
 
@@ -61,6 +62,7 @@ struct Hello {
   devices  @1 :List(Text);    # "cpu", "cuda:0", ...
   hostname @2 :Text;
   pid      @3 :UInt32;
+  canKeep  @4 :Bool;          # has a data dir (`atoll join --run-dir`): may host a keeper replica
 }
 
 # registry -> node agent. The run's configuration travels here so that every
@@ -178,11 +180,18 @@ struct LoadReply {
 
 # registry -> node agent: run the coordinator of a fragment in your process.
 struct PlaceCoordinator { fragment @0 :UInt32; }
+# registry -> node agent: run a keeper replica (`keeper`, e.g. "keeper/1") in your process;
+# it catches up from `source` (the head's keeper) and then takes every commit.
+struct PlaceKeeper {
+  keeper @0 :Text;
+  source @1 :Text;
+}
 # registry -> coordinators: the workers of the current epoch (sorted ids).
 struct Membership {
   epoch   @0 :UInt64;
   workers @1 :List(Text);
   quorum  @2 :UInt32;   # participants a round needs; 0: the coordinator's run.min_workers
+  keepers @3 :List(Text);  # every one must acknowledge a commit; empty: the head's keeper
 }
 # coordinator -> registry: send me the current Membership (on start).
 struct MembershipRequest { fragment @0 :UInt32; }

@@ -17,13 +17,14 @@ status registry_store::save(const registry_snapshot& snap) {
   nlohmann::json meta = {{"cluster_id", snap.cluster_id},     {"config_toml", snap.config_toml},
                          {"epoch", snap.epoch},               {"next_node_id", snap.next_node_id},
                          {"next_rank", snap.next_rank},       {"run_state", snap.run_state},
-                         {"placements", snap.placements},     {"finished", snap.finished}};
+                         {"placements", snap.placements},     {"finished", snap.finished},
+                         {"replica_keeper", snap.replica_keeper}};
   std::vector<kv_write> batch;
   batch.push_back({column::meta, "registry", meta.dump()});
   for (const auto& m : snap.members) {
     nlohmann::json j = {{"node_id", m.node_id}, {"state", m.state},     {"hostname", m.hostname},
                         {"pid", m.pid},         {"devices", m.devices}, {"workers", m.workers},
-                        {"ranks", m.ranks}};
+                        {"ranks", m.ranks},     {"can_keep", m.can_keep}};
     batch.push_back({column::members, member_key(m.node_id), j.dump()});
   }
   return store_.commit(batch);
@@ -44,6 +45,7 @@ expected<std::optional<registry_snapshot>> registry_store::load() const {
     snap.run_state = j.at("run_state").get<std::string>();
     if (j.contains("placements")) snap.placements = j.at("placements").get<std::vector<std::string>>();
     if (j.contains("finished")) snap.finished = j.at("finished").get<std::vector<std::string>>();
+    snap.replica_keeper = j.value("replica_keeper", std::string());
     auto rows = store_.scan(column::members, "node/");
     if (!rows) return rows.err();
     for (const auto& [key, value] : *rows) {
@@ -56,6 +58,7 @@ expected<std::optional<registry_snapshot>> registry_store::load() const {
       r.devices = m.at("devices").get<std::vector<std::string>>();
       r.workers = m.at("workers").get<std::vector<std::string>>();
       if (m.contains("ranks")) r.ranks = m.at("ranks").get<std::vector<std::uint32_t>>();
+      r.can_keep = m.value("can_keep", false);
       snap.members.push_back(std::move(r));
     }
   } catch (const nlohmann::json::exception& e) {

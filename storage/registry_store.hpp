@@ -20,6 +20,7 @@ struct member_record {
   std::vector<std::string> devices;
   std::vector<std::string> workers;
   std::vector<std::uint32_t> ranks;  // of each worker (data shard and seed)
+  bool can_keep = false;             // has a data dir: may host a keeper replica
 };
 
 struct registry_snapshot {
@@ -33,6 +34,7 @@ struct registry_snapshot {
   // head finds its coordinators where they run instead of placing a second one.
   std::vector<std::string> placements;
   std::vector<std::string> finished;  // workers that finished their steps: no round waits for them
+  std::string replica_keeper;         // "node/N" hosting keeper/1; "" while none
   std::vector<member_record> members;
 };
 

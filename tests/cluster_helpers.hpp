@@ -46,13 +46,16 @@ inline bool wait_for_round(const std::string& head, int round) {
   return eventually([&] { return round_of(head) >= round; }, std::chrono::seconds(60), std::chrono::milliseconds(100));
 }
 
-// `count` `atoll join` processes, logging to DIR/nodeK.log.
+// `count` `atoll join` processes, logging to DIR/nodeK.log; with run dirs DIR/nodeK (they
+// may host the keeper replica).
 inline std::vector<std::unique_ptr<subprocess>> join_nodes(const std::string& atoll, const std::string& head, int count,
-                                                           const temp_dir& dir) {
+                                                           const temp_dir& dir, bool with_run_dirs = false) {
   std::vector<std::unique_ptr<subprocess>> nodes;
-  for (int i = 0; i < count; ++i)
-    nodes.push_back(std::make_unique<subprocess>(std::vector<std::string>{atoll, "join", "--head", head, "--threads", "1"},
-                                                 dir.sub("node" + std::to_string(i) + ".log")));
+  for (int i = 0; i < count; ++i) {
+    std::vector<std::string> args = {atoll, "join", "--head", head, "--threads", "1"};
+    if (with_run_dirs) args.insert(args.end(), {"--run-dir", dir.sub("node" + std::to_string(i))});
+    nodes.push_back(std::make_unique<subprocess>(args, dir.sub("node" + std::to_string(i) + ".log")));
+  }
   return nodes;
 }
 
@@ -81,6 +84,14 @@ inline std::vector<std::string> mlp_head(const std::string& head_dir, long steps
                                    "--set", "run.eval_every=" + std::to_string(steps / 2), "--set", "run.min_workers=2"};
   args.insert(args.end(), more.begin(), more.end());
   return args;
+}
+
+// mlp_head with fast failure detection (heartbeats every 300 ms, a 2 s lease) and every
+// round kept, for the tests that kill processes and check the keeper's rounds.
+inline std::vector<std::string> fast_lease_head(const std::string& head_dir, long steps = 16000) {
+  return mlp_head(head_dir, steps,
+                  {"--set", "cluster.heartbeat_ms=300", "--set", "cluster.lease_ms=2000", "--set",
+                   "storage.keep_rounds=100"});
 }
 
 // Workers at the fragment's final round must hold the keeper's digest; returns how many.

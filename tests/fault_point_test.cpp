@@ -18,12 +18,6 @@ using namespace std::chrono_literals;
 
 constexpr int total_rounds = 40;  // 16000 steps, a round every 400
 
-std::vector<std::string> head_args(const std::string& head_dir) {
-  return testing::mlp_head(head_dir, 16000,
-                           {"--set", "cluster.heartbeat_ms=300", "--set", "cluster.lease_ms=2000", "--set",
-                            "storage.keep_rounds=100"});
-}
-
 subprocess* start_node(std::vector<std::unique_ptr<subprocess>>& nodes, const std::string& ep,
                        const testing::temp_dir& dir, const std::string& fault = {}) {
   std::vector<std::pair<std::string, std::string>> env;
@@ -71,7 +65,7 @@ void expect_survivors_finish_and_agree(const std::string& ep, std::vector<std::u
 TEST(FaultPoints, ACoordinatorKilledBetweenCommitAndReleaseLosesNoRound) {
   testing::temp_dir dir;
   const std::string head_dir = dir.sub("head");
-  subprocess head(head_args(head_dir), dir.sub("head.log"));
+  subprocess head(testing::fast_lease_head(head_dir), dir.sub("head.log"));
   const std::string ep = testing::wait_for_endpoint(head_dir, head);
   ASSERT_FALSE(ep.empty()) << head.output();
   auto nodes = three_nodes(ep, dir, 0, "coordinator.committed@5");
@@ -87,7 +81,7 @@ TEST(FaultPoints, ACoordinatorKilledBetweenCommitAndReleaseLosesNoRound) {
 TEST(FaultPoints, AKeeperKilledBetweenWriteAndAckIsRestartedAndTheRetryIsAcknowledged) {
   testing::temp_dir dir;
   const std::string head_dir = dir.sub("head");
-  auto head = std::make_unique<subprocess>(head_args(head_dir), dir.sub("head.log"),
+  auto head = std::make_unique<subprocess>(testing::fast_lease_head(head_dir), dir.sub("head.log"),
                                            std::vector<std::pair<std::string, std::string>>{
                                                {"ATOLL_FAULT_POINT", "keeper.written@5"}});
   const std::string ep = testing::wait_for_endpoint(head_dir, *head);
@@ -109,7 +103,7 @@ TEST(FaultPoints, AKeeperKilledBetweenWriteAndAckIsRestartedAndTheRetryIsAcknowl
 TEST(FaultPoints, AWorkerKilledMidRoundIsDroppedAndTheRoundCompletesWithoutIt) {
   testing::temp_dir dir;
   const std::string head_dir = dir.sub("head");
-  subprocess head(head_args(head_dir), dir.sub("head.log"));
+  subprocess head(testing::fast_lease_head(head_dir), dir.sub("head.log"));
   const std::string ep = testing::wait_for_endpoint(head_dir, head);
   ASSERT_FALSE(ep.empty()) << head.output();
   auto nodes = three_nodes(ep, dir, 1, "worker.contributed@5");

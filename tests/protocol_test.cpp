@@ -19,6 +19,7 @@
 #include "actors/worker.hpp"
 #include "runtime/digest.hpp"
 #include "storage/checkpoint_store.hpp"
+#include "tests/eventually.hpp"
 #include "tests/fake_replica.hpp"
 
 namespace atl {
@@ -113,12 +114,15 @@ class ProtocolTest : public ::testing::Test {
 
   // What the registry would send: the workers of an epoch.
   // quorum 0: the coordinator's min_workers.
-  void send_membership(std::uint64_t epoch, const std::vector<std::string>& workers, std::uint32_t quorum = 0) {
+  void send_membership(std::uint64_t epoch, const std::vector<std::string>& workers, std::uint32_t quorum = 0,
+                       const std::vector<std::string>& keepers = {}) {
     mailer as_registry(net_, "registry", cluster_.get());
     wire::outgoing out;
     auto m = out.envelope.initMembership();
     m.setEpoch(epoch);
     m.setQuorum(quorum);
+    auto keeper_list = m.initKeepers(static_cast<unsigned>(keepers.size()));
+    for (unsigned i = 0; i < keepers.size(); ++i) keeper_list.set(i, keepers[i]);
     auto list = m.initWorkers(static_cast<unsigned>(workers.size()));
     for (unsigned i = 0; i < workers.size(); ++i) list.set(i, workers[i]);
     as_registry.send("coord/0", epoch, out);
@@ -489,6 +493,81 @@ TEST_F(FencingTest, ARoundPastItsDeadlineWithoutAMajorityKeepsWaiting) {
   contribute(1, 1, {0.5f, 0.0f, 0.0f});
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // six deadlines
   EXPECT_EQ(received_count(), 1u) << "a round closed with one participant of three";
+}
+
+// Keeper replication: with a replica in the Membership, a round (the seed included) is
+// released only once both keepers acknowledged it; the head's alone is not enough.
+TEST_F(FencingTest, ARoundIsReleasedOnlyWhenEveryKeeperAcknowledgedIt) {
+  observations replica_obs;
+  dir_.add("keeper/1", sys_.spawn(probe_actor, &replica_obs));
+  mailer as_replica(net_, "keeper/1", "cluster-test");
+  auto ack_as_replica = [&](std::uint64_t round) {
+    wire::outgoing out;
+    auto ack = out.envelope.initCommitAck();
+    ack.setFragment(0);
+    ack.setRound(round);
+    ack.setOk(true);
+    as_replica.send("coord/0", 1, out);
+  };
+  auto commits_seen = [&] {
+    std::size_t n = 0;
+    for (const auto& m : replica_obs.received) n += m->envelope().isCommitRequest();
+    return n;
+  };
+  spawn_coordinator(1, {1.0f, 0.0f});
+  send_membership(1, {"worker/x"}, 0, {"keeper/0", "keeper/1"});
+  request_state_with({1.0f, 2.0f, 3.0f});
+  ASSERT_TRUE(replica_obs.wait_for([&] { return commits_seen() >= 1; })) << "the replica got no commit of round 0";
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(received_count(), 0u) << "round 0 released with only the head's keeper";
+  ack_as_replica(0);
+  ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.received.size() == 1; }));
+
+  contribute(1, 1, {0.5f, 0.0f, 0.0f});
+  ASSERT_TRUE(replica_obs.wait_for([&] { return commits_seen() >= 2; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(received_count(), 1u) << "round 1 released with only the head's keeper";
+  ack_as_replica(1);
+  ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.received.size() == 2; }));
+  std::lock_guard<std::mutex> lock(worker_obs_.mu);
+  EXPECT_TRUE(worker_obs_.received[1]->envelope().isRoundResult());
+}
+
+// A replica keeper placed on a node catches up from the head's keeper: the latest round of
+// every fragment, bit for bit. A LoadReply from anyone else is refused.
+TEST_F(ProtocolTest, AReplicaKeeperCatchesUpFromItsSource) {
+  fragment_checkpoint cp{0, 3, 2, {1.0f, -0.0f, 1e-40f}, {0.5f, 0.25f, 0.125f}};
+  ASSERT_FALSE(checkpoints_.commit(cp));
+  auto storage = std::make_shared<keeper_storage>();
+  storage->db = make_memory_store();
+  storage->checkpoints = std::make_unique<checkpoint_store>(*storage->db, 10);
+  const auto* replica_store = storage->checkpoints.get();
+  dir_.add("keeper/1", sys_.spawn(keeper_replica_actor, static_cast<transport*>(&net_), std::string("keeper/1"),
+                                  cluster_.get(), storage, std::string("keeper/0"), std::uint32_t{2}));
+  const bool caught_up = testing::eventually(
+      [&] {
+        auto latest = replica_store->latest(0);
+        return latest && latest->has_value() && (*latest)->round == 3;
+      },
+      std::chrono::seconds(5), std::chrono::milliseconds(10));
+  ASSERT_TRUE(caught_up);
+  auto latest = replica_store->latest(0);
+  EXPECT_EQ((*latest)->theta, cp.theta);
+  EXPECT_EQ((*latest)->momentum, cp.momentum);
+  EXPECT_FALSE(replica_store->latest(1)->has_value());  // fragment 1 has nothing yet
+
+  mailer stranger(net_, "registry", cluster_.get());
+  wire::outgoing forged;
+  auto reply = forged.envelope.initLoadReply();
+  reply.setFragment(1);
+  reply.setFound(true);
+  reply.setRound(9);
+  forged.tensors.push_back(wire::tensor::from_floats(cp.theta.data(), cp.theta.size()));
+  forged.tensors.push_back(wire::tensor::from_floats(cp.momentum.data(), cp.momentum.size()));
+  stranger.send("keeper/1", 1, forged);
+  ASSERT_TRUE(obs_.wait_for([&] { return !obs_.refusals.empty(); }));
+  EXPECT_EQ(obs_.refusals[0], errc::unexpected_message);
+  EXPECT_FALSE(replica_store->latest(1)->has_value());
 }
 
 TEST_F(FencingTest, RepeatedStateRequestsAreAnsweredOnce) {

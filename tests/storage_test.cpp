@@ -165,7 +165,8 @@ TEST(RegistryStore, TheSnapshotSurvivesAReopen) {
   snap.run_state = "training";
   snap.placements = {"node/1", ""};
   snap.finished = {"worker/1.0"};
-  snap.members.push_back({1, "active", "host", 42, {"cpu"}, {"worker/1.0"}, {1}});
+  snap.replica_keeper = "node/1";
+  snap.members.push_back({1, "active", "host", 42, {"cpu"}, {"worker/1.0"}, {1}, true});
   {
     auto db = open_rocksdb_store(dir.sub("db"));
     ASSERT_TRUE(db);
@@ -183,6 +184,8 @@ TEST(RegistryStore, TheSnapshotSurvivesAReopen) {
   EXPECT_EQ((*loaded)->run_state, "training");
   EXPECT_EQ((*loaded)->placements, (std::vector<std::string>{"node/1", ""}));
   EXPECT_EQ((*loaded)->finished, std::vector<std::string>{"worker/1.0"});
+  EXPECT_EQ((*loaded)->replica_keeper, "node/1");
+  EXPECT_TRUE((*loaded)->members[0].can_keep);
   ASSERT_EQ((*loaded)->members.size(), 1u);
   EXPECT_EQ((*loaded)->members[0].workers, std::vector<std::string>{"worker/1.0"});
   EXPECT_EQ((*loaded)->members[0].ranks, std::vector<std::uint32_t>{1});

@@ -85,7 +85,8 @@ int main(int argc, char** argv) {
   std::string devices = "cpu";
   auto* join = app.add_subcommand("join", "start a node: registers with the head, runs one worker per device");
   join->add_option("--head", node.head, "the head's endpoint, e.g. tcp://10.0.0.1:7070")->required();
-  join->add_option("--run-dir", node.run_dir, "folder for this node's files");
+  join->add_option("--run-dir", node.run_dir,
+                   "folder for this node's files; with it the node may host a keeper replica (its RocksDB)");
   join->add_option("--devices", devices, "comma-separated devices: cpu or cuda:0,cuda:1")->capture_default_str();
   join->add_option("--threads", node.threads, "LibTorch threads for this process (default: cores / workers)")
       ->check(CLI::Range(0, 1024));

@@ -1,6 +1,7 @@
 // `atoll join`: a node process (node agent and its workers).
 #include <unistd.h>
 
+#include <filesystem>
 #include <iostream>
 #include <thread>
 
@@ -54,6 +55,15 @@ int run_node(const node_options& opt) {
   char host[256] = {0};
   ::gethostname(host, sizeof host - 1);
   node_agent_config nc;
+  if (!opt.run_dir.empty()) {  // this node may host a keeper replica there
+    std::error_code ec;
+    std::filesystem::create_directories(opt.run_dir, ec);
+    if (ec) {
+      std::cerr << "atoll join: cannot create --run-dir " << opt.run_dir << ": " << ec.message() << "\n";
+      return 2;
+    }
+    nc.data_dir = opt.run_dir;
+  }
   nc.devices = opt.devices;
   nc.hostname = host;
   nc.factory = torch_replica_factory();
