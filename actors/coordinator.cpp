@@ -42,13 +42,23 @@ void start_commit(self_ptr self) {
   send_commit(self);
 }
 
+// The committed state of the fragment: inline, or for a large fragment a header naming the
+// keepers the worker fetches it from in chunks (every keeper has the committed round).
 void send_state(self_ptr self, const std::string& worker) {
   auto& st = self->state;
+  const auto& theta = st.rounds->theta();
   wire::outgoing out;
   auto fs = out.envelope.initFragmentState();
   fs.setFragment(st.cfg.fragment);
   fs.setRound(st.rounds->committed_round());
-  out.tensors.push_back(wire::tensor::from_floats(st.rounds->theta().data(), st.rounds->theta().size()));
+  if (theta.size() <= st.cfg.state_chunk_values) {
+    out.tensors.push_back(wire::tensor::from_floats(theta.data(), theta.size()));
+  } else {
+    fs.setCount(theta.size());
+    fs.setDigest(digest64(theta.data(), theta.size() * sizeof(float)));
+    auto keepers = fs.initKeepers(static_cast<unsigned>(st.keepers.size()));
+    for (unsigned i = 0; i < st.keepers.size(); ++i) keepers.set(i, st.keepers[i]);
+  }
   st.mail->send(worker, st.rounds->open_epoch(), out);
 }
 
@@ -71,6 +81,7 @@ std::uint64_t refusal_epoch(const coordinator_state& st) {
 
 void on_contribution(self_ptr self, const wire::message_ptr& msg);
 void finish_commit_if_acked(self_ptr self);
+void request_startup_state(self_ptr self);
 
 // In phase ready with enough members: open the next round, give the committed state to
 // the held requests of its participants (the others wait for a round that includes them:
@@ -225,7 +236,9 @@ void on_membership(self_ptr self, const wire::message_ptr& msg) {
   st.members.clear();
   for (const auto w : m.getWorkers()) st.members.push_back(w);
   st.quorum = m.getQuorum();
+  const bool first = !st.has_membership;
   st.has_membership = true;
+  if (first) request_startup_state(self);  // now the keeper
   // The keepers a commit needs. A keeper removed (its node died) no longer holds a round
   // up; one added gets the committing round at the next tick.
   st.keepers.clear();
@@ -326,14 +339,17 @@ void request_membership(self_ptr self) {
   st.mail->send(st.cfg.registry, st.epoch, out);
 }
 
+// The membership comes first: the LoadRequest carries its epoch, from which on the keeper
+// refuses commits of older coordinators of this fragment (one re-placed after its node died).
 void request_startup_state(self_ptr self) {
   auto& st = self->state;
-  if (!st.loaded) {
+  if (!st.has_membership) {
+    request_membership(self);
+  } else if (!st.loaded) {
     wire::outgoing out;
     out.envelope.initLoadRequest().setFragment(st.cfg.fragment);
-    st.mail->send(st.cfg.keeper, 0, out);
+    st.mail->send(st.cfg.keeper, st.epoch, out);
   }
-  if (!st.has_membership) request_membership(self);
 }
 
 }  // namespace
@@ -345,6 +361,7 @@ coordinator_config coordinator_config_for(const run_config& run, std::uint32_t f
   cc.outer = {static_cast<float>(run.outer_lr), static_cast<float>(run.outer_momentum)};
   cc.average_only = run.mode == "ddp";
   cc.round_deadline = std::chrono::milliseconds(run.round_deadline_ms);
+  cc.state_chunk_values = static_cast<std::size_t>(run.state_chunk_values);
   return cc;
 }
 

@@ -55,6 +55,9 @@ struct coordinator_config {
   // 0: a round waits for every participant. Otherwise a round this old (from its first
   // contribution) closes with what it has, given a quorum and a majority of participants.
   std::chrono::milliseconds round_deadline{0};
+  // A larger fragment's state goes to a resyncing worker as a header: it fetches the
+  // values in chunks from the keepers (diloco.state_chunk_values).
+  std::size_t state_chunk_values = 1 << 20;
 };
 
 // The coordinator of `fragment` for a run configured by `run`.

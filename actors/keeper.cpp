@@ -27,10 +27,11 @@ void request_missing(self_ptr self) {
 void on_catch_up(self_ptr self, const wire::message_ptr& msg) {
   auto& st = self->state;
   const auto reply = msg->envelope().getLoadReply();
-  if (msg->sender() != st.source || !st.missing.count(reply.getFragment())) {
+  if (msg->sender() != st.source) {
     st.mail->refuse(*msg, make_error(errc::unexpected_message, "load_reply from " + msg->sender()), msg->epoch());
     return;
   }
+  if (!st.missing.count(reply.getFragment())) return;  // a duplicate answer: already caught up
   st.missing.erase(reply.getFragment());
   if (!reply.getFound() || msg->tensors().size() != 2) return;
   fragment_checkpoint cp{reply.getFragment(), reply.getRound(), msg->epoch(), msg->tensors()[0].to_floats(),
@@ -44,6 +45,54 @@ void on_catch_up(self_ptr self, const wire::message_ptr& msg) {
              " from " + st.source);
 }
 
+void raise_writer_epoch(self_ptr self, std::uint32_t fragment, std::uint64_t epoch) {
+  auto& e = self->state.writer_epoch[fragment];
+  e = std::max(e, epoch);
+}
+
+// S5 for commits: a CommitRequest from an epoch older than the coordinator that loaded from
+// this keeper or committed to it since (a coordinator re-placed after its node died; the
+// old one's messages may still arrive) is refused, unless it repeats the latest round with
+// the same bytes. The stored epoch counts too, so a restarted keeper keeps the fence.
+status fence_commit(self_ptr self, const fragment_checkpoint& cp) {
+  auto& st = self->state;
+  auto latest = st.store->latest(cp.fragment);
+  if (!latest) return latest.err();
+  std::uint64_t floor = st.writer_epoch[cp.fragment];
+  if (*latest) floor = std::max(floor, (*latest)->epoch);
+  if (cp.epoch >= floor) return {};
+  if (*latest && (*latest)->round == cp.round && (*latest)->theta == cp.theta && (*latest)->momentum == cp.momentum)
+    return {};
+  return make_error(errc::stale_epoch, "commit of fragment " + std::to_string(cp.fragment) + " round " +
+                                           std::to_string(cp.round) + " from epoch " + std::to_string(cp.epoch) +
+                                           ": a coordinator of epoch " + std::to_string(floor) + " took over");
+}
+
+// Values a ChunkReply carries at most (16 MiB), whatever the request asks.
+constexpr std::uint64_t max_chunk_values = 1 << 22;
+
+void on_chunk_request(self_ptr self, const wire::message_ptr& msg) {
+  auto& st = self->state;
+  const auto req = msg->envelope().getChunkRequest();
+  if (!st.served || st.served->fragment != req.getFragment() || st.served->round != req.getRound()) {
+    st.served.reset();
+    auto cp = st.store->load(req.getFragment(), req.getRound());
+    if (cp && *cp) st.served = std::move(**cp);
+  }
+  wire::outgoing out;
+  auto reply = out.envelope.initChunkReply();
+  reply.setFragment(req.getFragment());
+  reply.setRound(req.getRound());
+  reply.setOffset(req.getOffset());
+  const bool found = st.served && req.getOffset() < st.served->theta.size() && req.getCount() > 0;
+  reply.setFound(found);
+  if (found) {
+    const auto n = std::min({req.getCount(), max_chunk_values, st.served->theta.size() - req.getOffset()});
+    out.tensors.push_back(wire::tensor::from_floats(st.served->theta.data() + req.getOffset(), n));
+  }
+  st.mail->send(msg->sender(), msg->epoch(), out);
+}
+
 caf::behavior keeper_behavior(self_ptr self) {
   return {
       [=](const wire::message_ptr& msg) {
@@ -51,6 +100,11 @@ caf::behavior keeper_behavior(self_ptr self) {
         const auto env = msg->envelope();
         if (env.isLoadReply() && !st.source.empty()) {
           on_catch_up(self, msg);
+        } else if (env.isChunkRequest()) {
+          on_chunk_request(self, msg);
+        } else if (env.isRefusal()) {
+          // Never answered: two actors refusing each other's refusals would never stop.
+          log_warn("keeper: refusal from " + msg->sender() + ": " + env.getRefusal().getMessage().cStr());
         } else if (env.isCommitRequest()) {
           const auto req = env.getCommitRequest();
           wire::outgoing out;
@@ -63,7 +117,9 @@ caf::behavior keeper_behavior(self_ptr self) {
           } else {
             fragment_checkpoint cp{req.getFragment(), req.getRound(), msg->epoch(), msg->tensors()[0].to_floats(),
                                    msg->tensors()[1].to_floats()};
-            auto result = st.store->commit(cp);
+            auto result = fence_commit(self, cp);
+            if (!result) result = st.store->commit(cp);
+            if (!result) raise_writer_epoch(self, cp.fragment, cp.epoch);
             if (!result && cp.round > 0) ATL_FAULT_POINT("keeper.written");
             ack.setOk(!result);
             ack.setError(result.describe());
@@ -74,6 +130,8 @@ caf::behavior keeper_behavior(self_ptr self) {
           st.mail->send(msg->sender(), msg->epoch(), out);
         } else if (env.isLoadRequest()) {
           const auto fragment = env.getLoadRequest().getFragment();
+          // A coordinator starting in this epoch: commits from older ones are refused now.
+          if (msg->sender().rfind("coord/", 0) == 0) raise_writer_epoch(self, fragment, msg->epoch());
           auto cp = st.store->latest(fragment);
           if (!cp) {
             st.mail->refuse(*msg, cp.err(), msg->epoch());

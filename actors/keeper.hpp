@@ -7,7 +7,9 @@
 //           LoadRequest(fragment) -> LoadReply(found, round; tensors theta, momentum)
 // A commit is acknowledged only after the write is on disk; a failed write leaves the
 // previous round as the latest and is reported, never acknowledged. The same round again
-// with the same bytes is acknowledged (a retry whose ack was lost).
+// with the same bytes is acknowledged (a retry whose ack was lost). A commit from an epoch
+// older than the newest coordinator that loaded or committed here is refused
+// (stale_epoch): that coordinator was re-placed.
 //
 // Replica ("keeper/1" on a node, placed by the registry): the coordinators commit to it as
 // well and release a round only when every keeper acknowledged it. On start it catches up:
@@ -15,7 +17,13 @@
 //                answered--> LoadReply(p) from the source -> committed here (if newer)
 //   caught up: every fragment answered (commits are taken all along)
 // A LoadReply from anyone but its source, or after catching up, is refused.
+//
+// Chunks (a worker resyncing a large fragment): ChunkRequest(fragment, round, offset,
+// count) -> ChunkReply(found; the values, at most 4M of them). The round's record is
+// decoded once and kept while it is asked for.
+#include <map>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include <caf/fwd.hpp>
@@ -39,6 +47,8 @@ struct keeper_state {
   std::shared_ptr<keeper_storage> owned;  // a replica's storage; empty for the head's keeper
   std::string source;                     // a replica catches up from this keeper
   std::set<std::uint32_t> missing;        // fragments it has not heard about from the source
+  std::optional<fragment_checkpoint> served;  // the round whose chunks were asked for last
+  std::map<std::uint32_t, std::uint64_t> writer_epoch;  // newest coordinator epoch per fragment
   static inline const char* name = "keeper";
 };
 

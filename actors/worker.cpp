@@ -338,6 +338,98 @@ void resume_if_synced(self_ptr self) {
   self->send(self, step_atom::value);
 }
 
+// fragment f's committed state at `round` is here: it replaces the local fragment.
+void apply_state(self_ptr self, std::size_t f, std::uint64_t round, std::uint64_t epoch, std::vector<float> theta) {
+  auto& st = self->state;
+  auto& frag = st.fragments[f];
+  frag.fetch.cancel();  // a transfer of an older round, if any, is moot
+  frag.theta_global = std::move(theta);
+  st.model->write_fragment(f, frag.theta_global.data());
+  frag.round = round;
+  frag.awaiting_state = false;
+  frag.awaiting_result = frag.result_ready = false;
+  frag.pending = {};
+  frag.epoch = epoch;
+  st.epoch = std::max(st.epoch, frag.epoch);
+  if (st.step == 0 && round > 0 && !ddp(st))
+    st.step = static_cast<std::int64_t>(round) * st.schedule->sync_every();  // joining a run in progress
+  resume_if_synced(self);
+}
+
+// Asks the fetch's current keeper for the next chunk of fragment f's state.
+void request_chunk(self_ptr self, std::size_t f) {
+  auto& st = self->state;
+  auto& frag = st.fragments[f];
+  const auto req = frag.fetch.next_request();
+  wire::outgoing out;
+  auto c = out.envelope.initChunkRequest();
+  c.setFragment(static_cast<std::uint32_t>(f));
+  c.setRound(frag.fetch.round());
+  c.setOffset(req.offset);
+  c.setCount(req.count);
+  st.mail->send(req.keeper, frag.epoch, out);
+  frag.chunk_asked_at = st.now();
+}
+
+// The keeper asked cannot serve: the next one resumes the transfer; once every keeper has
+// failed a few times, the coordinator is asked for the state again.
+void fetch_elsewhere(self_ptr self, std::size_t f, const std::string& why) {
+  auto& st = self->state;
+  auto& frag = st.fragments[f];
+  const std::string from = frag.fetch.source();
+  if (!frag.fetch.next_source()) {
+    log_warn(st.cfg.id + ": no keeper could serve fragment " + std::to_string(f) + "; asking its coordinator again");
+    request_state(self, f);
+    return;
+  }
+  log_warn(st.cfg.id + ": " + from + " " + why + "; fetching fragment " + std::to_string(f) + " from " +
+           frag.fetch.source() + " at value " + std::to_string(frag.fetch.received()));
+  request_chunk(self, f);
+}
+
+// Adopts the state a FragmentState carries, or starts fetching it in chunks.
+void adopt_state(self_ptr self, const wire::message_ptr& msg, std::size_t f, std::uint64_t round) {
+  auto& st = self->state;
+  auto& frag = st.fragments[f];
+  if (msg->tensors().size() == 1) {
+    apply_state(self, f, round, msg->epoch(), msg->tensors()[0].to_floats());
+    return;
+  }
+  const auto header = msg->envelope().getFragmentState();
+  std::vector<std::string> keepers;
+  for (const auto k : header.getKeepers()) keepers.push_back(k);
+  frag.awaiting_state = true;  // until the last chunk: no contribution, no training past a sync point
+  frag.awaiting_result = frag.result_ready = false;
+  frag.pending = {};
+  frag.fetch = state_fetch(round, header.getCount(), header.getDigest(), std::move(keepers),
+                           static_cast<std::uint64_t>(st.cfg.run.state_chunk_values));
+  frag.fetch_epoch = msg->epoch();
+  request_chunk(self, f);
+}
+
+void on_chunk(self_ptr self, const wire::message_ptr& msg) {
+  auto& st = self->state;
+  const auto reply = msg->envelope().getChunkReply();
+  const std::size_t f = reply.getFragment();
+  if (f >= st.fragments.size()) return;
+  auto& frag = st.fragments[f];
+  std::vector<float> values;
+  if (reply.getFound() && msg->tensors().size() == 1 && msg->tensors()[0].dtype == schema::DType::FLOAT32)
+    values = msg->tensors()[0].to_floats();
+  switch (frag.fetch.on_reply(msg->sender(), reply.getRound(), reply.getOffset(), reply.getFound(), values)) {
+    case state_fetch::outcome::ignored: return;
+    case state_fetch::outcome::more: request_chunk(self, f); return;
+    case state_fetch::outcome::failed:
+      fetch_elsewhere(self, f, "cannot serve round " + std::to_string(reply.getRound()));
+      return;
+    case state_fetch::outcome::done:
+      log_info(st.cfg.id + ": fetched fragment " + std::to_string(f) + " round " + std::to_string(frag.fetch.round()) +
+               " (" + std::to_string(frag.fetch.received()) + " values) in chunks, last from " + frag.fetch.source());
+      apply_state(self, f, frag.fetch.round(), frag.fetch_epoch, frag.fetch.take_values());
+      return;
+  }
+}
+
 void on_state(self_ptr self, const wire::message_ptr& msg, std::size_t f, std::uint64_t round) {
   auto& st = self->state;
   auto& frag = st.fragments[f];
@@ -360,6 +452,8 @@ void on_state(self_ptr self, const wire::message_ptr& msg, std::size_t f, std::u
     // It committed our round before it died, without releasing it: adopt its state.
     log_warn(st.cfg.id + ": fragment " + std::to_string(f) + " has a new coordinator at round " +
              std::to_string(round) + "; resyncing");
+  } else if (frag.fetch.active() && round == frag.fetch.round()) {
+    return;  // the answer to a repeated request: that round is already on its way
   } else if (frag.pending.count > 0 && round + 1 == frag.pending_round) {
     // Asked after a refusal, and our contribution's round is the open one: the same
     // contribution goes to it (in its epoch).
@@ -370,17 +464,7 @@ void on_state(self_ptr self, const wire::message_ptr& msg, std::size_t f, std::u
     resume_if_synced(self);
     return;
   }
-  frag.theta_global = msg->tensors()[0].to_floats();
-  st.model->write_fragment(f, frag.theta_global.data());
-  frag.round = round;
-  frag.awaiting_state = false;
-  frag.awaiting_result = frag.result_ready = false;
-  frag.pending = {};
-  frag.epoch = msg->epoch();
-  st.epoch = std::max(st.epoch, frag.epoch);
-  if (st.step == 0 && round > 0 && !ddp(st))
-    st.step = static_cast<std::int64_t>(round) * st.schedule->sync_every();  // joining a run in progress
-  resume_if_synced(self);
+  adopt_state(self, msg, f, round);
 }
 
 void on_result(self_ptr self, const wire::message_ptr& msg, std::size_t f, std::uint64_t round) {
@@ -411,8 +495,12 @@ void on_global(self_ptr self, const wire::message_ptr& msg) {
   const bool is_state = env.isFragmentState();
   const std::size_t f = is_state ? env.getFragmentState().getFragment() : env.getRoundResult().getFragment();
   const std::uint64_t round = is_state ? env.getFragmentState().getRound() : env.getRoundResult().getRound();
-  if (f >= st.fragments.size() || msg->tensors().size() != 1 ||
-      msg->tensors()[0].data.size() != st.model->fragment_size(f) * sizeof(float)) {
+  // One tensor of the fragment's size, or (a chunked state) none and the right count.
+  const bool inline_ok = f < st.fragments.size() && msg->tensors().size() == 1 &&
+                         msg->tensors()[0].data.size() == st.model->fragment_size(f) * sizeof(float);
+  const bool header_ok = is_state && f < st.fragments.size() && msg->tensors().empty() &&
+                         env.getFragmentState().getCount() == st.model->fragment_size(f);
+  if (!inline_ok && !header_ok) {
     st.mail->refuse(*msg, make_error(errc::tensor_mismatch, "fragment " + std::to_string(f)), st.epoch);
     return;
   }
@@ -453,6 +541,8 @@ caf::behavior worker_actor(caf::stateful_actor<worker_state>* self, transport* n
         const auto env = msg->envelope();
         if (env.isFragmentState() || env.isRoundResult()) {
           on_global(self, msg);
+        } else if (env.isChunkReply()) {
+          on_chunk(self, msg);
         } else if (env.isRefusal()) {
           log_warn(st.cfg.id + ": refused by " + msg->sender() + ": " + env.getRefusal().getMessage().cStr());
           const auto f = fragment_of(msg->sender());
@@ -470,8 +560,13 @@ caf::behavior worker_actor(caf::stateful_actor<worker_state>* self, transport* n
         auto& st = self->state;
         if (st.current == phase::finished) return;
         for (std::size_t f = 0; f < st.fragments.size(); ++f) {
+          auto& frag = st.fragments[f];
+          // A keeper silent for a whole tick: the next one resumes the transfer.
+          if (frag.fetch.active()) {
+            if (st.now() - frag.chunk_asked_at >= state_retry) fetch_elsewhere(self, f, "did not answer");
+          }
           // A coordinator may not be placed yet when we first ask.
-          if (st.fragments[f].awaiting_state) request_state(self, f);
+          else if (frag.awaiting_state) request_state(self, f);
           else if (result_overdue(st, f)) send_pending(self, f);
         }
         self->delayed_send(self, state_retry, tick_atom::value);
@@ -480,7 +575,8 @@ caf::behavior worker_actor(caf::stateful_actor<worker_state>* self, transport* n
         auto& st = self->state;
         if (st.current == phase::finished || ddp(st)) return;
         for (std::size_t f = 0; f < st.fragments.size(); ++f) {
-          if (st.fragments[f].awaiting_state) request_state(self, f);
+          if (st.fragments[f].fetch.active()) request_chunk(self, f);
+          else if (st.fragments[f].awaiting_state) request_state(self, f);
           else if (st.fragments[f].awaiting_result && !st.fragments[f].result_ready) send_pending(self, f);
         }
       },

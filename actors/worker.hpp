@@ -6,7 +6,10 @@
 //
 // DiLoCo / Streaming DiLoCo (run.mode = diloco):
 //   syncing --FragmentState for every fragment--> training (StateRequests repeat every 2 s
-//           until answered: coordinators are placed when the run starts)
+//           until answered: coordinators are placed when the run starts). A large
+//           fragment's FragmentState is a header: its values come in chunks from the
+//           keepers it names (actors/state_fetch.hpp), moving to the next keeper when one
+//           is silent for 2 s or cannot serve, resuming at the first missing value.
 //   training, after step t where fragment p is due ((t - offset_p) mod H == 0):
 //       Contribution(encode(theta_global_p - theta_local_p [+ residual])) to coord/p, for
 //       the round the schedule gives step t (so every worker contributes round r of p at
@@ -42,6 +45,7 @@
 #include <caf/stateful_actor.hpp>
 
 #include "actors/replica.hpp"
+#include "actors/state_fetch.hpp"
 #include "runtime/algorithm/codec.hpp"
 #include "runtime/algorithm/fragment_schedule.hpp"
 #include "runtime/transport.hpp"
@@ -75,6 +79,9 @@ struct fragment_sync {
   std::vector<float> result;        // the released values of round result_round
   std::uint64_t result_round = 0;
   error_feedback feedback;          // residual of the codec (diloco.error_feedback)
+  state_fetch fetch;                // a large fragment's state arriving in chunks from keepers
+  std::uint64_t fetch_epoch = 0;    // of the FragmentState that started it
+  std::chrono::steady_clock::time_point chunk_asked_at;
 };
 
 struct worker_state {

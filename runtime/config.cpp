@@ -40,6 +40,8 @@ const std::vector<knob>& knobs() {
       {"diloco.round_deadline_ms", &C::round_deadline_ms, 0, 3.6e6, "ms",
        "a round open this long after its first contribution closes with the contributions it has, if they "
        "are a quorum and a majority of its participants (0: it waits for every participant)"},
+      {"diloco.state_chunk_values", &C::state_chunk_values, 1, 1 << 24, "values",
+       "a fragment larger than this reaches a resyncing worker in chunks of this many values, from the keepers"},
       {"diloco.outer_lr", &C::outer_lr, 0, 10, "", "outer Nesterov SGD learning rate"},
       {"diloco.outer_momentum", &C::outer_momentum, 0, 0.999999, "", "outer Nesterov momentum"},
       {"inner.lr", &C::lr, 0, 10, "", "peak AdamW learning rate"},

@@ -34,6 +34,7 @@ struct run_config {
   bool error_feedback = false;
   std::int64_t result_timeout_ms = 0;  // 0: 2 x cluster.lease_ms
   std::int64_t round_deadline_ms = 0;  // 0: a round waits for every participant
+  std::int64_t state_chunk_values = 1 << 20;  // larger fragments go to joiners in chunks
   double outer_lr = 0.7;
   double outer_momentum = 0.9;
   // [inner]

@@ -226,6 +226,8 @@ const char* kind_name(schema::Envelope::Which kind) {
     case E::ROUND_REPORT: return "round_report";
     case E::GOODBYE: return "goodbye";
     case E::PLACE_KEEPER: return "place_keeper";
+    case E::CHUNK_REQUEST: return "chunk_request";
+    case E::CHUNK_REPLY: return "chunk_reply";
   }
   return "unknown";
 }

@@ -42,6 +42,8 @@ struct Envelope {
     roundReport       @30 :RoundReport;
     goodbye           @31 :Goodbye;
     placeKeeper       @32 :PlaceKeeper;
+    chunkRequest      @33 :ChunkRequest;
+    chunkReply        @34 :ChunkReply;
   }
 }
 
@@ -91,10 +93,30 @@ struct HeartbeatAck { leaseMs @0 :UInt32; }
 # worker -> coordinator: "give me the newest committed fragment". Carries the worker's
 # own initial fragment (one tensor) so that a fresh run can be seeded from it.
 struct StateRequest { fragment @0 :UInt32; }
-# coordinator -> worker: theta_global of the fragment at `round` (one tensor).
+# coordinator -> worker: theta_global of the fragment at `round`: one tensor, or, for a
+# fragment larger than diloco.state_chunk_values, none: the worker then fetches the `count`
+# values in chunks from `keepers` (each has the round) and checks them against `digest`.
 struct FragmentState {
   fragment @0 :UInt32;
   round    @1 :UInt64;
+  count    @2 :UInt64;         # values of theta (chunked transfer)
+  digest   @3 :UInt64;         # digest64 of their fp32 bytes (chunked transfer)
+  keepers  @4 :List(Text);     # where to fetch them, in order of preference
+}
+# worker -> keeper: values [offset, offset + count) of theta of fragment `fragment` at `round`.
+struct ChunkRequest {
+  fragment @0 :UInt32;
+  round    @1 :UInt64;
+  offset   @2 :UInt64;
+  count    @3 :UInt64;
+}
+# keeper -> worker: the values asked for (one Float32 tensor), or found = false if this
+# keeper does not hold that round.
+struct ChunkReply {
+  fragment @0 :UInt32;
+  round    @1 :UInt64;
+  offset   @2 :UInt64;
+  found    @3 :Bool;
 }
 
 # worker -> coordinator: pseudo-gradient theta_global - theta_local (DiLoCo) or the

@@ -90,11 +90,13 @@ status checkpoint_store::commit(const fragment_checkpoint& cp) {
     if (!committed) return committed.err();
     // The same round again with the same bytes: a retry whose acknowledgement was lost (the
     // head died after the write). It is committed: say so, so the coordinator can go on.
+    bool replaces = false;
     if (*committed == cp.round) {
       auto stored = latest(cp.fragment);
       if (stored && *stored && (*stored)->theta == cp.theta && (*stored)->momentum == cp.momentum) return {};
+      replaces = stored && *stored && cp.epoch > (*stored)->epoch;
     }
-    if (*committed >= cp.round)
+    if (*committed >= cp.round && !replaces)
       return make_error(errc::wrong_round, "round " + std::to_string(cp.round) + " is not newer than committed " +
                                                std::to_string(*committed));
   }

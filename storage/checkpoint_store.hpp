@@ -42,7 +42,11 @@ class checkpoint_store {
  public:
   checkpoint_store(kv_store& store, std::uint64_t keep_rounds) : store_(store), keep_(keep_rounds) {}
 
-  // Refuses a round that is not newer than the latest committed one (S3).
+  // Refuses a round that is not newer than the latest committed one (S3), with two
+  // exceptions. The latest round again with the same bytes is acknowledged without a write
+  // (a retry whose ack was lost). The latest round with other bytes from a newer epoch
+  // replaces it: a coordinator that died between its keepers' writes left it on some of
+  // them only, so it was never released, and its successor is doing that round again.
   status commit(const fragment_checkpoint& cp);
   expected<std::optional<fragment_checkpoint>> latest(std::uint32_t fragment) const;
   expected<std::optional<fragment_checkpoint>> load(std::uint32_t fragment, std::uint64_t round) const;

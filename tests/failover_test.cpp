@@ -135,11 +135,14 @@ TEST(Failover, LeaveAndSigtermDrainNodesWithoutStallingARound) {
 }
 
 // `atoll join` against a running cluster: the node is admitted, its worker fetches the
-// committed state, takes part in later rounds, and ends with the same digest as the others.
+// committed state in chunks from the keeper, takes part in later rounds, and ends with the
+// same digest as the others.
 TEST(Failover, ANodeJoiningMidRunTakesPartAndAgrees) {
   testing::temp_dir dir;
   const std::string head_dir = dir.sub("head"), metrics = dir.sub("metrics.jsonl");
-  subprocess head(mlp_head(head_dir, 12000, {"--metrics", metrics}), dir.sub("head.log"));
+  // 577 parameters in chunks of 64: the joiner fetches its state from the keepers.
+  subprocess head(mlp_head(head_dir, 12000, {"--metrics", metrics, "--set", "diloco.state_chunk_values=64"}),
+                  dir.sub("head.log"));
   const std::string ep = testing::wait_for_endpoint(head_dir, head);
   ASSERT_FALSE(ep.empty()) << head.output();
   auto nodes = testing::join_nodes(ATOLL_BIN, ep, 2, dir);

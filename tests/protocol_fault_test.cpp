@@ -1,16 +1,20 @@
 // Protocol tier under seeded faults (RELIABILITY.md, test tiers): two fragment
-// coordinators, a keeper and three Streaming DiLoCo workers (fake replicas, int8 with error
-// feedback, overlap 1) in one process, on CAF's deterministic scheduler with simulated
-// time. Every message goes through encode and ingress. A schedule drawn from the seed drops,
-// duplicates and delays (so reorders) messages, and may kill a coordinator mid-run, which is
-// re-placed at once: a fresh one reloads from the keeper, as after a node's lease ran out.
+// coordinators, two keepers (the head's and a replica that every commit also needs) and
+// three Streaming DiLoCo workers (fake replicas, int8 with error feedback, overlap 1) in
+// one process, on CAF's deterministic scheduler with simulated time. Every message goes
+// through encode and ingress; fragment state reaches resyncing workers in chunks of 16
+// values from the keepers. A schedule drawn from the seed drops, duplicates and delays
+// (so reorders) messages, and may kill a coordinator or the replica keeper mid-run, which
+// is re-placed at once: a fresh coordinator reloads from the head's keeper, a fresh replica
+// catches up from it, as after a node's lease ran out.
 // Half the seeds also give rounds a deadline (diloco.round_deadline_ms), so rounds close
 // without the workers whose messages were lost or late.
 //
 // Each seed must:
 //   L1  finish every worker within 10 simulated minutes (the fault-free run takes ~0 s);
 //   S1  see every digest a worker acknowledged for (fragment, round) equal the keeper's;
-//   S3  leave the keeper with every round of each fragment once, in order (none lost).
+//   S3  leave the keeper with every round of each fragment once, in order (none lost);
+//   S4  find in the replica only rounds the head's keeper holds, with the same bytes.
 //
 //   ATOLL_FAULT_SEEDS=N   seeds 1..N (default 2000, a few seconds)
 //   ATOLL_FAULT_SEED=S    replay seed S alone; a failure names its seed
@@ -107,11 +111,13 @@ class faulty_transport : public transport {
 // What the registry stand-in saw. Everything runs on the test's thread: no locks.
 struct registry_record {
   std::vector<std::string> members;
+  std::vector<std::string> keepers = {"keeper/0", "keeper/1"};
+  std::uint64_t epoch = 1;  // grows when a coordinator is re-placed, as the registry's does
   std::map<std::pair<std::uint32_t, std::uint64_t>, std::set<std::uint64_t>> acked;  // (fragment, round) -> digests
   std::set<std::string> done;
 };
 
-// Does what the registry does for rounds, in one epoch: answers MembershipRequests,
+// Does what the registry does for rounds: answers MembershipRequests,
 // publishes the membership every second (a lost one is repaired), and in the run's tail
 // drops finished workers and shrinks the quorum. Records acks and finished workers.
 caf::behavior registry_stub(caf::event_based_actor* self, transport* net, std::string cluster, registry_record* rec) {
@@ -119,13 +125,15 @@ caf::behavior registry_stub(caf::event_based_actor* self, transport* net, std::s
   auto send_membership = [=](const std::string& to) {
     wire::outgoing out;
     auto m = out.envelope.initMembership();
-    m.setEpoch(1);
+    m.setEpoch(rec->epoch);
     auto list = m.initWorkers(static_cast<unsigned>(rec->members.size()));
     for (unsigned i = 0; i < rec->members.size(); ++i) list.set(i, rec->members[i]);
     const bool tail = !rec->done.empty();
     m.setQuorum(tail ? static_cast<std::uint32_t>(std::max<std::size_t>(1, std::min<std::size_t>(min_workers, rec->members.size())))
                      : min_workers);
-    mail->send(to, 1, out);
+    auto keepers = m.initKeepers(static_cast<unsigned>(rec->keepers.size()));
+    for (unsigned i = 0; i < rec->keepers.size(); ++i) keepers.set(i, rec->keepers[i]);
+    mail->send(to, rec->epoch, out);
   };
   auto publish = [=] {
     for (int f = 0; f < fragments; ++f) send_membership("coord/" + std::to_string(f));
@@ -187,6 +195,7 @@ seed_outcome run_seed(std::uint64_t seed) {
   run.result_timeout_ms = 3000;
   run.eval_every = 1000;
   run.log_every = 1000;
+  run.state_chunk_values = 16;  // fragments of 48 and 49 values travel in four chunks
   std::vector<std::string> worker_ids;
   for (int k = 0; k < workers; ++k) worker_ids.push_back("worker/1." + std::to_string(k));
   rec.members = worker_ids;
@@ -197,12 +206,22 @@ seed_outcome run_seed(std::uint64_t seed) {
     cc.min_workers = min_workers;
     cc.outer = {0.7f, 0.9f};
     cc.round_deadline = plan.round_deadline;
+    cc.state_chunk_values = static_cast<std::size_t>(run.state_chunk_values);
     dir.add("coord/" + std::to_string(f),
             sys.spawn(coordinator_actor, static_cast<transport*>(&net), cluster_id, cc));
   };
   dir.add("keeper/0", sys.spawn(keeper_actor, static_cast<transport*>(&net), std::string("keeper/0"), cluster_id,
                                 &checkpoints));
   dir.add("registry", sys.spawn(registry_stub, static_cast<transport*>(&net), cluster_id, &rec));
+  std::shared_ptr<keeper_storage> replica;
+  auto spawn_replica = [&] {  // on a fresh disk, catching up from the head's keeper
+    replica = std::make_shared<keeper_storage>();
+    replica->db = make_memory_store();
+    replica->checkpoints = std::make_unique<checkpoint_store>(*replica->db, 1000);
+    dir.add("keeper/1", sys.spawn(keeper_replica_actor, static_cast<transport*>(&net), std::string("keeper/1"),
+                                  cluster_id, replica, std::string("keeper/0"), std::uint32_t{fragments}));
+  };
+  spawn_replica();
   for (std::uint32_t f = 0; f < fragments; ++f) spawn_coordinator(f);
   for (int k = 0; k < workers; ++k) {
     worker_config wc;
@@ -225,12 +244,15 @@ seed_outcome run_seed(std::uint64_t seed) {
       break;
     }
     if (plan.kill_after > 0 && !out.killed && net.sent() >= plan.kill_after) {
-      // The coordinator dies with its node; the registry places a new one at once.
-      const auto f = static_cast<std::uint32_t>(rng() % fragments);
-      const std::string id = "coord/" + std::to_string(f);
+      // A coordinator or the replica keeper dies with its node; the registry places a new
+      // one at once.
+      const auto victim = static_cast<std::uint32_t>(rng() % (fragments + 1));
+      const std::string id = victim < fragments ? "coord/" + std::to_string(victim) : "keeper/1";
       caf::anon_send_exit(dir.find(id), caf::exit_reason::kill);
       dir.remove(id);
-      spawn_coordinator(f);
+      rec.epoch++;  // its node's death is a membership change
+      if (victim < fragments) spawn_coordinator(victim);
+      else spawn_replica();
       out.killed = true;
     }
     if (sched.has_job()) {
@@ -272,6 +294,17 @@ seed_outcome run_seed(std::uint64_t seed) {
     }
     for (std::uint32_t f = 0; f < fragments && out.failure.empty(); ++f)
       if (next_round[f] < 2) out.failure = "fragment " + std::to_string(f) + " committed no round";
+    auto replicated = replica->checkpoints->list();
+    if (!replicated) {
+      out.failure = "replica: " + replicated.err().describe();
+    } else {
+      for (const auto& c : *replicated) {
+        const auto head = keeper_digest.find({c.fragment, c.round});
+        if (out.failure.empty() && (head == keeper_digest.end() || head->second != c.digest))
+          out.failure = "S4: the replica's fragment " + std::to_string(c.fragment) + " round " +
+                        std::to_string(c.round) + " is not the head keeper's";
+      }
+    }
   }
 
   for (const auto& id : dir.ids()) caf::anon_send_exit(dir.find(id), caf::exit_reason::user_shutdown);
@@ -306,7 +339,7 @@ TEST(ProtocolFaults, EverySeedFinishesAgreesAndKeepsEveryRound) {
     }
   }
   std::cout << seeds.size() << " seeds: " << dropped << " dropped, " << duplicated << " duplicated, " << delayed
-            << " delayed, " << kills << " coordinators killed; longest run " << longest << " simulated s; "
+            << " delayed, " << kills << " coordinators or replicas killed; longest run " << longest << " simulated s; "
             << failures << " failed\n";
   // The schedule must have injected faults at all, or the test proves nothing.
   if (seeds.size() >= 50) {

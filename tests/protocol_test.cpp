@@ -603,13 +603,14 @@ class WorkerRecoveryTest : public ProtocolTest {
     dir_.add("coord/0", coord_probe_);
   }
 
-  void spawn_worker(std::int64_t result_timeout_ms) {
+  void spawn_worker(std::int64_t result_timeout_ms, std::int64_t state_chunk_values = 1 << 20) {
     worker_config wc;
     wc.id = "worker/1.0";
     wc.cluster_id = cluster_.get();
     wc.run.steps = 1000;
     wc.run.sync_every = 5;
     wc.run.result_timeout_ms = result_timeout_ms;
+    wc.run.state_chunk_values = state_chunk_values;
     replica_factory factory = [](const run_config&, const replica_spec& s) { return std::make_unique<fake_replica>(s.rank); };
     dir_.add(wc.id, sys_.spawn(worker_actor, static_cast<transport*>(&net_), wc, factory));
   }
@@ -677,6 +678,82 @@ TEST_F(WorkerRecoveryTest, AnOverdueResultResendsTheContributionAndAClosedRoundR
     const auto& last = coord_obs_.received.back();
     return last->envelope().isContribution() && last->envelope().getContribution().getRound() == 2;
   })) << "training did not go on from round 1";
+}
+
+// A large fragment's state comes as a header; the worker fetches it in chunks from the
+// keepers named. The first keeper goes silent after one chunk: two seconds later the
+// worker asks the second one, from the first missing value, checks the digest and trains.
+TEST_F(WorkerRecoveryTest, AChunkedStateTransferResumesFromTheNextKeeperWhenItsSourceGoesSilent) {
+  observations k0_obs, k1_obs;
+  dir_.add("keeper/0", sys_.spawn(probe_actor, &k0_obs));
+  dir_.add("keeper/1", sys_.spawn(probe_actor, &k1_obs));
+  mailer as_k0(net_, "keeper/0", "cluster-test"), as_k1(net_, "keeper/1", "cluster-test");
+  fake_replica initial(0);
+  std::vector<float> theta(initial.fragment_size(0));
+  initial.read_fragment(0, theta.data());
+  auto answer = [&](mailer& as, const wire::message_ptr& req) {
+    const auto r = req->envelope().getChunkRequest();
+    wire::outgoing out;
+    auto reply = out.envelope.initChunkReply();
+    reply.setFragment(0);
+    reply.setRound(r.getRound());
+    reply.setOffset(r.getOffset());
+    reply.setFound(true);
+    const auto n = std::min<std::uint64_t>(r.getCount(), theta.size() - r.getOffset());
+    out.tensors.push_back(wire::tensor::from_floats(theta.data() + r.getOffset(), n));
+    as.send("worker/1.0", 1, out);
+  };
+  auto chunk_requests = [](observations& o) {
+    std::vector<wire::message_ptr> found;
+    for (const auto& m : o.received)
+      if (m->envelope().isChunkRequest()) found.push_back(m);
+    return found;
+  };
+
+  spawn_worker(600000, 40);  // 97 values: chunks at 0, 40, 80
+  ASSERT_TRUE(coord_obs_.wait_for([&] { return coord_obs_.received.size() >= 1; }));
+  {
+    wire::outgoing out;
+    auto fs = out.envelope.initFragmentState();
+    fs.setFragment(0);
+    fs.setRound(0);
+    fs.setCount(theta.size());
+    fs.setDigest(digest64(theta.data(), theta.size() * sizeof(float)));
+    auto keepers = fs.initKeepers(2);
+    keepers.set(0, "keeper/0");
+    keepers.set(1, "keeper/1");
+    as_coordinator_.send("worker/1.0", 1, out);
+  }
+  ASSERT_TRUE(k0_obs.wait_for([&] { return chunk_requests(k0_obs).size() == 1; }));
+  wire::message_ptr first;
+  {
+    std::lock_guard<std::mutex> lock(k0_obs.mu);
+    first = chunk_requests(k0_obs)[0];
+  }
+  answer(as_k0, first);  // values 0..39, then keeper/0 falls silent
+  ASSERT_TRUE(k0_obs.wait_for([&] { return chunk_requests(k0_obs).size() == 2; }));
+  {
+    std::lock_guard<std::mutex> lock(k0_obs.mu);
+    EXPECT_EQ(chunk_requests(k0_obs)[1]->envelope().getChunkRequest().getOffset(), 40u);
+  }
+  ASSERT_TRUE(k1_obs.wait_for([&] { return chunk_requests(k1_obs).size() == 1; })) << "no resume from keeper/1";
+  wire::message_ptr resume;
+  {
+    std::lock_guard<std::mutex> lock(k1_obs.mu);
+    resume = chunk_requests(k1_obs)[0];
+  }
+  EXPECT_EQ(resume->envelope().getChunkRequest().getOffset(), 40u);  // resumed, not restarted
+  answer(as_k1, resume);
+  ASSERT_TRUE(k1_obs.wait_for([&] { return chunk_requests(k1_obs).size() == 2; }));
+  {
+    std::lock_guard<std::mutex> lock(k1_obs.mu);
+    resume = chunk_requests(k1_obs)[1];
+  }
+  EXPECT_EQ(resume->envelope().getChunkRequest().getOffset(), 80u);
+  answer(as_k1, resume);
+  // The digest matched: it trained H steps and contributed round 1.
+  EXPECT_TRUE(coord_obs_.wait_for([&] { return seen_locked().second >= 1; }));
+  EXPECT_EQ(seen().first, 1);  // one StateRequest: no fallback to the coordinator
 }
 
 // A re-placed coordinator announces the committed state without being asked, in its new

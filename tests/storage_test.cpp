@@ -129,6 +129,26 @@ TEST(CheckpointStore, TheSameRoundWithTheSameBytesIsAcknowledgedAgain) {
   EXPECT_EQ(store.commit(make_round(0, 4, 4)).code, errc::wrong_round);  // older than the latest
 }
 
+// A keeper may hold a round whose coordinator died before every keeper had it (so it was
+// never released); the successor, in a newer epoch, redoes the round and replaces it. The
+// same epoch, or an older round, is still refused.
+TEST(CheckpointStore, TheLatestRoundIsReplacedOnlyFromANewerEpoch) {
+  auto kv = make_memory_store();
+  checkpoint_store store(*kv, 3);
+  ASSERT_FALSE(store.commit(make_round(0, 3, 4)));
+  ASSERT_FALSE(store.commit(make_round(0, 4, 4)));  // epoch 2
+  auto redone = make_round(0, 4, 4);
+  redone.theta[0] = 42.0f;
+  EXPECT_EQ(store.commit(redone).code, errc::wrong_round);  // same epoch: a conflict
+  redone.epoch = 3;
+  EXPECT_FALSE(store.commit(redone));
+  EXPECT_EQ((*store.latest(0))->theta[0], 42.0f);
+  auto older = make_round(0, 3, 4);
+  older.epoch = 9;
+  EXPECT_EQ(store.commit(older).code, errc::wrong_round);
+  EXPECT_EQ((*store.latest(0))->round, 4u);
+}
+
 TEST(CheckpointStore, FragmentsAreIndependent) {
   auto kv = make_memory_store();
   checkpoint_store store(*kv, 3);

@@ -80,7 +80,10 @@ class Cluster:
 
     def join(self):
         self.joined += 1
-        p = self._spawn([self.args.atoll, "join", "--head", self.endpoint, "--threads", "1"], f"node{self.joined}")
+        # Each node has a run dir, so it may host the keeper replica (keeper/1).
+        name = f"node{self.joined}"
+        p = self._spawn([self.args.atoll, "join", "--head", self.endpoint, "--threads", "1",
+                         "--run-dir", f"{self.run_dir}/{name}"], name)
         self.nodes[p.pid] = p
         return p.pid
 
