@@ -330,9 +330,15 @@ void finish_ddp_step(self_ptr self) {
 }
 
 // Every fragment has its state: a joiner starts, a worker held at a sync point goes on.
+// A worker joining a run in progress starts at the step of the newest round it received:
+// past every round it has, and before the sync point of every round it takes part in.
 void resume_if_synced(self_ptr self) {
   auto& st = self->state;
   if (any_awaiting_state(st) || (st.current != phase::syncing && st.current != phase::blocked)) return;
+  if (st.step == 0 && !ddp(st)) {
+    for (std::size_t f = 0; f < st.fragments.size(); ++f)
+      st.step = std::max(st.step, st.schedule->step_of(static_cast<std::int64_t>(f), st.fragments[f].round));
+  }
   if (st.current == phase::blocked) unblock_accounting(st);
   st.current = phase::training;
   self->send(self, step_atom::value);
@@ -351,8 +357,6 @@ void apply_state(self_ptr self, std::size_t f, std::uint64_t round, std::uint64_
   frag.pending = {};
   frag.epoch = epoch;
   st.epoch = std::max(st.epoch, frag.epoch);
-  if (st.step == 0 && round > 0 && !ddp(st))
-    st.step = static_cast<std::int64_t>(round) * st.schedule->sync_every();  // joining a run in progress
   resume_if_synced(self);
 }
 

@@ -73,5 +73,19 @@ TEST(FragmentSchedule, OneFragmentSyncsAtMultiplesOfH) {
   EXPECT_EQ(s.round_at(0, 30), 3u);
 }
 
+// step_of is the inverse of round_at at every sync step, for staggered fragments too.
+TEST(FragmentSchedule, StepOfIsTheSyncStepOfARound) {
+  for (std::int64_t p : {1, 2, 3, 4}) {
+    fragment_schedule s(5, p);
+    for (std::int64_t f = 0; f < p; ++f)
+      for (std::int64_t t = 1; t < 60; ++t) {
+        if (s.syncs_at(f, t)) {
+          EXPECT_EQ(s.step_of(f, s.round_at(f, t)), t) << "P=" << p << " f=" << f << " t=" << t;
+        }
+      }
+  }
+  EXPECT_LE(fragment_schedule(5, 2).step_of(1, 0), 0);  // round 0 is no sync
+}
+
 }  // namespace
 }  // namespace atl

@@ -6,7 +6,8 @@
 // values from the keepers. A schedule drawn from the seed drops, duplicates and delays
 // (so reorders) messages, and may kill a coordinator or the replica keeper mid-run, which
 // is re-placed at once: a fresh coordinator reloads from the head's keeper, a fresh replica
-// catches up from it, as after a node's lease ran out.
+// catches up from it, as after a node's lease ran out. A killed worker is replaced by a
+// new node's worker, which joins mid-run.
 // Half the seeds also give rounds a deadline (diloco.round_deadline_ms), so rounds close
 // without the workers whose messages were lost or late.
 //
@@ -18,6 +19,7 @@
 //
 //   ATOLL_FAULT_SEEDS=N   seeds 1..N (default 2000, a few seconds)
 //   ATOLL_FAULT_SEED=S    replay seed S alone; a failure names its seed
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <random>
@@ -223,36 +225,54 @@ seed_outcome run_seed(std::uint64_t seed) {
   };
   spawn_replica();
   for (std::uint32_t f = 0; f < fragments; ++f) spawn_coordinator(f);
-  for (int k = 0; k < workers; ++k) {
+  auto spawn_worker = [&](const std::string& id, std::uint32_t rank) {
     worker_config wc;
-    wc.id = worker_ids[static_cast<std::size_t>(k)];
+    wc.id = id;
     wc.cluster_id = cluster_id;
-    wc.spec = {static_cast<std::uint32_t>(k), workers, "cpu"};
+    wc.spec = {rank, workers, "cpu"};
     wc.run = run;
     replica_factory factory = [](const run_config&, const replica_spec& s) {
       return std::make_unique<testing::fake_replica>(s.rank, fragments);
     };
     dir.add(wc.id, sys.spawn(worker_actor, static_cast<transport*>(&net), wc, factory));
-  }
+  };
+  for (int k = 0; k < workers; ++k) spawn_worker(worker_ids[static_cast<std::size_t>(k)], static_cast<std::uint32_t>(k));
+  std::set<std::string> live(worker_ids.begin(), worker_ids.end());  // the run ends when all of them finished
 
   seed_outcome out;
   const auto start = sched.clock().now();
   for (;;) {
-    if (rec.done.size() == workers) break;
+    if (std::all_of(live.begin(), live.end(), [&](const std::string& w) { return rec.done.count(w) > 0; })) break;
     if (sched.clock().now() - start > time_limit) {
-      out.failure = "L1: " + std::to_string(rec.done.size()) + " of 3 workers finished in 10 simulated minutes";
+      out.failure = "L1: " + std::to_string(rec.done.size()) + " workers finished in 10 simulated minutes";
       break;
     }
     if (plan.kill_after > 0 && !out.killed && net.sent() >= plan.kill_after) {
-      // A coordinator or the replica keeper dies with its node; the registry places a new
-      // one at once.
-      const auto victim = static_cast<std::uint32_t>(rng() % (fragments + 1));
-      const std::string id = victim < fragments ? "coord/" + std::to_string(victim) : "keeper/1";
-      caf::anon_send_exit(dir.find(id), caf::exit_reason::kill);
-      dir.remove(id);
-      rec.epoch++;  // its node's death is a membership change
-      if (victim < fragments) spawn_coordinator(victim);
-      else spawn_replica();
+      // A coordinator, the replica keeper or a worker dies with its node. The registry places
+      // a new coordinator or replica at once; a dead worker leaves the membership and a new
+      // node's worker (a new id, the same data shard) joins in the same epoch change.
+      const auto victim = static_cast<std::uint32_t>(rng() % (fragments + 2));
+      std::string id = victim < fragments ? "coord/" + std::to_string(victim) : "keeper/1";
+      std::string joiner;
+      if (victim == fragments + 1) {
+        const auto k = rng() % workers;
+        id = worker_ids[k];
+        joiner = "worker/2." + std::to_string(k);
+        if (rec.done.count(id)) id.clear();  // it had finished: nothing to kill
+      }
+      if (!id.empty()) {
+        caf::anon_send_exit(dir.find(id), caf::exit_reason::kill);
+        dir.remove(id);
+        rec.epoch++;  // its node's death is a membership change
+        if (victim < fragments) spawn_coordinator(victim);
+        else if (victim == fragments) spawn_replica();
+        else {
+          live.erase(id);
+          live.insert(joiner);
+          std::replace(rec.members.begin(), rec.members.end(), id, joiner);
+          spawn_worker(joiner, static_cast<std::uint32_t>(joiner.back() - '0'));
+        }
+      }
       out.killed = true;
     }
     if (sched.has_job()) {
@@ -339,7 +359,7 @@ TEST(ProtocolFaults, EverySeedFinishesAgreesAndKeepsEveryRound) {
     }
   }
   std::cout << seeds.size() << " seeds: " << dropped << " dropped, " << duplicated << " duplicated, " << delayed
-            << " delayed, " << kills << " coordinators or replicas killed; longest run " << longest << " simulated s; "
+            << " delayed, " << kills << " coordinators, replicas or workers killed; longest run " << longest << " simulated s; "
             << failures << " failed\n";
   // The schedule must have injected faults at all, or the test proves nothing.
   if (seeds.size() >= 50) {

@@ -20,6 +20,11 @@ class fragment_schedule {
   std::uint64_t round_at(std::int64_t fragment, std::int64_t step) const {
     return static_cast<std::uint64_t>((step - offset(fragment)) / h_ + (offset(fragment) > 0 ? 1 : 0));
   }
+  // The sync step that closes `round` of `fragment` (the inverse of round_at). Below 1 for
+  // round 0 (the initial state, no sync).
+  std::int64_t step_of(std::int64_t fragment, std::uint64_t round) const {
+    return offset(fragment) + (static_cast<std::int64_t>(round) - (offset(fragment) > 0 ? 1 : 0)) * h_;
+  }
   std::int64_t sync_every() const { return h_; }
   std::int64_t fragments() const { return p_; }
 
