@@ -53,14 +53,23 @@ void raise_writer_epoch(self_ptr self, std::uint32_t fragment, std::uint64_t epo
 // S5 for commits: a CommitRequest from an epoch older than the coordinator that loaded from
 // this keeper or committed to it since (a coordinator re-placed after its node died; the
 // old one's messages may still arrive) is refused, unless it repeats the latest round with
-// the same bytes. The stored epoch counts too, so a restarted keeper keeps the fence.
+// the same bytes. The stored epoch counts too, so a restarted keeper keeps the fence; it
+// is read once per fragment, and the stored record only for a stale commit (the common
+// commit reads no checkpoint).
 status fence_commit(self_ptr self, const fragment_checkpoint& cp) {
   auto& st = self->state;
+  if (st.epoch_loaded.insert(cp.fragment).second) {
+    auto stored = st.store->latest(cp.fragment);
+    if (!stored) {
+      st.epoch_loaded.erase(cp.fragment);
+      return stored.err();
+    }
+    if (*stored) raise_writer_epoch(self, cp.fragment, (*stored)->epoch);
+  }
+  const std::uint64_t floor = st.writer_epoch[cp.fragment];
+  if (cp.epoch >= floor) return {};
   auto latest = st.store->latest(cp.fragment);
   if (!latest) return latest.err();
-  std::uint64_t floor = st.writer_epoch[cp.fragment];
-  if (*latest) floor = std::max(floor, (*latest)->epoch);
-  if (cp.epoch >= floor) return {};
   if (*latest && (*latest)->round == cp.round && (*latest)->theta == cp.theta && (*latest)->momentum == cp.momentum)
     return {};
   return make_error(errc::stale_epoch, "commit of fragment " + std::to_string(cp.fragment) + " round " +

@@ -49,6 +49,7 @@ struct keeper_state {
   std::set<std::uint32_t> missing;        // fragments it has not heard about from the source
   std::optional<fragment_checkpoint> served;  // the round whose chunks were asked for last
   std::map<std::uint32_t, std::uint64_t> writer_epoch;  // newest coordinator epoch per fragment
+  std::set<std::uint32_t> epoch_loaded;  // fragments whose stored epoch is in writer_epoch
   static inline const char* name = "keeper";
 };
 
