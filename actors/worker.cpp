@@ -13,7 +13,6 @@ namespace {
 
 using self_ptr = caf::stateful_actor<worker_state>*;
 using phase = worker_state::phase;
-using clock_type = std::chrono::steady_clock;
 
 // How long a worker waits for a FragmentState before asking again (idempotent).
 constexpr auto state_retry = std::chrono::seconds(2);
@@ -134,7 +133,7 @@ void unblock(self_ptr self) {
   self->send(self, step_atom::value);
 }
 
-void give_up_round(self_ptr self, std::size_t f);
+void ask_state_after_refusal(self_ptr self, std::size_t f);
 
 // (Re)sends the pending contribution of fragment f for round frag.pending_round, stamped with
 // the fragment's epoch. Its bytes never change: the error-feedback residual was taken once.
@@ -191,7 +190,7 @@ void on_contribution_refused(self_ptr self, std::size_t f, const wire::message& 
     send_pending(self, f);
     return;
   }
-  give_up_round(self, f);
+  ask_state_after_refusal(self, f);
 }
 
 // The round's result has not come within diloco.result_timeout_ms: the contribution or the
@@ -209,7 +208,7 @@ bool result_overdue(const worker_state& st, std::size_t f) {
 // The coordinator refused our contribution: ask for the committed state of f. If it is
 // still the contribution's base (the round is open), the same contribution goes again when
 // it comes; if it is newer, it is adopted. Training goes on until f's next sync point.
-void give_up_round(self_ptr self, std::size_t f) {
+void ask_state_after_refusal(self_ptr self, std::size_t f) {
   auto& st = self->state;
   log_warn(st.cfg.id + ": round " + std::to_string(st.fragments[f].pending_round) + " of fragment " +
            std::to_string(f) + " refused our contribution; asking for its committed state");
