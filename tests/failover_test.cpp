@@ -252,6 +252,9 @@ TEST(Failover, AHeadKilledMidRunIsRestartedAndTheNodesCarryOn) {
   ASSERT_EQ(testing::wait_for_endpoint(head_dir, *head), ep) << head->output();
 
   for (auto& n : nodes) ASSERT_EQ(n->wait(120s), 0) << n->output() << head->output();
+  // Each node saw its link come back and had its workers resend what they waited on.
+  for (auto& n : nodes)
+    EXPECT_NE(n->output().find("the link to the head came back"), std::string::npos) << n->output();
   const json status = ask(ep, "status");
   EXPECT_EQ(status["state"], "finished") << status.dump();
   EXPECT_GE(status["epoch"].get<int>(), epoch_before);  // S3: the epoch did not go back

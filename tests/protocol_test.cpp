@@ -570,6 +570,83 @@ TEST_F(ProtocolTest, AReplicaKeeperCatchesUpFromItsSource) {
   EXPECT_FALSE(replica_store->latest(1)->has_value());
 }
 
+// S5 at the keeper: once a coordinator of epoch 5 loaded, a commit from epoch 3 (the one it
+// replaced, whose messages may still arrive) is refused as stale_epoch and changes nothing,
+// unless it repeats the latest round with the same bytes. Chunks are served from a stored
+// round, and found=false for one the keeper does not hold.
+TEST_F(ProtocolTest, TheKeeperFencesCommitsOfReplacedCoordinatorsAndServesChunks) {
+  observations coord_obs;
+  dir_.add("coord/0", sys_.spawn(probe_actor, &coord_obs));
+  mailer as_coordinator(net_, "coord/0", cluster_.get());
+  auto commit = [&](std::uint64_t epoch, std::uint64_t round, std::vector<float> theta) {
+    wire::outgoing out;
+    auto req = out.envelope.initCommitRequest();
+    req.setFragment(0);
+    req.setRound(round);
+    std::vector<float> momentum(theta.size(), 0.0f);
+    out.tensors.push_back(wire::tensor::from_floats(theta.data(), theta.size()));
+    out.tensors.push_back(wire::tensor::from_floats(momentum.data(), momentum.size()));
+    as_coordinator.send("keeper/0", epoch, out);
+  };
+  auto acks = [&] {
+    std::vector<std::pair<bool, std::string>> out;
+    for (const auto& m : coord_obs.received)
+      if (m->envelope().isCommitAck())
+        out.emplace_back(m->envelope().getCommitAck().getOk(), m->envelope().getCommitAck().getError());
+    return out;
+  };
+  commit(3, 1, {1.0f, 2.0f});
+  ASSERT_TRUE(coord_obs.wait_for([&] { return acks().size() == 1; }));
+  {
+    wire::outgoing load;  // the successor, placed in epoch 5
+    load.envelope.initLoadRequest().setFragment(0);
+    as_coordinator.send("keeper/0", 5, load);
+  }
+  commit(3, 2, {9.0f, 9.0f});  // the dead coordinator's late commit
+  commit(3, 1, {1.0f, 2.0f});  // its retry of round 1, same bytes
+  commit(5, 2, {3.0f, 4.0f});  // the successor's round 2
+  ASSERT_TRUE(coord_obs.wait_for([&] { return acks().size() == 4; }));
+  {
+    std::lock_guard<std::mutex> lock(coord_obs.mu);
+    const auto a = acks();
+    EXPECT_TRUE(a[0].first);
+    EXPECT_FALSE(a[1].first);
+    EXPECT_NE(a[1].second.find("stale_epoch"), std::string::npos) << a[1].second;
+    EXPECT_TRUE(a[2].first) << a[2].second;
+    EXPECT_TRUE(a[3].first) << a[3].second;
+  }
+  auto latest = checkpoints_.latest(0);
+  ASSERT_TRUE(latest && latest->has_value());
+  EXPECT_EQ((*latest)->round, 2u);
+  EXPECT_EQ((*latest)->theta, (std::vector<float>{3.0f, 4.0f}));
+
+  auto ask_chunk = [&](std::uint64_t round) {
+    wire::outgoing out;
+    auto req = out.envelope.initChunkRequest();
+    req.setFragment(0);
+    req.setRound(round);
+    req.setOffset(1);
+    req.setCount(100);
+    as_coordinator.send("keeper/0", 5, out);
+  };
+  auto chunks = [&] {
+    std::vector<wire::message_ptr> out;
+    for (const auto& m : coord_obs.received)
+      if (m->envelope().isChunkReply()) out.push_back(m);
+    return out;
+  };
+  ask_chunk(2);
+  ask_chunk(7);
+  ASSERT_TRUE(coord_obs.wait_for([&] { return chunks().size() == 2; }));
+  std::lock_guard<std::mutex> lock(coord_obs.mu);
+  const auto c = chunks();
+  EXPECT_TRUE(c[0]->envelope().getChunkReply().getFound());
+  ASSERT_EQ(c[0]->tensors().size(), 1u);
+  EXPECT_EQ(c[0]->tensors()[0].to_floats(), std::vector<float>{4.0f});  // from offset 1, clipped at the end
+  EXPECT_FALSE(c[1]->envelope().getChunkReply().getFound());
+  EXPECT_TRUE(c[1]->tensors().empty());
+}
+
 TEST_F(FencingTest, RepeatedStateRequestsAreAnsweredOnce) {
   spawn_coordinator(1);
   std::vector<float> init = {1.0f, 2.0f, 3.0f};
@@ -754,6 +831,21 @@ TEST_F(WorkerRecoveryTest, AChunkedStateTransferResumesFromTheNextKeeperWhenItsS
   // The digest matched: it trained H steps and contributed round 1.
   EXPECT_TRUE(coord_obs_.wait_for([&] { return seen_locked().second >= 1; }));
   EXPECT_EQ(seen().first, 1);  // one StateRequest: no fallback to the coordinator
+}
+
+// The node's link to the head came back (a restarted head): messages in flight may be
+// lost, so the worker sends its pending contribution again, bytes unchanged.
+TEST_F(WorkerRecoveryTest, AReconnectMakesTheWorkerResendItsPendingContribution) {
+  spawn_worker(600000);
+  ASSERT_TRUE(coord_obs_.wait_for([&] { return coord_obs_.received.size() >= 1; }));
+  send_state(0);
+  ASSERT_TRUE(coord_obs_.wait_for([&] { return seen_locked().second >= 1; }));
+  caf::anon_send(dir_.find("worker/1.0"), resend_atom::value);
+  ASSERT_TRUE(coord_obs_.wait_for([&] { return seen_locked().second >= 2; })) << "nothing resent";
+  const auto [first, again] = contributions(0, 1);
+  EXPECT_EQ(again->envelope().getContribution().getRound(), 1u);
+  EXPECT_EQ(again->tensors()[0].data, first->tensors()[0].data);
+  EXPECT_EQ(seen().first, 1);
 }
 
 // A re-placed coordinator announces the committed state without being asked, in its new
