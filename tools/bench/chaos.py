@@ -35,7 +35,7 @@ import subprocess
 import sys
 import time
 
-from quality import read_metrics  # tools/bench/quality.py, next to this script
+from quality import pyplot_or_none, read_metrics  # tools/bench/quality.py, next to this script
 
 MODEL = ["--set", "model.layers=2", "--set", "model.width=64", "--set", "diloco.sync_every=20",
          "--set", "run.min_workers=2", "--set", "storage.keep_rounds=100000"]
@@ -274,12 +274,8 @@ def evaluate(lines, obs):
 
 
 def plot(obs, out):
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("chaos: matplotlib missing; no timeline.png", file=sys.stderr)
+    plt = pyplot_or_none("chaos", "timeline.png")
+    if plt is None:
         return
     t = [p[0] for p in obs["polls"]]
     fig, ax = plt.subplots(figsize=(10, 4))

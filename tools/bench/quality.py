@@ -88,13 +88,21 @@ def write_table(results, out):
     return "\n".join(rows)
 
 
-def write_plot(results, out):
+def pyplot_or_none(tool, image):
+    """matplotlib's pyplot without a display, or None (saying which image is skipped)."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        return plt
     except ImportError:
-        print("quality: matplotlib missing (apt-get install python3-matplotlib): no loss.png", file=sys.stderr)
+        print(f"{tool}: matplotlib missing (apt-get install python3-matplotlib): no {image}", file=sys.stderr)
+        return None
+
+
+def write_plot(results, out):
+    plt = pyplot_or_none("quality", "loss.png")
+    if plt is None:
         return
     fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.5))
     for r in results:
