@@ -2,12 +2,20 @@
 // What a worker trains: a model replica with its inner optimizer and data shard, seen
 // through fp32 fragments. This header is free of LibTorch on purpose: the actors compile
 // without it, and tests can train a fake replica. examples/torch_replica implements it.
+//
+// The outer-sync side (adopt_global, merge_global, encode_pseudo_gradient,
+// evaluate_global) has host implementations here, over read_fragment/write_fragment: the
+// replica keeps theta_global and the error-feedback residual of each fragment in host
+// memory. A replica whose parameters live on a GPU overrides them to keep both on the
+// device, so that only encoded bytes cross PCIe.
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "runtime/algorithm/codec.hpp"
 #include "runtime/config.hpp"
 
 namespace atl {
@@ -35,6 +43,28 @@ class replica {
   virtual void apply_gradients(std::int64_t step) = 0;
   // Mean held-out loss of the current parameters.
   virtual float evaluate() = 0;
+
+  // theta_global of fragment f (fragment_size(f) fp32 values) is the committed state:
+  // adopt makes it the local fragment too (a joiner, a resync); merge blends it in,
+  // local = alpha * local + (1 - alpha) * global (alpha = 0 is plain DiLoCo).
+  virtual void adopt_global(std::size_t f, const float* theta_global);
+  virtual void merge_global(std::size_t f, const float* theta_global, float alpha);
+  // The pseudo-gradient global - local of fragment f, encoded; with error feedback the
+  // residual of the last encoding is added and the new one kept. Typed errors:
+  // not_finite (the replica diverged), invalid_config (a bad chunk).
+  struct encoding {
+    codec_kind codec = codec_kind::fp32;
+    std::size_t chunk = 0;
+    bool error_feedback = false;
+  };
+  virtual status encode_pseudo_gradient(std::size_t f, const encoding& how, encoded_values& out);
+  // Held-out loss of theta_global (every fragment's global swapped in, then swapped back).
+  virtual float evaluate_global();
+
+ private:
+  struct host_sync;  // theta_global and residuals of the host implementations
+  std::shared_ptr<host_sync> host_;
+  host_sync& host();
 };
 
 struct replica_spec {

@@ -53,19 +53,8 @@ void request_state(self_ptr self, std::size_t f) {
   st.mail->send(coordinator_of(f), st.fragments[f].epoch, out);
 }
 
-// Held-out loss of theta_global (every fragment swapped in, then swapped back).
-float evaluate_global(worker_state& st) {
-  if (ddp(st)) return st.model->evaluate();  // replicas are identical in ddp
-  std::vector<std::vector<float>> local(st.fragments.size());
-  for (std::size_t f = 0; f < local.size(); ++f) {
-    local[f].resize(st.model->fragment_size(f));
-    st.model->read_fragment(f, local[f].data());
-    st.model->write_fragment(f, st.fragments[f].theta_global.data());
-  }
-  const float loss = st.model->evaluate();
-  for (std::size_t f = 0; f < local.size(); ++f) st.model->write_fragment(f, local[f].data());
-  return loss;
-}
+// Held-out loss of theta_global (replicas are identical in ddp).
+float evaluate_global(worker_state& st) { return ddp(st) ? st.model->evaluate() : st.model->evaluate_global(); }
 
 void report_progress(self_ptr self) {
   auto& st = self->state;
@@ -153,20 +142,11 @@ void send_pending(self_ptr self, std::size_t f) {
   frag.sent_at = st.now();  // a reopened round gets the whole result timeout
 }
 
-// Sends `values` (pseudo-gradient or gradient) of fragment f, encoded by the run's codec.
-void send_contribution(self_ptr self, std::size_t f, std::uint64_t round, const std::vector<float>& values,
-                       codec_kind codec, bool with_feedback) {
+// Sends the encoded pseudo-gradient (or gradient) of fragment f for `round`, and keeps it
+// until its result arrives.
+void send_contribution(self_ptr self, std::size_t f, std::uint64_t round, encoded_values enc) {
   auto& st = self->state;
   auto& frag = st.fragments[f];
-  encoded_values enc;
-  const auto chunk = static_cast<std::size_t>(st.cfg.run.codec_chunk);
-  auto err = with_feedback ? frag.feedback.encode(codec, values.data(), values.size(), chunk, enc)
-                           : encode(codec, values.data(), values.size(), chunk, enc);
-  if (err) {  // NaN or infinity: the replica diverged; let the supervisor restart it
-    log_error(st.cfg.id + ": cannot encode fragment " + std::to_string(f) + ": " + err.describe());
-    self->quit(caf::make_error(caf::sec::runtime_error));
-    return;
-  }
   frag.pending = std::move(enc);
   frag.pending_round = round;
   frag.awaiting_result = true;
@@ -174,6 +154,13 @@ void send_contribution(self_ptr self, std::size_t f, std::uint64_t round, const 
   frag.merge_at = st.step + st.cfg.run.overlap;
   send_pending(self, f);
   ATL_FAULT_POINT("worker.contributed");
+}
+
+// NaN or infinity in what a worker would send: the replica diverged; the supervisor
+// restarts it.
+void quit_on_encode_error(self_ptr self, std::size_t f, const status& err) {
+  log_error(self->state.cfg.id + ": cannot encode fragment " + std::to_string(f) + ": " + err.describe());
+  self->quit(caf::make_error(caf::sec::runtime_error));
 }
 
 // A refusal of fragment f's pending contribution. stale_epoch: the round opened in a newer
@@ -221,30 +208,21 @@ void ask_state_after_refusal(self_ptr self, std::size_t f) {
 // state is already that new (a joiner) has nothing to add to it.
 void contribute(self_ptr self, std::size_t f) {
   auto& st = self->state;
-  auto& frag = st.fragments[f];
   const auto round = st.schedule->round_at(static_cast<std::int64_t>(f), st.step);
-  if (frag.round >= round) return;
-  std::vector<float> delta(frag.theta_global.size());
-  st.model->read_fragment(f, delta.data());
-  for (std::size_t i = 0; i < delta.size(); ++i) delta[i] = frag.theta_global[i] - delta[i];
-  send_contribution(self, f, round, delta, st.codec, st.cfg.run.error_feedback);
+  if (st.fragments[f].round >= round) return;
+  const replica::encoding how{st.codec, static_cast<std::size_t>(st.cfg.run.codec_chunk), st.cfg.run.error_feedback};
+  encoded_values enc;
+  if (auto err = st.model->encode_pseudo_gradient(f, how, enc)) return quit_on_encode_error(self, f, err);
+  send_contribution(self, f, round, std::move(enc));
 }
 
 void merge(worker_state& st, std::size_t f) {
   auto& frag = st.fragments[f];
-  frag.theta_global = std::move(frag.result);
+  st.model->merge_global(f, frag.result.data(), static_cast<float>(st.cfg.run.alpha));
+  frag.result = {};
   frag.round = frag.result_round;
   frag.awaiting_result = frag.result_ready = false;
   frag.pending = {};
-  const auto alpha = static_cast<float>(st.cfg.run.alpha);
-  if (alpha == 0.0f) {
-    st.model->write_fragment(f, frag.theta_global.data());
-    return;
-  }
-  std::vector<float> local(frag.theta_global.size());
-  st.model->read_fragment(f, local.data());
-  for (std::size_t i = 0; i < local.size(); ++i) local[i] = alpha * local[i] + (1.0f - alpha) * frag.theta_global[i];
-  st.model->write_fragment(f, local.data());
 }
 
 // Merges every result due before `step` trains; false if one has not arrived (blocked).
@@ -306,7 +284,9 @@ void on_step_ddp(self_ptr self) {
   for (std::size_t f = 0; f < st.fragments.size() && st.current == phase::training; ++f) {
     std::vector<float> grads(st.model->fragment_size(f));
     st.model->read_gradients(f, grads.data());
-    send_contribution(self, f, st.fragments[f].round + 1, grads, codec_kind::fp32, false);  // one round a step
+    encoded_values enc;
+    if (auto err = encode(codec_kind::fp32, grads.data(), grads.size(), 0, enc)) return quit_on_encode_error(self, f, err);
+    send_contribution(self, f, st.fragments[f].round + 1, std::move(enc));  // one round a step
   }
   if (st.current == phase::training) block(st);
 }
@@ -348,8 +328,7 @@ void apply_state(self_ptr self, std::size_t f, std::uint64_t round, std::uint64_
   auto& st = self->state;
   auto& frag = st.fragments[f];
   frag.fetch.cancel();  // a transfer of an older round, if any, is moot
-  frag.theta_global = std::move(theta);
-  st.model->write_fragment(f, frag.theta_global.data());
+  st.model->adopt_global(f, theta.data());
   frag.round = round;
   frag.awaiting_state = false;
   frag.awaiting_result = frag.result_ready = false;

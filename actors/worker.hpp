@@ -62,7 +62,8 @@ struct worker_config {
 
 // One fragment as the worker sees it.
 struct fragment_sync {
-  std::vector<float> theta_global;  // last merged global parameters (or fp32 grads in ddp)
+  // theta_global itself is kept by the replica (replica::adopt_global / merge_global),
+  // on the device the replica trains on.
   std::uint64_t round = 0;          // last merged round
   std::uint64_t epoch = 0;          // epoch of the coordinator's open round, as last heard from it
   bool awaiting_state = false;      // StateRequest sent, FragmentState not yet here
@@ -78,7 +79,6 @@ struct fragment_sync {
   bool result_ready = false;
   std::vector<float> result;        // the released values of round result_round
   std::uint64_t result_round = 0;
-  error_feedback feedback;          // residual of the codec (diloco.error_feedback)
   state_fetch fetch;                // a large fragment's state arriving in chunks from keepers
   std::uint64_t fetch_epoch = 0;    // of the FragmentState that started it
   std::chrono::steady_clock::time_point chunk_asked_at;
