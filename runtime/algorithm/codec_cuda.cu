@@ -1,7 +1,11 @@
 // CUDA codecs: one thread block per chunk for the scaled formats (a shared-memory max
-// reduction, then quantization), one thread per value for the others.
+// reduction, then quantization), one thread per value for the others. Every kernel also
+// raises a device flag when it meets a non-finite value, so the refusal needs no second
+// pass. Rounding is spelled out (__fsub_rn, __fadd_rn, __fmul_rn) wherever nvcc could
+// otherwise contract into a fused multiply-add: the bytes must equal the CPU's.
 #include <cuda_runtime.h>
 
+#include <cstring>
 #include <string>
 
 #include "runtime/algorithm/codec_cuda.hpp"
@@ -14,13 +18,20 @@ namespace {
 using namespace codec_scalar;
 constexpr int block_threads = 256;
 
+__device__ inline void flag_if_not_finite(float v, int* bad) {
+  if (!isfinite(v)) *bad = 1;  // benign race: every writer writes 1
+}
+
 __global__ void encode_scaled(const float* x, std::size_t n, std::size_t chunk, bool fp4, float* scales,
-                              std::uint8_t* out) {
+                              std::uint8_t* out, int* bad) {
   __shared__ float partial[block_threads];
   const std::size_t begin = static_cast<std::size_t>(blockIdx.x) * chunk;
   const std::size_t end = begin + chunk < n ? begin + chunk : n;
   float m = 0.0f;
-  for (std::size_t i = begin + threadIdx.x; i < end; i += blockDim.x) m = fmaxf(m, fabsf(x[i]));
+  for (std::size_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    flag_if_not_finite(x[i], bad);
+    m = fmaxf(m, fabsf(x[i]));
+  }
   partial[threadIdx.x] = m;
   __syncthreads();
   for (int s = blockDim.x / 2; s > 0; s /= 2) {
@@ -43,14 +54,21 @@ __global__ void encode_scaled(const float* x, std::size_t n, std::size_t chunk, 
   }
 }
 
-__global__ void encode_half(const float* x, std::size_t n, bool bf16, std::uint8_t* out) {
+__global__ void encode_half(const float* x, std::size_t n, bool bf16, std::uint8_t* out, int* bad) {
   const std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
+  flag_if_not_finite(x[i], bad);
   const std::uint16_t h = bf16 ? to_bf16(x[i]) : to_fp16(x[i]);
   out[2 * i] = static_cast<std::uint8_t>(h);
   out[2 * i + 1] = static_cast<std::uint8_t>(h >> 8);
 }
 
+__global__ void check_finite(const float* x, std::size_t n, int* bad) {
+  const std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) flag_if_not_finite(x[i], bad);
+}
+
+// fp32 is not handled here: its codes are the values (a copy).
 __global__ void decode_values(const std::uint8_t* p, std::size_t n, int kind, std::size_t chunk, const float* scales,
                               float* out) {
   const std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -59,23 +77,30 @@ __global__ void decode_values(const std::uint8_t* p, std::size_t n, int kind, st
     case codec_kind::fp32: break;
     case codec_kind::bf16: out[i] = from_bf16(static_cast<std::uint16_t>(p[2 * i] | (p[2 * i + 1] << 8))); break;
     case codec_kind::fp16: out[i] = from_fp16(static_cast<std::uint16_t>(p[2 * i] | (p[2 * i + 1] << 8))); break;
-    case codec_kind::int8: out[i] = static_cast<float>(static_cast<std::int8_t>(p[i])) * scales[i / chunk]; break;
+    case codec_kind::int8:
+      out[i] = __fmul_rn(static_cast<float>(static_cast<std::int8_t>(p[i])), scales[i / chunk]);
+      break;
     case codec_kind::fp4: {
       const std::uint8_t code = i % 2 == 0 ? (p[i / 2] & 0x0F) : (p[i / 2] >> 4);
-      out[i] = from_fp4(code) * scales[i / chunk];
+      out[i] = __fmul_rn(from_fp4(code), scales[i / chunk]);
       break;
     }
   }
 }
 
-// Device buffers released on every path out.
-struct device_buffer {
-  void* ptr = nullptr;
-  cudaError_t alloc(std::size_t bytes) { return bytes ? cudaMalloc(&ptr, bytes) : cudaSuccess; }
-  ~device_buffer() {
-    if (ptr) cudaFree(ptr);
-  }
-};
+// target = (global - local) [+ residual], rounded as the host's two separate operations.
+__global__ void pseudo_gradient(const float* global, const float* local, const float* residual, std::size_t n,
+                                float* target) {
+  const std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const float delta = __fsub_rn(global[i], local[i]);
+  target[i] = residual ? __fadd_rn(delta, residual[i]) : delta;
+}
+
+__global__ void new_residual(const float* target, const float* sent, std::size_t n, float* residual) {
+  const std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) residual[i] = __fsub_rn(target[i], sent[i]);
+}
 
 status cuda_error(const char* what, cudaError_t e) {
   return make_error(errc::not_ready, std::string(what) + ": " + cudaGetErrorString(e));
@@ -83,68 +108,199 @@ status cuda_error(const char* what, cudaError_t e) {
 
 unsigned blocks_for(std::size_t n) { return static_cast<unsigned>((n + block_threads - 1) / block_threads); }
 
+bool is_scaled(codec_kind kind) { return kind == codec_kind::int8 || kind == codec_kind::fp4; }
+
+// A buffer that grows and is released on every path out: device memory or pinned host memory.
+template <bool pinned>
+struct grow_buffer {
+  void* ptr = nullptr;
+  std::size_t bytes = 0;
+  cudaError_t reserve(std::size_t want) {
+    if (want <= bytes) return cudaSuccess;
+    release();
+    const cudaError_t e = pinned ? cudaMallocHost(&ptr, want) : cudaMalloc(&ptr, want);
+    if (e != cudaSuccess) {
+      ptr = nullptr;
+      return e;
+    }
+    bytes = want;
+    return cudaSuccess;
+  }
+  void release() {
+    if (ptr) pinned ? cudaFreeHost(ptr) : cudaFree(ptr);
+    ptr = nullptr;
+    bytes = 0;
+  }
+  ~grow_buffer() { release(); }
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(ptr);
+  }
+};
+
 }  // namespace
 
-bool cuda_codecs_available() {
-  int devices = 0;
-  return cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0;
-}
+struct device_codec::impl {
+  int device = 0;
+  grow_buffer<false> target, sent, payload, scales, flag;  // device
+  grow_buffer<true> host_payload, host_scales, host_flag;  // pinned host
 
-status encode_cuda(codec_kind kind, const float* values, std::size_t count, std::size_t chunk, encoded_values& out) {
-  if (!all_finite(values, count)) return make_error(errc::not_finite, "cannot encode NaN or infinity");
-  const bool scaled = kind == codec_kind::int8 || kind == codec_kind::fp4;
-  if (scaled && (chunk == 0 || (kind == codec_kind::fp4 && chunk % 2 != 0)))
-    return make_error(errc::invalid_config, "codec chunk must be positive (and even for fp4)");
-  out.kind = kind;
-  out.count = count;
-  out.chunk = scaled ? chunk : 0;
-  out.payload.assign(payload_bytes(kind, count), 0);
-  out.scales.assign(scale_count(kind, count, chunk), 0.0f);
-  if (kind == codec_kind::fp32 || count == 0) {
-    if (count) std::memcpy(out.payload.data(), values, count * 4);
+  // Encodes `values` (device) into the device payload/scales and copies the codes to `out`.
+  status encode(codec_kind kind, const float* values, std::size_t count, std::size_t chunk, cudaStream_t stream,
+                encoded_values& out) {
+    if (is_scaled(kind) && (chunk == 0 || (kind == codec_kind::fp4 && chunk % 2 != 0)))
+      return make_error(errc::invalid_config, "codec chunk must be positive (and even for fp4)");
+    out.kind = kind;
+    out.count = count;
+    out.chunk = is_scaled(kind) ? chunk : 0;
+    const std::size_t payload_size = payload_bytes(kind, count);
+    const std::size_t scale_bytes = scale_count(kind, count, chunk) * sizeof(float);
+    cudaError_t e;
+    if ((e = payload.reserve(payload_size)) || (e = scales.reserve(scale_bytes)) || (e = flag.reserve(sizeof(int))) ||
+        (e = host_payload.reserve(payload_size)) || (e = host_scales.reserve(scale_bytes)) ||
+        (e = host_flag.reserve(sizeof(int))))
+      return cuda_error("allocating codec buffers", e);
+    if ((e = cudaMemsetAsync(flag.ptr, 0, sizeof(int), stream))) return cuda_error("cudaMemsetAsync", e);
+    if (count > 0) {
+      int* bad = flag.as<int>();
+      if (is_scaled(kind))
+        encode_scaled<<<static_cast<unsigned>(scale_bytes / sizeof(float)), block_threads, 0, stream>>>(
+            values, count, chunk, kind == codec_kind::fp4, scales.as<float>(), payload.as<std::uint8_t>(), bad);
+      else if (kind == codec_kind::fp32)
+        check_finite<<<blocks_for(count), block_threads, 0, stream>>>(values, count, bad);
+      else
+        encode_half<<<blocks_for(count), block_threads, 0, stream>>>(values, count, kind == codec_kind::bf16,
+                                                                     payload.as<std::uint8_t>(), bad);
+      if ((e = cudaGetLastError())) return cuda_error("encode kernel", e);
+      // fp32's codes are the values themselves: one copy, straight from them.
+      const void* codes = kind == codec_kind::fp32 ? static_cast<const void*>(values) : payload.ptr;
+      if ((e = cudaMemcpyAsync(host_payload.ptr, codes, payload_size, cudaMemcpyDeviceToHost, stream)) ||
+          (e = cudaMemcpyAsync(host_scales.ptr, scales.ptr, scale_bytes, cudaMemcpyDeviceToHost, stream)))
+        return cuda_error("copying the codes to the host", e);
+    }
+    if ((e = cudaMemcpyAsync(host_flag.ptr, flag.ptr, sizeof(int), cudaMemcpyDeviceToHost, stream)) ||
+        (e = cudaStreamSynchronize(stream)))
+      return cuda_error("encode", e);
+    if (*host_flag.as<int>() != 0) return make_error(errc::not_finite, "cannot encode NaN or infinity");
+    out.payload.assign(host_payload.as<std::uint8_t>(), host_payload.as<std::uint8_t>() + payload_size);
+    out.scales.assign(host_scales.as<float>(), host_scales.as<float>() + scale_bytes / sizeof(float));
     return {};
   }
-  device_buffer x, payload, scales;
+};
+
+device_codec::device_codec(int device_ordinal) : impl_(std::make_unique<impl>()) { impl_->device = device_ordinal; }
+device_codec::~device_codec() = default;
+
+status device_codec::encode(codec_kind kind, const float* values, std::size_t count, std::size_t chunk, void* stream,
+                            encoded_values& out) {
+  if (cudaError_t e = cudaSetDevice(impl_->device)) return cuda_error("cudaSetDevice", e);
+  return impl_->encode(kind, values, count, chunk, static_cast<cudaStream_t>(stream), out);
+}
+
+status device_codec::encode_delta(codec_kind kind, const float* global, const float* local, float* residual,
+                                  std::size_t count, std::size_t chunk, void* stream_ptr, encoded_values& out) {
+  auto& d = *impl_;
+  const auto stream = static_cast<cudaStream_t>(stream_ptr);
   cudaError_t e;
-  if ((e = x.alloc(count * 4)) || (e = payload.alloc(out.payload.size())) || (e = scales.alloc(out.scales.size() * 4)))
-    return cuda_error("cudaMalloc", e);
-  if ((e = cudaMemcpy(x.ptr, values, count * 4, cudaMemcpyHostToDevice))) return cuda_error("copy in", e);
-  const auto* dx = static_cast<const float*>(x.ptr);
-  auto* dp = static_cast<std::uint8_t*>(payload.ptr);
-  if (scaled)
-    encode_scaled<<<static_cast<unsigned>(out.scales.size()), block_threads>>>(
-        dx, count, chunk, kind == codec_kind::fp4, static_cast<float*>(scales.ptr), dp);
-  else
-    encode_half<<<blocks_for(count), block_threads>>>(dx, count, kind == codec_kind::bf16, dp);
-  if ((e = cudaGetLastError())) return cuda_error("encode kernel", e);
-  if ((e = cudaMemcpy(out.payload.data(), dp, out.payload.size(), cudaMemcpyDeviceToHost))) return cuda_error("copy out", e);
-  if (scaled && (e = cudaMemcpy(out.scales.data(), scales.ptr, out.scales.size() * 4, cudaMemcpyDeviceToHost)))
-    return cuda_error("copy scales", e);
+  if ((e = cudaSetDevice(d.device))) return cuda_error("cudaSetDevice", e);
+  if ((e = d.target.reserve(count * sizeof(float)))) return cuda_error("allocating the pseudo-gradient", e);
+  float* target = d.target.as<float>();
+  if (count > 0) {
+    pseudo_gradient<<<blocks_for(count), block_threads, 0, stream>>>(global, local, residual, count, target);
+    if ((e = cudaGetLastError())) return cuda_error("pseudo-gradient kernel", e);
+  }
+  if (auto err = d.encode(kind, target, count, chunk, stream, out)) return err;  // the residual is untouched
+  if (!residual || count == 0) return {};
+  if (kind == codec_kind::fp32) {  // sent exactly: target - target is +0 for every finite value
+    if ((e = cudaMemsetAsync(residual, 0, count * sizeof(float), stream))) return cuda_error("residual", e);
+    return {};
+  }
+  if ((e = d.sent.reserve(count * sizeof(float)))) return cuda_error("allocating the residual scratch", e);
+  decode_values<<<blocks_for(count), block_threads, 0, stream>>>(d.payload.as<std::uint8_t>(), count,
+                                                                static_cast<int>(kind), out.chunk,
+                                                                d.scales.as<float>(), d.sent.as<float>());
+  new_residual<<<blocks_for(count), block_threads, 0, stream>>>(target, d.sent.as<float>(), count, residual);
+  if ((e = cudaGetLastError())) return cuda_error("residual kernels", e);
   return {};
 }
 
-status decode_cuda(const encoded_values& in, float* values) {
-  // The same size checks as the CPU decoder, on the host.
+status device_codec::decode(const encoded_values& in, float* values, void* stream_ptr) {
+  // The same checks as the CPU decoder, on the host, before any byte moves.
+  if (in.kind > codec_kind::fp4) return make_error(errc::tensor_mismatch, "unknown codec");
   if (in.payload.size() != payload_bytes(in.kind, in.count)) return make_error(errc::tensor_mismatch, "payload size");
-  const bool scaled = in.kind == codec_kind::int8 || in.kind == codec_kind::fp4;
-  if (scaled && (in.chunk == 0 || in.scales.size() != scale_count(in.kind, in.count, in.chunk)))
+  const bool scaled = is_scaled(in.kind);
+  if (scaled && (in.chunk == 0 || in.scales.size() != scale_count(in.kind, in.count, in.chunk) ||
+                 (in.kind == codec_kind::fp4 && in.chunk % 2 != 0)))
     return make_error(errc::tensor_mismatch, "scales do not match the chunking");
-  if (in.kind == codec_kind::fp32 || in.count == 0) {
-    if (in.count) std::memcpy(values, in.payload.data(), in.count * 4);
-    return {};
-  }
-  device_buffer payload, scales, out;
+  if (scaled && !all_finite(in.scales.data(), in.scales.size())) return make_error(errc::not_finite, "scale");
+  if (in.count == 0) return {};
+  auto& d = *impl_;
+  const auto stream = static_cast<cudaStream_t>(stream_ptr);
+  const std::size_t scale_bytes = in.scales.size() * sizeof(float);
   cudaError_t e;
-  if ((e = payload.alloc(in.payload.size())) || (e = scales.alloc(in.scales.size() * 4)) || (e = out.alloc(in.count * 4)))
-    return cuda_error("cudaMalloc", e);
-  if ((e = cudaMemcpy(payload.ptr, in.payload.data(), in.payload.size(), cudaMemcpyHostToDevice))) return cuda_error("copy in", e);
-  if (scaled && (e = cudaMemcpy(scales.ptr, in.scales.data(), in.scales.size() * 4, cudaMemcpyHostToDevice)))
-    return cuda_error("copy scales", e);
-  decode_values<<<blocks_for(in.count), block_threads>>>(static_cast<const std::uint8_t*>(payload.ptr), in.count,
-                                                         static_cast<int>(in.kind), in.chunk,
-                                                         static_cast<const float*>(scales.ptr), static_cast<float*>(out.ptr));
-  if ((e = cudaGetLastError())) return cuda_error("decode kernel", e);
-  if ((e = cudaMemcpy(values, out.ptr, in.count * 4, cudaMemcpyDeviceToHost))) return cuda_error("copy out", e);
+  if ((e = cudaSetDevice(d.device))) return cuda_error("cudaSetDevice", e);
+  if ((e = d.host_payload.reserve(in.payload.size())) || (e = d.host_scales.reserve(scale_bytes)) ||
+      (e = d.payload.reserve(in.payload.size())) || (e = d.scales.reserve(scale_bytes)))
+    return cuda_error("allocating codec buffers", e);
+  std::memcpy(d.host_payload.ptr, in.payload.data(), in.payload.size());
+  if (scale_bytes) std::memcpy(d.host_scales.ptr, in.scales.data(), scale_bytes);
+  void* codes_to = in.kind == codec_kind::fp32 ? static_cast<void*>(values) : d.payload.ptr;
+  if ((e = cudaMemcpyAsync(codes_to, d.host_payload.ptr, in.payload.size(), cudaMemcpyHostToDevice, stream)) ||
+      (e = cudaMemcpyAsync(d.scales.ptr, d.host_scales.ptr, scale_bytes, cudaMemcpyHostToDevice, stream)))
+    return cuda_error("copying the codes to the device", e);
+  if (in.kind != codec_kind::fp32) {
+    decode_values<<<blocks_for(in.count), block_threads, 0, stream>>>(d.payload.as<std::uint8_t>(), in.count,
+                                                                      static_cast<int>(in.kind), in.chunk,
+                                                                      d.scales.as<float>(), values);
+    if ((e = cudaGetLastError())) return cuda_error("decode kernel", e);
+  }
+  // The pinned buffers are reused by the next call: wait until the copies have read them.
+  if ((e = cudaStreamSynchronize(stream))) return cuda_error("decode", e);
+  return {};
+}
+
+bool cuda_codecs_available() { return cuda_device_count_runtime() > 0; }
+
+int cuda_device_count_runtime() {
+  int devices = 0;
+  return cudaGetDeviceCount(&devices) == cudaSuccess ? devices : 0;
+}
+
+expected<device_memory> cuda_device_memory(int ordinal) {
+  const int devices = cuda_device_count_runtime();
+  if (ordinal < 0 || ordinal >= devices)
+    return make_error(errc::invalid_config, "no CUDA device " + std::to_string(ordinal) + " (the driver reports " +
+                                                std::to_string(devices) + ")");
+  int previous = 0;
+  cudaGetDevice(&previous);
+  device_memory m;
+  cudaError_t e = cudaSetDevice(ordinal);
+  if (e == cudaSuccess) e = cudaMemGetInfo(&m.free_bytes, &m.total_bytes);
+  cudaSetDevice(previous);
+  if (e != cudaSuccess) return cuda_error("cudaMemGetInfo", e);
+  return m;
+}
+
+// Host values: staged through device buffers that live for this call only.
+status encode_cuda(codec_kind kind, const float* values, std::size_t count, std::size_t chunk, encoded_values& out) {
+  if (!all_finite(values, count)) return make_error(errc::not_finite, "cannot encode NaN or infinity");
+  if (kind == codec_kind::fp32) return atl::encode(kind, values, count, chunk, out);  // a copy: no device needed
+  grow_buffer<false> x;
+  cudaError_t e;
+  if ((e = x.reserve(count * sizeof(float)))) return cuda_error("cudaMalloc", e);
+  if (count && (e = cudaMemcpy(x.ptr, values, count * sizeof(float), cudaMemcpyHostToDevice)))
+    return cuda_error("copy in", e);
+  return device_codec().encode(kind, x.as<float>(), count, chunk, nullptr, out);
+}
+
+status decode_cuda(const encoded_values& in, float* values) {
+  if (in.kind == codec_kind::fp32) return atl::decode(in, values);  // a copy: no device needed
+  grow_buffer<false> x;
+  cudaError_t e;
+  if ((e = x.reserve(in.count * sizeof(float)))) return cuda_error("cudaMalloc", e);
+  if (auto err = device_codec().decode(in, x.as<float>(), nullptr)) return err;
+  if (in.count && (e = cudaMemcpy(values, x.ptr, in.count * sizeof(float), cudaMemcpyDeviceToHost)))
+    return cuda_error("copy out", e);
   return {};
 }
 
