@@ -19,7 +19,7 @@ namespace atl {
 
 // LibTorch's intra-op threads for this process (two workers on two cores want one each).
 void set_compute_threads(int threads);
+// CUDA devices the linked LibTorch sees (0 with a CPU-only LibTorch such as Debian's).
 std::size_t cuda_device_count();
-bool cuda_device_available(const std::string& device);  // "cuda:N"
 
 }  // namespace atl

@@ -218,6 +218,11 @@ TEST(Process, BadCommandLinesAreRefusedByName) {
       {{"up", "--run-dir", dir.sub("h2"), "--listen", "tcp://0.0.0.0:0"}, "--keys DIR"},
       {{"up", "--run-dir", dir.sub("h3"), "--keys", dir.sub("no-keys")}, "head.key"},
       {{"join", "--head", "tcp://127.0.0.1:1", "--keys", dir.sub("keys"), "--insecure"}, "--insecure"},
+      // Devices are checked before the node registers (no LibTorch has a cuda:900).
+      {{"join", "--head", "tcp://127.0.0.1:1", "--devices", "cpu,gpu0"}, "unknown device 'gpu0'"},
+      {{"join", "--head", "tcp://127.0.0.1:1", "--devices", "cuda:900"}, "device cuda:900"},
+      {{"join", "--head", "tcp://127.0.0.1:1", "--devices", "cpu,,cpu"}, "empty entry"},
+      {{"local", "--devices", "cuda:0", "--workers-per-node", "2"}, "not both"},
   };
   for (const auto& [args, needle] : cases) {
     std::vector<std::string> argv = {ATOLL_BIN};

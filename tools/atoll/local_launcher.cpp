@@ -256,8 +256,8 @@ int run_local(const local_options& opt) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   for (int n = 0; n < opt.nodes; ++n) {
-    std::string devices = "cpu";
-    for (int k = 1; k < opt.workers_per_node; ++k) devices += ",cpu";
+    std::string devices = opt.devices.empty() ? "cpu" : opt.devices;
+    for (int k = 1; opt.devices.empty() && k < opt.workers_per_node; ++k) devices += ",cpu";
     const std::string name = "node" + std::to_string(n + 1);
     children.push_back(spawn_child(name,
                                    {exe, "join", "--head", head, "--run-dir", run_dir + "/" + name, "--devices",

@@ -10,12 +10,13 @@
 
 namespace {
 
+// Empty entries are kept: the node refuses them by name (runtime/device.hpp).
 std::vector<std::string> split_devices(const std::string& list) {
   std::vector<std::string> out;
   std::string cur;
   for (char c : list + ",") {
     if (c == ',') {
-      if (!cur.empty()) out.push_back(cur);
+      out.push_back(cur);
       cur.clear();
     } else {
       cur += c;
@@ -100,6 +101,8 @@ int main(int argc, char** argv) {
   loc->add_option("--workers-per-node", local.workers_per_node, "workers per node")
       ->capture_default_str()
       ->check(CLI::Range(1, 64));
+  loc->add_option("--devices", local.devices,
+                  "each node's devices, e.g. cuda:0 (one worker per entry; default: cpu per worker)");
   loc->add_option("--example", local.example, "registered example (default: shakespeare)");
   loc->add_option("--steps", local.steps, "inner steps per worker (default: from config)")->check(CLI::Range(1L, 1000000000L));
   loc->add_option("--config", local.config_file, "TOML config (see `atoll config`)")->check(CLI::ExistingFile);
@@ -137,14 +140,17 @@ int main(int argc, char** argv) {
   }
   if (*join) {
     node.devices = split_devices(devices);
-    if (node.devices.empty()) {
-      std::cerr << "atoll join: --devices is empty\n";
-      return 2;
-    }
     return atl::run_node(node);
   }
   if (*loc) {
     local_flags.append_to(local.overrides);
+    if (!local.devices.empty()) {
+      if (local.workers_per_node != 1) {
+        std::cerr << "atoll local: give --devices or --workers-per-node, not both\n";
+        return 2;
+      }
+      local.workers_per_node = static_cast<int>(split_devices(local.devices).size());
+    }
     return atl::run_local(local);
   }
   if (*keygen) {

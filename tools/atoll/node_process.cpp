@@ -10,11 +10,39 @@
 #include "actors/messages.hpp"
 #include "actors/node_agent.hpp"
 #include "examples/tasks.hpp"
+#include "runtime/algorithm/codec_cuda.hpp"
+#include "runtime/device.hpp"
 #include "runtime/log.hpp"
 #include "runtime/zmq_transport.hpp"
 #include "tools/atoll/processes.hpp"
 
 namespace atl {
+namespace {
+
+// The devices must exist and be usable before the node registers: a worker that cannot
+// start would only fail later, on every restart.
+bool check_devices(const std::vector<std::string>& devices) {
+  std::string list;
+  for (const auto& d : devices) list += (list.empty() ? "" : ",") + d;
+  device_inventory inventory;
+  const bool wants_cuda = list.find("cuda") != std::string::npos;
+  if (wants_cuda) {  // CUDA is initialised only when asked for
+    inventory.torch_cuda_devices = cuda_device_count();
+    inventory.cuda_codecs = cuda_codecs_available();
+    for (std::size_t i = 0; i < inventory.torch_cuda_devices; ++i) {
+      auto memory = cuda_device_memory(static_cast<int>(i));
+      inventory.free_bytes.push_back(memory ? memory->free_bytes : SIZE_MAX);  // unknown: LibTorch will tell
+    }
+  }
+  auto planned = plan_devices(list, inventory);
+  if (!planned) {
+    std::cerr << "atoll join: " << planned.err().message << "\n";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
 
 int run_node(const node_options& opt) {
   set_log_name("atoll node");
@@ -23,19 +51,7 @@ int run_node(const node_options& opt) {
     std::cerr << "atoll join: --head tcp://HOST:PORT is required\n";
     return 2;
   }
-  for (const auto& d : opt.devices) {
-    if (d == "cpu") continue;
-    if (d.rfind("cuda:", 0) == 0) {
-      if (!cuda_device_available(d)) {
-        std::cerr << "atoll join: device " << d << " is not available (this LibTorch sees "
-                  << cuda_device_count() << " CUDA device(s))\n";
-        return 2;
-      }
-      continue;
-    }
-    std::cerr << "atoll join: unknown device '" << d << "' (use cpu or cuda:N)\n";
-    return 2;
-  }
+  if (!check_devices(opt.devices)) return 2;
   auto security =
       resolve_link_security(link_side::client, opt.head, opt.keys_dir, opt.client_key, opt.insecure, "atoll join");
   if (!security) {

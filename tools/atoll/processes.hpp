@@ -36,6 +36,7 @@ int run_node(const node_options& opt);
 struct local_options {
   int nodes = 2;
   int workers_per_node = 1;
+  std::string devices;  // each node's --devices; empty: "cpu" per worker
   std::string example;
   long steps = 0;  // 0: from config
   std::string config_file;
