@@ -8,6 +8,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include <torch/version.h>
+
 #include "examples/task.hpp"
 
 namespace atl {
@@ -27,9 +29,16 @@ struct block_impl : torch::nn::Module {
     const auto b = x.size(0), t = x.size(1), c = x.size(2);
     auto qkv_out = qkv(ln1(x)).view({b, t, 3, heads_, c / heads_}).permute({2, 0, 3, 1, 4});
     auto q = qkv_out[0], k = qkv_out[1], v = qkv_out[2];
+#if TORCH_VERSION_MAJOR >= 2
+    // The fused kernel (flash attention on a GPU) computes the same causal softmax attention.
+    (void)causal_mask;
+    auto y = at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true);
+#else
     auto att = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(c / heads_));
     att = torch::softmax(att.masked_fill(causal_mask.slice(0, 0, t).slice(1, 0, t), -INFINITY), -1);
-    auto y = torch::matmul(att, v).transpose(1, 2).contiguous().view({b, t, c});
+    auto y = torch::matmul(att, v);
+#endif
+    y = y.transpose(1, 2).contiguous().view({b, t, c});
     auto h = x + proj(y);
     return h + fc_proj(torch::gelu(fc(ln2(h))));
   }

@@ -1,26 +1,68 @@
 // replica over a LibTorch task: inner AdamW with linear warm-up, cosine decay to
-// min_lr_ratio * lr at the last step, and global gradient-norm clipping.
+// min_lr_ratio * lr at the last step, and global gradient-norm clipping
+// (examples/inner_optimizer.hpp).
 //
 // Fragments: the task's layer groups (for the GPT: embeddings, each block, the final norm)
 // are assigned strided, group g to fragment g mod P (the default of DESIGN.md section 1),
 // or sequential, contiguous runs of about G / P groups. A fragment's fp32 view is its
 // parameters flattened in group order.
+//
+// On a CUDA device the model, the optimizer state, theta_global and the error-feedback
+// residual live on the device (examples/device_fragments.hpp); batches are sampled on the
+// host and copied asynchronously from pinned memory; with model.precision = bf16 the
+// forward pass runs under autocast. One host synchronisation per step: the loss.
 #include <cmath>
 #include <cstring>
 
+#include <ATen/autocast_mode.h>
+#include <torch/version.h>
+
+#include "examples/device_fragments.hpp"
+#include "examples/inner_optimizer.hpp"
 #include "examples/task.hpp"
 #include "examples/tasks.hpp"
+#include "runtime/log.hpp"
 
 namespace atl {
 namespace {
 
+// bf16 autocast on CUDA for the scope's lifetime (thread-local in LibTorch, so it covers
+// only the worker's own thread). Does nothing when off.
+class autocast_scope {
+ public:
+  explicit autocast_scope(bool on) : on_(on) {
+    if (!on_) return;
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+    at::autocast::set_autocast_enabled(at::kCUDA, true);
+    at::autocast::set_autocast_dtype(at::kCUDA, at::kBFloat16);
+#else
+    at::autocast::set_enabled(true);
+    at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
+#endif
+    at::autocast::increment_nesting();
+  }
+  ~autocast_scope() {
+    if (!on_) return;
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+    at::autocast::set_autocast_enabled(at::kCUDA, false);
+#else
+    at::autocast::set_enabled(false);
+#endif
+    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();  // the bf16 weight copies
+  }
+  autocast_scope(const autocast_scope&) = delete;
+  autocast_scope& operator=(const autocast_scope&) = delete;
+
+ private:
+  bool on_;
+};
+
 class torch_replica : public replica {
  public:
   torch_replica(const run_config& cfg, const replica_spec& spec, std::unique_ptr<task> t)
-      : cfg_(cfg), device_(spec.device), task_(std::move(t)),
-        optimizer_(task_->model().parameters(),
-                   torch::optim::AdamWOptions(cfg.lr).weight_decay(cfg.weight_decay).betas({0.9, 0.95})) {
-    task_->model().to(device_);  // before the optimizer sees the parameters' storage
+      : cfg_(cfg), device_(spec.device), task_(std::move(t)) {
+    task_->model().to(device_);
+    optimizer_ = std::make_unique<inner_optimizer>(task_->model().parameters(), cfg, device_);
     const auto groups = task_->layer_groups();
     const std::size_t p_count = static_cast<std::size_t>(cfg.fragments);
     if (groups.size() < p_count)
@@ -30,6 +72,12 @@ class torch_replica : public replica {
     for (std::size_t g = 0; g < groups.size(); ++g) {
       const std::size_t f = cfg.assignment == "sequential" ? g * p_count / groups.size() : g % p_count;
       for (const auto& p : groups[g]) fragments_[f].push_back(p);
+    }
+    if (device_.is_cuda()) {
+      on_device_ = std::make_unique<device_fragments>(fragments_, device_);
+      bf16_ = cfg.precision == "bf16";
+      log_info("replica on " + device_.str() + ": " + (bf16_ ? "bf16 autocast" : "fp32") + ", " +
+               (optimizer_->fused() ? "fused AdamW" : "per-parameter AdamW"));
     }
   }
 
@@ -58,17 +106,13 @@ class torch_replica : public replica {
   }
 
   step_result train_step(std::int64_t step) override {
-    const auto result = compute_gradients(step);
+    const auto loss = forward_backward();
     apply_gradients(step);
-    return result;
+    return {loss.item<float>(), task_->tokens_per_batch()};  // after the step is queued: its only wait
   }
 
   step_result compute_gradients(std::int64_t) override {
-    task_->model().train();
-    optimizer_.zero_grad();
-    auto loss = task_->loss(on_device(task_->next_train_batch()));
-    loss.backward();
-    return {loss.item<float>(), task_->tokens_per_batch()};
+    return {forward_backward().item<float>(), task_->tokens_per_batch()};
   }
 
   void read_gradients(std::size_t f, float* values) const override {
@@ -89,24 +133,48 @@ class torch_replica : public replica {
     }
   }
 
-  void apply_gradients(std::int64_t step) override {
-    const double lr = learning_rate(step);
-    for (auto& group : optimizer_.param_groups())
-      static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
-    if (cfg_.grad_clip > 0) torch::nn::utils::clip_grad_norm_(task_->model().parameters(), cfg_.grad_clip);
-    optimizer_.step();
-  }
+  void apply_gradients(std::int64_t step) override { optimizer_->step(learning_rate(step)); }
 
   float evaluate() override {
     torch::NoGradGuard no_grad;
     task_->model().eval();
+    autocast_scope autocast(bf16_);
     double total = 0;
     const auto& batches = task_->eval_batches();
     for (const auto& b : batches) total += task_->loss(on_device(b)).item<double>();
     return static_cast<float>(total / static_cast<double>(batches.size()));
   }
 
+  // The outer-sync side: on the device when the replica trains on one, else the host
+  // implementations of replica.
+  void adopt_global(std::size_t f, const float* theta) override {
+    if (on_device_) on_device_->adopt(f, theta);
+    else replica::adopt_global(f, theta);
+  }
+  void merge_global(std::size_t f, const float* theta, float alpha) override {
+    if (on_device_) on_device_->merge(f, theta, alpha);
+    else replica::merge_global(f, theta, alpha);
+  }
+  status encode_pseudo_gradient(std::size_t f, const encoding& how, encoded_values& out) override {
+    return on_device_ ? on_device_->encode(f, how, out) : replica::encode_pseudo_gradient(f, how, out);
+  }
+  float evaluate_global() override {
+    return on_device_ ? on_device_->with_global([this] { return evaluate(); }) : replica::evaluate_global();
+  }
+
  private:
+  torch::Tensor forward_backward() {
+    task_->model().train();
+    optimizer_->zero_grad();
+    torch::Tensor loss;
+    {
+      autocast_scope autocast(bf16_);
+      loss = task_->loss(on_device(task_->next_train_batch()));
+    }
+    loss.backward();
+    return loss.detach();
+  }
+
   double learning_rate(std::int64_t step) const {
     if (step < cfg_.warmup_steps) return cfg_.lr * static_cast<double>(step + 1) / static_cast<double>(cfg_.warmup_steps);
     const double span = std::max<std::int64_t>(1, cfg_.steps - cfg_.warmup_steps);
@@ -115,16 +183,21 @@ class torch_replica : public replica {
     return cfg_.lr * (floor + (1.0 - floor) * 0.5 * (1.0 + std::cos(M_PI * progress)));
   }
 
+  // Host batches to the device: pinned, then an asynchronous copy ordered before the
+  // kernels that read it.
   batch on_device(const batch& b) const {
     if (device_.is_cpu()) return b;
-    return {b.inputs.to(device_), b.targets.to(device_)};
+    const auto to = torch::TensorOptions().device(device_);
+    return {b.inputs.pin_memory().to(to, /*non_blocking=*/true), b.targets.pin_memory().to(to, /*non_blocking=*/true)};
   }
 
   run_config cfg_;
   torch::Device device_;
   std::unique_ptr<task> task_;
-  torch::optim::AdamW optimizer_;
+  std::unique_ptr<inner_optimizer> optimizer_;
   std::vector<std::vector<torch::Tensor>> fragments_;
+  std::unique_ptr<device_fragments> on_device_;  // set on a CUDA device
+  bool bf16_ = false;
 };
 
 }  // namespace
@@ -133,23 +206,6 @@ replica_factory torch_replica_factory() {
   return [](const run_config& cfg, const replica_spec& spec) -> std::unique_ptr<replica> {
     return std::make_unique<torch_replica>(cfg, spec, make_task(cfg, spec));
   };
-}
-
-}  // namespace atl
-
-namespace atl {
-
-void set_compute_threads(int threads) {
-  torch::set_num_threads(threads);
-}
-
-std::size_t cuda_device_count() { return torch::cuda::device_count(); }
-
-bool cuda_device_available(const std::string& device) {
-  if (device.rfind("cuda:", 0) != 0 || device.size() == 5) return false;
-  for (std::size_t i = 5; i < device.size(); ++i)
-    if (device[i] < '0' || device[i] > '9') return false;
-  return std::stoul(device.substr(5)) < cuda_device_count();
 }
 
 }  // namespace atl

@@ -54,6 +54,10 @@ const std::vector<knob>& knobs() {
       {"model.width", &C::width, 1, 65536, "", "embedding width"},
       {"model.heads", &C::heads, 1, 1024, "", "attention heads (divides width)"},
       {"model.context", &C::context, 2, 65536, "tokens", "context length"},
+      {"model.precision", &C::precision, 0, 0, "",
+       "forward arithmetic of CUDA workers: bf16 autocast keeps parameters, optimizer state and the sync in "
+       "fp32; CPU workers always compute in fp32",
+       "fp32|bf16"},
       {"cluster.heartbeat_ms", &C::heartbeat_ms, 10, 3.6e6, "ms", "node heartbeat interval"},
       {"cluster.lease_ms", &C::lease_ms, 100, 3.6e6, "ms", "a node without heartbeat this long is dead"},
       {"cluster.restart_limit", &C::restart_limit, 0, 1000, "restarts",

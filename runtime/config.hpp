@@ -49,6 +49,7 @@ struct run_config {
   std::int64_t width = 128;
   std::int64_t heads = 4;
   std::int64_t context = 64;
+  std::string precision = "fp32";  // fp32 | bf16 (autocast on CUDA workers)
   // [cluster]
   std::int64_t heartbeat_ms = 1000;
   std::int64_t lease_ms = 20000;

@@ -1,0 +1,83 @@
+#include "examples/inner_optimizer.hpp"
+
+#include <torch/version.h>
+
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
+#define ATOLL_HAS_FUSED_ADAMW 1
+#endif
+
+namespace atl {
+
+constexpr double beta1 = 0.9, beta2 = 0.95, adam_eps = 1e-8;
+
+// The optimizer state of the fused kernel: one moment pair and one fp32 step count per
+// parameter, all on the parameters' device.
+struct inner_optimizer::fused_adamw {
+  std::vector<torch::Tensor> exp_avg, exp_avg_sq, steps;
+  double weight_decay = 0;
+};
+
+inner_optimizer::inner_optimizer(std::vector<torch::Tensor> params, const run_config& cfg,
+                                 const torch::Device& device)
+    : params_(std::move(params)), grad_clip_(cfg.grad_clip) {
+#ifdef ATOLL_HAS_FUSED_ADAMW
+  if (device.is_cuda()) {
+    fused_ = std::make_unique<fused_adamw>();
+    fused_->weight_decay = cfg.weight_decay;
+    for (const auto& p : params_) {
+      fused_->exp_avg.push_back(torch::zeros_like(p));
+      fused_->exp_avg_sq.push_back(torch::zeros_like(p));
+      fused_->steps.push_back(torch::zeros({}, p.options().dtype(torch::kFloat32)));
+    }
+    return;
+  }
+#endif
+  (void)device;
+  loop_ = std::make_unique<torch::optim::AdamW>(
+      params_, torch::optim::AdamWOptions(cfg.lr).weight_decay(cfg.weight_decay).betas({beta1, beta2}).eps(adam_eps));
+}
+
+inner_optimizer::~inner_optimizer() = default;
+
+bool inner_optimizer::fused() const { return fused_ != nullptr; }
+
+void inner_optimizer::zero_grad() {
+  if (loop_) {
+    loop_->zero_grad();
+    return;
+  }
+  for (auto& p : params_) p.mutable_grad() = torch::Tensor();  // set to none, as PyTorch does
+}
+
+void inner_optimizer::step(double lr) {
+  if (loop_) {
+    for (auto& group : loop_->param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
+    if (grad_clip_ > 0) torch::nn::utils::clip_grad_norm_(params_, grad_clip_);
+    loop_->step();
+    return;
+  }
+#ifdef ATOLL_HAS_FUSED_ADAMW
+  std::vector<torch::Tensor> params, grads, exp_avg, exp_avg_sq, steps;
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    if (!params_[i].grad().defined()) continue;
+    params.push_back(params_[i]);
+    grads.push_back(params_[i].grad());
+    exp_avg.push_back(fused_->exp_avg[i]);
+    exp_avg_sq.push_back(fused_->exp_avg_sq[i]);
+    steps.push_back(fused_->steps[i]);
+  }
+  if (params.empty()) return;
+  torch::NoGradGuard no_grad;
+  if (grad_clip_ > 0) {  // clip_grad_norm_'s arithmetic, without reading the norm back
+    const auto total = torch::stack(at::_foreach_norm(grads, 2)).norm(2);
+    at::_foreach_mul_(grads, torch::clamp_max(grad_clip_ / (total + 1e-6), 1.0));
+  }
+  at::_foreach_add_(steps, 1);
+  at::_fused_adamw_(params, grads, exp_avg, exp_avg_sq, {}, steps, lr, beta1, beta2, fused_->weight_decay, adam_eps,
+                    /*amsgrad=*/false, /*maximize=*/false);
+#else
+  (void)lr;
+#endif
+}
+
+}  // namespace atl
