@@ -1,0 +1,176 @@
+// gpu tier, in one process: the device codecs against the host ones, and the LibTorch
+// replica on cuda:0 (its theta_global, residuals and encodings on the device).
+#include <cstring>
+#include <random>
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "examples/tasks.hpp"
+#include "runtime/algorithm/codec_cuda.hpp"
+#include "tests/gpu_skip.hpp"
+
+namespace atl {
+namespace {
+
+std::vector<float> random_values(std::size_t n, unsigned seed, float spread) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, spread);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+torch::Tensor on_gpu(const std::vector<float>& v) {
+  return torch::from_blob(const_cast<float*>(v.data()), {static_cast<std::int64_t>(v.size())}, torch::kFloat32)
+      .to(torch::Device("cuda:0"));
+}
+
+std::vector<float> to_host(const torch::Tensor& t) {
+  auto c = t.to(torch::kCPU).contiguous();
+  return std::vector<float>(c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
+}
+
+TEST(DeviceCodec, EncodesAndFeedsBackTheSameBytesAsTheHostOverSeveralRounds) {
+  ATOLL_SKIP_WITHOUT_GPU();
+  for (auto kind : {codec_kind::fp32, codec_kind::bf16, codec_kind::fp16, codec_kind::int8, codec_kind::fp4})
+    for (std::size_t n : {1u, 255u, 257u, 4099u, 1000003u}) {
+      const auto global = random_values(n, static_cast<unsigned>(n), 1.0f);
+      error_feedback host;
+      device_codec device;
+      auto residual = torch::zeros({static_cast<std::int64_t>(n)}, torch::TensorOptions().device("cuda:0"));
+      auto g = on_gpu(global);
+      for (unsigned round = 0; round < 3; ++round) {
+        auto local = random_values(n, static_cast<unsigned>(n) * 7 + round, 1.0f);
+        if (n > 10) local[3] = global[3], local[9] = global[9] - 1e-30f;  // a zero and a tiny delta
+        std::vector<float> delta(n);
+        for (std::size_t i = 0; i < n; ++i) delta[i] = global[i] - local[i];
+        encoded_values want, got;
+        ASSERT_FALSE(host.encode(kind, delta.data(), n, 256, want));
+        auto l = on_gpu(local);
+        ASSERT_FALSE(device.encode_delta(kind, g.data_ptr<float>(), l.data_ptr<float>(), residual.data_ptr<float>(), n,
+                                         256, nullptr, got));
+        const std::string where = std::string(to_string(kind)) + " n=" + std::to_string(n) + " round " +
+                                  std::to_string(round);
+        ASSERT_EQ(want.payload, got.payload) << where;
+        ASSERT_EQ(want.scales, got.scales) << where;
+        const auto r = to_host(residual);
+        ASSERT_EQ(0, std::memcmp(r.data(), host.residual().data(), n * 4)) << where;
+        // Decoding on the device gives the host's values.
+        std::vector<float> a(n);
+        ASSERT_FALSE(decode(want, a.data()));
+        auto b = torch::full({static_cast<std::int64_t>(n)}, std::nanf(""), torch::TensorOptions().device("cuda:0"));
+        ASSERT_FALSE(device.decode(got, b.data_ptr<float>(), nullptr));
+        ASSERT_EQ(0, std::memcmp(a.data(), to_host(b).data(), n * 4)) << where;
+      }
+    }
+}
+
+TEST(DeviceCodec, RefusesNonFiniteValuesAndKeepsTheResidual) {
+  ATOLL_SKIP_WITHOUT_GPU();
+  for (auto kind : {codec_kind::fp32, codec_kind::bf16, codec_kind::int8, codec_kind::fp4}) {
+    auto global = random_values(1000, 1, 1.0f);
+    auto local = random_values(1000, 2, 1.0f);
+    device_codec device;
+    auto residual = on_gpu(random_values(1000, 3, 0.01f));
+    const auto before = to_host(residual);
+    local[500] = std::numeric_limits<float>::infinity();
+    auto g = on_gpu(global), l = on_gpu(local);
+    encoded_values out;
+    const auto err = device.encode_delta(kind, g.data_ptr<float>(), l.data_ptr<float>(), residual.data_ptr<float>(),
+                                         1000, 256, nullptr, out);
+    EXPECT_EQ(err.code, errc::not_finite) << to_string(kind);
+    EXPECT_EQ(to_host(residual), before) << to_string(kind);
+  }
+}
+
+TEST(DeviceCodec, RefusesMalformedCodesBeforeTouchingTheDevice) {
+  ATOLL_SKIP_WITHOUT_GPU();
+  device_codec device;
+  auto out = torch::zeros({100}, torch::TensorOptions().device("cuda:0"));
+  encoded_values bad;
+  bad.kind = codec_kind::int8;
+  bad.count = 100;
+  bad.chunk = 256;
+  bad.payload.assign(99, 0);  // one byte short
+  bad.scales.assign(1, 1.0f);
+  EXPECT_EQ(device.decode(bad, out.data_ptr<float>(), nullptr).code, errc::tensor_mismatch);
+  bad.payload.assign(100, 0);
+  bad.scales.assign(1, std::nanf(""));
+  EXPECT_EQ(device.decode(bad, out.data_ptr<float>(), nullptr).code, errc::not_finite);
+}
+
+run_config small_gpt() {
+  run_config cfg;
+  cfg.layers = 2;
+  cfg.width = 64;
+  cfg.heads = 4;
+  cfg.context = 32;
+  cfg.batch_size = 8;
+  cfg.eval_batches = 2;
+  cfg.fragments = 2;
+  return cfg;
+}
+
+std::vector<float> fragment_of(replica& r, std::size_t f) {
+  std::vector<float> v(r.fragment_size(f));
+  r.read_fragment(f, v.data());
+  return v;
+}
+
+TEST(TorchReplica, OnCudaKeepsTheGlobalStateAndEncodesOnTheDevice) {
+  ATOLL_SKIP_WITHOUT_GPU();
+  replica_spec spec;
+  spec.device = "cuda:0";
+  auto r = torch_replica_factory()(small_gpt(), spec);
+  ASSERT_EQ(r->fragment_count(), 2u);
+  std::vector<std::vector<float>> global;
+  for (std::size_t f = 0; f < 2; ++f) {
+    global.push_back(fragment_of(*r, f));
+    r->adopt_global(f, global[f].data());
+  }
+  const replica::encoding int8_ef{codec_kind::int8, 256, true};
+  encoded_values enc;
+  ASSERT_FALSE(r->encode_pseudo_gradient(0, int8_ef, enc));
+  EXPECT_EQ(enc.count, global[0].size());
+  EXPECT_TRUE(std::all_of(enc.payload.begin(), enc.payload.end(), [](std::uint8_t b) { return b == 0; }))
+      << "local == global: the pseudo-gradient is zero";
+  EXPECT_FLOAT_EQ(r->evaluate_global(), r->evaluate());
+
+  for (std::int64_t step = 0; step < 5; ++step) EXPECT_TRUE(std::isfinite(r->train_step(step).loss));
+  ASSERT_FALSE(r->encode_pseudo_gradient(0, int8_ef, enc));
+  EXPECT_FALSE(std::all_of(enc.payload.begin(), enc.payload.end(), [](std::uint8_t b) { return b == 0; }));
+  // The codes are global - local, as the host computes them from the same values.
+  const auto local = fragment_of(*r, 0);
+  std::vector<float> delta(local.size()), decoded(local.size());
+  for (std::size_t i = 0; i < delta.size(); ++i) delta[i] = global[0][i] - local[i];
+  encoded_values want;
+  ASSERT_FALSE(encode(codec_kind::int8, delta.data(), delta.size(), 256, want));
+  EXPECT_EQ(want.payload, enc.payload);
+  EXPECT_EQ(want.scales, enc.scales);
+
+  // evaluate_global sees the global state and leaves the trained one in place.
+  const float trained = r->evaluate();
+  EXPECT_NE(r->evaluate_global(), trained);
+  EXPECT_EQ(fragment_of(*r, 0), local);
+  // A plain DiLoCo merge (alpha 0) installs the global bytes exactly; alpha 0.5 blends.
+  r->merge_global(1, global[1].data(), 0.5f);
+  const auto blended = fragment_of(*r, 1);
+  r->merge_global(0, global[0].data(), 0.0f);
+  EXPECT_EQ(fragment_of(*r, 0), global[0]);
+  EXPECT_NE(blended, global[1]);
+}
+
+TEST(TorchReplica, ACudaAndACpuReplicaComputeTheSameFirstLoss) {
+  ATOLL_SKIP_WITHOUT_GPU();
+  replica_spec cpu, gpu;
+  gpu.device = "cuda:0";
+  auto a = torch_replica_factory()(small_gpt(), cpu);
+  auto b = torch_replica_factory()(small_gpt(), gpu);
+  for (std::size_t f = 0; f < 2; ++f) EXPECT_EQ(fragment_of(*a, f), fragment_of(*b, f)) << "same seed, same init";
+  const float la = a->train_step(0).loss, lb = b->train_step(0).loss;
+  EXPECT_NEAR(la, lb, 1e-3 * std::fabs(la));
+}
+
+}  // namespace
+}  // namespace atl
