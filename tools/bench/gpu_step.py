@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""GPU benchmarks of the Atoll worker, each next to its baseline in the same run.
+
+1. Inner step rate: the Atoll worker (`atoll local --nodes 1 --devices cuda:0`, no round in
+   the window) against the same GPT in PyTorch eager on the same GPU: same architecture and
+   initialisation, batch, bf16 autocast, fused AdamW, clipping and schedule, one loss.item()
+   per step as the worker does.
+2. Time lost to sync: the worker's wall time with Streaming DiLoCo rounds (fp4 + error
+   feedback; blocking, tau = 0, and overlapped, tau = 5) against the same steps without
+   rounds.
+
+Writes OUT/results.json and OUT/table.md. Run by `./tools/dev gpu-test bench`.
+"""
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+CONFIG = "examples/configs/gpt-gpu.toml"
+LAYERS, WIDTH, HEADS, CONTEXT, BATCH = 12, 768, 12, 512, 32
+LR, WARMUP, MIN_LR_RATIO, WD, CLIP = 6e-4, 100, 0.1, 0.1, 1.0
+
+
+def pytorch_eager(steps, warmup):
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1, self.qkv = nn.LayerNorm(WIDTH), nn.Linear(WIDTH, 3 * WIDTH)
+            self.proj, self.ln2 = nn.Linear(WIDTH, WIDTH), nn.LayerNorm(WIDTH)
+            self.fc, self.fc_proj = nn.Linear(WIDTH, 4 * WIDTH), nn.Linear(4 * WIDTH, WIDTH)
+
+        def forward(self, x):
+            b, t, c = x.shape
+            q, k, v = self.qkv(self.ln1(x)).view(b, t, 3, HEADS, c // HEADS).permute(2, 0, 3, 1, 4)
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).contiguous().view(b, t, c)
+            h = x + self.proj(y)
+            return h + self.fc_proj(F.gelu(self.fc(self.ln2(h))))
+
+    class GPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tok, self.pos = nn.Embedding(256, WIDTH), nn.Embedding(CONTEXT, WIDTH)
+            self.blocks = nn.ModuleList([Block() for _ in range(LAYERS)])
+            self.ln_f = nn.LayerNorm(WIDTH)
+            with torch.no_grad():
+                for name, p in self.named_parameters():
+                    if "ln" in name:
+                        continue
+                    p.zero_() if "bias" in name else p.normal_(0.0, 0.02)
+
+        def forward(self, idx):
+            x = self.tok(idx) + self.pos(torch.arange(idx.shape[1], device=idx.device))
+            for b in self.blocks:
+                x = b(x)
+            return self.ln_f(x) @ self.tok.weight.t()
+
+    torch.manual_seed(1)
+    dev = torch.device("cuda:0")
+    model = GPT().to(dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=(0.9, 0.95), weight_decay=WD, fused=True)
+    data = torch.frombuffer(bytearray(open("examples/data/tinyshakespeare.txt", "rb").read()), dtype=torch.uint8)
+    train = data[: len(data) * 9 // 10].long()
+    gen = torch.Generator().manual_seed(1)
+
+    def lr_at(step):
+        if step < WARMUP:
+            return LR * (step + 1) / WARMUP
+        progress = min(1.0, (step - WARMUP) / max(1, steps - WARMUP))
+        return LR * (MIN_LR_RATIO + (1 - MIN_LR_RATIO) * 0.5 * (1 + math.cos(math.pi * progress)))
+
+    times = []
+    for step in range(steps):
+        start = time.perf_counter()
+        idx = torch.randint(0, len(train) - CONTEXT - 2, (BATCH,), generator=gen)
+        w = torch.stack([train[i : i + CONTEXT + 1] for i in idx.tolist()])
+        x = w[:, :CONTEXT].pin_memory().to(dev, non_blocking=True)
+        y = w[:, 1:].pin_memory().to(dev, non_blocking=True)
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step)
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = F.cross_entropy(model(x).view(-1, 256), y.reshape(-1))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP)
+        opt.step()
+        loss.item()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times[warmup:])
+
+
+def atoll_run(atoll, out, name, steps, sets):
+    run_dir = os.path.join(out, name)
+    subprocess.run(["rm", "-rf", run_dir], check=True)
+    cmd = [atoll, "local", "--nodes", "1", "--devices", "cuda:0", "--config", CONFIG, "--steps", str(steps),
+           "--run-dir", run_dir, "--set", "run.eval_every=1000000", "--set", "run.log_every=10"]
+    for s in sets:
+        cmd += ["--set", s]
+    started = time.time()
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if proc.returncode != 0:
+        print(proc.stdout[-4000:], file=sys.stderr)
+        raise SystemExit(f"gpu_step: {name} failed")
+    records = [json.loads(l) for l in open(os.path.join(run_dir, "metrics.jsonl")) if l.strip()]
+    per_step = [BATCH * CONTEXT / r["tokens_per_s"] for r in records
+                if r.get("type") == "step" and r.get("tokens_per_s", 0) > 0 and r["step"] > 20]
+    done = [r for r in records if r.get("type") == "worker_done"]
+    rounds = sum(1 for r in records if r.get("type") == "round")
+    return {"s_per_step": statistics.median(per_step) if per_step else None,
+            "wall_s": done[0]["wall_seconds"] if done else None,
+            "wait_s": done[0].get("wait_seconds") if done else None,
+            "rounds": rounds, "launcher_s": time.time() - started}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--atoll", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--steps", type=int, default=200)
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    results = {}
+    results["pytorch"] = {"s_per_step": pytorch_eager(args.steps, 20)}
+    print("pytorch eager:", results["pytorch"], flush=True)
+    results["atoll"] = atoll_run(args.atoll, args.out, "atoll-no-rounds", args.steps,
+                                 ["diloco.sync_every=1000000", "diloco.overlap=0"])
+    print("atoll, no rounds:", results["atoll"], flush=True)
+    results["atoll_sync_tau0"] = atoll_run(args.atoll, args.out, "atoll-sync-tau0", args.steps,
+                                           ["diloco.sync_every=50", "diloco.overlap=0"])
+    print("atoll, rounds tau 0:", results["atoll_sync_tau0"], flush=True)
+    results["atoll_sync_tau5"] = atoll_run(args.atoll, args.out, "atoll-sync-tau5", args.steps,
+                                           ["diloco.sync_every=50", "diloco.overlap=5"])
+    print("atoll, rounds tau 5:", results["atoll_sync_tau5"], flush=True)
+    base = results["atoll"]
+    lines = ["| run | s/step (median) | vs PyTorch eager | wall s | rounds | sync time lost / round | lost / compute |",
+             "|---|---|---|---|---|---|---|",
+             f"| PyTorch eager (fused AdamW, bf16) | {results['pytorch']['s_per_step']:.4f} | 1.00x | | | | |"]
+    for key in ["atoll", "atoll_sync_tau0", "atoll_sync_tau5"]:
+        r = results[key]
+        speed = results["pytorch"]["s_per_step"] / r["s_per_step"] if r["s_per_step"] else float("nan")
+        lost = (r["wall_s"] - base["wall_s"]) if key != "atoll" and r["wall_s"] and base["wall_s"] else None
+        per_round = f"{lost / r['rounds']:.3f} s" if lost is not None and r["rounds"] else ""
+        frac = f"{lost / base['wall_s']:.1%}" if lost is not None else ""
+        lines.append(f"| {key} | {r['s_per_step']:.4f} | {speed:.2f}x | {r['wall_s']:.1f} | {r['rounds']} | {per_round} | {frac} |")
+    table = "\n".join(lines)
+    print(table)
+    json.dump(results, open(os.path.join(args.out, "results.json"), "w"), indent=1)
+    open(os.path.join(args.out, "table.md"), "w").write(table + "\n")
+
+
+if __name__ == "__main__":
+    main()
