@@ -75,9 +75,7 @@ void inner_optimizer::step(double lr) {
   at::_foreach_add_(steps, 1);
   at::_fused_adamw_(params, grads, exp_avg, exp_avg_sq, {}, steps, lr, beta1, beta2, fused_->weight_decay, adam_eps,
                     /*amsgrad=*/false, /*maximize=*/false);
-#else
-  (void)lr;
-#endif
+#endif  // without the fused kernel, loop_ is always set and took the step above
 }
 
 }  // namespace atl

@@ -5,17 +5,12 @@
 #include <gtest/gtest.h>
 
 #include "runtime/algorithm/codec.hpp"
+#include "tests/random_values.hpp"
 
 namespace atl {
 namespace {
 
-std::vector<float> random_values(std::size_t n, unsigned seed, float spread = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, spread);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
+using testing::random_values;
 
 std::vector<float> round_trip(codec_kind kind, const std::vector<float>& v, std::size_t chunk, encoded_values* enc = nullptr) {
   encoded_values local;

@@ -9,17 +9,12 @@
 #include "examples/tasks.hpp"
 #include "runtime/algorithm/codec_cuda.hpp"
 #include "tests/gpu_skip.hpp"
+#include "tests/random_values.hpp"
 
 namespace atl {
 namespace {
 
-std::vector<float> random_values(std::size_t n, unsigned seed, float spread) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, spread);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
+using testing::random_values;
 
 torch::Tensor on_gpu(const std::vector<float>& v) {
   return torch::from_blob(const_cast<float*>(v.data()), {static_cast<std::int64_t>(v.size())}, torch::kFloat32)
