@@ -63,13 +63,13 @@ struct run_config {
 };
 
 struct knob {
-  using field_t = std::variant<std::int64_t run_config::*, double run_config::*, std::string run_config::*,
-                               bool run_config::*>;
-  const char* key;    // "diloco.sync_every": TOML table and key
+  using field_t =
+      std::variant<std::int64_t run_config::*, double run_config::*, std::string run_config::*, bool run_config::*>;
+  const char* key;  // "diloco.sync_every": TOML table and key
   field_t field;
-  double min;         // inclusive range for numbers; ignored for strings and booleans
+  double min;  // inclusive range for numbers; ignored for strings and booleans
   double max;
-  const char* unit;   // "steps", "ms", "" ...
+  const char* unit;  // "steps", "ms", "" ...
   const char* doc;
   const char* choices = nullptr;  // strings: the allowed values, "a|b|c"; null = any
 };

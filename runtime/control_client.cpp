@@ -1,11 +1,12 @@
 #include "runtime/control_client.hpp"
 
-#include <random>
 #include <unistd.h>
+#include <random>
 
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
+#include "runtime/actor_id.hpp"
 #include "runtime/wire.hpp"
 
 namespace atl {
@@ -22,7 +23,7 @@ expected<control_reply> control_request(const std::string& head, const std::stri
     sock.connect(head);
     std::random_device rd;
     wire::outgoing out;
-    out.envelope.setSender("ctl/" + std::to_string(::getpid()) + "-" + std::to_string(rd()));
+    out.envelope.setSender(control_id(std::to_string(::getpid()) + "-" + std::to_string(rd())));
     out.envelope.setReceiver("registry");
     out.envelope.setSeq(1);
     auto req = out.envelope.initControlRequest();

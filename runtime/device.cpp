@@ -7,7 +7,9 @@ std::string device_spec::name() const { return type == kind::cpu ? "cpu" : "cuda
 expected<device_spec> parse_device(const std::string& text) {
   if (text == "cpu") return device_spec{};
   const std::string prefix = "cuda:";
-  const auto bad = [&] { return make_error(errc::invalid_config, "unknown device '" + text + "' (use cpu or cuda:N)"); };
+  const auto bad = [&] {
+    return make_error(errc::invalid_config, "unknown device '" + text + "' (use cpu or cuda:N)");
+  };
   if (text.rfind(prefix, 0) != 0 || text.size() == prefix.size() || text.size() > prefix.size() + 4) return bad();
   int index = 0;
   for (std::size_t i = prefix.size(); i < text.size(); ++i) {
@@ -29,16 +31,17 @@ status check(const device_spec& d, const device_inventory& inv) {
                           ": this LibTorch sees no CUDA device (a CPU-only LibTorch, such as Debian's, or no GPU "
                           "here); build with -DATOLL_TORCH_DIR pointing at a CUDA LibTorch (README: GPU nodes)");
   if (ordinal >= inv.torch_cuda_devices)
-    return make_error(errc::invalid_config, "device " + d.name() + " does not exist (LibTorch sees " +
-                                                std::to_string(inv.torch_cuda_devices) + " CUDA device(s): cuda:0" +
-                                                (inv.torch_cuda_devices > 1
-                                                     ? " to cuda:" + std::to_string(inv.torch_cuda_devices - 1)
-                                                     : std::string()) +
-                                                ")");
+    return make_error(
+        errc::invalid_config,
+        "device " + d.name() + " does not exist (LibTorch sees " + std::to_string(inv.torch_cuda_devices) +
+            " CUDA device(s): cuda:0" +
+            (inv.torch_cuda_devices > 1 ? " to cuda:" + std::to_string(inv.torch_cuda_devices - 1) : std::string()) +
+            ")");
   if (!inv.cuda_codecs)
-    return make_error(errc::invalid_config, "device " + d.name() +
-                                                ": this build has no CUDA codec kernels (nvcc was not found when "
-                                                "it was configured); rebuild with nvcc on the PATH or in /usr/local/cuda");
+    return make_error(errc::invalid_config,
+                      "device " + d.name() +
+                          ": this build has no CUDA codec kernels (nvcc was not found when "
+                          "it was configured); rebuild with nvcc on the PATH or in /usr/local/cuda");
   if (ordinal < inv.free_bytes.size() && inv.free_bytes[ordinal] < min_free_device_bytes)
     return make_error(errc::invalid_config, "device " + d.name() + " has only " +
                                                 std::to_string(inv.free_bytes[ordinal] >> 20) + " MiB free (at least " +

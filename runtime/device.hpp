@@ -25,8 +25,8 @@ expected<device_spec> parse_device(const std::string& text);
 // What this process can train on, as reported at start-up.
 struct device_inventory {
   std::size_t torch_cuda_devices = 0;  // CUDA devices the linked LibTorch sees (0: a CPU-only LibTorch)
-  bool cuda_codecs = false;            // this build has the CUDA codec kernels (nvcc was found)
-  std::vector<std::size_t> free_bytes; // per CUDA ordinal, as the driver reports; may be shorter
+  bool cuda_codecs = false;  // this build has the CUDA codec kernels (nvcc was found)
+  std::vector<std::size_t> free_bytes;  // per CUDA ordinal, as the driver reports; may be shorter
 };
 
 // Workers need at least this much free device memory to start (the default GPT alone

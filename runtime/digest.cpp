@@ -32,8 +32,7 @@ std::uint64_t digest64(const void* data, std::size_t size) {
   std::uint64_t lane[4] = {prime1, prime2, prime1 ^ prime2, ~prime1};
   std::size_t i = 0;
   for (; i + 32 <= size; i += 32)
-    for (int k = 0; k < 4; ++k)
-      lane[k] = (lane[k] ^ load_le64(p + i + 8 * k)) * prime1 + prime2;
+    for (int k = 0; k < 4; ++k) lane[k] = (lane[k] ^ load_le64(p + i + 8 * k)) * prime1 + prime2;
   std::uint64_t h = static_cast<std::uint64_t>(size) * prime2;
   for (int k = 0; k < 4; ++k) h = mix(h ^ lane[k]) * prime1;
   for (; i + 8 <= size; i += 8) h = mix(h ^ load_le64(p + i)) * prime1;

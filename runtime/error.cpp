@@ -26,6 +26,7 @@ const char* to_string(errc code) {
     case errc::unexpected_message: return "unexpected_message";
     case errc::sender_conflict: return "sender_conflict";
     case errc::storage_full: return "storage_full";
+    case errc::malformed_id: return "malformed_id";
   }
   return "unknown_error";
 }

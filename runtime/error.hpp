@@ -8,27 +8,28 @@ namespace atl {
 
 enum class errc : std::uint16_t {
   none = 0,
-  malformed_frame = 1,      // bytes that are not a valid envelope
-  frame_too_large = 2,      // a frame over the configured cap
-  too_many_frames = 3,      // more raw frames than the cap, or a count mismatch
-  version_mismatch = 4,     // envelope.version differs from ours
-  cluster_mismatch = 5,     // envelope.clusterId differs from ours
-  unknown_peer = 6,         // receiver or sender not known here
-  stale_epoch = 7,          // message from an older membership epoch
-  wrong_round = 8,          // contribution for a round other than the open one
-  duplicate = 9,            // second contribution of a worker to one round
-  tensor_mismatch = 10,     // tensor shape, dtype or size not as expected
-  checksum_mismatch = 11,   // raw frame bytes do not match their checksum
-  not_finite = 12,          // NaN or infinity in a contribution
-  unknown_fragment = 13,    // fragment id out of range
-  storage_failure = 14,     // RocksDB refused a read or a write
-  invalid_config = 15,      // config key unknown, of the wrong type or out of range
-  not_participant = 16,     // sender is not a participant of the round
-  not_ready = 17,           // state not loaded yet; try again
-  timeout = 18,             // no answer in time
+  malformed_frame = 1,  // bytes that are not a valid envelope
+  frame_too_large = 2,  // a frame over the configured cap
+  too_many_frames = 3,  // more raw frames than the cap, or a count mismatch
+  version_mismatch = 4,  // envelope.version differs from ours
+  cluster_mismatch = 5,  // envelope.clusterId differs from ours
+  unknown_peer = 6,  // receiver or sender not known here
+  stale_epoch = 7,  // message from an older membership epoch
+  wrong_round = 8,  // contribution for a round other than the open one
+  duplicate = 9,  // second contribution of a worker to one round
+  tensor_mismatch = 10,  // tensor shape, dtype or size not as expected
+  checksum_mismatch = 11,  // raw frame bytes do not match their checksum
+  not_finite = 12,  // NaN or infinity in a contribution
+  unknown_fragment = 13,  // fragment id out of range
+  storage_failure = 14,  // RocksDB refused a read or a write
+  invalid_config = 15,  // config key unknown, of the wrong type or out of range
+  not_participant = 16,  // sender is not a participant of the round
+  not_ready = 17,  // state not loaded yet; try again
+  timeout = 18,  // no answer in time
   unexpected_message = 19,  // payload not handled by this actor
-  sender_conflict = 20,     // sender id already speaks from another live connection
-  storage_full = 21,        // the disk is full; the write was not made
+  sender_conflict = 20,  // sender id already speaks from another live connection
+  storage_full = 21,  // the disk is full; the write was not made
+  malformed_id = 22,  // an actor id that fits none of runtime/actor_id.hpp's kinds
 };
 
 // Short stable name, e.g. "stale_epoch".

@@ -11,8 +11,8 @@ namespace atl {
 template <class T>
 class expected {
  public:
-  expected(T value) : data_(std::move(value)) {}          // NOLINT: implicit by design
-  expected(error err) : data_(std::move(err)) {}           // NOLINT
+  expected(T value) : data_(std::move(value)) {}  // NOLINT: implicit by design
+  expected(error err) : data_(std::move(err)) {}  // NOLINT
   bool has_value() const { return std::holds_alternative<T>(data_); }
   explicit operator bool() const { return has_value(); }
   T& operator*() { return std::get<T>(data_); }

@@ -11,7 +11,7 @@ namespace {
 
 struct armed_point {
   std::string name;  // empty: nothing armed
-  long at = 1;       // which pass kills
+  long at = 1;  // which pass kills
 };
 
 // Parsed once from ATOLL_FAULT_POINT=NAME[@N]; a malformed N arms nothing (and says so).

@@ -13,7 +13,8 @@ namespace atl {
 class metrics_writer {
  public:
   metrics_writer() = default;
-  explicit metrics_writer(const std::string& path) : out_(path, std::ios::app), start_(std::chrono::steady_clock::now()) {}
+  explicit metrics_writer(const std::string& path)
+      : out_(path, std::ios::app), start_(std::chrono::steady_clock::now()) {}
   bool is_open() const { return out_.is_open(); }
   void write(const std::string& type, nlohmann::json fields) {
     if (!out_.is_open()) return;

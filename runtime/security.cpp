@@ -50,16 +50,18 @@ status for_each_content_line(const std::string& path, const std::string& missing
 // Reads "public = ..." and "secret = ..." lines; `need_secret` for key pairs.
 expected<curve_keypair> read_key_file(const std::string& path, bool need_secret) {
   curve_keypair kp;
-  auto err = for_each_content_line(path, " (made by `atoll keygen`)", [&](const std::string& line, const std::string& where) {
-    const auto eq = line.find('=');
-    const std::string key = eq == std::string::npos ? "" : trim(line.substr(0, eq));
-    const std::string value = eq == std::string::npos ? "" : trim(line.substr(eq + 1));
-    if (key != "public" && key != "secret")
-      return make_error(errc::invalid_config, where + ": expected `public = KEY` or `secret = KEY`");
-    if (!is_z85_key(value)) return make_error(errc::invalid_config, where + ": " + key + " key is not a 40-character Z85 key");
-    (key == "public" ? kp.public_key : kp.secret_key) = value;
-    return error{};
-  });
+  auto err =
+      for_each_content_line(path, " (made by `atoll keygen`)", [&](const std::string& line, const std::string& where) {
+        const auto eq = line.find('=');
+        const std::string key = eq == std::string::npos ? "" : trim(line.substr(0, eq));
+        const std::string value = eq == std::string::npos ? "" : trim(line.substr(eq + 1));
+        if (key != "public" && key != "secret")
+          return make_error(errc::invalid_config, where + ": expected `public = KEY` or `secret = KEY`");
+        if (!is_z85_key(value))
+          return make_error(errc::invalid_config, where + ": " + key + " key is not a 40-character Z85 key");
+        (key == "public" ? kp.public_key : kp.secret_key) = value;
+        return error{};
+      });
   if (err) return err;
   if (kp.public_key.empty()) return make_error(errc::invalid_config, path + ": no public key");
   if (need_secret && kp.secret_key.empty()) return make_error(errc::invalid_config, path + ": no secret key");
@@ -71,7 +73,8 @@ status write_file(const fs::path& path, const std::string& text, bool secret) {
   out << text;
   out.close();
   if (!out) return make_error(errc::storage_failure, "cannot write " + path.string());
-  if (secret && ::chmod(path.c_str(), 0600) != 0) return make_error(errc::storage_failure, "cannot chmod " + path.string());
+  if (secret && ::chmod(path.c_str(), 0600) != 0)
+    return make_error(errc::storage_failure, "cannot chmod " + path.string());
   return {};
 }
 
@@ -109,11 +112,13 @@ status write_key_folder(const std::string& dir) {
   auto client = generate_keypair();
   if (!client) return client.err();
   if (auto err = write_file(fs::path(dir) / "head.key", key_file_text(*head, "the head (atoll up)"), true)) return err;
-  if (auto err = write_file(fs::path(dir) / "client.key", key_file_text(*client, "cluster members (atoll join, atollctl)"), true))
+  if (auto err = write_file(fs::path(dir) / "client.key",
+                            key_file_text(*client, "cluster members (atoll join, atollctl)"), true))
     return err;
   if (auto err = write_file(fs::path(dir) / "head.pub", "public = " + head->public_key + "\n", false)) return err;
   return write_file(fs::path(dir) / "authorized_keys",
-                    "# client public keys the head admits, one per line\n" + client->public_key + "  client.key\n", false);
+                    "# client public keys the head admits, one per line\n" + client->public_key + "  client.key\n",
+                    false);
 }
 
 expected<std::string> add_client_key(const std::string& dir, const std::string& name) {
@@ -122,7 +127,8 @@ expected<std::string> add_client_key(const std::string& dir, const std::string& 
       return make_error(errc::invalid_config, "client name '" + name + "': use letters, digits, - and _");
   if (name.empty()) return make_error(errc::invalid_config, "client name is empty");
   if (!fs::exists(fs::path(dir) / "authorized_keys"))
-    return make_error(errc::invalid_config, dir + " has no authorized_keys; run `atoll keygen --out " + dir + "` first");
+    return make_error(errc::invalid_config,
+                      dir + " has no authorized_keys; run `atoll keygen --out " + dir + "` first");
   const auto path = fs::path(dir) / "clients" / (name + ".key");
   if (fs::exists(path)) return make_error(errc::invalid_config, path.string() + " exists");
   std::error_code ec;
@@ -212,11 +218,10 @@ zap_handler::verdict zap_handler::handle() {
   bool admit = false;
   if (req.size() >= 7 && part(0) == "1.0" && part(2) == zap_domain && part(5) == "CURVE" && req[6].size() == 32) {
     char z85[z85_key_chars + 1] = {0};
-    if (zmq_z85_encode(z85, static_cast<const std::uint8_t*>(req[6].data()), 32))
-      admit = authorized_.count(z85) > 0;
+    if (zmq_z85_encode(z85, static_cast<const std::uint8_t*>(req[6].data()), 32)) admit = authorized_.count(z85) > 0;
   }
-  const std::array<std::string, 6> reply = {"1.0", part(1), admit ? "200" : "400",
-                                            admit ? "OK" : "unknown key", "", ""};
+  const std::array<std::string, 6> reply = {"1.0", part(1), admit ? "200" : "400", admit ? "OK" : "unknown key",
+                                            "",    ""};
   for (std::size_t i = 0; i < reply.size(); ++i)
     sock_.send(zmq::buffer(reply[i]), i + 1 < reply.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
   return admit ? verdict::admitted : verdict::denied;

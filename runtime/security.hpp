@@ -26,8 +26,8 @@ struct curve_keypair {
 // What one end of a link needs. Disabled (plain TCP) when `own` is empty.
 struct link_security {
   curve_keypair own;
-  std::string server_public_key;        // clients: the head's public key
-  std::set<std::string> authorized;     // server: client public keys ZAP admits
+  std::string server_public_key;  // clients: the head's public key
+  std::set<std::string> authorized;  // server: client public keys ZAP admits
 
   bool enabled() const { return !own.public_key.empty(); }
 };

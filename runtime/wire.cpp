@@ -82,8 +82,8 @@ status check_tensor(schema::TensorDesc::Reader desc, const bytes& frame, const l
     numel *= d;
   }
   if (numel * elem != desc.getByteSize() || desc.getByteSize() != frame.size())
-    return make_error(errc::tensor_mismatch, "frame size " + std::to_string(frame.size()) +
-                                                 " does not match its descriptor");
+    return make_error(errc::tensor_mismatch,
+                      "frame size " + std::to_string(frame.size()) + " does not match its descriptor");
   if (digest64(frame.data(), frame.size()) != desc.getChecksum())
     return make_error(errc::checksum_mismatch, "tensor frame checksum");
   return {};
@@ -99,10 +99,9 @@ void read_every_field(const capnp::DynamicValue::Reader& value, std::size_t& bud
       const auto s = value.as<capnp::DynamicStruct>();
       for (auto field : s.getSchema().getNonUnionFields())
         if (s.has(field)) read_every_field(s.get(field), budget);
-      KJ_IF_MAYBE(active, s.which()) {
+      KJ_IF_MAYBE (active, s.which()) {
         read_every_field(s.get(*active), budget);
-      }
-      else if (s.getSchema().getUnionFields().size() > 0) {
+      } else if (s.getSchema().getUnionFields().size() > 0) {
         KJ_FAIL_REQUIRE("unknown union member");
       }
       break;
@@ -133,14 +132,13 @@ void read_every_field(const capnp::DynamicValue::Reader& value, std::size_t& bud
 
 expected<message_ptr> decode(frames&& in, const limits& lim) {
   if (in.empty()) return make_error(errc::malformed_frame, "no frames");
-  if (in.size() - 1 > lim.max_tensors)
-    return make_error(errc::too_many_frames, std::to_string(in.size()) + " frames");
+  if (in.size() - 1 > lim.max_tensors) return make_error(errc::too_many_frames, std::to_string(in.size()) + " frames");
   const bytes& head = in[0];
   if (head.size() > lim.max_envelope_bytes)
     return make_error(errc::frame_too_large, "envelope of " + std::to_string(head.size()) + " bytes");
   if (head.size() == 0 || head.size() % sizeof(capnp::word) != 0)
-    return make_error(errc::malformed_frame, "envelope size " + std::to_string(head.size()) +
-                                                 " is not a positive multiple of 8");
+    return make_error(errc::malformed_frame,
+                      "envelope size " + std::to_string(head.size()) + " is not a positive multiple of 8");
   auto msg = std::make_shared<message>();
   std::size_t total = 0;
   for (auto& f : in) total += f.size();
@@ -161,9 +159,8 @@ expected<message_ptr> decode(frames&& in, const limits& lim) {
       return make_error(errc::version_mismatch, "protocol version " + std::to_string(msg->root_.getVersion()) +
                                                     ", expected " + std::to_string(protocol_version));
     if (msg->root_.getTensors().size() != in.size() - 1)
-      return make_error(errc::too_many_frames, std::to_string(msg->root_.getTensors().size()) +
-                                                   " descriptors for " + std::to_string(in.size() - 1) +
-                                                   " tensor frames");
+      return make_error(errc::too_many_frames, std::to_string(msg->root_.getTensors().size()) + " descriptors for " +
+                                                   std::to_string(in.size() - 1) + " tensor frames");
     std::size_t list_budget = lim.max_list_elements;
     read_every_field(capnp::DynamicStruct::Reader(msg->root_), list_budget);
     msg->sender_ = msg->root_.getSender();
@@ -203,7 +200,7 @@ const char* kind_name(schema::Envelope::Which kind) {
     case E::HELLO: return "hello";
     case E::WELCOME: return "welcome";
     case E::HEARTBEAT: return "heartbeat";
-    case E::HEARTBEAT_ACK: return "heartbeat_ack";
+    case E::OBSOLETE_HEARTBEAT_ACK: return "obsolete_heartbeat_ack";
     case E::STATE_REQUEST: return "state_request";
     case E::FRAGMENT_STATE: return "fragment_state";
     case E::CONTRIBUTION: return "contribution";

@@ -27,11 +27,11 @@ using bytes = std::vector<std::uint8_t>;
 using frames = std::vector<bytes>;
 
 struct limits {
-  std::size_t max_envelope_bytes = 1u << 20;       // 1 MiB: envelopes carry no tensor data
+  std::size_t max_envelope_bytes = 1u << 20;  // 1 MiB: envelopes carry no tensor data
   std::size_t max_tensor_bytes = std::size_t{1} << 30;  // 1 GiB per raw frame
-  std::size_t max_tensors = 8;                     // raw frames behind one envelope
+  std::size_t max_tensors = 8;  // raw frames behind one envelope
   std::uint64_t traversal_limit_words = 1u << 18;  // 2 MiB of pointer-reachable data
-  int nesting_limit = 16;                          // our schema nests at most 4 deep
+  int nesting_limit = 16;  // our schema nests at most 4 deep
   // Elements of pointer lists (structs, text) read per message: zero-sized list elements
   // cost no bytes, so without this a 200-byte frame could make decode walk 100k structs.
   std::size_t max_list_elements = 4096;

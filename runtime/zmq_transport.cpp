@@ -5,13 +5,14 @@
 
 #include <caf/send.hpp>
 
+#include "runtime/actor_id.hpp"
 #include "runtime/log.hpp"
 
 namespace atl {
 namespace {
 
-constexpr int poll_interval_ms = 50;   // how soon stop() is noticed
-constexpr int linger_ms = 200;         // pending sends flushed on close, then dropped
+constexpr int poll_interval_ms = 50;  // how soon stop() is noticed
+constexpr int linger_ms = 200;  // pending sends flushed on close, then dropped
 std::atomic<int> transport_counter{0};
 
 wire::frames to_frames(std::vector<zmq::message_t>& parts, std::size_t first) {
@@ -28,9 +29,14 @@ wire::frames to_frames(std::vector<zmq::message_t>& parts, std::size_t first) {
 
 zmq_transport::zmq_transport(role r, const std::string& endpoint, directory& dir, cluster_identity& cluster,
                              wire::limits lim, const link_security& security)
-    : role_(r), dir_(dir), cluster_(cluster), limits_(lim), ctx_(1),
+    : role_(r),
+      dir_(dir),
+      cluster_(cluster),
+      limits_(lim),
+      ctx_(1),
       net_(ctx_, r == role::server ? zmq::socket_type::router : zmq::socket_type::dealer),
-      out_pull_(ctx_, zmq::socket_type::pull), out_push_(ctx_, zmq::socket_type::push) {
+      out_pull_(ctx_, zmq::socket_type::pull),
+      out_push_(ctx_, zmq::socket_type::push) {
   const int instance = transport_counter++;
   const std::string inproc = "inproc://atoll-out-" + std::to_string(instance);
   out_pull_.bind(inproc);
@@ -140,13 +146,11 @@ void zmq_transport::run() {
       zmq::poll(items.data(), items.size(), std::chrono::milliseconds(poll_interval_ms));
       if (items[0].revents & ZMQ_POLLIN) {
         std::vector<zmq::message_t> parts;
-        if (zmq::recv_multipart(net_, std::back_inserter(parts), zmq::recv_flags::dontwait))
-          on_network_message(parts);
+        if (zmq::recv_multipart(net_, std::back_inserter(parts), zmq::recv_flags::dontwait)) on_network_message(parts);
       }
       if (items[1].revents & ZMQ_POLLIN) {
         std::vector<zmq::message_t> parts;
-        if (zmq::recv_multipart(out_pull_, std::back_inserter(parts), zmq::recv_flags::dontwait))
-          on_outgoing(parts);
+        if (zmq::recv_multipart(out_pull_, std::back_inserter(parts), zmq::recv_flags::dontwait)) on_outgoing(parts);
       }
       if (items[2].revents & ZMQ_POLLIN) on_monitor_event();
       apply_forgotten_peers();
@@ -243,7 +247,7 @@ void zmq_transport::on_network_message(std::vector<zmq::message_t>& parts) {
 
 status zmq_transport::learn_route(const std::string& sender, const std::string& identity) {
   const auto now = std::chrono::steady_clock::now();
-  const bool control_client = sender.rfind("ctl/", 0) == 0;
+  const bool control_client = is_kind(sender, actor_kind::control);
   auto held = routes_.find(sender);
   if (!control_client && held != routes_.end() && held->second != identity) {
     auto last = heard_.find(held->second);
@@ -253,8 +257,8 @@ status zmq_transport::learn_route(const std::string& sender, const std::string& 
   // Non-control ids are actors of members; a member inventing ids must not grow the table
   // without bound.
   if (!control_client && held == routes_.end() && routes_.size() >= max_routes)
-    return make_error(errc::unknown_peer, "route table full (" + std::to_string(max_routes) + " ids); '" + sender +
-                                              "' not learned");
+    return make_error(errc::unknown_peer,
+                      "route table full (" + std::to_string(max_routes) + " ids); '" + sender + "' not learned");
   heard_[identity] = now;
   if (heard_.size() > 4 * max_client_routes) {  // forget connections silent for long
     for (auto it = heard_.begin(); it != heard_.end();)
@@ -276,13 +280,11 @@ status zmq_transport::learn_route(const std::string& sender, const std::string& 
 std::string zmq_transport::route_for(const std::string& receiver) const {
   auto it = routes_.find(receiver);
   if (it != routes_.end()) return it->second;
-  // worker/N.K lives on node/N.
-  if (receiver.rfind("worker/", 0) == 0) {
-    auto dot = receiver.find('.');
-    if (dot != std::string::npos) {
-      auto node = routes_.find("node/" + receiver.substr(7, dot - 7));
-      if (node != routes_.end()) return node->second;
-    }
+  // worker/N.K lives on node/N (one parse: this is on the relay path of every tensor).
+  const auto id = parse_actor_id(receiver);
+  if (id && id->kind == actor_kind::worker) {
+    auto node = routes_.find(node_actor_id(id->number));
+    if (node != routes_.end()) return node->second;
   }
   return {};
 }

@@ -45,8 +45,8 @@ class zmq_transport : public transport {
 
   // server: binds `endpoint` (a port of 0 or '*' picks a free one; see bound_endpoint()).
   // client: connects to `endpoint`.
-  zmq_transport(role r, const std::string& endpoint, directory& dir, cluster_identity& cluster,
-                wire::limits lim = {}, const link_security& security = {});
+  zmq_transport(role r, const std::string& endpoint, directory& dir, cluster_identity& cluster, wire::limits lim = {},
+                const link_security& security = {});
   ~zmq_transport() override;
   zmq_transport(const zmq_transport&) = delete;
   zmq_transport& operator=(const zmq_transport&) = delete;
@@ -90,7 +90,7 @@ class zmq_transport : public transport {
   status learn_route(const std::string& sender, const std::string& identity);
 
   std::unordered_map<std::string, std::string> routes_;  // I/O thread only
-  std::deque<std::string> client_routes_;                 // "ctl/..." ids, oldest first; I/O thread only
+  std::deque<std::string> client_routes_;  // "ctl/..." ids, oldest first; I/O thread only
   std::unordered_map<std::string, std::chrono::steady_clock::time_point> heard_;  // connection -> last message
   std::atomic<std::size_t> route_count_{0};
   std::atomic<bool> stopping_{false};

@@ -19,7 +19,7 @@ struct Envelope {
     hello           @7  :Hello;
     welcome         @8  :Welcome;
     heartbeat       @9  :Heartbeat;
-    heartbeatAck    @10 :HeartbeatAck;
+    obsoleteHeartbeatAck @10 :ObsoleteHeartbeatAck;  # never sent; kept for the ordinal
     stateRequest    @11 :StateRequest;
     fragmentState   @12 :FragmentState;
     contribution    @13 :Contribution;
@@ -88,7 +88,7 @@ struct Heartbeat {
   refused          @1 :List(UInt64);
   handshakesFailed @2 :UInt64;
 }
-struct HeartbeatAck { leaseMs @0 :UInt32; }
+struct ObsoleteHeartbeatAck { leaseMs @0 :UInt32; }  # retired: never sent
 
 # worker -> coordinator: "give me the newest committed fragment". Carries the worker's
 # own initial fragment (one tensor) so that a fresh run can be seeded from it.

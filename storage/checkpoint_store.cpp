@@ -119,8 +119,7 @@ storage_health checkpoint_store::health() const {
   return health_;
 }
 
-expected<std::optional<fragment_checkpoint>> checkpoint_store::load(std::uint32_t fragment,
-                                                                    std::uint64_t round) const {
+expected<std::optional<fragment_checkpoint>> checkpoint_store::load(std::uint32_t fragment, std::uint64_t round) const {
   auto raw = store_.get(column::fragments, record_key(fragment, round));
   if (!raw) return raw.err();
   if (!*raw) return std::optional<fragment_checkpoint>{};

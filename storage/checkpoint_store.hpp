@@ -19,7 +19,7 @@ struct fragment_checkpoint {
   std::uint32_t fragment = 0;
   std::uint64_t round = 0;
   std::uint64_t epoch = 0;
-  std::vector<float> theta;     // theta_global of the fragment after the round
+  std::vector<float> theta;  // theta_global of the fragment after the round
   std::vector<float> momentum;  // outer Nesterov buffer, same size as theta
 };
 
@@ -33,9 +33,9 @@ struct checkpoint_summary {
 
 // Whether commits reach the disk, for `atollctl status`: a full disk shows up here.
 struct storage_health {
-  bool failing = false;             // the last commit failed
+  bool failing = false;  // the last commit failed
   std::uint64_t failed_commits = 0;
-  std::string last_error;           // of the last failed commit
+  std::string last_error;  // of the last failed commit
 };
 
 class checkpoint_store {

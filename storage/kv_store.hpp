@@ -31,7 +31,7 @@ class kv_store {
   virtual expected<std::optional<std::string>> get(column family, const std::string& key) const = 0;
   // Keys with `prefix`, in key order.
   virtual expected<std::vector<std::pair<std::string, std::string>>> scan(column family,
-                                                                           const std::string& prefix) const = 0;
+                                                                          const std::string& prefix) const = 0;
 };
 
 std::unique_ptr<kv_store> make_memory_store();

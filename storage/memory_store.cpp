@@ -25,7 +25,7 @@ class memory_store : public kv_store {
     return std::optional<std::string>{it->second};
   }
   expected<std::vector<std::pair<std::string, std::string>>> scan(column family,
-                                                                   const std::string& prefix) const override {
+                                                                  const std::string& prefix) const override {
     std::lock_guard<std::mutex> lock(mu_);
     std::vector<std::pair<std::string, std::string>> out;
     const auto& m = data_[static_cast<int>(family)];

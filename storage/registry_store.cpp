@@ -14,16 +14,15 @@ std::string member_key(std::uint32_t node_id) {
 }  // namespace
 
 status registry_store::save(const registry_snapshot& snap) {
-  nlohmann::json meta = {{"cluster_id", snap.cluster_id},     {"config_toml", snap.config_toml},
-                         {"epoch", snap.epoch},               {"next_node_id", snap.next_node_id},
-                         {"next_rank", snap.next_rank},       {"run_state", snap.run_state},
-                         {"placements", snap.placements},     {"finished", snap.finished},
-                         {"replica_keeper", snap.replica_keeper}};
+  nlohmann::json meta = {
+      {"cluster_id", snap.cluster_id},     {"config_toml", snap.config_toml}, {"epoch", snap.epoch},
+      {"next_node_id", snap.next_node_id}, {"next_rank", snap.next_rank},     {"run_state", snap.run_state},
+      {"placements", snap.placements},     {"finished", snap.finished},       {"replica_keeper", snap.replica_keeper}};
   std::vector<kv_write> batch;
   batch.push_back({column::meta, "registry", meta.dump()});
   for (const auto& m : snap.members) {
-    nlohmann::json j = {{"node_id", m.node_id}, {"state", m.state},     {"hostname", m.hostname},
-                        {"pid", m.pid},         {"devices", m.devices}, {"workers", m.workers},
+    nlohmann::json j = {{"node_id", m.node_id}, {"state", m.state},      {"hostname", m.hostname},
+                        {"pid", m.pid},         {"devices", m.devices},  {"workers", m.workers},
                         {"ranks", m.ranks},     {"can_keep", m.can_keep}};
     batch.push_back({column::members, member_key(m.node_id), j.dump()});
   }

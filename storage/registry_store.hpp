@@ -14,13 +14,13 @@ namespace atl {
 
 struct member_record {
   std::uint32_t node_id = 0;
-  std::string state;     // "active", "left", "dead"
+  std::string state;  // "active", "left", "dead"
   std::string hostname;
   std::uint32_t pid = 0;
   std::vector<std::string> devices;
   std::vector<std::string> workers;
   std::vector<std::uint32_t> ranks;  // of each worker (data shard and seed)
-  bool can_keep = false;             // has a data dir: may host a keeper replica
+  bool can_keep = false;  // has a data dir: may host a keeper replica
 };
 
 struct registry_snapshot {
@@ -34,7 +34,7 @@ struct registry_snapshot {
   // head finds its coordinators where they run instead of placing a second one.
   std::vector<std::string> placements;
   std::vector<std::string> finished;  // workers that finished their steps: no round waits for them
-  std::string replica_keeper;         // "node/N" hosting keeper/1; "" while none
+  std::string replica_keeper;  // "node/N" hosting keeper/1; "" while none
   std::vector<member_record> members;
 };
 

@@ -14,8 +14,10 @@ constexpr column all_columns[] = {column::meta, column::members, column::fragmen
 error storage_error(const std::string& what, const rocksdb::Status& s) {
   // RocksDB reports ENOSPC as an IOError whose subcode is kNoSpace (or only in the text).
   if (s.IsNoSpace() || s.ToString().find("No space left") != std::string::npos)
-    return make_error(errc::storage_full, what + ": the disk is full; nothing was written, and commits resume by "
-                                                 "themselves once space is freed (" + s.ToString() + ")");
+    return make_error(errc::storage_full, what +
+                                              ": the disk is full; nothing was written, and commits resume by "
+                                              "themselves once space is freed (" +
+                                              s.ToString() + ")");
   return make_error(errc::storage_failure, what + ": " + s.ToString());
 }
 
@@ -80,7 +82,8 @@ class rocksdb_store : public kv_store {
   }
 
   expected<std::optional<std::string>> get(column family, const std::string& key) const override {
-    if (!db_.db) return make_error(errc::storage_failure, "the store is closed after a failed write; the next commit reopens it");
+    if (!db_.db)
+      return make_error(errc::storage_failure, "the store is closed after a failed write; the next commit reopens it");
     std::string value;
     auto s = db_.db->Get(rocksdb::ReadOptions(), handle(family), key, &value);
     if (s.IsNotFound()) return std::optional<std::string>{};
@@ -89,8 +92,9 @@ class rocksdb_store : public kv_store {
   }
 
   expected<std::vector<std::pair<std::string, std::string>>> scan(column family,
-                                                                   const std::string& prefix) const override {
-    if (!db_.db) return make_error(errc::storage_failure, "the store is closed after a failed write; the next commit reopens it");
+                                                                  const std::string& prefix) const override {
+    if (!db_.db)
+      return make_error(errc::storage_failure, "the store is closed after a failed write; the next commit reopens it");
     std::vector<std::pair<std::string, std::string>> out;
     std::unique_ptr<rocksdb::Iterator> it(db_.db->NewIterator(rocksdb::ReadOptions(), handle(family)));
     for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next())
@@ -107,8 +111,8 @@ class rocksdb_store : public kv_store {
     if (::statvfs(path_.c_str(), &fs) != 0) return {};  // unknown: let RocksDB try
     const std::uint64_t available = static_cast<std::uint64_t>(fs.f_bavail) * fs.f_frsize;
     if (available >= needed) return {};
-    return make_error(errc::storage_full, "commit: the disk is full (" + std::to_string(available >> 10) + " KiB free in " +
-                                              path_ + ", " + std::to_string(needed >> 10) +
+    return make_error(errc::storage_full, "commit: the disk is full (" + std::to_string(available >> 10) +
+                                              " KiB free in " + path_ + ", " + std::to_string(needed >> 10) +
                                               " KiB needed); nothing was written, and commits resume by themselves "
                                               "once space is freed");
   }

@@ -25,8 +25,7 @@ void parallel_chunks(std::size_t n, std::size_t chunk, Fn fn) {
   const std::size_t chunks = (n + chunk - 1) / chunk;
   const std::size_t per = (chunks + hw - 1) / hw;
   std::vector<std::thread> threads;
-  for (std::size_t c = 0; c < chunks; c += per)
-    threads.emplace_back(fn, c * chunk, std::min(n, (c + per) * chunk));
+  for (std::size_t c = 0; c < chunks; c += per) threads.emplace_back(fn, c * chunk, std::min(n, (c + per) * chunk));
   for (auto& t : threads) t.join();
 }
 
@@ -149,10 +148,12 @@ status decode(const encoded_values& in, float* values) {
       if (in.count) std::memcpy(values, p, in.count * 4);
       break;
     case codec_kind::bf16:
-      for (std::size_t i = 0; i < in.count; ++i) values[i] = from_bf16(static_cast<std::uint16_t>(p[2 * i] | (p[2 * i + 1] << 8)));
+      for (std::size_t i = 0; i < in.count; ++i)
+        values[i] = from_bf16(static_cast<std::uint16_t>(p[2 * i] | (p[2 * i + 1] << 8)));
       break;
     case codec_kind::fp16:
-      for (std::size_t i = 0; i < in.count; ++i) values[i] = from_fp16(static_cast<std::uint16_t>(p[2 * i] | (p[2 * i + 1] << 8)));
+      for (std::size_t i = 0; i < in.count; ++i)
+        values[i] = from_fp16(static_cast<std::uint16_t>(p[2 * i] | (p[2 * i + 1] << 8)));
       break;
     case codec_kind::int8:
       for (std::size_t i = 0; i < in.count; ++i)

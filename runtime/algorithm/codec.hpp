@@ -30,10 +30,10 @@ const char* to_string(codec_kind kind);
 
 struct encoded_values {
   codec_kind kind = codec_kind::fp32;
-  std::size_t count = 0;             // values encoded
-  std::size_t chunk = 0;             // values per scale (int8, fp4)
-  std::vector<std::uint8_t> payload; // little-endian codes
-  std::vector<float> scales;         // one per chunk (int8, fp4); empty otherwise
+  std::size_t count = 0;  // values encoded
+  std::size_t chunk = 0;  // values per scale (int8, fp4)
+  std::vector<std::uint8_t> payload;  // little-endian codes
+  std::vector<float> scales;  // one per chunk (int8, fp4); empty otherwise
 };
 
 // Bytes of payload and number of scales a codec uses for `count` values.

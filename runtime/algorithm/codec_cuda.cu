@@ -216,9 +216,8 @@ status device_codec::encode_delta(codec_kind kind, const float* global, const fl
     return {};
   }
   if ((e = d.sent.reserve(count * sizeof(float)))) return cuda_error("allocating the residual scratch", e);
-  decode_values<<<blocks_for(count), block_threads, 0, stream>>>(d.payload.as<std::uint8_t>(), count,
-                                                                static_cast<int>(kind), out.chunk,
-                                                                d.scales.as<float>(), d.sent.as<float>());
+  decode_values<<<blocks_for(count), block_threads, 0, stream>>>(
+      d.payload.as<std::uint8_t>(), count, static_cast<int>(kind), out.chunk, d.scales.as<float>(), d.sent.as<float>());
   new_residual<<<blocks_for(count), block_threads, 0, stream>>>(target, d.sent.as<float>(), count, residual);
   if ((e = cudaGetLastError())) return cuda_error("residual kernels", e);
   return {};
@@ -249,9 +248,8 @@ status device_codec::decode(const encoded_values& in, float* values, void* strea
       (e = cudaMemcpyAsync(d.scales.ptr, d.host_scales.ptr, scale_bytes, cudaMemcpyHostToDevice, stream)))
     return cuda_error("copying the codes to the device", e);
   if (in.kind != codec_kind::fp32) {
-    decode_values<<<blocks_for(in.count), block_threads, 0, stream>>>(d.payload.as<std::uint8_t>(), in.count,
-                                                                      static_cast<int>(in.kind), in.chunk,
-                                                                      d.scales.as<float>(), values);
+    decode_values<<<blocks_for(in.count), block_threads, 0, stream>>>(
+        d.payload.as<std::uint8_t>(), in.count, static_cast<int>(in.kind), in.chunk, d.scales.as<float>(), values);
     if ((e = cudaGetLastError())) return cuda_error("decode kernel", e);
   }
   // The pinned buffers are reused by the next call: wait until the copies have read them.

@@ -43,7 +43,7 @@ ATOLL_HD inline std::uint16_t to_fp16(float f) {
   const std::uint16_t sign = static_cast<std::uint16_t>((u >> 16) & 0x8000u);
   const std::uint32_t a = u & 0x7FFFFFFFu;
   if (a >= 0x477FF000u) return sign | 0x7BFFu;  // >= 65520 (rounds past 65504): saturate
-  if (a < 0x33000001u) return sign;             // <= 2^-25: rounds to zero
+  if (a < 0x33000001u) return sign;  // <= 2^-25: rounds to zero
   const int exp = static_cast<int>(a >> 23) - 127;
   std::uint32_t mant = (a & 0x7FFFFFu) | 0x800000u;  // 24 significant bits
   int shift;
@@ -83,7 +83,7 @@ ATOLL_HD inline float from_fp16(std::uint16_t h) {
 // additions, so the loops vectorise (no libm call) and host and device agree.
 ATOLL_HD inline float round_even(float x) {
   constexpr float magic = 12582912.0f;  // 1.5 * 2^23
-  return (x + magic) - magic;           // not folded: we never build with -ffast-math
+  return (x + magic) - magic;  // not folded: we never build with -ffast-math
 }
 
 // int8 with a per-chunk scale: q = rint(x / scale) in [-127, 127].

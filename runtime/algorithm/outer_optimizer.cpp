@@ -5,8 +5,7 @@
 
 namespace atl {
 
-void nesterov_step(const outer_options& opt, float* theta, float* momentum_buffer, const float* grad,
-                   std::size_t n) {
+void nesterov_step(const outer_options& opt, float* theta, float* momentum_buffer, const float* grad, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) {
     const float buf = opt.momentum * momentum_buffer[i] + grad[i];
     momentum_buffer[i] = buf;

@@ -19,8 +19,7 @@ struct outer_options {
 };
 
 // theta, momentum_buffer and grad have equal sizes.
-void nesterov_step(const outer_options& opt, float* theta, float* momentum_buffer, const float* grad,
-                   std::size_t n);
+void nesterov_step(const outer_options& opt, float* theta, float* momentum_buffer, const float* grad, std::size_t n);
 
 // One contribution to an average.
 struct weighted_input {
