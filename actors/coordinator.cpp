@@ -1,9 +1,11 @@
 #include "actors/coordinator.hpp"
+#include "runtime/actor_id.hpp"
 
 #include <caf/all.hpp>
 
 #include "actors/messages.hpp"
 #include "actors/pseudo_gradient.hpp"
+#include "actors/quorum.hpp"
 #include "runtime/digest.hpp"
 #include "runtime/fault_point.hpp"
 #include "runtime/log.hpp"
@@ -15,9 +17,25 @@ using self_ptr = caf::stateful_actor<coordinator_state>*;
 
 std::string fragment_name(const coordinator_state& st) { return "coordinator " + std::to_string(st.cfg.fragment); }
 
+// What the quorum policy (actors/quorum.hpp) is asked about this fragment.
+quorum::view policy_view(const coordinator_state& st) {
+  quorum::view v;
+  v.has_membership = st.has_membership;
+  v.members = st.members.size();
+  v.published = st.quorum;
+  v.round_open = st.rounds->current_phase() == round_tracker::phase::collecting;
+  if (v.round_open) {
+    v.participants = st.rounds->participants().size();
+    v.contributed = st.rounds->contributors().size();
+    if (v.contributed > 0) v.first_contribution = st.round_started;
+  }
+  return v;
+}
+
+quorum::options policy_options(const coordinator_state& st) { return {st.cfg.min_workers, st.cfg.round_deadline}; }
+
 bool membership_ready(const coordinator_state& st) {
-  return st.has_membership && !st.members.empty() &&
-         st.members.size() >= (st.quorum > 0 ? st.quorum : st.cfg.min_workers);
+  return quorum::members_suffice(policy_view(st), policy_options(st));
 }
 
 // The committing round to every keeper that has not acknowledged it yet.
@@ -208,17 +226,17 @@ void release(self_ptr self, const std::vector<std::string>& contributors) {
   st.mail->send(st.cfg.registry, st.epoch, out);
 }
 
-// Round `round` is round_deadline old. It closes with the contributions it has if they
-// are a quorum and a majority of its participants (no split brain); otherwise the deadline
-// is looked at again later.
+// Round `round` is round_deadline old. The quorum policy closes it with the contributions
+// it has if they are a quorum and a majority of its participants (no split brain);
+// otherwise the deadline is looked at again later.
 void on_deadline(self_ptr self, std::uint64_t round) {
   auto& st = self->state;
   if (st.rounds->current_phase() != round_tracker::phase::collecting || st.rounds->open_round() != round) return;
   const auto participants = st.rounds->participants().size();
-  const std::size_t quorum = st.quorum > 0 ? st.quorum : st.cfg.min_workers;
-  const std::size_t needed = std::max(quorum, participants / 2 + 1);
   const auto contributed = st.rounds->contributors().size();
-  auto done = st.rounds->close_at_deadline(needed);
+  const auto verdict = quorum::decide(policy_view(st), policy_options(st), st.now());
+  expected<bool> done = false;
+  if (verdict.what == quorum::decision::close) done = st.rounds->close_at_deadline(verdict.needed);
   if (done && *done) {
     log_warn(fragment_name(st) + ": round " + std::to_string(round) + " closed at its deadline with " +
              std::to_string(contributed) + " of " + std::to_string(participants) + " participants");
@@ -365,13 +383,13 @@ coordinator_config coordinator_config_for(const run_config& run, std::uint32_t f
   return cc;
 }
 
-caf::behavior coordinator_actor(caf::stateful_actor<coordinator_state>* self, transport* net,
-                                std::string cluster_id, coordinator_config cfg) {
+caf::behavior coordinator_actor(caf::stateful_actor<coordinator_state>* self, transport* net, std::string cluster_id,
+                                coordinator_config cfg) {
   auto& st = self->state;
   st.cfg = cfg;
   st.clock = &self->clock();
   st.keepers = {cfg.keeper};  // until the Membership names them
-  st.mail = std::make_unique<mailer>(*net, "coord/" + std::to_string(cfg.fragment), cluster_id);
+  st.mail = std::make_unique<mailer>(*net, coordinator_id(cfg.fragment), cluster_id);
   st.rounds = std::make_unique<round_tracker>(
       cfg.fragment, cfg.outer,
       cfg.average_only ? round_tracker::update_rule::average_only : round_tracker::update_rule::nesterov);

@@ -29,8 +29,8 @@
 // construction; the keeper commits those bytes before anyone sees them (S2, S4).
 #include <chrono>
 #include <map>
-#include <set>
 #include <memory>
+#include <set>
 #include <vector>
 
 #include <caf/actor.hpp>
@@ -38,6 +38,7 @@
 #include <caf/stateful_actor.hpp>
 
 #include "actors/round_tracker.hpp"
+#include "runtime/actor_id.hpp"
 #include "runtime/config.hpp"
 #include "runtime/transport.hpp"
 
@@ -45,8 +46,8 @@ namespace atl {
 
 struct coordinator_config {
   std::uint32_t fragment = 0;
-  std::string keeper = "keeper/0";
-  std::string registry = "registry";
+  std::string keeper = keeper_id(head_keeper_number);
+  std::string registry = registry_id();
   std::size_t min_workers = 1;
   outer_options outer;
   // ddp mode: rounds release the average and are not committed (one round per step).
@@ -67,28 +68,28 @@ struct coordinator_state {
   std::unique_ptr<mailer> mail;
   std::unique_ptr<round_tracker> rounds;
   coordinator_config cfg;
-  bool loaded = false;                          // keeper answered the LoadRequest
+  bool loaded = false;  // keeper answered the LoadRequest
   // Resumed from the keeper (re-placed, or a restarted head): when the first round opens,
   // every member gets the committed state, so workers still waiting on the old
   // coordinator's result resync at once instead of after diloco.result_timeout_ms.
   bool announce_on_open = false;
   std::size_t quorum = 0;  // participants a round needs, from the registry (0: cfg.min_workers)
-  std::uint64_t epoch = 0;                      // current membership epoch
-  std::vector<std::string> members;             // workers of the current epoch
-  bool has_membership = false;                  // the registry answered at least once
-  std::vector<wire::message_ptr> waiting;       // StateRequests held until a round includes them
+  std::uint64_t epoch = 0;  // current membership epoch
+  std::vector<std::string> members;  // workers of the current epoch
+  bool has_membership = false;  // the registry answered at least once
+  std::vector<wire::message_ptr> waiting;  // StateRequests held until a round includes them
   std::map<std::string, wire::message_ptr> early;  // contributions for the round about to open
   std::chrono::steady_clock::time_point round_started;
   std::chrono::steady_clock::time_point commit_sent;  // of the last CommitRequest
   std::vector<std::string> keepers;  // every one must acknowledge a commit (from the Membership)
-  std::set<std::string> acked;       // keepers that acknowledged the committing round
+  std::set<std::string> acked;  // keepers that acknowledged the committing round
   const caf::actor_clock* clock = nullptr;  // steady, or simulated in the protocol fault tests
   std::chrono::steady_clock::time_point now() const { return clock->now(); }
   std::uint64_t round_bytes = 0;
   static inline const char* name = "coordinator";
 };
 
-caf::behavior coordinator_actor(caf::stateful_actor<coordinator_state>* self, transport* net,
-                                std::string cluster_id, coordinator_config cfg);
+caf::behavior coordinator_actor(caf::stateful_actor<coordinator_state>* self, transport* net, std::string cluster_id,
+                                coordinator_config cfg);
 
 }  // namespace atl

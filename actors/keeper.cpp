@@ -3,6 +3,7 @@
 #include <caf/all.hpp>
 
 #include "actors/messages.hpp"
+#include "runtime/actor_id.hpp"
 #include "runtime/digest.hpp"
 #include "runtime/fault_point.hpp"
 #include "runtime/log.hpp"
@@ -133,14 +134,15 @@ caf::behavior keeper_behavior(self_ptr self) {
             ack.setOk(!result);
             ack.setError(result.describe());
             ack.setDigest(digest64(cp.theta.data(), cp.theta.size() * sizeof(float)));
-            if (result) log_error("keeper: commit of fragment " + std::to_string(cp.fragment) + " round " +
-                                  std::to_string(cp.round) + " failed: " + result.describe());
+            if (result)
+              log_error("keeper: commit of fragment " + std::to_string(cp.fragment) + " round " +
+                        std::to_string(cp.round) + " failed: " + result.describe());
           }
           st.mail->send(msg->sender(), msg->epoch(), out);
         } else if (env.isLoadRequest()) {
           const auto fragment = env.getLoadRequest().getFragment();
           // A coordinator starting in this epoch: commits from older ones are refused now.
-          if (msg->sender().rfind("coord/", 0) == 0) raise_writer_epoch(self, fragment, msg->epoch());
+          if (is_kind(msg->sender(), actor_kind::coordinator)) raise_writer_epoch(self, fragment, msg->epoch());
           auto cp = st.store->latest(fragment);
           if (!cp) {
             st.mail->refuse(*msg, cp.err(), msg->epoch());
@@ -178,8 +180,8 @@ caf::behavior keeper_actor(caf::stateful_actor<keeper_state>* self, transport* n
 }
 
 caf::behavior keeper_replica_actor(caf::stateful_actor<keeper_state>* self, transport* net, std::string id,
-                                   std::string cluster_id, std::shared_ptr<keeper_storage> storage,
-                                   std::string source, std::uint32_t fragments) {
+                                   std::string cluster_id, std::shared_ptr<keeper_storage> storage, std::string source,
+                                   std::uint32_t fragments) {
   auto& st = self->state;
   st.mail = std::make_unique<mailer>(*net, id, cluster_id);
   st.owned = std::move(storage);

@@ -45,8 +45,8 @@ struct keeper_state {
   std::unique_ptr<mailer> mail;
   checkpoint_store* store = nullptr;
   std::shared_ptr<keeper_storage> owned;  // a replica's storage; empty for the head's keeper
-  std::string source;                     // a replica catches up from this keeper
-  std::set<std::uint32_t> missing;        // fragments it has not heard about from the source
+  std::string source;  // a replica catches up from this keeper
+  std::set<std::uint32_t> missing;  // fragments it has not heard about from the source
   std::optional<fragment_checkpoint> served;  // the round whose chunks were asked for last
   std::map<std::uint32_t, std::uint64_t> writer_epoch;  // newest coordinator epoch per fragment
   std::set<std::uint32_t> epoch_loaded;  // fragments whose stored epoch is in writer_epoch
@@ -58,7 +58,7 @@ caf::behavior keeper_actor(caf::stateful_actor<keeper_state>* self, transport* n
 
 // A replica keeper on `storage`, catching up the `fragments` fragments from `source`.
 caf::behavior keeper_replica_actor(caf::stateful_actor<keeper_state>* self, transport* net, std::string id,
-                                   std::string cluster_id, std::shared_ptr<keeper_storage> storage,
-                                   std::string source, std::uint32_t fragments);
+                                   std::string cluster_id, std::shared_ptr<keeper_storage> storage, std::string source,
+                                   std::uint32_t fragments);
 
 }  // namespace atl

@@ -1,7 +1,7 @@
 #include "actors/node_agent.hpp"
 
-#include <random>
 #include <unistd.h>
+#include <random>
 
 #include <caf/all.hpp>
 
@@ -9,6 +9,7 @@
 #include "actors/keeper.hpp"
 #include "actors/messages.hpp"
 #include "actors/worker.hpp"
+#include "runtime/actor_id.hpp"
 #include "runtime/log.hpp"
 
 namespace atl {
@@ -29,7 +30,7 @@ void send_hello(self_ptr self) {
   h.setHostname(st.cfg.hostname);
   h.setPid(static_cast<std::uint32_t>(::getpid()));
   h.setCanKeep(!st.cfg.data_dir.empty());
-  st.mail->send("registry", st.epoch, out);
+  st.mail->send(registry_id(), st.epoch, out);
 }
 
 void send_heartbeat(self_ptr self) {
@@ -41,7 +42,7 @@ void send_heartbeat(self_ptr self) {
   auto refused = hb.initRefused(static_cast<unsigned>(counters.refused.size()));
   for (unsigned i = 0; i < counters.refused.size(); ++i) refused.set(i, counters.refused[i].load());
   hb.setHandshakesFailed(counters.handshakes_failed.load());
-  st.mail->send("registry", st.epoch, out);
+  st.mail->send(registry_id(), st.epoch, out);
 }
 
 void spawn_worker(self_ptr self, std::size_t index) {
@@ -79,7 +80,7 @@ void on_welcome(self_ptr self, const wire::message_ptr& msg) {
   st.cluster->set(msg->cluster_id());
   st.mail->set_cluster(msg->cluster_id());
   const std::string old_id = st.mail->self();
-  const std::string new_id = "node/" + std::to_string(st.node_id);
+  const std::string new_id = node_actor_id(st.node_id);
   st.local->add(new_id, caf::actor_cast<caf::actor>(self));
   st.local->remove(old_id);
   st.mail->set_self(new_id);
@@ -105,7 +106,7 @@ void on_welcome(self_ptr self, const wire::message_ptr& msg) {
 void on_place_coordinator(self_ptr self, const wire::message_ptr& msg) {
   auto& st = self->state;
   const auto fragment = msg->envelope().getPlaceCoordinator().getFragment();
-  const std::string id = "coord/" + std::to_string(fragment);
+  const std::string id = coordinator_id(fragment);
   if (auto hosted = st.local->find(id)) {
     // A repeated placement: already hosted. The registry may not know it runs (a restarted
     // head): the coordinator confirms itself with a MembershipRequest.
@@ -127,13 +128,13 @@ void on_place_keeper(self_ptr self, const wire::message_ptr& msg) {
   const auto place = msg->envelope().getPlaceKeeper();
   const std::string id = place.getKeeper();
   if (st.local->find(id)) return;  // a repeated placement: already hosted
-  if (st.current != phase::running || st.cfg.data_dir.empty() || id.rfind("keeper/", 0) != 0 || id.size() > 16 ||
-      id.find_first_of("/.", 7) != std::string::npos) {
+  const auto keeper = parse_actor_id(id);
+  if (st.current != phase::running || st.cfg.data_dir.empty() || !keeper || keeper->kind != actor_kind::keeper) {
     st.mail->refuse(*msg, make_error(errc::unexpected_message, "cannot host " + id + " here"), st.epoch);
     return;
   }
   auto storage = std::make_shared<keeper_storage>();
-  const std::string path = st.cfg.data_dir + "/keeper-" + id.substr(7);
+  const std::string path = st.cfg.data_dir + "/keeper-" + std::to_string(keeper->number);
   auto db = open_rocksdb_store(path);
   if (!db) {
     log_error("cannot host " + id + ": " + db.err().describe());
@@ -155,7 +156,7 @@ void on_place_keeper(self_ptr self, const wire::message_ptr& msg) {
 void stop_placed_actors(self_ptr self) {
   auto& st = self->state;
   for (const auto& id : st.local->ids())
-    if (id.rfind("coord/", 0) == 0 || id.rfind("keeper/", 0) == 0) st.local->remove(id);
+    if (is_kind(id, actor_kind::coordinator) || is_kind(id, actor_kind::keeper)) st.local->remove(id);
   for (auto& c : st.coordinators) self->send_exit(c, caf::exit_reason::user_shutdown);
   for (auto& k : st.keepers) self->send_exit(k, caf::exit_reason::user_shutdown);
   st.coordinators.clear();
@@ -174,7 +175,7 @@ void stop_all(self_ptr self, const std::string& reason) {
     auto g = bye.envelope.initGoodbye();
     g.setNodeId(st.node_id);
     g.setReason(reason);
-    st.mail->send("registry", st.epoch, bye);
+    st.mail->send(registry_id(), st.epoch, bye);
   }
   st.current = phase::done;
   // A node that gave up exits with an error, so its process exits non-zero.
@@ -194,8 +195,8 @@ void on_worker_down(self_ptr self, const caf::down_msg& down) {
     }
     const auto verdict = w.budget.on_failure(self->clock().now());
     if (st.current == phase::running && verdict.restart) {
-      log_warn(w.id + " failed (" + self->system().render(down.reason) + "); restart " + std::to_string(verdict.recent) +
-               " of " + std::to_string(st.run.restart_limit) + " within " +
+      log_warn(w.id + " failed (" + self->system().render(down.reason) + "); restart " +
+               std::to_string(verdict.recent) + " of " + std::to_string(st.run.restart_limit) + " within " +
                std::to_string(st.run.restart_window_ms) + " ms, in " + std::to_string(verdict.delay.count()) + " ms");
       self->delayed_send(self, verdict.delay, restart_atom::value, static_cast<std::uint64_t>(i));
       return;
@@ -231,7 +232,7 @@ void resend_after_reconnect(self_ptr self) {
 void take_provisional_id(self_ptr self) {
   auto& st = self->state;
   std::random_device rd;
-  const std::string provisional = "node/pending-" + std::to_string(::getpid()) + "-" + std::to_string(rd() % 100000);
+  const std::string provisional = pending_node_id(std::to_string(::getpid()) + "-" + std::to_string(rd() % 100000));
   if (st.mail) {
     st.local->remove(st.mail->self());
     st.mail->set_self(provisional);
@@ -285,7 +286,7 @@ caf::behavior node_agent_actor(caf::stateful_actor<node_agent_state>* self, tran
         } else if (env.isRefusal()) {
           const auto r = env.getRefusal();
           log_warn("refused by " + msg->sender() + ": " + r.getMessage().cStr());
-          if (msg->sender() == "registry" && static_cast<errc>(r.getCode()) == errc::stale_epoch &&
+          if (msg->sender() == registry_id() && static_cast<errc>(r.getCode()) == errc::stale_epoch &&
               self->state.current == phase::running)
             rejoin(self, r.getMessage().cStr());
         }

@@ -64,7 +64,7 @@ struct node_agent_state {
   run_config run;
   std::vector<supervised_worker> workers;
   std::vector<caf::actor> coordinators;
-  std::vector<caf::actor> keepers;     // a keeper replica placed here
+  std::vector<caf::actor> keepers;  // a keeper replica placed here
   std::uint64_t connections_seen = 0;  // the transport's count when last checked
   bool failed = false;
   static inline const char* name = "node_agent";

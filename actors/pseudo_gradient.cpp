@@ -18,7 +18,8 @@ void put_contribution(schema::Contribution::Builder c, encoded_values&& values, 
   }
   payload.data = std::move(values.payload);
   msg.tensors.push_back(std::move(payload));
-  if (!values.scales.empty()) msg.tensors.push_back(wire::tensor::from_floats(values.scales.data(), values.scales.size()));
+  if (!values.scales.empty())
+    msg.tensors.push_back(wire::tensor::from_floats(values.scales.data(), values.scales.size()));
 }
 
 expected<std::vector<float>> take_contribution(const wire::message& msg, std::size_t expected_count) {
@@ -26,8 +27,8 @@ expected<std::vector<float>> take_contribution(const wire::message& msg, std::si
   const auto kind = static_cast<codec_kind>(c.getCodec());
   if (kind > codec_kind::fp4) return make_error(errc::tensor_mismatch, "unknown codec");
   if (c.getCount() != expected_count)
-    return make_error(errc::tensor_mismatch, std::to_string(c.getCount()) + " values, fragment has " +
-                                                 std::to_string(expected_count));
+    return make_error(errc::tensor_mismatch,
+                      std::to_string(c.getCount()) + " values, fragment has " + std::to_string(expected_count));
   const bool scaled = kind == codec_kind::int8 || kind == codec_kind::fp4;
   const auto& tensors = msg.tensors();
   if (tensors.size() != (scaled ? 2u : 1u))

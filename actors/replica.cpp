@@ -6,7 +6,7 @@ namespace atl {
 
 struct replica::host_sync {
   std::vector<std::vector<float>> global;  // per fragment; empty until adopted
-  std::vector<error_feedback> feedback;    // per fragment
+  std::vector<error_feedback> feedback;  // per fragment
 };
 
 replica::host_sync& replica::host() {

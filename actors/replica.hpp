@@ -68,7 +68,7 @@ class replica {
 };
 
 struct replica_spec {
-  std::uint32_t rank = 0;        // this worker's data shard
+  std::uint32_t rank = 0;  // this worker's data shard
   std::uint32_t world_size = 1;  // number of shards
   std::string device = "cpu";
 };

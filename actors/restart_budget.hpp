@@ -12,19 +12,19 @@
 namespace atl {
 
 struct restart_policy {
-  int max_restarts = 3;                                 // R: restarts allowed per window
-  std::chrono::milliseconds window{60000};              // T
-  std::chrono::milliseconds backoff{500};               // delay before the first restart
-  std::chrono::milliseconds max_backoff{30000};         // the doubling stops here
+  int max_restarts = 3;  // R: restarts allowed per window
+  std::chrono::milliseconds window{60000};  // T
+  std::chrono::milliseconds backoff{500};  // delay before the first restart
+  std::chrono::milliseconds max_backoff{30000};  // the doubling stops here
 };
 
 class restart_budget {
  public:
   using time_point = std::chrono::steady_clock::time_point;
   struct decision {
-    bool restart = false;                 // false: escalate
-    std::chrono::milliseconds delay{0};   // before the restart
-    int recent = 0;                       // restarts in the window, this one included
+    bool restart = false;  // false: escalate
+    std::chrono::milliseconds delay{0};  // before the restart
+    int recent = 0;  // restarts in the window, this one included
   };
 
   explicit restart_budget(restart_policy policy = {}) : policy_(policy) {}

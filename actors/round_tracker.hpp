@@ -67,8 +67,8 @@ class round_tracker {
   update_rule rule_;
   std::vector<float> average_;  // last completed round's average (average_only)
   phase phase_ = phase::unseeded;
-  std::uint64_t round_ = 0;   // last committed (or committing, in phase committing) round
-  std::uint64_t epoch_ = 0;   // epoch of the open round
+  std::uint64_t round_ = 0;  // last committed (or committing, in phase committing) round
+  std::uint64_t epoch_ = 0;  // epoch of the open round
   std::vector<float> theta_, momentum_;
   std::set<std::string> participants_;
   std::map<std::string, std::pair<std::vector<float>, float>> contributions_;  // sorted by worker id

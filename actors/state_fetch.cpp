@@ -2,15 +2,20 @@
 
 #include <algorithm>
 
+#include "runtime/actor_id.hpp"
 #include "runtime/digest.hpp"
 
 namespace atl {
 
 state_fetch::state_fetch(std::uint64_t round, std::uint64_t count, std::uint64_t digest,
                          std::vector<std::string> sources, std::uint64_t chunk)
-    : active_(true), round_(round), digest_(digest), chunk_(std::max<std::uint64_t>(1, chunk)),
-      sources_(std::move(sources)), values_(count) {
-  if (sources_.empty()) sources_.push_back("keeper/0");
+    : active_(true),
+      round_(round),
+      digest_(digest),
+      chunk_(std::max<std::uint64_t>(1, chunk)),
+      sources_(std::move(sources)),
+      values_(count) {
+  if (sources_.empty()) sources_.push_back(keeper_id(head_keeper_number));
 }
 
 state_fetch::request state_fetch::next_request() const {

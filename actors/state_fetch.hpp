@@ -22,9 +22,9 @@ class state_fetch {
   };
   enum class outcome {
     ignored,  // not the reply awaited (a duplicate, late, or from another source)
-    more,     // take the next request
-    done,     // every value is here and matches the digest: take_values()
-    failed,   // the source cannot serve it (found=false, wrong size, digest mismatch): next_source()
+    more,  // take the next request
+    done,  // every value is here and matches the digest: take_values()
+    failed,  // the source cannot serve it (found=false, wrong size, digest mismatch): next_source()
   };
 
   state_fetch() = default;

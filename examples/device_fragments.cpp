@@ -3,7 +3,10 @@
 namespace atl {
 
 device_fragments::device_fragments(std::vector<std::vector<torch::Tensor>> fragments, const torch::Device& device)
-    : fragments_(std::move(fragments)), device_(device), global_(fragments_.size()), residual_(fragments_.size()),
+    : fragments_(std::move(fragments)),
+      device_(device),
+      global_(fragments_.size()),
+      residual_(fragments_.size()),
       codec_(device.has_index() ? device.index() : 0) {}
 
 torch::Tensor device_fragments::flatten(std::size_t f) const {
@@ -24,7 +27,8 @@ void device_fragments::scatter(std::size_t f, const torch::Tensor& flat) {
 void device_fragments::upload_global(std::size_t f, const float* theta_global) {
   std::int64_t count = 0;
   for (const auto& p : fragments_.at(f)) count += p.numel();
-  if (!global_[f].defined()) global_[f] = torch::empty({count}, torch::TensorOptions().dtype(torch::kFloat32).device(device_));
+  if (!global_[f].defined())
+    global_[f] = torch::empty({count}, torch::TensorOptions().dtype(torch::kFloat32).device(device_));
   global_[f].copy_(torch::from_blob(const_cast<float*>(theta_global), {count}, torch::kFloat32));
 }
 
@@ -48,7 +52,8 @@ void device_fragments::merge(std::size_t f, const float* theta_global, float alp
 }
 
 status device_fragments::encode(std::size_t f, const replica::encoding& how, encoded_values& out) {
-  if (!global_.at(f).defined()) return make_error(errc::not_ready, "fragment " + std::to_string(f) + " has no theta_global yet");
+  if (!global_.at(f).defined())
+    return make_error(errc::not_ready, "fragment " + std::to_string(f) + " has no theta_global yet");
   const auto local = flatten(f);
   float* residual = nullptr;
   if (how.error_feedback) {

@@ -38,8 +38,8 @@ class device_fragments {
   }
 
  private:
-  torch::Tensor flatten(std::size_t f) const;                   // a contiguous copy of the local fragment
-  void scatter(std::size_t f, const torch::Tensor& flat);       // flat values into the parameters
+  torch::Tensor flatten(std::size_t f) const;  // a contiguous copy of the local fragment
+  void scatter(std::size_t f, const torch::Tensor& flat);  // flat values into the parameters
   void upload_global(std::size_t f, const float* theta_global);  // host fp32 -> global_[f]
 
   std::vector<std::vector<torch::Tensor>> fragments_;

@@ -17,8 +17,7 @@ struct inner_optimizer::fused_adamw {
   double weight_decay = 0;
 };
 
-inner_optimizer::inner_optimizer(std::vector<torch::Tensor> params, const run_config& cfg,
-                                 const torch::Device& device)
+inner_optimizer::inner_optimizer(std::vector<torch::Tensor> params, const run_config& cfg, const torch::Device& device)
     : params_(std::move(params)), grad_clip_(cfg.grad_clip) {
 #ifdef ATOLL_HAS_FUSED_ADAMW
   if (device.is_cuda()) {

@@ -93,8 +93,9 @@ std::string read_file(const std::string& path) {
 class shakespeare_task : public task {
  public:
   shakespeare_task(const run_config& cfg, const replica_spec& spec)
-      : cfg_(cfg), model_((torch::manual_seed(static_cast<std::uint64_t>(cfg.seed)),
-                           gpt(cfg.layers, cfg.width, cfg.heads, cfg.context))),
+      : cfg_(cfg),
+        model_((torch::manual_seed(static_cast<std::uint64_t>(cfg.seed)),
+                gpt(cfg.layers, cfg.width, cfg.heads, cfg.context))),
         rng_(static_cast<std::uint64_t>(cfg.seed) * 1000003u + spec.rank) {
     const std::string text = read_file(data_dir(cfg) + "/tinyshakespeare.txt");
     auto all = torch::from_blob(const_cast<char*>(text.data()), {static_cast<std::int64_t>(text.size())}, torch::kUInt8)
@@ -125,7 +126,7 @@ class shakespeare_task : public task {
     std::vector<std::vector<torch::Tensor>> groups;
     groups.push_back({model_->tok->weight, model_->pos->weight});  // embeddings (and tied head)
     for (auto& b : model_->blocks) groups.push_back(b->parameters());
-    groups.push_back(model_->ln_f->parameters());                  // head
+    groups.push_back(model_->ln_f->parameters());  // head
     return groups;
   }
 

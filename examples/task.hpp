@@ -30,7 +30,7 @@ class task {
   // Parameter groups in layer order (embedding, blocks..., head); fragments are made of
   // whole groups. Every worker must return the same groups in the same order.
   virtual std::vector<std::vector<torch::Tensor>> layer_groups() = 0;
-  virtual batch next_train_batch() = 0;         // from this worker's shard
+  virtual batch next_train_batch() = 0;  // from this worker's shard
   virtual const std::vector<batch>& eval_batches() = 0;  // fixed held-out batches
   virtual torch::Tensor loss(const batch& b) = 0;
   virtual std::int64_t tokens_per_batch() const = 0;

@@ -3,7 +3,7 @@
 // (examples/inner_optimizer.hpp).
 //
 // Fragments: the task's layer groups (for the GPT: embeddings, each block, the final norm)
-// are assigned strided, group g to fragment g mod P (the default of DESIGN.md section 1),
+// are assigned strided, group g to fragment g mod P (the default of docs/design.md section 1),
 // or sequential, contiguous runs of about G / P groups. A fragment's fp32 view is its
 // parameters flattened in group order.
 //
@@ -176,7 +176,8 @@ class torch_replica : public replica {
   }
 
   double learning_rate(std::int64_t step) const {
-    if (step < cfg_.warmup_steps) return cfg_.lr * static_cast<double>(step + 1) / static_cast<double>(cfg_.warmup_steps);
+    if (step < cfg_.warmup_steps)
+      return cfg_.lr * static_cast<double>(step + 1) / static_cast<double>(cfg_.warmup_steps);
     const double span = std::max<std::int64_t>(1, cfg_.steps - cfg_.warmup_steps);
     const double progress = std::min(1.0, static_cast<double>(step - cfg_.warmup_steps) / span);
     const double floor = cfg_.min_lr_ratio;

@@ -25,13 +25,14 @@
 #include <random>
 #include <set>
 
+#include <gtest/gtest.h>
 #include <caf/all.hpp>
 #include <caf/scheduler/test_coordinator.hpp>
-#include <gtest/gtest.h>
 
 #include "actors/coordinator.hpp"
 #include "actors/keeper.hpp"
 #include "actors/messages.hpp"
+#include "actors/quorum.hpp"
 #include "actors/worker.hpp"
 #include "storage/checkpoint_store.hpp"
 #include "tests/fake_replica.hpp"
@@ -46,7 +47,7 @@ constexpr auto time_limit = std::chrono::minutes(10);  // simulated
 
 struct fault_plan {
   double drop = 0, duplicate = 0, delay = 0;  // per message
-  std::uint64_t kill_after = 0;               // messages sent before a coordinator dies; 0: never
+  std::uint64_t kill_after = 0;  // messages sent before a coordinator dies; 0: never
   std::chrono::milliseconds round_deadline{0};  // diloco.round_deadline_ms of the coordinators
 };
 
@@ -101,7 +102,9 @@ class faulty_transport : public transport {
   std::uint64_t dropped = 0, duplicated = 0, delayed = 0;
 
  private:
-  void deliver(wire::frames frames) { (void)deliver_local(std::move(frames), wire::limits{}, cluster_, dir_, counters_); }
+  void deliver(wire::frames frames) {
+    (void)deliver_local(std::move(frames), wire::limits{}, cluster_, dir_, counters_);
+  }
 
   directory& dir_;
   cluster_identity& cluster_;
@@ -130,9 +133,7 @@ caf::behavior registry_stub(caf::event_based_actor* self, transport* net, std::s
     m.setEpoch(rec->epoch);
     auto list = m.initWorkers(static_cast<unsigned>(rec->members.size()));
     for (unsigned i = 0; i < rec->members.size(); ++i) list.set(i, rec->members[i]);
-    const bool tail = !rec->done.empty();
-    m.setQuorum(tail ? static_cast<std::uint32_t>(std::max<std::size_t>(1, std::min<std::size_t>(min_workers, rec->members.size())))
-                     : min_workers);
+    m.setQuorum(quorum::required_participants(min_workers, rec->members.size(), !rec->done.empty()));
     auto keepers = m.initKeepers(static_cast<unsigned>(rec->keepers.size()));
     for (unsigned i = 0; i < rec->keepers.size(); ++i) keepers.set(i, rec->keepers[i]);
     mail->send(to, rec->epoch, out);
@@ -209,11 +210,10 @@ seed_outcome run_seed(std::uint64_t seed) {
     cc.outer = {0.7f, 0.9f};
     cc.round_deadline = plan.round_deadline;
     cc.state_chunk_values = static_cast<std::size_t>(run.state_chunk_values);
-    dir.add("coord/" + std::to_string(f),
-            sys.spawn(coordinator_actor, static_cast<transport*>(&net), cluster_id, cc));
+    dir.add("coord/" + std::to_string(f), sys.spawn(coordinator_actor, static_cast<transport*>(&net), cluster_id, cc));
   };
-  dir.add("keeper/0", sys.spawn(keeper_actor, static_cast<transport*>(&net), std::string("keeper/0"), cluster_id,
-                                &checkpoints));
+  dir.add("keeper/0",
+          sys.spawn(keeper_actor, static_cast<transport*>(&net), std::string("keeper/0"), cluster_id, &checkpoints));
   dir.add("registry", sys.spawn(registry_stub, static_cast<transport*>(&net), cluster_id, &rec));
   std::shared_ptr<keeper_storage> replica;
   auto spawn_replica = [&] {  // on a fresh disk, catching up from the head's keeper
@@ -236,7 +236,8 @@ seed_outcome run_seed(std::uint64_t seed) {
     };
     dir.add(wc.id, sys.spawn(worker_actor, static_cast<transport*>(&net), wc, factory));
   };
-  for (int k = 0; k < workers; ++k) spawn_worker(worker_ids[static_cast<std::size_t>(k)], static_cast<std::uint32_t>(k));
+  for (int k = 0; k < workers; ++k)
+    spawn_worker(worker_ids[static_cast<std::size_t>(k)], static_cast<std::uint32_t>(k));
   std::set<std::string> live(worker_ids.begin(), worker_ids.end());  // the run ends when all of them finished
 
   seed_outcome out;
@@ -359,8 +360,8 @@ TEST(ProtocolFaults, EverySeedFinishesAgreesAndKeepsEveryRound) {
     }
   }
   std::cout << seeds.size() << " seeds: " << dropped << " dropped, " << duplicated << " duplicated, " << delayed
-            << " delayed, " << kills << " coordinators, replicas or workers killed; longest run " << longest << " simulated s; "
-            << failures << " failed\n";
+            << " delayed, " << kills << " coordinators, replicas or workers killed; longest run " << longest
+            << " simulated s; " << failures << " failed\n";
   // The schedule must have injected faults at all, or the test proves nothing.
   if (seeds.size() >= 50) {
     EXPECT_GT(dropped, 0u);

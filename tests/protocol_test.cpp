@@ -9,8 +9,8 @@
 #include <set>
 #include <thread>
 
-#include <caf/all.hpp>
 #include <gtest/gtest.h>
+#include <caf/all.hpp>
 
 #include "actors/coordinator.hpp"
 #include "actors/keeper.hpp"
@@ -72,8 +72,8 @@ caf::behavior probe_actor(caf::event_based_actor*, observations* obs) {
           } else if (env.isRefusal()) {
             obs->refusals.push_back(static_cast<errc>(env.getRefusal().getCode()));
           } else if (env.isRoundReport()) {
-            observed_round r{env.getRoundReport().getRound(), env.getRoundReport().getDigest(), {},
-                             env.getRoundReport().getBytes()};
+            observed_round r{
+                env.getRoundReport().getRound(), env.getRoundReport().getDigest(), {}, env.getRoundReport().getBytes()};
             for (const auto p : env.getRoundReport().getParticipants()) r.participants.push_back(p);
             obs->rounds.push_back(r);
           } else if (env.isRoundAck()) {
@@ -89,9 +89,13 @@ caf::behavior probe_actor(caf::event_based_actor*, observations* obs) {
 class ProtocolTest : public ::testing::Test {
  protected:
   ProtocolTest()
-      : kv_(make_memory_store()), checkpoints_(*kv_, 10), cluster_("cluster-test"), net_(dir_, cluster_),
+      : kv_(make_memory_store()),
+        checkpoints_(*kv_, 10),
+        cluster_("cluster-test"),
+        net_(dir_, cluster_),
         sys_(sys_cfg_) {
-    keeper_ = sys_.spawn(keeper_actor, static_cast<transport*>(&net_), std::string("keeper/0"), cluster_.get(), &checkpoints_);
+    keeper_ = sys_.spawn(keeper_actor, static_cast<transport*>(&net_), std::string("keeper/0"), cluster_.get(),
+                         &checkpoints_);
     dir_.add("keeper/0", keeper_);
     probe_ = sys_.spawn(probe_actor, &obs_);
     dir_.add("registry", probe_);
@@ -148,7 +152,9 @@ TEST_F(ProtocolTest, ARoundWithThreeWorkersLeavesIdenticalDigestsEverywhere) {
   run.sync_every = 5;
   run.log_every = 5;
   run.eval_every = 10;
-  replica_factory factory = [](const run_config&, const replica_spec& s) { return std::make_unique<fake_replica>(s.rank); };
+  replica_factory factory = [](const run_config&, const replica_spec& s) {
+    return std::make_unique<fake_replica>(s.rank);
+  };
   for (std::uint32_t r = 0; r < workers.size(); ++r) {
     worker_config wc;
     wc.id = workers[r];
@@ -226,7 +232,9 @@ class DirectComparison : public ProtocolTest {
     for (std::uint32_t r = 0; r < workers; ++r) ids.push_back("worker/" + std::to_string(r + 1) + ".0");
     spawn_coordinator(workers, {static_cast<float>(run.outer_lr), static_cast<float>(run.outer_momentum)});
     send_membership(1, ids);
-    replica_factory factory = [](const run_config&, const replica_spec& s) { return std::make_unique<fake_replica>(s.rank); };
+    replica_factory factory = [](const run_config&, const replica_spec& s) {
+      return std::make_unique<fake_replica>(s.rank);
+    };
     for (std::uint32_t r = 0; r < workers; ++r) {
       worker_config wc;
       wc.id = ids[r];
@@ -346,10 +354,10 @@ TEST_F(FencingTest, ContributionsForTheWrongRoundOrEpochAreRefusedWithTypedError
     EXPECT_EQ(state->epoch(), 4u);
   }
 
-  contribute(4, 2, {0, 0, 0});            // a round that is not open
-  contribute(3, 1, {0, 0, 0});            // an older epoch
-  contribute(4, 1, {NAN, 0, 0});          // not finite
-  contribute(4, 1, {0, 0});               // wrong size
+  contribute(4, 2, {0, 0, 0});  // a round that is not open
+  contribute(3, 1, {0, 0, 0});  // an older epoch
+  contribute(4, 1, {NAN, 0, 0});  // not finite
+  contribute(4, 1, {0, 0});  // wrong size
   ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.refusals.size() == 4; }));
   {
     std::lock_guard<std::mutex> lock(worker_obs_.mu);
@@ -459,8 +467,13 @@ TEST_F(FencingTest, ARoundPastItsDeadlineClosesWithAMajorityOfItsParticipants) {
   c.setRound(1);
   c.setWeight(1.0f);
   const std::vector<float> delta_y = {1.5f, 0.0f, 0.0f};
-  put_contribution(c, encoded_values{codec_kind::fp32, 3, 0, std::vector<std::uint8_t>(
-      reinterpret_cast<const std::uint8_t*>(delta_y.data()), reinterpret_cast<const std::uint8_t*>(delta_y.data()) + 12), {}},
+  put_contribution(c,
+                   encoded_values{codec_kind::fp32,
+                                  3,
+                                  0,
+                                  std::vector<std::uint8_t>(reinterpret_cast<const std::uint8_t*>(delta_y.data()),
+                                                            reinterpret_cast<const std::uint8_t*>(delta_y.data()) + 12),
+                                  {}},
                    from_y);
   as_y.send("coord/0", 1, from_y);
   // Two of three, a quorum (2) and a majority: after the deadline, theta - mean(x, y).
@@ -688,7 +701,9 @@ class WorkerRecoveryTest : public ProtocolTest {
     wc.run.sync_every = 5;
     wc.run.result_timeout_ms = result_timeout_ms;
     wc.run.state_chunk_values = state_chunk_values;
-    replica_factory factory = [](const run_config&, const replica_spec& s) { return std::make_unique<fake_replica>(s.rank); };
+    replica_factory factory = [](const run_config&, const replica_spec& s) {
+      return std::make_unique<fake_replica>(s.rank);
+    };
     dir_.add(wc.id, sys_.spawn(worker_actor, static_cast<transport*>(&net_), wc, factory));
   }
 

@@ -1,0 +1,134 @@
+#include "actors/fragment_sync.hpp"
+
+#include <algorithm>
+
+namespace atl {
+
+status fragment_sync::expect(phase wanted, const char* op) const {
+  if (phase_ == wanted) return {};
+  return make_error(errc::unexpected_message, std::string(op) + " in phase " + to_string(phase_));
+}
+
+void fragment_sync::ask() {
+  if (phase_ == phase::fetching) fetch_.cancel();
+  phase_ = phase::asking;
+}
+
+void fragment_sync::start_fetch(state_fetch fetch, std::uint64_t epoch) {
+  fetch_ = std::move(fetch);
+  fetch_epoch_ = epoch;
+  pending_ = {};
+  phase_ = phase::fetching;
+}
+
+void fragment_sync::adopt(std::uint64_t round, std::uint64_t epoch) {
+  fetch_.cancel();  // a transfer of an older round, if any, is moot
+  round_ = round;
+  epoch_ = epoch;
+  pending_ = {};
+  result_ = {};
+  phase_ = phase::synced;
+}
+
+status fragment_sync::contribute(std::uint64_t round, std::int64_t merge_at, encoded_values bytes) {
+  if (auto err = expect(phase::synced, "contribute")) return err;
+  pending_ = std::move(bytes);
+  pending_round_ = round;
+  merge_at_ = merge_at;
+  phase_ = phase::awaiting_result;
+  return {};
+}
+
+void fragment_sync::sent(std::uint64_t seq, time_point now) {
+  pending_seq_ = seq;
+  sent_at_ = now;  // a reopened round gets the whole result timeout
+}
+
+bool fragment_sync::result_arrived(std::uint64_t round, std::uint64_t epoch, std::vector<float> values) {
+  if (phase_ != phase::awaiting_result || round != pending_round_) return false;  // duplicate or stale
+  result_ = std::move(values);
+  result_round_ = round;
+  epoch_ = epoch;
+  phase_ = phase::result_ready;
+  return true;
+}
+
+expected<std::vector<float>> fragment_sync::take_result() {
+  if (auto err = expect(phase::result_ready, "take_result")) return err;
+  round_ = result_round_;
+  pending_ = {};
+  phase_ = phase::synced;
+  return std::move(result_);
+}
+
+fragment_sync::on_state fragment_sync::state_arrived(std::uint64_t round, std::uint64_t epoch) {
+  switch (phase_) {
+    case phase::fetching:
+      // The answer to a repeated request: that round is already on its way.
+      return round == fetch_.round() ? on_state::ignore : on_state::adopt;
+    case phase::asking:
+      if (pending_.count > 0 && round + 1 == pending_round_) {
+        epoch_ = epoch;
+        phase_ = phase::awaiting_result;
+        return on_state::send_again_and_resume;
+      }
+      return on_state::adopt;
+    case phase::awaiting_result:
+      if (round + 1 == pending_round_) {
+        epoch_ = std::max(epoch_, epoch);
+        return on_state::send_again;
+      }
+      // It committed our round before it died, without releasing it.
+      if (round >= pending_round_) return on_state::resync;
+      break;
+    case phase::synced:
+    case phase::result_ready: break;
+  }
+  if (round == round_) epoch_ = std::max(epoch_, epoch);
+  return on_state::ignore;
+}
+
+fragment_sync::on_refusal fragment_sync::refused(errc code, std::uint64_t refused_seq, std::uint64_t refusal_epoch) {
+  if (phase_ != phase::awaiting_result || refused_seq != pending_seq_) return on_refusal::ignore;  // an old one
+  if (code == errc::duplicate) return on_refusal::ignore;  // a resend it already has: keep waiting
+  if (code == errc::stale_epoch && refusal_epoch > epoch_) {
+    epoch_ = refusal_epoch;  // the round opened in a newer epoch than we knew
+    return on_refusal::send_again;
+  }
+  return on_refusal::ask_state;
+}
+
+fragment_sync::retry fragment_sync::on_tick(time_point now, duration keeper_timeout, duration result_timeout) const {
+  switch (phase_) {
+    case phase::fetching: return now - chunk_asked_at_ >= keeper_timeout ? retry::next_keeper : retry::none;
+    case phase::asking: return retry::ask_state;  // a coordinator may not be placed yet when we first ask
+    case phase::awaiting_result: return now - sent_at_ > result_timeout ? retry::send_again : retry::none;
+    case phase::synced:
+    case phase::result_ready: return retry::none;
+  }
+  return retry::none;
+}
+
+fragment_sync::retry fragment_sync::on_link_restored() const {
+  switch (phase_) {
+    case phase::fetching: return retry::next_chunk;
+    case phase::asking: return retry::ask_state;
+    case phase::awaiting_result: return retry::send_again;
+    case phase::synced:
+    case phase::result_ready: return retry::none;
+  }
+  return retry::none;
+}
+
+const char* to_string(fragment_sync::phase p) {
+  switch (p) {
+    case fragment_sync::phase::asking: return "asking";
+    case fragment_sync::phase::fetching: return "fetching";
+    case fragment_sync::phase::synced: return "synced";
+    case fragment_sync::phase::awaiting_result: return "awaiting_result";
+    case fragment_sync::phase::result_ready: return "result_ready";
+  }
+  return "unknown";
+}
+
+}  // namespace atl

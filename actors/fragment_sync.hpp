@@ -1,0 +1,109 @@
+#pragma once
+// One fragment's outer sync as a worker sees it, apart from all I/O: the worker actor
+// (actors/worker.cpp) sends what a transition calls for and feeds back what arrives.
+//
+//   (any) --ask: StateRequest sent--> [asking] --state inline--> adopt --> (synced r)
+//   [asking] --state as a header--> [fetching] --last chunk, digest ok--> adopt --> (synced r)
+//   [fetching] --every keeper failed--> ask --> [asking]
+//   (synced r) --contributed(round q)--> [awaiting_result q] --result of q--> [result_ready q]
+//   [result_ready q] --take_result: merged (DiLoCo) or applied (ddp)--> (synced q)
+//
+//   [awaiting_result] --Refusal(duplicate)--> itself (the contribution counted)
+//   [awaiting_result] --Refusal(stale_epoch) from a newer epoch--> itself, sent again in it
+//   [awaiting_result] --any other Refusal--> ask --> [asking], the contribution kept
+//   [asking] with a kept contribution --state of its base round--> [awaiting_result], sent again
+//   [awaiting_result] --unasked state of its base round (a re-placed coordinator)--> sent again
+//   [awaiting_result] --unasked state at or past its round--> adopt (resync)
+//   [awaiting_result] past diloco.result_timeout_ms, or the link came back --> sent again
+//
+// The pending contribution's bytes never change once taken (the error-feedback residual
+// was updated then): every sending is the same contribution, stamped with the epoch of
+// the round it is for. Illegal transitions return a typed error and change nothing.
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+#include "actors/state_fetch.hpp"
+#include "runtime/algorithm/codec.hpp"
+#include "runtime/error.hpp"
+
+namespace atl {
+
+class fragment_sync {
+ public:
+  using time_point = std::chrono::steady_clock::time_point;
+  using duration = std::chrono::steady_clock::duration;
+  enum class phase { asking, fetching, synced, awaiting_result, result_ready };
+
+  // A StateRequest went out: from any phase (a kept contribution stays kept).
+  void ask();
+  // A FragmentState header: the values come in chunks (`fetch` names the keepers).
+  void start_fetch(state_fetch fetch, std::uint64_t epoch);
+  // The committed state of `round` replaced the local fragment: synced at `round`.
+  void adopt(std::uint64_t round, std::uint64_t epoch);
+  // synced -> awaiting_result: the contribution for `round`, merged before step `merge_at`.
+  status contribute(std::uint64_t round, std::int64_t merge_at, encoded_values bytes);
+  // A sending of the pending contribution (envelope seq), at `now`.
+  void sent(std::uint64_t seq, time_point now);
+  // awaiting_result -> result_ready if it is the awaited round's result; false otherwise.
+  bool result_arrived(std::uint64_t round, std::uint64_t epoch, std::vector<float> values);
+  // result_ready -> synced at the result's round; returns the result's values.
+  expected<std::vector<float>> take_result();
+
+  // A FragmentState of `round` arrived in `epoch`, asked for or not.
+  enum class on_state {
+    ignore,  // a duplicate, or nothing to recover
+    send_again,  // a re-placed coordinator reopened our round: the same contribution
+    send_again_and_resume,  // asked after a refusal and our round is open: the same contribution
+    adopt,  // take it (inline, or start fetching)
+    resync,  // unasked, but it is past our round: take it
+  };
+  on_state state_arrived(std::uint64_t round, std::uint64_t epoch);
+
+  // A Refusal of the message sent as `refused_seq`, carrying `refusal_epoch`.
+  enum class on_refusal { ignore, send_again, ask_state };
+  on_refusal refused(errc code, std::uint64_t refused_seq, std::uint64_t refusal_epoch);
+
+  // What to repeat: on the worker's tick (a silent keeper, an unanswered StateRequest, an
+  // overdue result), or once the link to the head came back (what we sent may be lost).
+  enum class retry { none, next_keeper, next_chunk, ask_state, send_again };
+  retry on_tick(time_point now, duration keeper_timeout, duration result_timeout) const;
+  retry on_link_restored() const;
+
+  phase current() const { return phase_; }
+  bool state_on_its_way() const { return phase_ == phase::asking || phase_ == phase::fetching; }
+  bool waiting_for_result() const { return phase_ == phase::awaiting_result; }
+  bool has_result() const { return phase_ == phase::result_ready; }
+  std::uint64_t round() const { return round_; }  // last merged or adopted
+  std::uint64_t epoch() const { return epoch_; }  // of the coordinator's open round, as last heard
+  std::int64_t merge_at() const { return merge_at_; }
+  const encoded_values& pending() const { return pending_; }
+  std::uint64_t pending_round() const { return pending_round_; }
+  std::uint64_t pending_seq() const { return pending_seq_; }
+  const std::vector<float>& result() const { return result_; }  // while result_ready
+  state_fetch& fetch() { return fetch_; }
+  std::uint64_t fetch_epoch() const { return fetch_epoch_; }
+  void chunk_asked(time_point now) { chunk_asked_at_ = now; }
+
+ private:
+  status expect(phase wanted, const char* op) const;
+
+  phase phase_ = phase::asking;
+  std::uint64_t round_ = 0;
+  std::uint64_t epoch_ = 0;
+  // The awaited contribution, kept until its result arrives.
+  encoded_values pending_;
+  std::uint64_t pending_round_ = 0;
+  std::uint64_t pending_seq_ = 0;
+  std::int64_t merge_at_ = 0;
+  time_point sent_at_{};
+  std::vector<float> result_;
+  std::uint64_t result_round_ = 0;
+  state_fetch fetch_;
+  std::uint64_t fetch_epoch_ = 0;
+  time_point chunk_asked_at_{};
+};
+
+const char* to_string(fragment_sync::phase p);
+
+}  // namespace atl

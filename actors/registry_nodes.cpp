@@ -1,0 +1,217 @@
+// The registry's side of each node's lifecycle (actors/membership.hpp): Hello, Heartbeat,
+// Goodbye, a lease that ran out, and `atoll leave`.
+#include <algorithm>
+
+#include <caf/all.hpp>
+
+#include "actors/lease_proxy.hpp"
+#include "actors/messages.hpp"
+#include "actors/registry_internal.hpp"
+#include "runtime/actor_id.hpp"
+#include "runtime/log.hpp"
+
+namespace atl::registry_detail {
+namespace {
+
+using json = nlohmann::json;
+
+// A node leaves the set that hosts anything: its proxy is stopped, and its ids (its
+// coordinators above all) may move to another connection now.
+void release_node(self_ptr self, node_view& n) {
+  self->state.deps.net->forget_peer(node_actor_id(n.record.node_id));
+  if (!n.proxy) return;
+  self->demonitor(n.proxy);
+  self->send_exit(n.proxy, caf::exit_reason::user_shutdown);
+  n.proxy = nullptr;
+}
+
+// Every change of who takes part: a new epoch, persisted and published, coordinators of
+// gone nodes re-placed, and the run finished if only finished workers are left.
+void after_membership_change(self_ptr self) {
+  auto& st = self->state;
+  st.snap.epoch++;
+  persist(self);
+  replace_orphaned_coordinators(self);
+  place_replica_keeper(self);
+  publish_membership(self);
+  maybe_finish(self);
+}
+
+void send_welcome(self_ptr self, const std::string& to, const node_view& node) {
+  auto& st = self->state;
+  wire::outgoing out;
+  auto w = out.envelope.initWelcome();
+  w.setNodeId(node.record.node_id);
+  w.setConfigToml(st.snap.config_toml);
+  w.setWorldSize(static_cast<std::uint32_t>(st.cfg.min_workers));
+  auto slots = w.initWorkers(static_cast<unsigned>(node.record.workers.size()));
+  for (unsigned i = 0; i < node.record.workers.size(); ++i) {
+    const auto& view = st.workers[node.record.workers[i]];
+    slots[i].setId(view.id);
+    slots[i].setRank(view.rank);
+    slots[i].setDevice(view.device);
+  }
+  st.mail->send(to, st.snap.epoch, out);
+}
+
+// A Hello naming a known node id: a node that reconnects (after a head restart, or after
+// its lease ran out) gets its old slots back.
+void on_rejoin(self_ptr self, const wire::message_ptr& msg, node_view& node) {
+  auto& st = self->state;
+  node.last_seen = st.now();
+  const bool was_part = takes_part(node.state);
+  (void)transition(self, node.record.node_id, member_event::rejoin);  // never refused
+  if (!was_part) {
+    st.snap.epoch++;
+    persist(self);
+    publish_membership(self);
+  }
+  watch_lease(self, node.record.node_id);
+  send_welcome(self, msg->sender(), node);
+}
+
+}  // namespace
+
+// Node `id` through `event` (actors/membership.hpp); a typed refusal, leaving it as it was, if its
+// state does not allow it.
+expected<member_state> transition(self_ptr self, std::uint32_t id, member_event event) {
+  auto& st = self->state;
+  auto& n = st.nodes.at(id);
+  auto next = next_state(n.state, event);
+  if (!next) return next;
+  if (*next != n.state) {
+    n.state = *next;
+    n.since = st.now();
+  }
+  if (!hosts_placed(n.state)) release_node(self, n);
+  return next;
+}
+
+// A live node is represented here by a lease proxy (actors/lease_proxy.hpp): heartbeats
+// renew it, and its down message is how the registry learns the lease ran out.
+void watch_lease(self_ptr self, std::uint32_t id) {
+  auto& n = self->state.nodes.at(id);
+  if (n.proxy) return;
+  n.proxy = self->spawn(lease_proxy, node_actor_id(id), std::chrono::milliseconds(self->state.cfg.lease_ms));
+  self->monitor(n.proxy);
+}
+
+void on_hello(self_ptr self, const wire::message_ptr& msg) {
+  auto& st = self->state;
+  const auto hello = msg->envelope().getHello();
+  auto known = st.nodes.find(hello.getNodeId());
+  if (hello.getNodeId() != 0 && known != st.nodes.end()) return on_rejoin(self, msg, known->second);
+  if (hello.getDevices().size() == 0) {
+    st.mail->refuse(*msg, make_error(errc::invalid_config, "a node needs at least one device"), st.snap.epoch);
+    return;
+  }
+  node_view node;
+  node.record.node_id = st.snap.next_node_id++;
+  node.record.hostname = hello.getHostname();
+  node.record.pid = hello.getPid();
+  node.record.can_keep = hello.getCanKeep();
+  node.last_seen = node.since = st.now();
+  for (unsigned k = 0; k < hello.getDevices().size(); ++k) {
+    worker_view w;
+    w.id = worker_id(node.record.node_id, k);
+    w.node_id = node.record.node_id;
+    w.rank = st.snap.next_rank++ % static_cast<std::uint32_t>(st.cfg.min_workers);
+    w.device = hello.getDevices()[k];
+    node.record.devices.push_back(w.device);
+    node.record.workers.push_back(w.id);
+    node.record.ranks.push_back(w.rank);
+    st.workers[w.id] = w;
+  }
+  st.snap.epoch++;
+  const auto id = node.record.node_id;
+  st.nodes[id] = node;
+  watch_lease(self, id);
+  persist(self);
+  log_info("registry: node " + std::to_string(id) + " (" + node.record.hostname + ") joined with " +
+           std::to_string(node.record.workers.size()) + " worker(s); epoch " + std::to_string(st.snap.epoch));
+  send_welcome(self, msg->sender(), st.nodes[id]);
+  publish_membership(self);
+  maybe_start(self);
+  place_replica_keeper(self);  // the first node that can keep, mid-run
+}
+
+void on_heartbeat(self_ptr self, const wire::message_ptr& msg) {
+  auto& st = self->state;
+  const auto hb = msg->envelope().getHeartbeat();
+  auto it = st.nodes.find(hb.getNodeId());
+  if (it == st.nodes.end()) {
+    st.mail->refuse(*msg, make_error(errc::unknown_peer, "unknown node"), st.snap.epoch);
+    return;
+  }
+  auto& n = it->second;
+  // Back after its lease ran out (SIGSTOP, a partition): its places are gone.
+  if (auto next = transition(self, it->first, member_event::heartbeat); !next) {
+    st.mail->refuse(*msg, make_error(next.err().code, "node " + std::to_string(it->first) + ": " + next.err().message),
+                    st.snap.epoch);
+    return;
+  }
+  mark_synced_if_all_acked(self, it->first);  // its workers may have acknowledged before it was heard
+  n.last_seen = st.now();
+  if (n.proxy) self->send(n.proxy, renew_atom::value);
+  n.refused.clear();
+  for (auto count : hb.getRefused())
+    if (n.refused.size() < traffic_counters::reasons) n.refused.push_back(count);
+  n.handshakes_failed = hb.getHandshakesFailed();
+}
+
+// A node's proxy went down: its lease ran out (no heartbeat for cluster.lease_ms).
+void on_proxy_down(self_ptr self, const caf::down_msg& down) {
+  auto& st = self->state;
+  for (auto& [id, n] : st.nodes) {
+    if (!n.proxy || n.proxy.address() != down.source) continue;
+    n.proxy = nullptr;
+    const bool all_done = std::all_of(n.record.workers.begin(), n.record.workers.end(),
+                                      [&](const std::string& w) { return st.workers[w].done; });
+    const auto next = transition(self, id, all_done ? member_event::lease_expired_done : member_event::lease_expired);
+    if (!next) return;  // already gone
+    log_warn("registry: node " + std::to_string(id) + " missed its lease; now " + to_string(*next));
+    after_membership_change(self);
+    return;
+  }
+}
+
+void on_goodbye(self_ptr self, const wire::message_ptr& msg) {
+  auto& st = self->state;
+  const auto bye = msg->envelope().getGoodbye();
+  auto it = st.nodes.find(bye.getNodeId());
+  if (it == st.nodes.end() || msg->sender() != node_actor_id(bye.getNodeId())) {
+    st.mail->refuse(*msg, make_error(errc::unknown_peer, "goodbye from " + msg->sender()), st.snap.epoch);
+    return;
+  }
+  if (!transition(self, it->first, member_event::goodbye)) return;  // already gone
+  log_info("registry: node " + std::to_string(it->first) + " left (" + bye.getReason().cStr() + ")");
+  after_membership_change(self);
+}
+
+// `atoll leave N`: node N's workers stop taking part now; the node is told to stop and
+// says goodbye. Returns the reply body, or an error naming the problem.
+expected<json> start_leave(self_ptr self, const std::string& argument) {
+  auto& st = self->state;
+  const auto id = parse_id_number(argument);
+  if (!id) return make_error(errc::invalid_config, "leave: '" + argument + "' is not a node id (see atollctl members)");
+  if (!st.nodes.count(*id)) return make_error(errc::unknown_peer, "leave: no node " + argument);
+  if (auto next = transition(self, *id, member_event::drain); !next)
+    return make_error(errc::not_ready, "leave: node " + argument + " is " + to_string(st.nodes.at(*id).state));
+  log_info("registry: node " + argument + " is draining (atoll leave)");
+  after_membership_change(self);
+  wire::outgoing bye;
+  bye.envelope.initShutdown().setReason("atoll leave");
+  st.mail->send(node_actor_id(*id), st.snap.epoch, bye);
+  return json{{"node_id", *id}, {"state", "draining"}};
+}
+
+void mark_synced_if_all_acked(self_ptr self, std::uint32_t node_id) {
+  auto& st = self->state;
+  auto node = st.nodes.find(node_id);
+  if (node == st.nodes.end() || node->second.state != member_state::syncing) return;
+  for (const auto& w : node->second.record.workers)
+    if (st.workers[w].rounds_acked == 0) return;
+  (void)transition(self, node_id, member_event::synced);  // syncing, checked above
+}
+
+}  // namespace atl::registry_detail

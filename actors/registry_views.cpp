@@ -1,0 +1,181 @@
+#include "actors/registry_views.hpp"
+
+#include "runtime/actor_id.hpp"
+#include "runtime/digest.hpp"
+
+namespace atl::views {
+namespace {
+
+double seconds_between(time_point from, time_point to) { return std::chrono::duration<double>(to - from).count(); }
+
+json workers(const registry_state& st) {
+  json out = json::array();
+  for (const auto& [id, w] : st.workers)
+    out.push_back({{"id", id},
+                   {"node_id", w.node_id},
+                   {"rank", w.rank},
+                   {"device", w.device},
+                   {"step", w.step},
+                   {"loss", w.loss},
+                   {"tokens_per_s", w.tokens_per_s},
+                   {"bytes_sent", w.bytes_sent},
+                   {"bytes_received", w.bytes_received},
+                   {"done", w.done},
+                   {"wall_s", w.wall_s},
+                   {"wait_s", w.wait_s}});
+  return out;
+}
+
+// Refusals by reason: {"head": {...}, "node/1": {...}, "total": {...}}, from the head's
+// counters and each node's last heartbeat.
+json refusals(const registry_state& st) {
+  json out = json::object(), total = json::object();
+  const auto add = [&](const std::string& process, std::size_t code, std::uint64_t count) {
+    if (code == 0 || count == 0) return;
+    const std::string reason = to_string(static_cast<errc>(code));
+    out[process][reason] = count;
+    total[reason] = total.value(reason, std::uint64_t{0}) + count;
+  };
+  if (st.deps.counters)
+    for (std::size_t i = 0; i < st.deps.counters->refused.size(); ++i)
+      add("head", i, st.deps.counters->refused[i].load());
+  for (const auto& [id, n] : st.nodes)
+    for (std::size_t i = 0; i < n.refused.size(); ++i) add(node_actor_id(id), i, n.refused[i]);
+  out["total"] = total;
+  return out;
+}
+
+json storage(const registry_state& st) {
+  if (!st.deps.checkpoints) return json::object();
+  const auto h = st.deps.checkpoints->health();
+  return {{"ok", !h.failing}, {"failed_commits", h.failed_commits}, {"last_error", h.last_error}};
+}
+
+json security(const registry_state& st) {
+  json out = {{"curve", st.deps.secure}};
+  if (!st.deps.counters) return out;
+  std::uint64_t node_handshakes = 0;
+  for (const auto& [id, n] : st.nodes) node_handshakes += n.handshakes_failed;
+  out["auth_admitted"] = st.deps.counters->auth_admitted.load();
+  out["auth_denied"] = st.deps.counters->auth_denied.load();
+  out["handshakes_failed"] = st.deps.counters->handshakes_failed.load() + node_handshakes;
+  return out;
+}
+
+// Where each keeper runs: the head's, and the replica's node.
+json keepers(const registry_state& st) {
+  json out = json::array({{{"id", keeper_id(head_keeper_number)}, {"on", "head"}}});
+  if (!st.snap.replica_keeper.empty())
+    out.push_back({{"id", keeper_id(replica_keeper_number)}, {"on", st.snap.replica_keeper}});
+  return out;
+}
+
+}  // namespace
+
+const char* shown_state(const registry_state& st, const node_view& n) {
+  if (n.state == member_state::syncing && st.phase != run_phase::training) return to_string(member_state::active);
+  return to_string(n.state);
+}
+
+json members(const registry_state& st, time_point now) {
+  json out = json::array();
+  for (const auto& [id, n] : st.nodes)
+    out.push_back({{"node_id", id},
+                   {"state", shown_state(st, n)},
+                   {"since_s", seconds_between(n.since, now)},
+                   {"last_heartbeat_s", seconds_between(n.last_seen, now)},
+                   {"hostname", n.record.hostname},
+                   {"pid", n.record.pid},
+                   {"devices", n.record.devices},
+                   {"workers", n.record.workers}});
+  return out;
+}
+
+json fragments(const registry_state& st, bool with_keeper) {
+  json out = json::array();
+  for (std::size_t f = 0; f < st.fragments.size(); ++f) {
+    const auto& view = st.fragments[f];
+    json entry = {{"id", f},
+                  {"round", view.round},
+                  {"coordinator", coordinator_id(static_cast<std::uint32_t>(f))},
+                  {"placed_on", view.placed_on.empty() ? json() : json(view.placed_on)}};
+    if (with_keeper) {
+      json workers = json::array();
+      for (const auto& [w, rd] : view.worker_digests)
+        workers.push_back({{"id", w}, {"round", rd.first}, {"digest", digest_hex(rd.second)}});
+      entry["workers"] = workers;
+      entry["keeper"] = keeper_id(head_keeper_number);
+      auto cp = st.deps.checkpoints->latest(static_cast<std::uint32_t>(f));
+      if (cp && *cp) {
+        const auto& theta = (*cp)->theta;
+        entry["round"] = (*cp)->round;
+        entry["keeper_round"] = (*cp)->round;
+        entry["keeper_digest"] = digest_hex(digest64(theta.data(), theta.size() * sizeof(float)));
+      } else if (!cp) {
+        entry["keeper_error"] = cp.err().describe();
+      }
+    }
+    out.push_back(entry);
+  }
+  return out;
+}
+
+json actors(const registry_state& st) {
+  json out = json::array();
+  for (const auto& id : st.deps.local_actors->ids())
+    out.push_back({{"id", id}, {"process", "head"}, {"state", "running"}});
+  for (std::size_t f = 0; f < st.fragments.size(); ++f)
+    if (!st.fragments[f].placed_on.empty())
+      out.push_back({{"id", coordinator_id(static_cast<std::uint32_t>(f))},
+                     {"process", st.fragments[f].placed_on},
+                     {"state", "placed"}});
+  if (!st.snap.replica_keeper.empty())
+    out.push_back({{"id", keeper_id(replica_keeper_number)}, {"process", st.snap.replica_keeper}, {"state", "placed"}});
+  for (const auto& [id, n] : st.nodes) {
+    const std::string process = n.record.hostname + ":" + std::to_string(n.record.pid);
+    const std::string state = stored_member_state(n.state);
+    out.push_back({{"id", node_actor_id(id)}, {"process", process}, {"state", state}});
+    for (const auto& w : n.record.workers) {
+      const auto view = st.workers.find(w);
+      const bool done = view != st.workers.end() && view->second.done;
+      out.push_back({{"id", w}, {"process", process}, {"state", done ? "done" : state}});
+    }
+  }
+  return out;
+}
+
+expected<json> checkpoints(const registry_state& st) {
+  auto list = st.deps.checkpoints->list();
+  if (!list) return list.err();
+  json out = json::array();
+  for (const auto& c : *list)
+    out.push_back({{"fragment", c.fragment},
+                   {"round", c.round},
+                   {"epoch", c.epoch},
+                   {"digest", digest_hex(c.digest)},
+                   {"params", c.params}});
+  return out;
+}
+
+json status(const registry_state& st, time_point now) {
+  json members = json::array();
+  for (const auto& [id, n] : st.nodes)
+    members.push_back({{"node_id", id}, {"state", stored_member_state(n.state)}, {"workers", n.record.workers}});
+  return {{"cluster_id", st.snap.cluster_id},
+          {"epoch", st.snap.epoch},
+          {"state", to_string(st.phase)},
+          {"example", st.cfg.example},
+          {"steps", st.cfg.steps},
+          {"head", st.deps.listen_endpoint},
+          {"uptime_s", seconds_between(st.started, now)},
+          {"members", members},
+          {"workers", workers(st)},
+          {"fragments", fragments(st, false)},
+          {"keepers", keepers(st)},
+          {"last_eval", {{"step", st.last_eval_step}, {"val_loss", st.last_val_loss}}},
+          {"refused", refusals(st)},
+          {"security", security(st)},
+          {"storage", storage(st)}};
+}
+
+}  // namespace atl::views

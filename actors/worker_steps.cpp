@@ -1,0 +1,106 @@
+// What both step strategies of a worker use: reports to the registry, blocking on results,
+// and sending a contribution.
+#include "actors/worker_steps.hpp"
+
+#include <caf/all.hpp>
+
+#include "actors/messages.hpp"
+#include "actors/pseudo_gradient.hpp"
+#include "runtime/fault_point.hpp"
+#include "runtime/log.hpp"
+
+namespace atl {
+
+void report_progress(worker_self self) {
+  auto& st = self->state;
+  const double dt = std::chrono::duration<double>(st.now() - st.report_time).count();
+  wire::outgoing out;
+  auto p = out.envelope.initProgress();
+  p.setStep(static_cast<std::uint64_t>(st.step));
+  p.setLoss(st.last_loss);
+  p.setTokensPerSec(dt > 0 ? static_cast<float>(st.tokens_since_report / dt) : 0.0f);
+  p.setBytesSent(st.mail->bytes_sent());
+  p.setBytesReceived(st.bytes_received);
+  p.setWaitSeconds(static_cast<float>(st.wait_seconds));
+  st.mail->send(st.cfg.registry, st.epoch, out);
+  st.tokens_since_report = 0;
+  st.report_time = st.now();
+}
+
+void maybe_evaluate(worker_self self) {
+  auto& st = self->state;
+  if (st.cfg.spec.rank != 0 || st.step == 0 || st.step % st.cfg.run.eval_every != 0 || st.step == st.last_eval_step ||
+      st.step >= st.cfg.run.steps)
+    return;
+  st.last_eval_step = st.step;
+  wire::outgoing out;
+  auto e = out.envelope.initEvalReport();
+  e.setStep(static_cast<std::uint64_t>(st.step));
+  e.setValLoss(st.steps->evaluate_global(st));
+  st.mail->send(st.cfg.registry, st.epoch, out);
+}
+
+void finish(worker_self self) {
+  auto& st = self->state;
+  st.current = worker_state::phase::finished;
+  const float val = st.cfg.spec.rank == 0 ? st.steps->evaluate_global(st) : -1.0f;
+  const double wall = std::chrono::duration<double>(st.now() - st.started).count();
+  wire::outgoing out;
+  auto d = out.envelope.initWorkerDone();
+  d.setSteps(static_cast<std::uint64_t>(st.step));
+  d.setFinalLoss(st.last_loss);
+  d.setValLoss(val);
+  d.setTokensPerSec(wall > 0 ? static_cast<float>(st.tokens_total / wall) : 0.0f);
+  d.setWallSeconds(static_cast<float>(wall));
+  d.setWaitSeconds(static_cast<float>(st.wait_seconds));
+  d.setBytesReceived(st.bytes_received);
+  d.setBytesSent(st.mail->bytes_sent());
+  st.mail->send(st.cfg.registry, st.epoch, out);
+  log_info(st.cfg.id + ": finished " + std::to_string(st.step) + " steps");
+  self->quit();
+}
+
+void block(worker_state& st) {
+  st.current = worker_state::phase::blocked;
+  st.blocked_since = st.now();
+}
+
+void unblock(worker_self self) {
+  auto& st = self->state;
+  if (st.current != worker_state::phase::blocked) return;
+  st.wait_seconds += std::chrono::duration<double>(st.now() - st.blocked_since).count();
+  st.current = worker_state::phase::training;
+  self->send(self, step_atom::value);
+}
+
+void send_pending(worker_self self, std::size_t f) {
+  auto& st = self->state;
+  auto& frag = st.fragments[f];
+  wire::outgoing out;
+  auto c = out.envelope.initContribution();
+  c.setFragment(static_cast<std::uint32_t>(f));
+  c.setRound(frag.pending_round());
+  c.setWeight(1.0f);
+  c.setStep(static_cast<std::uint64_t>(frag.merge_at() - st.cfg.run.overlap));
+  encoded_values copy = frag.pending();
+  put_contribution(c, std::move(copy), out);
+  st.mail->send(coordinator_id(static_cast<std::uint32_t>(f)), frag.epoch(), out);
+  frag.sent(st.mail->last_seq(), st.now());
+}
+
+void send_contribution(worker_self self, std::size_t f, std::uint64_t round, encoded_values enc) {
+  auto& st = self->state;
+  if (auto err = st.fragments[f].contribute(round, st.step + st.cfg.run.overlap, std::move(enc))) {
+    log_error(st.cfg.id + ": fragment " + std::to_string(f) + ": " + err.describe());
+    return;
+  }
+  send_pending(self, f);
+  ATL_FAULT_POINT("worker.contributed");
+}
+
+void quit_on_encode_error(worker_self self, std::size_t f, const status& err) {
+  log_error(self->state.cfg.id + ": cannot encode fragment " + std::to_string(f) + ": " + err.describe());
+  self->quit(caf::make_error(caf::sec::runtime_error));
+}
+
+}  // namespace atl

@@ -1,0 +1,48 @@
+#pragma once
+// How a worker steps: DiLoCo (actors/worker_diloco.cpp) or the synchronous data-parallel
+// baseline (actors/worker_ddp.cpp), and the worker's helpers both use. Shared by the
+// worker's own files; no other actor includes this.
+#include <memory>
+#include <string>
+
+#include <caf/event_based_actor.hpp>
+#include <caf/stateful_actor.hpp>
+
+#include "actors/worker.hpp"
+
+namespace atl {
+
+using worker_self = caf::stateful_actor<worker_state>*;
+
+class step_strategy {
+ public:
+  virtual ~step_strategy() = default;
+  // One `step` message while training.
+  virtual void step(worker_self self) = 0;
+  // Fragment f's result is here (fragment_sync::has_result).
+  virtual void result_arrived(worker_self self, std::size_t f) = 0;
+  // Held-out loss of the global model.
+  virtual float evaluate_global(worker_state& st) = 0;
+  // DiLoCo's rounds recover from lost messages (refusals, resends, overdue results) and a
+  // joiner starts at the step of its newest round; ddp's one round per step does neither.
+  virtual bool recovers_rounds() const = 0;
+};
+
+std::unique_ptr<step_strategy> make_diloco_steps();
+std::unique_ptr<step_strategy> make_ddp_steps();
+
+// The helpers, in actors/worker_steps.cpp.
+void report_progress(worker_self self);
+void maybe_evaluate(worker_self self);
+void finish(worker_self self);  // WorkerDone, quit
+void block(worker_state& st);
+void unblock(worker_self self);  // blocked -> training, the wait measured
+// (Re)sends fragment f's pending contribution, stamped with the fragment's epoch.
+void send_pending(worker_self self, std::size_t f);
+// Fragment f's encoded contribution for `round`, kept until its result arrives.
+void send_contribution(worker_self self, std::size_t f, std::uint64_t round, encoded_values enc);
+// NaN or infinity in what a worker would send: the replica diverged; the supervisor
+// restarts it.
+void quit_on_encode_error(worker_self self, std::size_t f, const status& err);
+
+}  // namespace atl

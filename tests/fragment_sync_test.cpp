@@ -1,0 +1,172 @@
+// actors/fragment_sync: the worker's per-fragment sync, transition by transition, and its
+// decisions one row per case.
+#include <gtest/gtest.h>
+
+#include "actors/fragment_sync.hpp"
+
+namespace atl {
+namespace {
+
+using P = fragment_sync::phase;
+using namespace std::chrono_literals;
+
+encoded_values some_bytes() {
+  encoded_values v;
+  v.count = 4;
+  v.payload = {1, 2, 3, 4};
+  return v;
+}
+
+// A fragment synced at `round`, epoch 3.
+fragment_sync synced_at(std::uint64_t round) {
+  fragment_sync s;
+  s.adopt(round, 3);
+  return s;
+}
+
+// A fragment that contributed to round `round` (base round - 1), sent as seq 7 at t0.
+fragment_sync awaiting(std::uint64_t round) {
+  auto s = synced_at(round - 1);
+  EXPECT_FALSE(s.contribute(round, 10, some_bytes()));
+  s.sent(7, fragment_sync::time_point{});
+  return s;
+}
+
+TEST(FragmentSync, ARoundTripFromAskingToMerged) {
+  fragment_sync s;
+  EXPECT_EQ(s.current(), P::asking);
+  EXPECT_TRUE(s.state_on_its_way());
+  EXPECT_EQ(s.state_arrived(4, 2), fragment_sync::on_state::adopt);
+  s.adopt(4, 2);
+  EXPECT_EQ(s.current(), P::synced);
+  EXPECT_EQ(s.round(), 4u);
+  ASSERT_FALSE(s.contribute(5, 12, some_bytes()));
+  EXPECT_EQ(s.current(), P::awaiting_result);
+  EXPECT_EQ(s.merge_at(), 12);
+  EXPECT_FALSE(s.result_arrived(4, 2, {1.0f})) << "a result of another round";
+  EXPECT_TRUE(s.result_arrived(5, 6, {1.0f, 2.0f}));
+  EXPECT_EQ(s.current(), P::result_ready);
+  EXPECT_EQ(s.epoch(), 6u);
+  EXPECT_FALSE(s.result_arrived(5, 6, {1.0f, 2.0f})) << "a duplicate";
+  auto values = s.take_result();
+  ASSERT_TRUE(values);
+  EXPECT_EQ(*values, (std::vector<float>{1.0f, 2.0f}));
+  EXPECT_EQ(s.current(), P::synced);
+  EXPECT_EQ(s.round(), 5u);
+  EXPECT_EQ(s.pending().count, 0u);
+}
+
+TEST(FragmentSync, IllegalTransitionsAreTypedAndChangeNothing) {
+  auto s = awaiting(5);
+  const auto err = s.contribute(6, 20, some_bytes());
+  EXPECT_EQ(err.code, errc::unexpected_message);
+  EXPECT_EQ(s.pending_round(), 5u);
+  EXPECT_EQ(s.current(), P::awaiting_result);
+  const auto taken = s.take_result();
+  ASSERT_FALSE(taken);
+  EXPECT_EQ(taken.err().code, errc::unexpected_message);
+  EXPECT_EQ(s.current(), P::awaiting_result);
+}
+
+TEST(FragmentSync, AChunkedStateIsFetchedThenAdopted) {
+  fragment_sync s;
+  s.start_fetch(state_fetch(9, 4, 0, {"keeper/0"}, 2), 5);
+  EXPECT_EQ(s.current(), P::fetching);
+  EXPECT_EQ(s.state_arrived(9, 5), fragment_sync::on_state::ignore) << "the round already on its way";
+  EXPECT_EQ(s.state_arrived(10, 6), fragment_sync::on_state::adopt) << "a newer one replaces it";
+  s.ask();
+  EXPECT_EQ(s.current(), P::asking);
+  EXPECT_FALSE(s.fetch().active());
+}
+
+struct state_row {
+  const char* name;
+  fragment_sync start;
+  std::uint64_t round, epoch;
+  fragment_sync::on_state expected;
+  P after;
+  std::uint64_t epoch_after;
+};
+
+TEST(FragmentSync, WhatAFragmentStateDoesInEachPhase) {
+  auto asked_after_refusal = awaiting(5);
+  ASSERT_EQ(asked_after_refusal.refused(errc::wrong_round, 7, 3), fragment_sync::on_refusal::ask_state);
+  asked_after_refusal.ask();
+  const std::vector<state_row> rows = {
+      {"asked, nothing kept", fragment_sync{}, 3, 4, fragment_sync::on_state::adopt, P::asking, 0},
+      {"asked after a refusal, our round open", asked_after_refusal, 4, 8,
+       fragment_sync::on_state::send_again_and_resume, P::awaiting_result, 8},
+      {"asked after a refusal, past our round", asked_after_refusal, 5, 8, fragment_sync::on_state::adopt, P::asking,
+       3},
+      {"unasked, our round reopened", awaiting(5), 4, 9, fragment_sync::on_state::send_again, P::awaiting_result, 9},
+      {"unasked, reopened in an older epoch", awaiting(5), 4, 1, fragment_sync::on_state::send_again,
+       P::awaiting_result, 3},
+      {"unasked, our round committed", awaiting(5), 5, 9, fragment_sync::on_state::resync, P::awaiting_result, 3},
+      {"unasked, an older round", awaiting(5), 2, 9, fragment_sync::on_state::ignore, P::awaiting_result, 3},
+      {"synced, the same round in a newer epoch", synced_at(4), 4, 9, fragment_sync::on_state::ignore, P::synced, 9},
+      {"synced, another round", synced_at(4), 6, 9, fragment_sync::on_state::ignore, P::synced, 3},
+  };
+  for (auto r : rows) {
+    EXPECT_EQ(r.start.state_arrived(r.round, r.epoch), r.expected) << r.name;
+    EXPECT_EQ(r.start.current(), r.after) << r.name << ": " << to_string(r.start.current());
+    EXPECT_EQ(r.start.epoch(), r.epoch_after) << r.name;
+  }
+}
+
+struct refusal_row {
+  const char* name;
+  fragment_sync start;
+  errc code;
+  std::uint64_t seq, epoch;
+  fragment_sync::on_refusal expected;
+  std::uint64_t epoch_after;
+};
+
+TEST(FragmentSync, WhatARefusalDoes) {
+  auto ready = awaiting(5);
+  ASSERT_TRUE(ready.result_arrived(5, 3, {1.0f}));
+  const std::vector<refusal_row> rows = {
+      {"duplicate: it counted", awaiting(5), errc::duplicate, 7, 3, fragment_sync::on_refusal::ignore, 3},
+      {"stale_epoch from a newer epoch", awaiting(5), errc::stale_epoch, 7, 4, fragment_sync::on_refusal::send_again,
+       4},
+      {"stale_epoch from no newer epoch", awaiting(5), errc::stale_epoch, 7, 3, fragment_sync::on_refusal::ask_state,
+       3},
+      {"wrong_round", awaiting(5), errc::wrong_round, 7, 9, fragment_sync::on_refusal::ask_state, 3},
+      {"of an older sending", awaiting(5), errc::wrong_round, 6, 9, fragment_sync::on_refusal::ignore, 3},
+      {"with the result here", ready, errc::wrong_round, 7, 9, fragment_sync::on_refusal::ignore, 3},
+      {"while synced", synced_at(4), errc::wrong_round, 0, 9, fragment_sync::on_refusal::ignore, 3},
+  };
+  for (auto r : rows) {
+    EXPECT_EQ(r.start.refused(r.code, r.seq, r.epoch), r.expected) << r.name;
+    EXPECT_EQ(r.start.epoch(), r.epoch_after) << r.name;
+  }
+}
+
+TEST(FragmentSync, WhatIsRepeatedOnATickAndAfterAReconnect) {
+  using R = fragment_sync::retry;
+  const fragment_sync::time_point t0{};
+  fragment_sync fetching;
+  fetching.start_fetch(state_fetch(9, 4, 0, {"keeper/0"}, 2), 5);
+  fetching.chunk_asked(t0);
+  struct row {
+    const char* name;
+    fragment_sync s;
+    std::chrono::milliseconds at;
+    R tick, reconnect;
+  };
+  const std::vector<row> rows = {
+      {"asking", fragment_sync{}, 0ms, R::ask_state, R::ask_state},
+      {"fetching, keeper not silent yet", fetching, 1999ms, R::none, R::next_chunk},
+      {"fetching, keeper silent", fetching, 2000ms, R::next_keeper, R::next_chunk},
+      {"awaiting, within the timeout", awaiting(5), 3000ms, R::none, R::send_again},
+      {"awaiting, overdue", awaiting(5), 3001ms, R::send_again, R::send_again},
+      {"synced", synced_at(4), 9000ms, R::none, R::none},
+  };
+  for (const auto& r : rows) {
+    EXPECT_EQ(r.s.on_tick(t0 + r.at, 2000ms, 3000ms), r.tick) << r.name;
+    EXPECT_EQ(r.s.on_link_restored(), r.reconnect) << r.name;
+  }
+}
+
+}  // namespace
+}  // namespace atl

@@ -1,0 +1,103 @@
+// actors/placement: one row per case, each with the decision and its reason.
+#include <gtest/gtest.h>
+
+#include "actors/placement.hpp"
+
+namespace atl::placement {
+namespace {
+
+using S = member_state;
+
+TEST(Placement, CoordinatorsGoRoundRobinOverNodesThatTakePart) {
+  struct row {
+    const char* name;
+    std::size_t fragments;
+    node_facts nodes;
+    std::vector<std::string> expected;  // host of each fragment; empty: nothing placed
+  };
+  const std::vector<row> rows = {
+      {"no node", 2, {}, {}},
+      {"only gone or draining nodes", 2, {{1, S::dead, false}, {2, S::draining, false}, {3, S::left, false}}, {}},
+      {"one node hosts all", 3, {{1, S::active, false}}, {"node/1", "node/1", "node/1"}},
+      {"two nodes alternate", 3, {{1, S::joining, false}, {2, S::syncing, false}}, {"node/1", "node/2", "node/1"}},
+      {"a dead node is skipped",
+       2,
+       {{1, S::dead, false}, {2, S::active, false}, {3, S::active, false}},
+       {"node/2", "node/3"}},
+  };
+  for (const auto& r : rows) {
+    const auto moves = place_coordinators(r.fragments, r.nodes);
+    ASSERT_EQ(moves.size(), r.expected.size()) << r.name;
+    for (std::size_t f = 0; f < moves.size(); ++f) {
+      EXPECT_EQ(moves[f].fragment, f) << r.name;
+      EXPECT_EQ(moves[f].to, r.expected[f]) << r.name;
+      EXPECT_EQ(moves[f].reason, "coordinator of fragment " + std::to_string(f) + " placed on " + r.expected[f]);
+    }
+  }
+}
+
+TEST(Placement, OnlyCoordinatorsOfGoneHostsMove) {
+  struct row {
+    const char* name;
+    std::vector<std::string> placements;
+    node_facts nodes;
+    std::vector<coordinator_move> expected;
+  };
+  const node_facts one_dead = {{1, S::dead, false}, {2, S::active, false}, {3, S::active, false}};
+  const std::vector<row> rows = {
+      {"hosts alive", {"node/2", "node/3"}, one_dead, {}},
+      {"not placed yet", {"", ""}, one_dead, {}},
+      {"a dead host",
+       {"node/1", "node/3"},
+       one_dead,
+       {{0, "node/2", "node/1 is gone; coordinator of fragment 0 re-placed on node/2"}}},
+      {"a draining host keeps it", {"node/1"}, {{1, S::draining, false}, {2, S::active, false}}, {}},
+      {"an unknown host",
+       {"node/9", "node/2"},
+       one_dead,
+       {{0, "node/2", "node/9 is gone; coordinator of fragment 0 re-placed on node/2"}}},
+      {"a damaged stored placement",
+       {"garbage"},
+       one_dead,
+       {{0, "node/2", "garbage is gone; coordinator of fragment 0 re-placed on node/2"}}},
+      {"nowhere to go", {"node/1"}, {{1, S::dead, false}}, {}},
+  };
+  for (const auto& r : rows) EXPECT_EQ(replace_orphans(r.placements, r.nodes), r.expected) << r.name;
+}
+
+TEST(Placement, TheReplicaKeeperGoesToTheNewestNodeThatCanKeep) {
+  struct row {
+    const char* name;
+    std::string current;
+    node_facts nodes;
+    bool training;
+    keeper_choice expected;
+  };
+  const node_facts keepers = {{1, S::active, true}, {2, S::active, true}, {3, S::active, false}};
+  const std::vector<row> rows = {
+      {"not training", "", keepers, false, {}},
+      {"first placement", "", keepers, true, {true, "node/2", "keeper/1 placed on node/2"}},
+      {"its host is alive", "node/1", keepers, true, {}},
+      {"its host drains", "node/2", {{1, S::active, true}, {2, S::draining, true}}, true, {}},
+      {"its host died",
+       "node/2",
+       {{1, S::active, true}, {2, S::dead, true}},
+       true,
+       {true, "node/1", "keeper/1 placed on node/1 (was on node/2)"}},
+      {"no node can keep", "", {{1, S::active, false}}, true, {}},
+      {"its host died and none can keep",
+       "node/2",
+       {{1, S::active, false}, {2, S::dead, true}},
+       true,
+       {true, "", "node/2 is gone and no live node can keep; commits go to keeper/0 alone"}},
+  };
+  for (const auto& r : rows) {
+    const auto got = choose_replica_keeper(r.current, r.nodes, r.training);
+    EXPECT_EQ(got.changed, r.expected.changed) << r.name;
+    EXPECT_EQ(got.host, r.expected.host) << r.name;
+    EXPECT_EQ(got.reason, r.expected.reason) << r.name;
+  }
+}
+
+}  // namespace
+}  // namespace atl::placement

@@ -1,0 +1,204 @@
+// Protocol tier: the real registry actor on CAF's deterministic scheduler with simulated
+// time. Two stand-in node agents register, heartbeat and fall silent; the test reads what
+// the registry sends (Welcome, PlaceCoordinator, Membership, Refusal) and what it stores.
+// No thread, no sleep: leases run out because the test advances the simulated clock.
+#include <gtest/gtest.h>
+#include <caf/all.hpp>
+#include <caf/scheduler/test_coordinator.hpp>
+
+#include "actors/messages.hpp"
+#include "actors/registry.hpp"
+#include "runtime/actor_id.hpp"
+#include "storage/checkpoint_store.hpp"
+#include "storage/registry_store.hpp"
+
+namespace atl {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Records every message to the ids it is registered under. Runs on the test's thread.
+caf::behavior recorder(caf::event_based_actor*, std::vector<wire::message_ptr>* seen) {
+  return {[=](const wire::message_ptr& msg) { seen->push_back(msg); }};
+}
+
+class RegistryProtocol : public ::testing::Test {
+ protected:
+  RegistryProtocol()
+      : sys_(configure(cfg_)), sched_(dynamic_cast<caf::scheduler::test_coordinator&>(sys_.scheduler())) {}
+
+  static caf::actor_system_config& configure(caf::actor_system_config& cfg) {
+    cfg.set("scheduler.policy", caf::atom("testing"));
+    cfg.set("logger.verbosity", caf::atom("quiet"));
+    return cfg;
+  }
+
+  void SetUp() override {
+    run_config run;
+    run.min_workers = 2;
+    run.fragments = 2;
+    run.heartbeat_ms = 250;
+    run.lease_ms = 1000;
+    registry_snapshot snap;
+    snap.cluster_id = "cluster-registry";
+    snap.config_toml = to_toml(run);
+    const auto probe = sys_.spawn(recorder, &seen_);
+    for (const auto* id : {"node/pending-a", "node/pending-b", "node/1", "node/2", "coord/0", "coord/1", "ctl/t"})
+      dir_.add(id, probe);
+    registry_deps deps{&net_, &store_, &checkpoints_, &dir_, &net_.counters(), "", "inproc://test", false};
+    dir_.add(registry_id(), sys_.spawn(registry_actor, deps, snap));
+    sched_.run();
+  }
+
+  void TearDown() override {
+    for (const auto& id : dir_.ids()) caf::anon_send_exit(dir_.find(id), caf::exit_reason::user_shutdown);
+    dir_.clear();
+    // The lease proxies outlive the registry until their leases run out unrenewed: let
+    // simulated time pass so the actor system can shut down.
+    run_for(2s, {});
+    sched_.run();
+  }
+
+  void hello(const std::string& from) {
+    mailer mail(net_, from, "");
+    wire::outgoing out;
+    auto h = out.envelope.initHello();
+    h.initDevices(1).set(0, "cpu");
+    h.setHostname("island");
+    mail.send(registry_id(), 0, out);
+    sched_.run();
+  }
+
+  void heartbeat(std::uint32_t node) {
+    mailer mail(net_, node_actor_id(node), "cluster-registry");
+    wire::outgoing out;
+    out.envelope.initHeartbeat().setNodeId(node);
+    mail.send(registry_id(), 0, out);
+  }
+
+  // Advances simulated time by `span`, heartbeating for `alive` nodes every 250 ms.
+  void run_for(std::chrono::milliseconds span, const std::vector<std::uint32_t>& alive) {
+    const auto end = sched_.clock().now() + span;
+    auto next_beat = sched_.clock().now();
+    while (sched_.clock().now() < end) {
+      if (sched_.clock().now() >= next_beat) {
+        for (auto n : alive) heartbeat(n);
+        next_beat = sched_.clock().now() + 250ms;
+      }
+      if (sched_.has_job()) sched_.run_once();
+      else if (!sched_.trigger_timeout()) break;
+    }
+  }
+
+  std::vector<wire::message_ptr> take(schema::Envelope::Which kind, const std::string& to) {
+    std::vector<wire::message_ptr> out;
+    for (const auto& m : seen_)
+      if (m->kind() == kind && m->receiver() == to) out.push_back(m);
+    return out;
+  }
+
+  registry_snapshot stored() {
+    auto snap = store_.load();
+    EXPECT_TRUE(snap && *snap);
+    return snap && *snap ? **snap : registry_snapshot{};
+  }
+
+  caf::actor_system_config cfg_;
+  caf::actor_system sys_;
+  caf::scheduler::test_coordinator& sched_;
+  directory dir_;
+  cluster_identity cluster_{"cluster-registry"};
+  memory_transport net_{dir_, cluster_};
+  std::unique_ptr<kv_store> registry_db_ = make_memory_store();
+  std::unique_ptr<kv_store> checkpoint_db_ = make_memory_store();
+  registry_store store_{*registry_db_};
+  checkpoint_store checkpoints_{*checkpoint_db_, 10};
+  std::vector<wire::message_ptr> seen_;
+};
+
+TEST_F(RegistryProtocol, NodesJoinTrainingStartsAndALeaseRunningOutReplacesTheCoordinator) {
+  using E = schema::Envelope;
+  hello("node/pending-a");
+  ASSERT_EQ(take(E::WELCOME, "node/pending-a").size(), 1u);
+  EXPECT_EQ(take(E::WELCOME, "node/pending-a")[0]->envelope().getWelcome().getNodeId(), 1u);
+  EXPECT_EQ(stored().run_state, "waiting") << "one worker of min_workers 2";
+  hello("node/pending-b");
+  EXPECT_EQ(stored().run_state, "training");
+  ASSERT_EQ(take(E::PLACE_COORDINATOR, "node/1").size(), 1u);
+  ASSERT_EQ(take(E::PLACE_COORDINATOR, "node/2").size(), 1u);
+  EXPECT_EQ(take(E::PLACE_COORDINATOR, "node/2")[0]->envelope().getPlaceCoordinator().getFragment(), 1u);
+  EXPECT_EQ(stored().placements, (std::vector<std::string>{"node/1", "node/2"}));
+  const auto epoch_with_both = stored().epoch;
+
+  // Both heartbeat for a while: nothing changes; Memberships repeat every tick.
+  run_for(2s, {1, 2});
+  EXPECT_EQ(stored().epoch, epoch_with_both);
+  const auto memberships = take(E::MEMBERSHIP, "coord/0");
+  ASSERT_GE(memberships.size(), 4u);
+  EXPECT_EQ(memberships.back()->envelope().getMembership().getWorkers().size(), 2u);
+
+  // Node 2 falls silent: after its lease it is dead, the epoch grows, fragment 1's
+  // coordinator moves to node 1, and the Membership names node 1's worker alone.
+  seen_.clear();
+  run_for(2s, {1});
+  const auto snap = stored();
+  EXPECT_GT(snap.epoch, epoch_with_both);
+  ASSERT_EQ(snap.members.size(), 2u);
+  EXPECT_EQ(snap.members[1].state, "dead");
+  EXPECT_EQ(snap.placements, (std::vector<std::string>{"node/1", "node/1"}));
+  bool placed_again = false;
+  for (const auto& m : take(E::PLACE_COORDINATOR, "node/1"))
+    placed_again = placed_again || m->envelope().getPlaceCoordinator().getFragment() == 1;
+  EXPECT_TRUE(placed_again);
+  const auto after = take(E::MEMBERSHIP, "coord/0");
+  ASSERT_FALSE(after.empty());
+  const auto workers = after.back()->envelope().getMembership().getWorkers();
+  ASSERT_EQ(workers.size(), 1u);
+  EXPECT_STREQ(workers[0].cStr(), "worker/1.0");
+
+  // Its heartbeat after the lease is refused (stale_epoch): it must register again.
+  seen_.clear();
+  heartbeat(2);
+  sched_.run();
+  const auto refusals = take(E::REFUSAL, "node/2");
+  ASSERT_EQ(refusals.size(), 1u);
+  EXPECT_EQ(static_cast<errc>(refusals[0]->envelope().getRefusal().getCode()), errc::stale_epoch);
+}
+
+TEST_F(RegistryProtocol, ControlRequestsAnswerFromItsViewsAndRefuseUnknownCommands) {
+  using E = schema::Envelope;
+  hello("node/pending-a");
+  auto ask = [&](const char* command, const char* argument) {
+    seen_.clear();
+    mailer mail(net_, "ctl/t", "");
+    wire::outgoing out;
+    auto c = out.envelope.initControlRequest();
+    c.setCommand(command);
+    c.setArgument(argument);
+    mail.send(registry_id(), 0, out);
+    sched_.run();
+    const auto replies = take(E::CONTROL_REPLY, "ctl/t");
+    EXPECT_EQ(replies.size(), 1u) << command;
+    return replies.empty() ? std::make_pair(false, std::string())
+                           : std::make_pair(replies[0]->envelope().getControlReply().getOk(),
+                                            std::string(replies[0]->envelope().getControlReply().getJson().cStr()));
+  };
+  const auto members = ask("members", "");
+  EXPECT_TRUE(members.first);
+  EXPECT_NE(members.second.find("\"state\":\"joining\""), std::string::npos) << members.second;
+  const auto unknown = ask("explode", "");
+  EXPECT_FALSE(unknown.first);
+  EXPECT_NE(unknown.second.find("unknown command 'explode'"), std::string::npos) << unknown.second;
+  const auto bad_leave = ask("leave", "x1");
+  EXPECT_FALSE(bad_leave.first);
+  EXPECT_NE(bad_leave.second.find("invalid_config"), std::string::npos) << bad_leave.second;
+  const auto leave = ask("leave", "1");
+  EXPECT_TRUE(leave.first) << leave.second;
+  EXPECT_EQ(stored().members[0].state, "draining");
+  const auto again = ask("leave", "1");
+  EXPECT_FALSE(again.first);
+  EXPECT_NE(again.second.find("is draining"), std::string::npos) << again.second;
+}
+
+}  // namespace
+}  // namespace atl
