@@ -1,4 +1,5 @@
-// `atoll up`: the head process (registry, checkpoint keeper, fragment coordinators).
+// `atoll up`: the head process (registry and checkpoint keeper; the registry places the
+// fragment coordinators on nodes).
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -10,6 +11,7 @@
 #include "actors/messages.hpp"
 #include "actors/registry.hpp"
 #include "examples/tasks.hpp"
+#include "runtime/actor_id.hpp"
 #include "runtime/log.hpp"
 #include "runtime/zmq_transport.hpp"
 #include "tools/atoll/processes.hpp"
@@ -103,24 +105,30 @@ int run_head(const head_options& opt) {
     return 1;
   }
   net->set_route_takeover(std::chrono::milliseconds(cfg->lease_ms / 2));
-  {
-    std::ofstream(opt.run_dir + "/head.endpoint") << net->bound_endpoint() << "\n";
-  }
+  { std::ofstream(opt.run_dir + "/head.endpoint") << net->bound_endpoint() << "\n"; }
   log_info("cluster " + snap->cluster_id + " listening on " + net->bound_endpoint() + " (run dir " + opt.run_dir +
            ", example " + cfg->example + ", state " + snap->run_state + ", " +
-           (net->secure() ? "CURVE with " + std::to_string(security->authorized.size()) + " authorized key(s)" : "plain TCP") + ")");
+           (net->secure() ? "CURVE with " + std::to_string(security->authorized.size()) + " authorized key(s)"
+                          : "plain TCP") +
+           ")");
 
   caf::actor_system_config sys_cfg;
   sys_cfg.set("scheduler.max-threads", 2);
   caf::actor_system sys{sys_cfg};
-  registry_deps deps{net.get(), &reg_store, &checkpoints, &local, &net->counters(),
+  registry_deps deps{net.get(),
+                     &reg_store,
+                     &checkpoints,
+                     &local,
+                     &net->counters(),
                      opt.metrics_file.empty() ? opt.run_dir + "/metrics.jsonl" : opt.metrics_file,
-                     net->bound_endpoint(), net->secure()};
-  auto keeper = sys.spawn(keeper_actor, static_cast<transport*>(net.get()), std::string("keeper/0"),
-                          snap->cluster_id, &checkpoints);
-  local.add("keeper/0", keeper);
+                     net->bound_endpoint(),
+                     net->secure()};
+  const auto keeper_name = keeper_id(head_keeper_number);
+  auto keeper =
+      sys.spawn(keeper_actor, static_cast<transport*>(net.get()), keeper_name, snap->cluster_id, &checkpoints);
+  local.add(keeper_name, keeper);
   auto registry = sys.spawn(registry_actor, deps, *snap);
-  local.add("registry", registry);
+  local.add(registry_id(), registry);
   // Coordinators are placed on the nodes by the registry when training starts.
   (void)wait_for_actor(sys, registry);
   caf::anon_send_exit(keeper, caf::exit_reason::user_shutdown);

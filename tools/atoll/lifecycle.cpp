@@ -35,13 +35,14 @@ caf::error wait_for_actor(caf::actor_system& sys, const caf::actor& root) {
           down = true;
           reason = msg.reason;
         },
-        caf::after(std::chrono::milliseconds(200)) >> [&] {
-          if (stop && !stop_sent) {
-            log_info("signal received; stopping");
-            caf::anon_send(root, stop_atom::value);
-            stop_sent = true;
-          }
-        });
+        caf::after(std::chrono::milliseconds(200)) >>
+            [&] {
+              if (stop && !stop_sent) {
+                log_info("signal received; stopping");
+                caf::anon_send(root, stop_atom::value);
+                stop_sent = true;
+              }
+            });
   }
   return reason;
 }

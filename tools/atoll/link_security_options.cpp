@@ -35,8 +35,9 @@ expected<link_security> resolve_link_security(link_side side, const std::string&
   if (is_local_endpoint(endpoint)) return link_security{};
   if (!insecure)
     return make_error(errc::invalid_config,
-                      endpoint + " is not a loopback address: pass --keys DIR (see `atoll keygen`), or --insecure to "
-                                 "send unauthenticated, unencrypted traffic");
+                      endpoint +
+                          " is not a loopback address: pass --keys DIR (see `atoll keygen`), or --insecure to "
+                          "send unauthenticated, unencrypted traffic");
   std::cerr << command << ": WARNING: --insecure: " << endpoint
             << " carries unauthenticated, unencrypted traffic; anyone who reaches it can join the cluster\n";
   return link_security{};

@@ -144,7 +144,8 @@ std::string progress_line(const json& s) {
   os << "step " << min_step << "/" << s["steps"].get<std::int64_t>() << " | loss " << loss / n << " | "
      << static_cast<long>(tps) << " tok/s | rounds " << rounds << " | sent " << human_bytes(sent / n) << "/worker";
   const auto& ev = s["last_eval"];
-  if (ev["step"].get<std::int64_t>() >= 0) os << " | val " << ev["val_loss"].get<double>() << " @" << ev["step"].get<std::int64_t>();
+  if (ev["step"].get<std::int64_t>() >= 0)
+    os << " | val " << ev["val_loss"].get<double>() << " @" << ev["step"].get<std::int64_t>();
   return os.str();
 }
 
@@ -163,7 +164,8 @@ void print_summary(const json& s, double wall, const std::string& run_dir, const
               << ", received " << human_bytes(w["bytes_received"].get<double>()) << "\n";
   }
   for (const auto& f : s["fragments"])
-    std::cout << "  fragment " << f["id"].get<int>() << ": " << f["round"].get<std::uint64_t>() << " rounds committed\n";
+    std::cout << "  fragment " << f["id"].get<int>() << ": " << f["round"].get<std::uint64_t>()
+              << " rounds committed\n";
   std::cout << "  run dir: " << run_dir << "\n  metrics: " << metrics << "\n";
 }
 
@@ -217,7 +219,8 @@ int run_local(const local_options& opt) {
                           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / total_workers);
 
   std::cout << "atoll local: " << opt.nodes << " node(s) x " << opt.workers_per_node << " worker(s), example "
-            << cfg.example << ", " << cfg.steps << " steps, H=" << cfg.sync_every << ", run dir " << run_dir << std::endl;
+            << cfg.example << ", " << cfg.steps << " steps, H=" << cfg.sync_every << ", run dir " << run_dir
+            << std::endl;
   // Throw-away CURVE keys for this run (kept when a run dir is reused); atollctl
   // --run-dir finds them in RUN_DIR/keys.
   const std::string keys = run_dir + "/keys";
@@ -259,11 +262,11 @@ int run_local(const local_options& opt) {
     std::string devices = opt.devices.empty() ? "cpu" : opt.devices;
     for (int k = 1; opt.devices.empty() && k < opt.workers_per_node; ++k) devices += ",cpu";
     const std::string name = "node" + std::to_string(n + 1);
-    children.push_back(spawn_child(name,
-                                   {exe, "join", "--head", head, "--run-dir", run_dir + "/" + name, "--devices",
-                                    devices, "--threads", std::to_string(std::max(1, threads * opt.workers_per_node)),
-                                    "--keys", keys},
-                                   run_dir + "/logs/" + name + ".log"));
+    children.push_back(
+        spawn_child(name,
+                    {exe, "join", "--head", head, "--run-dir", run_dir + "/" + name, "--devices", devices, "--threads",
+                     std::to_string(std::max(1, threads * opt.workers_per_node)), "--keys", keys},
+                    run_dir + "/logs/" + name + ".log"));
   }
 
   const bool tty = ::isatty(1);

@@ -64,8 +64,9 @@ std::optional<atl::link_security> client_security_from(const std::string& keys_d
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"atoll: elastic low-communication training (DiLoCo) on a cluster of actors.\n"
-               "Quick start: `atoll local` trains the default example on a local cluster."};
+  CLI::App app{
+      "atoll: elastic low-communication training (DiLoCo) on a cluster of actors.\n"
+      "Quick start: `atoll local` trains the default example on a local cluster."};
   app.require_subcommand(1);
 
   atl::head_options head;
@@ -104,7 +105,8 @@ int main(int argc, char** argv) {
   loc->add_option("--devices", local.devices,
                   "each node's devices, e.g. cuda:0 (one worker per entry; default: cpu per worker)");
   loc->add_option("--example", local.example, "registered example (default: shakespeare)");
-  loc->add_option("--steps", local.steps, "inner steps per worker (default: from config)")->check(CLI::Range(1L, 1000000000L));
+  loc->add_option("--steps", local.steps, "inner steps per worker (default: from config)")
+      ->check(CLI::Range(1L, 1000000000L));
   loc->add_option("--config", local.config_file, "TOML config (see `atoll config`)")->check(CLI::ExistingFile);
   loc->add_option("--set", local.overrides, "override a knob: --set diloco.sync_every=25 (repeatable)");
   loc->add_option("--run-dir", local.run_dir, "folder for logs, state and metrics (default atoll-runs/local-TIME)");
@@ -119,8 +121,9 @@ int main(int argc, char** argv) {
 
   std::string leave_head, leave_keys;
   unsigned leave_node = 0;
-  auto* leave = app.add_subcommand("leave", "take a node out of a running cluster: its workers stop taking part, "
-                                            "the node says goodbye and exits (SIGTERM on a node does the same)");
+  auto* leave = app.add_subcommand("leave",
+                                   "take a node out of a running cluster: its workers stop taking part, "
+                                   "the node says goodbye and exits (SIGTERM on a node does the same)");
   leave->add_option("NODE", leave_node, "node id, as `atollctl members` shows it")->required();
   leave->add_option("--head", leave_head, "the head's endpoint")->required();
   leave->add_option("--keys", leave_keys, "the cluster's key folder, if it has keys");

@@ -87,7 +87,8 @@ int run_node(const node_options& opt) {
   nc.prepare = [forced_threads](const run_config& run, std::size_t local_workers) {
     int threads = forced_threads > 0 ? forced_threads : static_cast<int>(run.threads_per_worker);
     if (threads <= 0)
-      threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / static_cast<int>(std::max<std::size_t>(1, local_workers)));
+      threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
+                                static_cast<int>(std::max<std::size_t>(1, local_workers)));
     set_compute_threads(threads);
     log_info("LibTorch uses " + std::to_string(threads) + " thread(s) per process");
   };

@@ -16,9 +16,9 @@ struct head_options {
   std::string run_dir;
   std::string config_file;
   std::vector<std::string> overrides;  // "key=value"
-  std::string metrics_file;            // default: RUN_DIR/metrics.jsonl
-  std::string keys_dir;                // CURVE keys (`atoll keygen`); empty: plain TCP
-  bool insecure = false;               // allow plain TCP on a non-loopback address
+  std::string metrics_file;  // default: RUN_DIR/metrics.jsonl
+  std::string keys_dir;  // CURVE keys (`atoll keygen`); empty: plain TCP
+  bool insecure = false;  // allow plain TCP on a non-loopback address
 };
 int run_head(const head_options& opt);
 
@@ -27,9 +27,9 @@ struct node_options {
   std::string run_dir;
   std::vector<std::string> devices = {"cpu"};
   int threads = 0;  // 0: the run config's threads_per_worker, else cores / local workers
-  std::string keys_dir;    // CURVE keys (`atoll keygen`); empty: plain TCP
+  std::string keys_dir;  // CURVE keys (`atoll keygen`); empty: plain TCP
   std::string client_key;  // a key file other than KEYS/client.key
-  bool insecure = false;   // allow plain TCP to a non-loopback head
+  bool insecure = false;  // allow plain TCP to a non-loopback head
 };
 int run_node(const node_options& opt);
 

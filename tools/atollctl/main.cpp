@@ -28,8 +28,10 @@ void print_table(const json& rows, const std::vector<std::string>& columns) {
   std::vector<std::size_t> width(columns.size());
   for (std::size_t c = 0; c < columns.size(); ++c) width[c] = columns[c].size();
   for (const auto& r : rows)
-    for (std::size_t c = 0; c < columns.size(); ++c) width[c] = std::max(width[c], str(r.value(columns[c], json())).size());
-  for (std::size_t c = 0; c < columns.size(); ++c) std::cout << columns[c] << std::string(width[c] - columns[c].size() + 2, ' ');
+    for (std::size_t c = 0; c < columns.size(); ++c)
+      width[c] = std::max(width[c], str(r.value(columns[c], json())).size());
+  for (std::size_t c = 0; c < columns.size(); ++c)
+    std::cout << columns[c] << std::string(width[c] - columns[c].size() + 2, ' ');
   std::cout << "\n";
   for (const auto& r : rows) {
     for (std::size_t c = 0; c < columns.size(); ++c) {
@@ -45,7 +47,8 @@ void print_human(const std::string& command, const json& body) {
     std::cout << "cluster " << str(body["cluster_id"]) << "  state " << str(body["state"]) << "  epoch "
               << str(body["epoch"]) << "  example " << str(body["example"]) << "  head " << str(body["head"]) << "\n";
     const auto& ev = body["last_eval"];
-    if (ev["step"].get<long>() >= 0) std::cout << "held-out loss " << str(ev["val_loss"]) << " at step " << str(ev["step"]) << "\n";
+    if (ev["step"].get<long>() >= 0)
+      std::cout << "held-out loss " << str(ev["val_loss"]) << " at step " << str(ev["step"]) << "\n";
     std::cout << "\nmembers\n";
     print_table(body["members"], {"node_id", "state", "workers"});
     std::cout << "\nworkers\n";
@@ -58,11 +61,10 @@ void print_human(const std::string& command, const json& body) {
       std::cout << "  clients admitted " << str(sec["auth_admitted"]) << "  denied " << str(sec["auth_denied"]);
     std::cout << "  failed handshakes " << str(sec.value("handshakes_failed", json(0))) << "\n";
     const auto& storage = body["storage"];
-    if (!storage.value("ok", true))
-      std::cout << "STORAGE FAILING: " << str(storage["last_error"]) << "\n";
+    if (!storage.value("ok", true)) std::cout << "STORAGE FAILING: " << str(storage["last_error"]) << "\n";
     else if (storage.value("failed_commits", 0) > 0)
-      std::cout << "storage: ok again after " << str(storage["failed_commits"]) << " failed commit(s); last: "
-                << str(storage["last_error"]) << "\n";
+      std::cout << "storage: ok again after " << str(storage["failed_commits"])
+                << " failed commit(s); last: " << str(storage["last_error"]) << "\n";
     std::cout << "refused messages:";
     if (body["refused"]["total"].empty()) std::cout << " none";
     for (const auto& [process, counts] : body["refused"].items())
@@ -103,9 +105,10 @@ std::string keys_from_run_dir(const std::string& dir) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"atollctl: inspect a running Atoll cluster.\n"
-               "The head is found from --head, else --run-dir (reads head.endpoint), else $ATOLL_HEAD.\n"
-               "Keys: --keys DIR, else RUN_DIR/keys when --run-dir has them, else $ATOLL_KEYS; none means plain TCP."};
+  CLI::App app{
+      "atollctl: inspect a running Atoll cluster.\n"
+      "The head is found from --head, else --run-dir (reads head.endpoint), else $ATOLL_HEAD.\n"
+      "Keys: --keys DIR, else RUN_DIR/keys when --run-dir has them, else $ATOLL_KEYS; none means plain TCP."};
   std::string head, run_dir, keys_dir, client_key;
   bool as_json = false;
   int timeout_ms = 5000;
@@ -151,8 +154,8 @@ int main(int argc, char** argv) {
   }
   const bool watch = command == "watch";
   do {
-    auto reply = atl::control_request(head, watch ? "status" : command, "", std::chrono::milliseconds(timeout_ms),
-                                      security);
+    auto reply =
+        atl::control_request(head, watch ? "status" : command, "", std::chrono::milliseconds(timeout_ms), security);
     if (!reply) {
       std::cerr << "atollctl: " << reply.err().describe() << "\n";
       return 1;

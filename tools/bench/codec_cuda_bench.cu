@@ -65,7 +65,8 @@ int main() {
     cudaMalloc(&residual, n * sizeof(float));
     cudaMemset(residual, 0, n * sizeof(float));
     cudaMalloc(&out, n * sizeof(float));
-    const double copy_ms = median_ms([&] { cudaMemcpyAsync(out, global, n * sizeof(float), cudaMemcpyDeviceToDevice); });
+    const double copy_ms =
+        median_ms([&] { cudaMemcpyAsync(out, global, n * sizeof(float), cudaMemcpyDeviceToDevice); });
     const double gb = static_cast<double>(n) * sizeof(float) / 1e9;
     for (auto kind : {codec_kind::fp32, codec_kind::bf16, codec_kind::fp16, codec_kind::int8, codec_kind::fp4}) {
       device_codec codec;
