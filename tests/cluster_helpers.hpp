@@ -77,11 +77,17 @@ inline subprocess* process_of(const std::string& head, const std::string& node,
 }
 
 // An mlp run that lasts long enough for faults: rounds of 400 steps.
-inline std::vector<std::string> mlp_head(const std::string& head_dir, long steps, const std::vector<std::string>& more) {
-  std::vector<std::string> args = {ATOLL_BIN, "up", "--listen", "tcp://127.0.0.1:0", "--run-dir", head_dir,
-                                   "--set", "run.example=mlp", "--set", "model.width=32",
-                                   "--set", "run.steps=" + std::to_string(steps), "--set", "diloco.sync_every=400",
-                                   "--set", "run.eval_every=" + std::to_string(steps / 2), "--set", "run.min_workers=2"};
+inline std::vector<std::string> mlp_head(const std::string& head_dir, long steps,
+                                         const std::vector<std::string>& more) {
+  std::vector<std::string> args = {ATOLL_BIN,   "up",
+                                   "--listen",  "tcp://127.0.0.1:0",
+                                   "--run-dir", head_dir,
+                                   "--set",     "run.example=mlp",
+                                   "--set",     "model.width=32",
+                                   "--set",     "run.steps=" + std::to_string(steps),
+                                   "--set",     "diloco.sync_every=400",
+                                   "--set",     "run.eval_every=" + std::to_string(steps / 2),
+                                   "--set",     "run.min_workers=2"};
   args.insert(args.end(), more.begin(), more.end());
   return args;
 }
@@ -89,9 +95,9 @@ inline std::vector<std::string> mlp_head(const std::string& head_dir, long steps
 // mlp_head with fast failure detection (heartbeats every 300 ms, a 2 s lease) and every
 // round kept, for the tests that kill processes and check the keeper's rounds.
 inline std::vector<std::string> fast_lease_head(const std::string& head_dir, long steps = 16000) {
-  return mlp_head(head_dir, steps,
-                  {"--set", "cluster.heartbeat_ms=300", "--set", "cluster.lease_ms=2000", "--set",
-                   "storage.keep_rounds=100"});
+  return mlp_head(
+      head_dir, steps,
+      {"--set", "cluster.heartbeat_ms=300", "--set", "cluster.lease_ms=2000", "--set", "storage.keep_rounds=100"});
 }
 
 // Workers at the fragment's final round must hold the keeper's digest; returns how many.

@@ -12,7 +12,8 @@ namespace {
 
 using testing::random_values;
 
-std::vector<float> round_trip(codec_kind kind, const std::vector<float>& v, std::size_t chunk, encoded_values* enc = nullptr) {
+std::vector<float> round_trip(codec_kind kind, const std::vector<float>& v, std::size_t chunk,
+                              encoded_values* enc = nullptr) {
   encoded_values local;
   encoded_values& e = enc ? *enc : local;
   EXPECT_FALSE(encode(kind, v.data(), v.size(), chunk, e));
@@ -25,10 +26,10 @@ std::vector<float> round_trip(codec_kind kind, const std::vector<float>& v, std:
 float bound(codec_kind kind, const encoded_values& e, std::size_t i, float x) {
   switch (kind) {
     case codec_kind::fp32: return 0.0f;
-    case codec_kind::bf16: return std::fabs(x) * std::ldexp(1.0f, -8);   // half an ulp of 8 bits
+    case codec_kind::bf16: return std::fabs(x) * std::ldexp(1.0f, -8);  // half an ulp of 8 bits
     case codec_kind::fp16: return std::fabs(x) * std::ldexp(1.0f, -11) + std::ldexp(1.0f, -25);
     case codec_kind::int8: return e.scales[i / e.chunk] * 0.5f * 1.0001f;
-    case codec_kind::fp4: return e.scales[i / e.chunk] * 1.0001f;       // half the 4..6 gap
+    case codec_kind::fp4: return e.scales[i / e.chunk] * 1.0001f;  // half the 4..6 gap
   }
   return 0;
 }

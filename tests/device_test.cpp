@@ -14,13 +14,20 @@ TEST(Device, NamesParseIntoDevicesAndAnythingElseIsATypedError) {
     int index;
   };
   const row rows[] = {
-      {"cpu", true, device_spec::kind::cpu, 0},     {"cuda:0", true, device_spec::kind::cuda, 0},
-      {"cuda:17", true, device_spec::kind::cuda, 17}, {"cuda:1023", true, device_spec::kind::cuda, 1023},
-      {"cuda:1024", false, {}, 0},                   {"cuda", false, {}, 0},
-      {"cuda:", false, {}, 0},                        {"cuda:-1", false, {}, 0},
-      {"cuda:0x1", false, {}, 0},                     {"cuda:99999999999", false, {}, 0},
-      {"CPU", false, {}, 0},                          {"gpu0", false, {}, 0},
-      {"", false, {}, 0},                             {" cpu", false, {}, 0},
+      {"cpu", true, device_spec::kind::cpu, 0},
+      {"cuda:0", true, device_spec::kind::cuda, 0},
+      {"cuda:17", true, device_spec::kind::cuda, 17},
+      {"cuda:1023", true, device_spec::kind::cuda, 1023},
+      {"cuda:1024", false, {}, 0},
+      {"cuda", false, {}, 0},
+      {"cuda:", false, {}, 0},
+      {"cuda:-1", false, {}, 0},
+      {"cuda:0x1", false, {}, 0},
+      {"cuda:99999999999", false, {}, 0},
+      {"CPU", false, {}, 0},
+      {"gpu0", false, {}, 0},
+      {"", false, {}, 0},
+      {" cpu", false, {}, 0},
   };
   for (const auto& r : rows) {
     const auto d = parse_device(r.text);
@@ -38,7 +45,7 @@ TEST(Device, NamesParseIntoDevicesAndAnythingElseIsATypedError) {
 
 TEST(Device, APlanIsRefusedWithTheReasonForTheFirstDeviceThatCannotRun) {
   const std::size_t gib = std::size_t{1} << 30;
-  const device_inventory cpu_only{};                         // Debian's LibTorch
+  const device_inventory cpu_only{};  // Debian's LibTorch
   const device_inventory one_gpu{1, true, {80 * gib}};
   const device_inventory no_kernels{1, false, {80 * gib}};  // built without nvcc
   const device_inventory full_gpu{1, true, {100 << 20}};
@@ -46,8 +53,8 @@ TEST(Device, APlanIsRefusedWithTheReasonForTheFirstDeviceThatCannotRun) {
   struct row {
     const char* list;
     const device_inventory& inventory;
-    std::size_t workers;    // when accepted
-    const char* reason;     // a piece of the message when refused
+    std::size_t workers;  // when accepted
+    const char* reason;  // a piece of the message when refused
   };
   const row rows[] = {
       {"cpu", cpu_only, 1, nullptr},

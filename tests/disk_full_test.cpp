@@ -70,10 +70,16 @@ TEST(DiskFull, ACommitOnAFullDiskIsNotAcknowledgedAndTheKeeperRecoversBySelf) {
   tmpfs_mount tmpfs(head_dir, "16m");
   if (!tmpfs.mounted()) GTEST_SKIP() << "cannot mount a tmpfs here";
 
-  subprocess head({ATOLL_BIN, "up", "--listen", "tcp://127.0.0.1:0", "--run-dir", head_dir, "--metrics",
-                   dir.sub("metrics.jsonl"), "--set", "run.example=mlp", "--set", "run.steps=12000", "--set",
-                   "diloco.sync_every=400", "--set", "run.eval_every=6000", "--set", "model.width=32", "--set",
-                   "run.min_workers=2"},
+  subprocess head({ATOLL_BIN,   "up",
+                   "--listen",  "tcp://127.0.0.1:0",
+                   "--run-dir", head_dir,
+                   "--metrics", dir.sub("metrics.jsonl"),
+                   "--set",     "run.example=mlp",
+                   "--set",     "run.steps=12000",
+                   "--set",     "diloco.sync_every=400",
+                   "--set",     "run.eval_every=6000",
+                   "--set",     "model.width=32",
+                   "--set",     "run.min_workers=2"},
                   dir.sub("head.log"));
   const std::string ep = testing::wait_for_endpoint(head_dir, head);
   ASSERT_FALSE(ep.empty()) << head.output();

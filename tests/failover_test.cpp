@@ -247,14 +247,13 @@ TEST(Failover, AHeadKilledMidRunIsRestartedAndTheNodesCarryOn) {
   EXPECT_EQ(head->wait(5s), 128 + SIGKILL);
   std::this_thread::sleep_for(500ms);  // the nodes train on, their messages queue or drop
   std::remove((head_dir + "/head.endpoint").c_str());
-  head = std::make_unique<subprocess>(
-      std::vector<std::string>{ATOLL_BIN, "up", "--listen", ep, "--run-dir", head_dir}, dir.sub("head2.log"));
+  head = std::make_unique<subprocess>(std::vector<std::string>{ATOLL_BIN, "up", "--listen", ep, "--run-dir", head_dir},
+                                      dir.sub("head2.log"));
   ASSERT_EQ(testing::wait_for_endpoint(head_dir, *head), ep) << head->output();
 
   for (auto& n : nodes) ASSERT_EQ(n->wait(120s), 0) << n->output() << head->output();
   // Each node saw its link come back and had its workers resend what they waited on.
-  for (auto& n : nodes)
-    EXPECT_NE(n->output().find("the link to the head came back"), std::string::npos) << n->output();
+  for (auto& n : nodes) EXPECT_NE(n->output().find("the link to the head came back"), std::string::npos) << n->output();
   const json status = ask(ep, "status");
   EXPECT_EQ(status["state"], "finished") << status.dump();
   EXPECT_GE(status["epoch"].get<int>(), epoch_before);  // S3: the epoch did not go back
@@ -318,7 +317,8 @@ TEST(Failover, AReplicaKeeperHoldsEveryAcknowledgedRoundAndMovesWhenItsNodeDies)
       auto latest = store.latest(0);
       if (!latest || !*latest) return {-1, "empty"};
       const auto& theta = (*latest)->theta;
-      return {static_cast<std::int64_t>((*latest)->round), digest_hex(digest64(theta.data(), theta.size() * sizeof(float)))};
+      return {static_cast<std::int64_t>((*latest)->round),
+              digest_hex(digest64(theta.data(), theta.size() * sizeof(float)))};
     }
     return {-1, "no such process"};
   };

@@ -22,15 +22,16 @@ subprocess* start_node(std::vector<std::unique_ptr<subprocess>>& nodes, const st
                        const testing::temp_dir& dir, const std::string& fault = {}) {
   std::vector<std::pair<std::string, std::string>> env;
   if (!fault.empty()) env.emplace_back("ATOLL_FAULT_POINT", fault);
-  nodes.push_back(std::make_unique<subprocess>(std::vector<std::string>{ATOLL_BIN, "join", "--head", ep, "--threads", "1"},
-                                               dir.sub("node" + std::to_string(nodes.size()) + ".log"), env));
+  nodes.push_back(
+      std::make_unique<subprocess>(std::vector<std::string>{ATOLL_BIN, "join", "--head", ep, "--threads", "1"},
+                                   dir.sub("node" + std::to_string(nodes.size()) + ".log"), env));
   return nodes.back().get();
 }
 
 // Three nodes; the first registers alone, so it is node/1 and hosts coord/0. `fault`
 // arms node `armed` (0: the coordinator's host, 1: another node).
-std::vector<std::unique_ptr<subprocess>> three_nodes(const std::string& ep, const testing::temp_dir& dir,
-                                                     int armed, const std::string& fault) {
+std::vector<std::unique_ptr<subprocess>> three_nodes(const std::string& ep, const testing::temp_dir& dir, int armed,
+                                                     const std::string& fault) {
   std::vector<std::unique_ptr<subprocess>> nodes;
   start_node(nodes, ep, dir, armed == 0 ? fault : "");
   EXPECT_TRUE(testing::eventually([&] { return ask(ep, "members").size() == 1; }, 20s, 50ms));
@@ -81,9 +82,9 @@ TEST(FaultPoints, ACoordinatorKilledBetweenCommitAndReleaseLosesNoRound) {
 TEST(FaultPoints, AKeeperKilledBetweenWriteAndAckIsRestartedAndTheRetryIsAcknowledged) {
   testing::temp_dir dir;
   const std::string head_dir = dir.sub("head");
-  auto head = std::make_unique<subprocess>(testing::fast_lease_head(head_dir), dir.sub("head.log"),
-                                           std::vector<std::pair<std::string, std::string>>{
-                                               {"ATOLL_FAULT_POINT", "keeper.written@5"}});
+  auto head = std::make_unique<subprocess>(
+      testing::fast_lease_head(head_dir), dir.sub("head.log"),
+      std::vector<std::pair<std::string, std::string>>{{"ATOLL_FAULT_POINT", "keeper.written@5"}});
   const std::string ep = testing::wait_for_endpoint(head_dir, *head);
   ASSERT_FALSE(ep.empty()) << head->output();
   auto nodes = three_nodes(ep, dir, -1, "");

@@ -28,11 +28,19 @@ TEST(Gpu, ACpuAndACudaWorkerTrainTogetherAndHoldTheSameGlobalState) {
   ATOLL_SKIP_WITHOUT_GPU();
   testing::temp_dir dir;
   const std::string head_dir = dir.sub("head");
-  subprocess head({ATOLL_BIN, "up", "--listen", "tcp://127.0.0.1:0", "--run-dir", head_dir, "--set",
-                   "run.steps=120", "--set", "diloco.sync_every=20", "--set", "diloco.fragments=2", "--set",
-                   "diloco.codec=fp4", "--set", "diloco.error_feedback=true", "--set", "diloco.overlap=2", "--set",
-                   "diloco.alpha=0.5", "--set", "run.eval_every=60", "--set", "model.layers=2", "--set",
-                   "storage.keep_rounds=100"},
+  subprocess head({ATOLL_BIN,   "up",
+                   "--listen",  "tcp://127.0.0.1:0",
+                   "--run-dir", head_dir,
+                   "--set",     "run.steps=120",
+                   "--set",     "diloco.sync_every=20",
+                   "--set",     "diloco.fragments=2",
+                   "--set",     "diloco.codec=fp4",
+                   "--set",     "diloco.error_feedback=true",
+                   "--set",     "diloco.overlap=2",
+                   "--set",     "diloco.alpha=0.5",
+                   "--set",     "run.eval_every=60",
+                   "--set",     "model.layers=2",
+                   "--set",     "storage.keep_rounds=100"},
                   dir.sub("head.log"));
   const std::string ep = testing::wait_for_endpoint(head_dir, head);
   ASSERT_FALSE(ep.empty()) << head.output();

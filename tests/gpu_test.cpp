@@ -45,8 +45,8 @@ TEST(DeviceCodec, EncodesAndFeedsBackTheSameBytesAsTheHostOverSeveralRounds) {
         auto l = on_gpu(local);
         ASSERT_FALSE(device.encode_delta(kind, g.data_ptr<float>(), l.data_ptr<float>(), residual.data_ptr<float>(), n,
                                          256, nullptr, got));
-        const std::string where = std::string(to_string(kind)) + " n=" + std::to_string(n) + " round " +
-                                  std::to_string(round);
+        const std::string where =
+            std::string(to_string(kind)) + " n=" + std::to_string(n) + " round " + std::to_string(round);
         ASSERT_EQ(want.payload, got.payload) << where;
         ASSERT_EQ(want.scales, got.scales) << where;
         const auto r = to_host(residual);

@@ -32,7 +32,7 @@ inline std::vector<std::uint8_t> single_segment(const std::vector<word>& segment
 inline std::vector<std::uint8_t> deeply_nested(int depth) {
   std::vector<word> seg;
   for (int i = 0; i < depth; ++i) seg.push_back(struct_pointer(0, 0, 1));  // next word is its struct
-  seg.push_back(0);                                                     // the last pointer is null
+  seg.push_back(0);  // the last pointer is null
   return single_segment(seg);
 }
 
@@ -41,7 +41,7 @@ inline std::vector<std::uint8_t> deeply_nested(int depth) {
 inline std::vector<std::uint8_t> pointer_amplified(std::uint16_t fanout, std::uint16_t target_words) {
   std::vector<word> seg;
   seg.push_back(struct_pointer(0, 0, fanout));  // root: the struct right after
-  const std::int32_t target = 1 + fanout;       // index of the shared struct
+  const std::int32_t target = 1 + fanout;  // index of the shared struct
   for (std::int32_t i = 0; i < fanout; ++i) seg.push_back(struct_pointer(target - (1 + i) - 1, target_words, 0));
   seg.insert(seg.end(), target_words, 0x4141414141414141ull);
   return single_segment(seg);

@@ -84,10 +84,17 @@ TEST(Hostile, ACurveClusterRefusesStrangersAndSurvivesAHostileMember) {
   auto keys = load_client_security(keys_dir);
   ASSERT_TRUE(keys) << keys.err().describe();
 
-  subprocess head({ATOLL_BIN, "up", "--listen", "tcp://127.0.0.1:0", "--run-dir", head_dir, "--keys", keys_dir,
-                   "--set", "run.example=mlp", "--set", "run.steps=20000", "--set", "diloco.sync_every=500",
-                   "--set", "run.eval_every=10000", "--set", "model.width=32", "--set", "run.min_workers=2",
-                   "--set", "net.max_frame_mb=4"},
+  subprocess head({ATOLL_BIN,   "up",
+                   "--listen",  "tcp://127.0.0.1:0",
+                   "--run-dir", head_dir,
+                   "--keys",    keys_dir,
+                   "--set",     "run.example=mlp",
+                   "--set",     "run.steps=20000",
+                   "--set",     "diloco.sync_every=500",
+                   "--set",     "run.eval_every=10000",
+                   "--set",     "model.width=32",
+                   "--set",     "run.min_workers=2",
+                   "--set",     "net.max_frame_mb=4"},
                   dir.sub("head.log"));
   const std::string ep = testing::wait_for_endpoint(head_dir, head);
   ASSERT_FALSE(ep.empty()) << head.output();
@@ -137,7 +144,8 @@ TEST(Hostile, ACurveClusterRefusesStrangersAndSurvivesAHostileMember) {
   for (int i = 0; i < 20; ++i) bad.send({testing::pointer_amplified(2000, 2000)});
   for (int i = 0; i < 20; ++i) bad.send({testing::too_many_segments(100000)});
   for (int i = 0; i < 20; ++i) bad.send({envelope_bytes(99, cluster, "ctl/hostile", "registry")});
-  for (int i = 0; i < 20; ++i) bad.send({envelope_bytes(wire::protocol_version, "not-this-cluster", "ctl/hostile", "registry")});
+  for (int i = 0; i < 20; ++i)
+    bad.send({envelope_bytes(wire::protocol_version, "not-this-cluster", "ctl/hostile", "registry")});
   for (int i = 0; i < 20; ++i) bad.send(old_contribution(cluster, "worker/1.0", params));  // another node's worker
   for (int i = 0; i < 20; ++i) bad.send(old_contribution(cluster, "worker/9.0", params));  // epoch 0 replays
   const std::size_t sent = bad.sent();
@@ -152,13 +160,14 @@ TEST(Hostile, ACurveClusterRefusesStrangersAndSurvivesAHostileMember) {
   // Nodes report their counters with each heartbeat (every second).
   std::this_thread::sleep_for(2500ms);
   status = testing::ask(ep, "status", *keys);
-  ASSERT_TRUE(status.is_object()) << "atollctl status did not answer after the attack; head running: "
-                                  << head.running() << "\n" << head.output();
+  ASSERT_TRUE(status.is_object()) << "atollctl status did not answer after the attack; head running: " << head.running()
+                                  << "\n"
+                                  << head.output();
   const auto& total = status["refused"]["total"];
   std::uint64_t refused = 0;
   for (const auto& [reason, n] : total.items()) refused += n.get<std::uint64_t>();
-  std::cout << "[ hostile  ] sent " << sent << " hostile messages; refused: " << status["refused"].dump() << "; security "
-            << status["security"].dump() << std::endl;
+  std::cout << "[ hostile  ] sent " << sent << " hostile messages; refused: " << status["refused"].dump()
+            << "; security " << status["security"].dump() << std::endl;
   EXPECT_GE(refused, sent * 9 / 10) << total.dump();
   EXPECT_GE(count_of(total, "malformed_frame"), 300u);
   EXPECT_GE(count_of(total, "frame_too_large"), 4u);

@@ -1,7 +1,7 @@
 #include "actors/lease_proxy.hpp"
 
-#include <caf/all.hpp>
 #include <gtest/gtest.h>
+#include <caf/all.hpp>
 
 #include "actors/messages.hpp"
 

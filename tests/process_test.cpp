@@ -105,11 +105,18 @@ TEST(Process, TwoNodesTrainTheMlpAndAgreeThenARestartedHeadResumes) {
 TEST(Process, StreamingWithOverlapAndInt8AgreesAfterEveryRound) {
   testing::temp_dir dir;
   const std::string run_dir = dir.sub("run");
-  auto [code, out] = run_command({ATOLL_BIN, "local", "--example", "mlp", "--steps", "40", "--run-dir", run_dir,
-                                  "--set", "model.width=32", "--set", "diloco.sync_every=10",
-                                  "--set", "diloco.fragments=2", "--set", "diloco.overlap=1",
-                                  "--set", "diloco.alpha=0.5", "--set", "diloco.codec=int8",
-                                  "--set", "diloco.error_feedback=true", "--set", "storage.keep_rounds=100"},
+  auto [code, out] = run_command({ATOLL_BIN,   "local",
+                                  "--example", "mlp",
+                                  "--steps",   "40",
+                                  "--run-dir", run_dir,
+                                  "--set",     "model.width=32",
+                                  "--set",     "diloco.sync_every=10",
+                                  "--set",     "diloco.fragments=2",
+                                  "--set",     "diloco.overlap=1",
+                                  "--set",     "diloco.alpha=0.5",
+                                  "--set",     "diloco.codec=int8",
+                                  "--set",     "diloco.error_feedback=true",
+                                  "--set",     "storage.keep_rounds=100"},
                                  dir.sub("local.log"), 120s);
   ASSERT_EQ(code, 0) << out;
   // Every round of every fragment: the coordinator's digest, each worker's ack.
@@ -192,9 +199,9 @@ TEST(Process, LocalRunsTheMlpToCompletionAndWritesMetrics) {
 
 TEST(Process, ABadConfigValueIsRefusedByNameBeforeAnythingStarts) {
   testing::temp_dir dir;
-  auto [code, out] = run_command({ATOLL_BIN, "up", "--listen", "tcp://127.0.0.1:0", "--run-dir", dir.sub("head"),
-                                  "--set", "diloco.sync_every=-3"},
-                                 dir.sub("up.log"));
+  auto [code, out] = run_command(
+      {ATOLL_BIN, "up", "--listen", "tcp://127.0.0.1:0", "--run-dir", dir.sub("head"), "--set", "diloco.sync_every=-3"},
+      dir.sub("up.log"));
   EXPECT_EQ(code, 2) << out;
   EXPECT_NE(out.find("diloco.sync_every"), std::string::npos) << out;
 
@@ -232,8 +239,8 @@ TEST(Process, BadCommandLinesAreRefusedByName) {
     EXPECT_NE(code, -1) << "still running: " << args[0] << " " << args[1];
     EXPECT_NE(out.find(needle), std::string::npos) << "expected '" << needle << "' in: " << out;
   }
-  auto [ctl_code, ctl_out] = run_command({ATOLLCTL_BIN, "--timeout", "-5", "--head", "tcp://127.0.0.1:1", "status"},
-                                         dir.sub("ctl.log"));
+  auto [ctl_code, ctl_out] =
+      run_command({ATOLLCTL_BIN, "--timeout", "-5", "--head", "tcp://127.0.0.1:1", "status"}, dir.sub("ctl.log"));
   EXPECT_NE(ctl_code, 0);
   EXPECT_NE(ctl_out.find("--timeout"), std::string::npos) << ctl_out;
 }
@@ -241,10 +248,10 @@ TEST(Process, BadCommandLinesAreRefusedByName) {
 TEST(Process, AWorkerThatCannotStartIsRestartedABoundedNumberOfTimesThenTheRunFails) {
   testing::temp_dir dir;
   // The mlp has two layer groups: three fragments cannot be built, on every restart.
-  auto [code, out] = run_command({ATOLL_BIN, "local", "--example", "mlp", "--steps", "20", "--fragments", "3",
-                                  "--set", "cluster.restart_limit=2", "--set", "cluster.restart_backoff_ms=50",
-                                  "--run-dir", dir.sub("run")},
-                                 dir.sub("local.log"), 60s);
+  auto [code, out] =
+      run_command({ATOLL_BIN, "local", "--example", "mlp", "--steps", "20", "--fragments", "3", "--set",
+                   "cluster.restart_limit=2", "--set", "cluster.restart_backoff_ms=50", "--run-dir", dir.sub("run")},
+                  dir.sub("local.log"), 60s);
   EXPECT_EQ(code, 1) << out;
   EXPECT_NE(out.find("only 2 layer groups"), std::string::npos) << out;
   EXPECT_NE(out.find("restart 2 of 2"), std::string::npos) << out;
@@ -254,8 +261,8 @@ TEST(Process, AWorkerThatCannotStartIsRestartedABoundedNumberOfTimesThenTheRunFa
 
 TEST(Process, AtollctlWithoutAHeadSaysSoAndFailsFast) {
   testing::temp_dir dir;
-  auto [code, out] = run_command({ATOLLCTL_BIN, "--head", "tcp://127.0.0.1:1", "--timeout", "300", "status"},
-                                 dir.sub("ctl.log"));
+  auto [code, out] =
+      run_command({ATOLLCTL_BIN, "--head", "tcp://127.0.0.1:1", "--timeout", "300", "status"}, dir.sub("ctl.log"));
   EXPECT_EQ(code, 1) << out;
   EXPECT_NE(out.find("timeout"), std::string::npos) << out;
 }

@@ -6,8 +6,8 @@
 #include <fstream>
 #include <thread>
 
-#include <caf/all.hpp>
 #include <gtest/gtest.h>
+#include <caf/all.hpp>
 
 #include "runtime/control_client.hpp"
 #include "runtime/security.hpp"
@@ -124,7 +124,9 @@ TEST_F(CurveHead, ASenderIdStaysWithItsLiveConnection) {
   send_as(node, "node/1");
   ASSERT_TRUE(eventually([&] { return delivered_ == 1; }));
   send_as(impostor, "node/1");
-  const auto conflicts = [&] { return head_->counters().refused[static_cast<std::size_t>(errc::sender_conflict)].load(); };
+  const auto conflicts = [&] {
+    return head_->counters().refused[static_cast<std::size_t>(errc::sender_conflict)].load();
+  };
   ASSERT_TRUE(eventually([&] { return conflicts() == 1; }));
   EXPECT_EQ(delivered_.load(), 1);
   send_as(node, "node/1");  // the owner still gets through

@@ -48,8 +48,7 @@ TEST(CheckpointStore, AFullDiskRefusesACommitAndTheStoreRecoversWhenSpaceReturns
     {
       std::FILE* f = std::fopen((mnt + "/filler").c_str(), "wb");
       std::vector<char> block(1 << 20, 'x');
-      while (std::fwrite(block.data(), 1, block.size(), f) == block.size() && std::fflush(f) == 0) {
-      }
+      while (std::fwrite(block.data(), 1, block.size(), f) == block.size() && std::fflush(f) == 0) {}
       std::fclose(f);
     }
     auto full = store.commit({0, 2, 1, {4, 5, 6}, {0, 0, 0}});

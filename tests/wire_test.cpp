@@ -2,8 +2,8 @@
 
 #include <gtest/gtest.h>
 
-#include "runtime/digest.hpp"
 #include <capnp/any.h>
+#include "runtime/digest.hpp"
 
 #include "runtime/wire.hpp"
 #include "tests/hostile_frames.hpp"
@@ -173,7 +173,8 @@ TEST(Wire, EverySingleBitFlipIsRefusedOrReadsCleanly) {
     EXPECT_NO_THROW({
       if (env.isHeartbeat())
         for (auto v : env.getHeartbeat().getRefused()) (void)v;
-    }) << "bit " << bit;
+    }) << "bit "
+       << bit;
   }
   EXPECT_GT(accepted, 0);  // flips in text and numbers still decode: the actors judge those
 }
@@ -186,7 +187,8 @@ TEST(Wire, AHugeListOfEmptyStructsIsRefusedBeforeItIsWalked) {
     auto env = b.initRoot<schema::Envelope>();
     env.setVersion(wire::protocol_version);
     if (pointer == 10u) env.initWelcome().initWorkers(0);
-    if (pointer == 3u) capnp::AnyStruct::Builder(kj::mv(env)).getPointerSection()[3].initAsListOfAnyStruct(0, 0, 100000);
+    if (pointer == 3u)
+      capnp::AnyStruct::Builder(kj::mv(env)).getPointerSection()[3].initAsListOfAnyStruct(0, 0, 100000);
     else capnp::AnyStruct::Builder(env.getWelcome()).getPointerSection()[0].initAsListOfAnyStruct(0, 0, 100000);
     auto flat = capnp::messageToFlatArray(b);
     wire::bytes bytes(flat.asBytes().begin(), flat.asBytes().end());
