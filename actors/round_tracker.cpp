@@ -55,22 +55,28 @@ expected<bool> round_tracker::add(const std::string& worker, std::uint64_t epoch
     // dropped): its result is coming.
     if (phase_ == phase::committing && round == round_ && contributions_.count(worker))
       return make_error(errc::duplicate, worker + " already contributed to round " + std::to_string(round));
+    // The epoch fence holds between rounds too: a replay from a gone epoch is stale
+    // whatever round it names.
+    if (epoch < epoch_)
+      return make_error(errc::stale_epoch,
+                        "epoch " + std::to_string(epoch) + " < last round epoch " + std::to_string(epoch_));
     if (round <= round_) return make_error(errc::wrong_round, "round " + std::to_string(round) + " is closed");
     return wrong_phase("contribution", phase_);
   }
   if (epoch < epoch_)
     return make_error(errc::stale_epoch, "epoch " + std::to_string(epoch) + " < round epoch " + std::to_string(epoch_));
   if (epoch > epoch_)
-    return make_error(errc::stale_epoch, "epoch " + std::to_string(epoch) + " is ahead of round epoch " +
-                                             std::to_string(epoch_));
+    return make_error(errc::stale_epoch,
+                      "epoch " + std::to_string(epoch) + " is ahead of round epoch " + std::to_string(epoch_));
   if (round != open_round())
-    return make_error(errc::wrong_round, "round " + std::to_string(round) + ", open round is " +
-                                             std::to_string(open_round()));
-  if (!participants_.count(worker)) return make_error(errc::not_participant, worker + " is not in round " + std::to_string(round));
+    return make_error(errc::wrong_round,
+                      "round " + std::to_string(round) + ", open round is " + std::to_string(open_round()));
+  if (!participants_.count(worker))
+    return make_error(errc::not_participant, worker + " is not in round " + std::to_string(round));
   if (contributions_.count(worker)) return make_error(errc::duplicate, worker + " already contributed");
   if (delta.size() != theta_.size())
-    return make_error(errc::tensor_mismatch, std::to_string(delta.size()) + " values, fragment has " +
-                                                 std::to_string(theta_.size()));
+    return make_error(errc::tensor_mismatch,
+                      std::to_string(delta.size()) + " values, fragment has " + std::to_string(theta_.size()));
   if (!all_finite(delta.data(), delta.size())) return make_error(errc::not_finite, "contribution of " + worker);
   contributions_.emplace(worker, std::make_pair(std::move(delta), weight));
   return finish_if_complete();

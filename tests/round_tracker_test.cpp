@@ -42,6 +42,20 @@ TEST(RoundTracker, AContributionFromAnOlderEpochIsRefused) {
   EXPECT_EQ(t.current_phase(), round_tracker::phase::collecting);
 }
 
+TEST(RoundTracker, AnOlderEpochIsStaleBetweenRoundsToo) {
+  // A replay from a gone epoch meets the fence whether a round is collecting, committing
+  // or not yet open: its round number says nothing about it.
+  auto t = seeded_at_round_zero();
+  ASSERT_FALSE(t.open(7, {"w/a"}));
+  ASSERT_TRUE(t.add("w/a", 7, 1, {0.0f, 0.0f}, 1.0f));
+  EXPECT_EQ(t.current_phase(), round_tracker::phase::committing);
+  EXPECT_EQ(t.add("w/x", 0, 1, {0.0f, 0.0f}, 1.0f).err().code, errc::stale_epoch);
+  ASSERT_FALSE(t.committed());
+  EXPECT_EQ(t.current_phase(), round_tracker::phase::ready);
+  EXPECT_EQ(t.add("w/x", 0, 1, {0.0f, 0.0f}, 1.0f).err().code, errc::stale_epoch);
+  EXPECT_EQ(t.add("w/x", 7, 1, {0.0f, 0.0f}, 1.0f).err().code, errc::wrong_round);  // same epoch: closed
+}
+
 TEST(RoundTracker, AContributionForAnotherRoundIsRefused) {
   auto t = seeded_at_round_zero();
   ASSERT_FALSE(t.open(7, {"w/a"}));
