@@ -21,7 +21,7 @@ const std::vector<knob>& knobs() {
       {"run.min_workers", &C::min_workers, 1, 4096, "workers", "workers that must register before training starts"},
       {"run.log_every", &C::log_every, 1, 1e9, "steps", "progress report interval"},
       {"run.threads_per_worker", &C::threads_per_worker, 0, 1024, "threads",
-       "LibTorch intra-op threads per worker; 0 = cores / local workers"},
+       "compute threads per worker (LibTorch intra-op and the BLAS pool); 0 = cores / local workers"},
       {"run.mode", &C::mode, 0, 0, "", "diloco, or ddp: gradients averaged every step (the baseline)", "diloco|ddp"},
       {"diloco.sync_every", &C::sync_every, 1, 1e9, "steps", "H: inner steps per outer round of a fragment"},
       {"diloco.fragments", &C::fragments, 1, 1024, "", "P: parameter fragments synced separately"},

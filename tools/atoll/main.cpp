@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "runtime/compute_env.hpp"
 #include "runtime/config.hpp"
 #include "runtime/control_client.hpp"
 #include "tools/atoll/processes.hpp"
@@ -90,7 +91,8 @@ int main(int argc, char** argv) {
   join->add_option("--run-dir", node.run_dir,
                    "folder for this node's files; with it the node may host a keeper replica (its RocksDB)");
   join->add_option("--devices", devices, "comma-separated devices: cpu or cuda:0,cuda:1")->capture_default_str();
-  join->add_option("--threads", node.threads, "LibTorch threads for this process (default: cores / workers)")
+  join->add_option("--threads", node.threads,
+                   "compute threads (LibTorch and BLAS) for this process (default: cores / workers)")
       ->check(CLI::Range(0, 1024));
   join->add_option("--keys", node.keys_dir, "CURVE key folder from `atoll keygen` (client.key, head.pub)");
   join->add_option("--client-key", node.client_key, "this node's own key file (`atoll keygen --client NAME`)");
@@ -142,6 +144,7 @@ int main(int argc, char** argv) {
     return atl::run_head(head);
   }
   if (*join) {
+    atl::reexec_with_compute_env(argv);  // this process trains (runtime/compute_env.hpp)
     node.devices = split_devices(devices);
     return atl::run_node(node);
   }

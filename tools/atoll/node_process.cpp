@@ -89,8 +89,7 @@ int run_node(const node_options& opt) {
     if (threads <= 0)
       threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
                                 static_cast<int>(std::max<std::size_t>(1, local_workers)));
-    set_compute_threads(threads);
-    log_info("LibTorch uses " + std::to_string(threads) + " thread(s) per process");
+    log_info(describe(set_compute_threads(threads)));
   };
   log_info("connecting to " + opt.head + (net->secure() ? " (CURVE)" : " (plain TCP)"));
 

@@ -1,0 +1,30 @@
+#pragma once
+// The environment a training process needs before its libraries load.
+//
+// LibTorch's OpenMP threads and OpenBLAS's pthreads both spin when idle: libgomp for about
+// 300,000 iterations after each parallel region, OpenBLAS for about 2^28 cycles after each
+// call. With two pools in one process they spin on the cores the other pool needs, and two
+// LibTorch threads trained slower than one (tools/bench/step.py measures it). Both
+// libraries read their spin settings once, when they load, so a process that trains
+// (`atoll join`, the bare step benchmark) re-executes itself once with them set.
+// A value the user set is never replaced.
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace atl {
+
+using env_lookup = std::function<const char*(const char* name)>;
+using env_settings = std::vector<std::pair<std::string, std::string>>;
+
+// The variables to add, given the current environment (empty: nothing to do, including
+// after the re-execution, which is marked by ATOLL_COMPUTE_ENV).
+env_settings missing_compute_env(const env_lookup& getenv);
+
+// Sets what missing_compute_env() names and re-executes this program with the same
+// arguments. Returns only when nothing was missing, or when the exec failed (then the
+// process carries on with the libraries' defaults; the reason is logged).
+void reexec_with_compute_env(char** argv);
+
+}  // namespace atl
