@@ -1,6 +1,8 @@
 #include "actors/coordinator.hpp"
 #include "runtime/actor_id.hpp"
 
+#include <optional>
+
 #include <caf/all.hpp>
 
 #include "actors/messages.hpp"
@@ -203,6 +205,10 @@ void release(self_ptr self, const std::vector<std::string>& contributors) {
   const auto round_epoch = st.rounds->open_epoch();
   const auto round_bytes = st.round_bytes;
   const double duration = std::chrono::duration<double>(st.now() - st.round_started).count();
+  // Low-bit results: the round's encoded change, which every contributor adds to its copy
+  // of the previous theta_global (round_tracker.hpp); else theta_global itself.
+  std::optional<encoded_values> update;
+  if (const auto* u = st.rounds->released_update()) update = *u;
   advance(self);  // the next round opens first (results carry its epoch); it resets the counters
   for (const auto& worker : contributors) {
     wire::outgoing out;
@@ -210,7 +216,8 @@ void release(self_ptr self, const std::vector<std::string>& contributors) {
     r.setFragment(st.cfg.fragment);
     r.setRound(round);
     r.setDigest(digest);
-    out.tensors.push_back(wire::tensor::from_floats(theta.data(), theta.size()));
+    if (update) put_round_update(r, encoded_values(*update), out);
+    else out.tensors.push_back(wire::tensor::from_floats(theta.data(), theta.size()));
     st.mail->send(worker, st.rounds->open_epoch(), out);
   }
   wire::outgoing out;
@@ -380,6 +387,9 @@ coordinator_config coordinator_config_for(const run_config& run, std::uint32_t f
   cc.average_only = run.mode == "ddp";
   cc.round_deadline = std::chrono::milliseconds(run.round_deadline_ms);
   cc.state_chunk_values = static_cast<std::size_t>(run.state_chunk_values);
+  const auto codec = parse_codec(run.codec);  // validated with the config
+  if (codec && !cc.average_only) cc.result_codec = *codec;
+  cc.result_chunk = static_cast<std::size_t>(run.codec_chunk);
   return cc;
 }
 
@@ -393,6 +403,7 @@ caf::behavior coordinator_actor(caf::stateful_actor<coordinator_state>* self, tr
   st.rounds = std::make_unique<round_tracker>(
       cfg.fragment, cfg.outer,
       cfg.average_only ? round_tracker::update_rule::average_only : round_tracker::update_rule::nesterov);
+  st.rounds->encode_results(cfg.result_codec, cfg.result_chunk);
   request_startup_state(self);
   self->delayed_send(self, cfg.commit_retry, tick_atom::value);
   return {

@@ -59,6 +59,10 @@ struct coordinator_config {
   // A larger fragment's state goes to a resyncing worker as a header: it fetches the
   // values in chunks from the keepers (diloco.state_chunk_values).
   std::size_t state_chunk_values = 1 << 20;
+  // Results go out encoded with the run's codec (diloco.codec, diloco.codec_chunk) as the
+  // round's change of theta_global; fp32 sends theta_global itself (and ddp always does).
+  codec_kind result_codec = codec_kind::fp32;
+  std::size_t result_chunk = 256;
 };
 
 // The coordinator of `fragment` for a run configured by `run`.

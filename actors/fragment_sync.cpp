@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include "runtime/algorithm/outer_optimizer.hpp"
+#include "runtime/digest.hpp"
+
 namespace atl {
 
 status fragment_sync::expect(phase wanted, const char* op) const {
@@ -21,8 +24,9 @@ void fragment_sync::start_fetch(state_fetch fetch, std::uint64_t epoch) {
   phase_ = phase::fetching;
 }
 
-void fragment_sync::adopt(std::uint64_t round, std::uint64_t epoch) {
+void fragment_sync::adopt(std::uint64_t round, std::uint64_t epoch, std::vector<float> theta_global) {
   fetch_.cancel();  // a transfer of an older round, if any, is moot
+  theta_global_ = std::move(theta_global);
   round_ = round;
   epoch_ = epoch;
   pending_ = {};
@@ -53,12 +57,32 @@ bool fragment_sync::result_arrived(std::uint64_t round, std::uint64_t epoch, std
   return true;
 }
 
+expected<bool> fragment_sync::update_arrived(std::uint64_t round, std::uint64_t epoch, const std::vector<float>& change,
+                                             std::uint64_t digest) {
+  if (phase_ != phase::awaiting_result || round != pending_round_) return false;  // duplicate or stale
+  if (theta_global_.empty())
+    return make_error(errc::not_ready, "no theta_global to apply round " + std::to_string(round) + " to");
+  if (change.size() != theta_global_.size())
+    return make_error(errc::tensor_mismatch,
+                      std::to_string(change.size()) + " values, fragment has " + std::to_string(theta_global_.size()));
+  std::vector<float> values(change.size());
+  for (std::size_t i = 0; i < values.size(); ++i)
+    values[i] = theta_global_[i] + change[i];  // the coordinator's addition
+  if (!all_finite(values.data(), values.size()))
+    return make_error(errc::not_finite, "round " + std::to_string(round) + " applied to theta_global");
+  if (digest64(values.data(), values.size() * sizeof(float)) != digest)
+    return make_error(errc::digest_mismatch,
+                      "round " + std::to_string(round) + " applied to theta_global of round " + std::to_string(round_));
+  return result_arrived(round, epoch, std::move(values));
+}
+
 expected<std::vector<float>> fragment_sync::take_result() {
   if (auto err = expect(phase::result_ready, "take_result")) return err;
   round_ = result_round_;
   pending_ = {};
   phase_ = phase::synced;
-  return std::move(result_);
+  theta_global_ = std::move(result_);
+  return theta_global_;
 }
 
 fragment_sync::on_state fragment_sync::state_arrived(std::uint64_t round, std::uint64_t epoch) {

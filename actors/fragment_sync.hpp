@@ -6,6 +6,7 @@
 //   [asking] --state as a header--> [fetching] --last chunk, digest ok--> adopt --> (synced r)
 //   [fetching] --every keeper failed--> ask --> [asking]
 //   (synced r) --contributed(round q)--> [awaiting_result q] --result of q--> [result_ready q]
+//   [awaiting_result q] --low-bit result of q: kept theta_global + change, digest ok--> [result_ready q]
 //   [result_ready q] --take_result: merged (DiLoCo) or applied (ddp)--> (synced q)
 //
 //   [awaiting_result] --Refusal(duplicate)--> itself (the contribution counted)
@@ -19,6 +20,10 @@
 // The pending contribution's bytes never change once taken (the error-feedback residual
 // was updated then): every sending is the same contribution, stamped with the epoch of
 // the round it is for. Illegal transitions return a typed error and change nothing.
+//
+// The fragment's theta_global (the last adopted or taken) is kept: a low-bit result is
+// the round's encoded change to it (actors/round_tracker.hpp), and adding the same
+// decoded change to the same bits gives every participant the coordinator's bits.
 #include <chrono>
 #include <cstdint>
 #include <vector>
@@ -39,15 +44,22 @@ class fragment_sync {
   void ask();
   // A FragmentState header: the values come in chunks (`fetch` names the keepers).
   void start_fetch(state_fetch fetch, std::uint64_t epoch);
-  // The committed state of `round` replaced the local fragment: synced at `round`.
-  void adopt(std::uint64_t round, std::uint64_t epoch);
+  // The committed state of `round`, theta_global, replaced the local fragment: synced at
+  // `round`, theta_global kept.
+  void adopt(std::uint64_t round, std::uint64_t epoch, std::vector<float> theta_global);
   // synced -> awaiting_result: the contribution for `round`, merged before step `merge_at`.
   status contribute(std::uint64_t round, std::int64_t merge_at, encoded_values bytes);
   // A sending of the pending contribution (envelope seq), at `now`.
   void sent(std::uint64_t seq, time_point now);
   // awaiting_result -> result_ready if it is the awaited round's result; false otherwise.
   bool result_arrived(std::uint64_t round, std::uint64_t epoch, std::vector<float> values);
-  // result_ready -> synced at the result's round; returns the result's values.
+  // The same for a low-bit result: the result is the kept theta_global plus `change`.
+  // Typed errors, changing nothing: not_ready (no theta_global kept), tensor_mismatch
+  // (size), not_finite (the sum), digest_mismatch (not the coordinator's bits).
+  expected<bool> update_arrived(std::uint64_t round, std::uint64_t epoch, const std::vector<float>& change,
+                                std::uint64_t digest);
+  // result_ready -> synced at the result's round, which becomes the kept theta_global;
+  // returns the result's values.
   expected<std::vector<float>> take_result();
 
   // A FragmentState of `round` arrived in `epoch`, asked for or not.
@@ -99,6 +111,7 @@ class fragment_sync {
   time_point sent_at_{};
   std::vector<float> result_;
   std::uint64_t result_round_ = 0;
+  std::vector<float> theta_global_;  // empty until a state is adopted
   state_fetch fetch_;
   std::uint64_t fetch_epoch_ = 0;
   time_point chunk_asked_at_{};

@@ -1,13 +1,12 @@
 #include "actors/pseudo_gradient.hpp"
 
+#include <cmath>
 #include <cstring>
 
 namespace atl {
+namespace {
 
-void put_contribution(schema::Contribution::Builder c, encoded_values&& values, wire::outgoing& msg) {
-  c.setCodec(static_cast<schema::PseudoGradientCodec>(values.kind));
-  c.setChunk(static_cast<std::uint32_t>(values.chunk));
-  c.setCount(values.count);
+void put_tensors(encoded_values&& values, wire::outgoing& msg) {
   wire::tensor payload;
   if (values.kind == codec_kind::fp32) {
     payload.dtype = schema::DType::FLOAT32;
@@ -22,29 +21,63 @@ void put_contribution(schema::Contribution::Builder c, encoded_values&& values, 
     msg.tensors.push_back(wire::tensor::from_floats(values.scales.data(), values.scales.size()));
 }
 
-expected<std::vector<float>> take_contribution(const wire::message& msg, std::size_t expected_count) {
-  const auto c = msg.envelope().getContribution();
-  const auto kind = static_cast<codec_kind>(c.getCodec());
-  if (kind > codec_kind::fp4) return make_error(errc::tensor_mismatch, "unknown codec");
-  if (c.getCount() != expected_count)
-    return make_error(errc::tensor_mismatch,
-                      std::to_string(c.getCount()) + " values, fragment has " + std::to_string(expected_count));
+// `what` names the message in errors ("contribution", "round update").
+expected<std::vector<float>> take_tensors(const wire::message& msg, schema::PseudoGradientCodec codec,
+                                          std::uint32_t chunk, std::uint64_t count, std::size_t expected_count,
+                                          const char* what) {
+  const auto kind = static_cast<codec_kind>(codec);
+  if (kind > codec_kind::fp4) return make_error(errc::tensor_mismatch, std::string(what) + " with an unknown codec");
+  if (count != expected_count)
+    return make_error(errc::tensor_mismatch, std::string(what) + " of " + std::to_string(count) +
+                                                 " values, fragment has " + std::to_string(expected_count));
   const bool scaled = kind == codec_kind::int8 || kind == codec_kind::fp4;
   const auto& tensors = msg.tensors();
   if (tensors.size() != (scaled ? 2u : 1u))
-    return make_error(errc::tensor_mismatch, std::string(to_string(kind)) + " contribution with " +
+    return make_error(errc::tensor_mismatch, std::string(to_string(kind)) + " " + what + " with " +
                                                  std::to_string(tensors.size()) + " tensors");
   if (scaled && tensors[1].dtype != schema::DType::FLOAT32)
     return make_error(errc::tensor_mismatch, "scales must be fp32");
   encoded_values enc;
   enc.kind = kind;
   enc.count = expected_count;
-  enc.chunk = scaled ? c.getChunk() : 0;
+  enc.chunk = scaled ? chunk : 0;
   enc.payload = tensors[0].data;
   if (scaled) enc.scales = tensors[1].to_floats();
   std::vector<float> out(expected_count);
   if (auto err = decode(enc, out.data())) return err;
   return out;
+}
+
+}  // namespace
+
+void put_contribution(schema::Contribution::Builder c, encoded_values&& values, wire::outgoing& msg) {
+  c.setCodec(static_cast<schema::PseudoGradientCodec>(values.kind));
+  c.setChunk(static_cast<std::uint32_t>(values.chunk));
+  c.setCount(values.count);
+  put_tensors(std::move(values), msg);
+}
+
+expected<std::vector<float>> take_contribution(const wire::message& msg, std::size_t expected_count) {
+  const auto c = msg.envelope().getContribution();
+  return take_tensors(msg, c.getCodec(), c.getChunk(), c.getCount(), expected_count, "contribution");
+}
+
+void put_round_update(schema::RoundResult::Builder r, encoded_values&& values, wire::outgoing& msg) {
+  r.setIsUpdate(true);
+  r.setCodec(static_cast<schema::PseudoGradientCodec>(values.kind));
+  r.setChunk(static_cast<std::uint32_t>(values.chunk));
+  r.setCount(values.count);
+  put_tensors(std::move(values), msg);
+}
+
+expected<std::vector<float>> take_round_update(const wire::message& msg, std::size_t expected_count) {
+  const auto r = msg.envelope().getRoundResult();
+  auto values = take_tensors(msg, r.getCodec(), r.getChunk(), r.getCount(), expected_count, "round update");
+  if (!values) return values;
+  for (float v : *values)
+    if (!std::isfinite(v))
+      return make_error(errc::not_finite, "round update of fragment " + std::to_string(r.getFragment()));
+  return values;
 }
 
 }  // namespace atl

@@ -1,6 +1,8 @@
 #pragma once
-// Contributions on the wire: a pseudo-gradient (or gradient) encoded by a codec
-// (runtime/algorithm/codec.hpp) and carried as raw tensor frames behind a Contribution.
+// Encoded values on the wire: a pseudo-gradient (or gradient) behind a Contribution, or a
+// round's update of theta_global behind a RoundResult, encoded by a codec
+// (runtime/algorithm/codec.hpp) and carried as raw tensor frames: the payload, then the
+// fp32 scales for int8 and fp4.
 #include <vector>
 
 #include "runtime/algorithm/codec.hpp"
@@ -14,5 +16,11 @@ void put_contribution(schema::Contribution::Builder c, encoded_values&& values, 
 // Decodes a received contribution to fp32, checking it has `expected_count` values.
 // Typed errors: tensor_mismatch (shape, sizes, codec), not_finite.
 expected<std::vector<float>> take_contribution(const wire::message& msg, std::size_t expected_count);
+
+// The same for a RoundResult that carries an update (isUpdate): sets isUpdate and the codec
+// fields; take_round_update also refuses an update that decodes to NaN or infinity
+// (not_finite), which would poison every copy of theta_global it is added to.
+void put_round_update(schema::RoundResult::Builder r, encoded_values&& values, wire::outgoing& msg);
+expected<std::vector<float>> take_round_update(const wire::message& msg, std::size_t expected_count);
 
 }  // namespace atl

@@ -107,11 +107,42 @@ expected<bool> round_tracker::finish_if_complete() {
   for (const auto& [_, c] : contributions_) inputs.push_back({c.first.data(), c.second});  // sorted by worker id
   std::vector<float> avg;
   if (auto st = weighted_average(inputs, theta_.size(), avg)) return st;
-  if (rule_ == update_rule::nesterov) nesterov_step(opt_, theta_.data(), momentum_.data(), avg.data(), theta_.size());
-  else average_ = std::move(avg);
+  if (rule_ == update_rule::nesterov) {
+    const bool encoded = result_codec_ != codec_kind::fp32;
+    std::vector<float> previous;
+    if (encoded) previous = theta_;
+    nesterov_step(opt_, theta_.data(), momentum_.data(), avg.data(), theta_.size());
+    if (encoded) publish_encoded(previous);
+  } else {
+    average_ = std::move(avg);
+  }
   round_ += 1;
   phase_ = phase::committing;
   return true;
+}
+
+void round_tracker::encode_results(codec_kind kind, std::size_t chunk) {
+  result_codec_ = kind;
+  result_chunk_ = chunk;
+}
+
+// theta_ holds the exact step from `previous`; it becomes previous + decode(encode(change)).
+void round_tracker::publish_encoded(const std::vector<float>& previous) {
+  const std::size_t n = theta_.size();
+  if (residual_.size() != n) residual_.assign(n, 0.0f);
+  std::vector<float> change(n), decoded(n);
+  for (std::size_t i = 0; i < n; ++i) change[i] = theta_[i] - previous[i] + residual_[i];
+  encoded_values enc;
+  if (encode(result_codec_, change.data(), n, result_chunk_, enc) || decode(enc, decoded.data())) {
+    update_.reset();  // theta itself is released: exact, and the residual is spent
+    residual_.assign(n, 0.0f);
+    return;
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    theta_[i] = previous[i] + decoded[i];  // the very addition each participant makes
+    residual_[i] = change[i] - decoded[i];
+  }
+  update_ = std::move(enc);
 }
 
 status round_tracker::committed() {

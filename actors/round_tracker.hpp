@@ -12,12 +12,20 @@
 // wrong_round, second from a worker -> duplicate, non-participant -> not_participant,
 // wrong size -> tensor_mismatch, NaN/inf -> not_finite (the round is not poisoned). A
 // contributor's resend while its round commits -> duplicate (its result is coming).
+//
+// Low-bit results (encode_results): a completed round's change of theta, plus the
+// error-feedback residual of earlier rounds, is encoded, and theta becomes the previous
+// theta plus the decoded change. A participant that adds the same decoded bytes to its
+// copy of the previous theta reaches the same bits; the residual keeps theta within one
+// quantization step of the exact outer trajectory (the momentum stays exact).
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "runtime/algorithm/codec.hpp"
 #include "runtime/algorithm/outer_optimizer.hpp"
 
 namespace atl {
@@ -46,6 +54,9 @@ class round_tracker {
   // otherwise nothing changes and false is returned.
   expected<bool> close_at_deadline(std::size_t needed);
   status committed();  // committing -> ready
+  // Results as encoded changes of theta (nesterov rounds only); fp32, the default,
+  // releases theta itself.
+  void encode_results(codec_kind kind, std::size_t chunk);
 
   phase current_phase() const { return phase_; }
   std::uint64_t committed_round() const { return round_; }
@@ -55,12 +66,16 @@ class round_tracker {
   // What a completed round releases: theta (nesterov) or the average (average_only).
   const std::vector<float>& result() const { return rule_ == update_rule::nesterov ? theta_ : average_; }
   update_rule rule() const { return rule_; }
+  // The last completed round's encoded change of theta, or null: release theta itself
+  // (fp32 results, or an encoding that failed, which then changed nothing).
+  const encoded_values* released_update() const { return update_ ? &*update_ : nullptr; }
   const std::vector<float>& momentum() const { return momentum_; }
   const std::set<std::string>& participants() const { return participants_; }
   std::vector<std::string> contributors() const;
 
  private:
   expected<bool> finish_if_complete();
+  void publish_encoded(const std::vector<float>& previous);
 
   std::uint32_t fragment_;
   outer_options opt_;
@@ -72,6 +87,10 @@ class round_tracker {
   std::vector<float> theta_, momentum_;
   std::set<std::string> participants_;
   std::map<std::string, std::pair<std::vector<float>, float>> contributions_;  // sorted by worker id
+  codec_kind result_codec_ = codec_kind::fp32;
+  std::size_t result_chunk_ = 0;
+  std::vector<float> residual_;  // what the published theta still owes the exact one
+  std::optional<encoded_values> update_;
 };
 
 const char* to_string(round_tracker::phase p);

@@ -3,6 +3,7 @@
 #include <caf/all.hpp>
 
 #include "actors/messages.hpp"
+#include "actors/pseudo_gradient.hpp"
 #include "actors/worker_steps.hpp"
 #include "runtime/log.hpp"
 
@@ -61,7 +62,7 @@ void resume_if_synced(self_ptr self) {
 void apply_state(self_ptr self, std::size_t f, std::uint64_t round, std::uint64_t epoch, std::vector<float> theta) {
   auto& st = self->state;
   st.model->adopt_global(f, theta.data());
-  st.fragments[f].adopt(round, epoch);
+  st.fragments[f].adopt(round, epoch, std::move(theta));
   st.epoch = std::max(st.epoch, epoch);
   resume_if_synced(self);
 }
@@ -171,9 +172,39 @@ void on_refusal(self_ptr self, const wire::message_ptr& msg) {
   }
 }
 
+// A low-bit result: the round's change of theta_global (actors/round_tracker.hpp). One
+// that cannot be applied here (malformed, non-finite, or not reaching the coordinator's
+// digest) is refused, and the committed state is asked for instead: it brings this
+// worker to the round with the coordinator's bits.
+void on_update(self_ptr self, const wire::message_ptr& msg, std::size_t f, std::uint64_t round) {
+  auto& st = self->state;
+  if (f >= st.fragments.size()) {
+    st.mail->refuse(*msg, make_error(errc::unknown_fragment, "fragment " + std::to_string(f)), st.epoch);
+    return;
+  }
+  auto& frag = st.fragments[f];
+  const bool awaited = frag.waiting_for_result() && frag.pending_round() == round;
+  auto change = take_round_update(*msg, st.model->fragment_size(f));
+  auto taken = change ? frag.update_arrived(round, msg->epoch(), *change, msg->envelope().getRoundResult().getDigest())
+                      : expected<bool>(change.err());
+  if (!taken) {
+    log_warn(st.cfg.id + ": refused the result of fragment " + std::to_string(f) + " round " + std::to_string(round) +
+             ": " + taken.err().describe());
+    st.mail->refuse(*msg, taken.err(), st.epoch);
+    if (!awaited) return;
+    request_state(self, f);
+    return unblock(self);  // as after a refusal: training goes on until f's next sync point
+  }
+  if (!*taken) return;  // duplicate or stale
+  st.epoch = std::max(st.epoch, msg->epoch());
+  st.steps->result_arrived(self, f);
+}
+
 void on_global(self_ptr self, const wire::message_ptr& msg) {
   auto& st = self->state;
   const auto env = msg->envelope();
+  if (env.isRoundResult() && env.getRoundResult().getIsUpdate())
+    return on_update(self, msg, env.getRoundResult().getFragment(), env.getRoundResult().getRound());
   const bool is_state = env.isFragmentState();
   const std::size_t f = is_state ? env.getFragmentState().getFragment() : env.getRoundResult().getFragment();
   const std::uint64_t round = is_state ? env.getFragmentState().getRound() : env.getRoundResult().getRound();

@@ -27,6 +27,7 @@ const char* to_string(errc code) {
     case errc::sender_conflict: return "sender_conflict";
     case errc::storage_full: return "storage_full";
     case errc::malformed_id: return "malformed_id";
+    case errc::digest_mismatch: return "digest_mismatch";
   }
   return "unknown_error";
 }

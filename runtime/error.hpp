@@ -30,6 +30,7 @@ enum class errc : std::uint16_t {
   sender_conflict = 20,  // sender id already speaks from another live connection
   storage_full = 21,  // the disk is full; the write was not made
   malformed_id = 22,  // an actor id that fits none of runtime/actor_id.hpp's kinds
+  digest_mismatch = 23,  // a state that does not have the digest it was sent with
 };
 
 // Short stable name, e.g. "stale_epoch".

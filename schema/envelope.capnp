@@ -132,11 +132,18 @@ struct Contribution {
   count    @6 :UInt64;     # values encoded
 }
 enum PseudoGradientCodec { fp32 @0; bf16 @1; fp16 @2; int8 @3; fp4e2m1 @4; }
-# coordinator -> participants: new theta_global (one tensor).
+# coordinator -> participants: new theta_global (one tensor), digest of theta_global.
+# With a low-bit diloco.codec the tensors are instead the round's update of
+# theta_global (isUpdate), encoded as a contribution is: a participant adds the decoded
+# update to its copy of the previous theta_global, which must then have `digest`.
 struct RoundResult {
   fragment @0 :UInt32;
   round    @1 :UInt64;
   digest   @2 :UInt64;
+  isUpdate @3 :Bool;
+  codec    @4 :PseudoGradientCodec;
+  chunk    @5 :UInt32;     # values per scale (int8, fp4)
+  count    @6 :UInt64;     # values encoded
 }
 # participant -> coordinator: applied the result; digest of its theta_global copy.
 struct RoundAck {

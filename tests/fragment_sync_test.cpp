@@ -2,7 +2,10 @@
 // decisions one row per case.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "actors/fragment_sync.hpp"
+#include "runtime/digest.hpp"
 
 namespace atl {
 namespace {
@@ -20,7 +23,7 @@ encoded_values some_bytes() {
 // A fragment synced at `round`, epoch 3.
 fragment_sync synced_at(std::uint64_t round) {
   fragment_sync s;
-  s.adopt(round, 3);
+  s.adopt(round, 3, {1.0f, 2.0f});
   return s;
 }
 
@@ -37,7 +40,7 @@ TEST(FragmentSync, ARoundTripFromAskingToMerged) {
   EXPECT_EQ(s.current(), P::asking);
   EXPECT_TRUE(s.state_on_its_way());
   EXPECT_EQ(s.state_arrived(4, 2), fragment_sync::on_state::adopt);
-  s.adopt(4, 2);
+  s.adopt(4, 2, {1.0f, 2.0f});
   EXPECT_EQ(s.current(), P::synced);
   EXPECT_EQ(s.round(), 4u);
   ASSERT_FALSE(s.contribute(5, 12, some_bytes()));
@@ -166,6 +169,62 @@ TEST(FragmentSync, WhatIsRepeatedOnATickAndAfterAReconnect) {
     EXPECT_EQ(r.s.on_tick(t0 + r.at, 2000ms, 3000ms), r.tick) << r.name;
     EXPECT_EQ(r.s.on_link_restored(), r.reconnect) << r.name;
   }
+}
+
+std::uint64_t digest_of(const std::vector<float>& v) { return digest64(v.data(), v.size() * sizeof(float)); }
+
+TEST(FragmentSync, ALowBitResultIsTheKeptThetaGlobalPlusItsChange) {
+  auto s = awaiting(5);  // kept theta_global {1, 2}
+  const std::vector<float> change = {0.5f, -1.0f}, after = {1.5f, 1.0f};
+  auto arrived = s.update_arrived(5, 3, change, digest_of(after));
+  ASSERT_TRUE(arrived) << arrived.err().describe();
+  EXPECT_TRUE(*arrived);
+  EXPECT_EQ(s.current(), P::result_ready);
+  auto values = s.take_result();
+  ASSERT_TRUE(values);
+  EXPECT_EQ(*values, after);
+  // The next round's change applies to what was taken.
+  ASSERT_FALSE(s.contribute(6, 20, some_bytes()));
+  arrived = s.update_arrived(6, 3, {1.0f, 1.0f}, digest_of({2.5f, 2.0f}));
+  ASSERT_TRUE(arrived && *arrived);
+  EXPECT_EQ(*s.take_result(), (std::vector<float>{2.5f, 2.0f}));
+}
+
+TEST(FragmentSync, ALowBitResultThatCannotBeAppliedIsTypedAndChangesNothing) {
+  const std::vector<float> change = {0.5f, -1.0f};
+  const auto good = digest_of({1.5f, 1.0f});
+  struct row {
+    const char* name;
+    std::vector<float> change;
+    std::uint64_t digest;
+    errc expected;
+  };
+  const float inf = std::numeric_limits<float>::infinity();
+  const row rows[] = {
+      {"wrong size", {0.5f}, good, errc::tensor_mismatch},
+      {"non-finite sum", {inf, 0.0f}, good, errc::not_finite},
+      {"another base (digest differs)", change, good ^ 1u, errc::digest_mismatch},
+  };
+  for (const auto& r : rows) {
+    auto s = awaiting(5);
+    auto arrived = s.update_arrived(5, 3, r.change, r.digest);
+    ASSERT_FALSE(arrived) << r.name;
+    EXPECT_EQ(arrived.err().code, r.expected) << r.name;
+    EXPECT_EQ(s.current(), P::awaiting_result) << r.name;
+  }
+  auto s = awaiting(5);
+  auto other_round = s.update_arrived(4, 3, change, good);
+  ASSERT_TRUE(other_round);
+  EXPECT_FALSE(*other_round) << "a result of another round is not ours";
+}
+
+TEST(FragmentSync, WithoutAnAdoptedStateALowBitResultIsNotReady) {
+  fragment_sync s;
+  s.adopt(4, 2, {});  // a state without values (as a ddp worker may hold)
+  ASSERT_FALSE(s.contribute(5, 12, some_bytes()));
+  auto arrived = s.update_arrived(5, 2, {1.0f}, 0);
+  ASSERT_FALSE(arrived);
+  EXPECT_EQ(arrived.err().code, errc::not_ready);
 }
 
 }  // namespace

@@ -210,6 +210,8 @@ seed_outcome run_seed(std::uint64_t seed) {
     cc.outer = {0.7f, 0.9f};
     cc.round_deadline = plan.round_deadline;
     cc.state_chunk_values = static_cast<std::size_t>(run.state_chunk_values);
+    cc.result_codec = codec_kind::int8;  // low-bit both ways, as coordinator_config_for sets for this run
+    cc.result_chunk = static_cast<std::size_t>(run.codec_chunk);
     dir.add("coord/" + std::to_string(f), sys.spawn(coordinator_actor, static_cast<transport*>(&net), cluster_id, cc));
   };
   dir.add("keeper/0",
