@@ -1,5 +1,6 @@
 #include "runtime/compute_env.hpp"
 
+#include <malloc.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -29,6 +30,11 @@ env_settings missing_compute_env(const env_lookup& getenv) {
   if (add.empty()) return {};
   add.emplace_back(marker, "1");
   return add;
+}
+
+void tune_allocator_for_training() {
+  ::mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc's largest; fixing it ends the dynamic one
+  ::mallopt(M_TRIM_THRESHOLD, 256 << 20);
 }
 
 void reexec_with_compute_env(char** argv) {

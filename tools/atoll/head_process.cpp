@@ -113,7 +113,7 @@ int run_head(const head_options& opt) {
            ")");
 
   caf::actor_system_config sys_cfg;
-  sys_cfg.set("scheduler.max-threads", 2);
+  configure_actor_system(sys_cfg);
   caf::actor_system sys{sys_cfg};
   registry_deps deps{net.get(),
                      &reg_store,

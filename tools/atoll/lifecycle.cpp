@@ -23,6 +23,14 @@ const volatile bool& install_stop_signals() {
   return stop_requested;
 }
 
+void configure_actor_system(caf::actor_system_config& cfg) {
+  cfg.set("scheduler.max-threads", 2);
+  // Not CAF's default work stealing: an idle stealing thread polls for work for about
+  // 25 ms after each message (hundreds of wake-ups), which cost a head about 5% of a core
+  // at a few messages a second, taken from the training beside it (./tools/dev bench step).
+  cfg.set("scheduler.policy", caf::atom("sharing"));
+}
+
 caf::error wait_for_actor(caf::actor_system& sys, const caf::actor& root) {
   const auto& stop = install_stop_signals();
   caf::scoped_actor waiter{sys};

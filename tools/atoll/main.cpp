@@ -145,6 +145,7 @@ int main(int argc, char** argv) {
   }
   if (*join) {
     atl::reexec_with_compute_env(argv);  // this process trains (runtime/compute_env.hpp)
+    atl::tune_allocator_for_training();
     node.devices = split_devices(devices);
     return atl::run_node(node);
   }

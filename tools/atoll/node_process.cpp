@@ -94,7 +94,7 @@ int run_node(const node_options& opt) {
   log_info("connecting to " + opt.head + (net->secure() ? " (CURVE)" : " (plain TCP)"));
 
   caf::actor_system_config sys_cfg;
-  sys_cfg.set("scheduler.max-threads", 2);
+  configure_actor_system(sys_cfg);
   caf::actor_system sys{sys_cfg};
   auto agent = sys.spawn(node_agent_actor, static_cast<transport*>(net.get()), &local, &cluster, nc);
   const caf::error reason = wait_for_actor(sys, agent);

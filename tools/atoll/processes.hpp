@@ -5,6 +5,7 @@
 
 #include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
 #include <caf/error.hpp>
 
 #include "runtime/security.hpp"
@@ -58,6 +59,10 @@ void warn_if_reference_blas();
 
 // Installs SIGINT/SIGTERM handlers that set a flag; returns the flag.
 const volatile bool& install_stop_signals();
+
+// The actor system of a head or node process: two scheduler threads (each worker trains
+// on its own detached thread) that share one queue and sleep when it is empty.
+void configure_actor_system(caf::actor_system_config& cfg);
 
 // Blocks until `root` terminates, sending it stop_atom once on SIGINT/SIGTERM.
 // Returns the actor's exit reason.
