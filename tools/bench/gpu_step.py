@@ -13,7 +13,6 @@ Writes OUT/results.json and OUT/table.md. Run by `./tools/dev gpu-test bench`.
 """
 import argparse
 import json
-import math
 import os
 import statistics
 import subprocess
@@ -27,54 +26,16 @@ LR, WARMUP, MIN_LR_RATIO, WD, CLIP = 6e-4, 100, 0.1, 0.1, 1.0
 
 def pytorch_eager(steps, warmup):
     import torch
-    import torch.nn as nn
     import torch.nn.functional as F
-
-    class Block(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.ln1, self.qkv = nn.LayerNorm(WIDTH), nn.Linear(WIDTH, 3 * WIDTH)
-            self.proj, self.ln2 = nn.Linear(WIDTH, WIDTH), nn.LayerNorm(WIDTH)
-            self.fc, self.fc_proj = nn.Linear(WIDTH, 4 * WIDTH), nn.Linear(4 * WIDTH, WIDTH)
-
-        def forward(self, x):
-            b, t, c = x.shape
-            q, k, v = self.qkv(self.ln1(x)).view(b, t, 3, HEADS, c // HEADS).permute(2, 0, 3, 1, 4)
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).contiguous().view(b, t, c)
-            h = x + self.proj(y)
-            return h + self.fc_proj(F.gelu(self.fc(self.ln2(h))))
-
-    class GPT(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.tok, self.pos = nn.Embedding(256, WIDTH), nn.Embedding(CONTEXT, WIDTH)
-            self.blocks = nn.ModuleList([Block() for _ in range(LAYERS)])
-            self.ln_f = nn.LayerNorm(WIDTH)
-            with torch.no_grad():
-                for name, p in self.named_parameters():
-                    if "ln" in name:
-                        continue
-                    p.zero_() if "bias" in name else p.normal_(0.0, 0.02)
-
-        def forward(self, idx):
-            x = self.tok(idx) + self.pos(torch.arange(idx.shape[1], device=idx.device))
-            for b in self.blocks:
-                x = b(x)
-            return self.ln_f(x) @ self.tok.weight.t()
+    from torch_gpt import GPT, lr_at
 
     torch.manual_seed(1)
     dev = torch.device("cuda:0")
-    model = GPT().to(dev)
+    model = GPT(LAYERS, WIDTH, HEADS, CONTEXT).to(dev)
     opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=(0.9, 0.95), weight_decay=WD, fused=True)
     data = torch.frombuffer(bytearray(open("examples/data/tinyshakespeare.txt", "rb").read()), dtype=torch.uint8)
     train = data[: len(data) * 9 // 10].long()
     gen = torch.Generator().manual_seed(1)
-
-    def lr_at(step):
-        if step < WARMUP:
-            return LR * (step + 1) / WARMUP
-        progress = min(1.0, (step - WARMUP) / max(1, steps - WARMUP))
-        return LR * (MIN_LR_RATIO + (1 - MIN_LR_RATIO) * 0.5 * (1 + math.cos(math.pi * progress)))
 
     times = []
     for step in range(steps):
@@ -84,7 +45,7 @@ def pytorch_eager(steps, warmup):
         x = w[:, :CONTEXT].pin_memory().to(dev, non_blocking=True)
         y = w[:, 1:].pin_memory().to(dev, non_blocking=True)
         for g in opt.param_groups:
-            g["lr"] = lr_at(step)
+            g["lr"] = lr_at(step, steps, LR, WARMUP, MIN_LR_RATIO)
         opt.zero_grad(set_to_none=True)
         with torch.autocast("cuda", dtype=torch.bfloat16):
             loss = F.cross_entropy(model(x).view(-1, 256), y.reshape(-1))
