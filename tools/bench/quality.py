@@ -4,12 +4,15 @@
 Runs the default example (byte-level GPT on tinyshakespeare) once per configuration
 with `atoll local`: the same model, workers, steps and seeds each time. Then it writes
   OUT/results.json  one object per run (name, mode, fragments, overlap, codec, workers,
-                    steps, val_loss, bytes_per_worker, peak_round_bytes, wall_s, ...)
-  OUT/table.md      held-out loss, bytes sent per worker, the largest upload of one
-                    worker in one round, and ratios to data-parallel
+                    steps, val_loss, bytes_sent_per_worker, bytes_received_per_worker,
+                    peak_round_bytes, wall_s, ...)
+  OUT/table.md      held-out loss, bytes sent and received per worker, the largest upload
+                    of one worker in one round, and ratios to data-parallel
   OUT/loss.png      held-out loss against steps and against bytes sent per worker
 
-bytes_per_worker: bytes a worker sent (everything: contributions, reports, heartbeats).
+bytes_sent_per_worker / bytes_received_per_worker: every byte a worker sent / received
+(contributions and results, state transfers, reports). bytes_per_worker is the sent figure,
+kept for older readers of results.json.
 peak_round_bytes: the largest bytes one worker uploaded in a single round (coordinator's
 received bytes of a round divided by its participants).
 Usage: tools/bench/quality.py --atoll build/tools/atoll [--out DIR] [--steps N] [--only NAME,...]
@@ -63,7 +66,9 @@ def summarize(name, mode, fragments, overlap, codec, workers, steps, lines, wall
         "workers": workers,
         "steps": steps,
         "val_loss": evals[-1][1] if evals else None,
-        "bytes_per_worker": sum(d["bytes_sent"] for d in done) / max(1, len(done)),
+        "bytes_per_worker": sum(d["bytes_sent"] for d in done) / max(1, len(done)),  # = bytes_sent_per_worker
+        "bytes_sent_per_worker": sum(d["bytes_sent"] for d in done) / max(1, len(done)),
+        "bytes_received_per_worker": sum(d["bytes_received"] for d in done) / max(1, len(done)),
         "peak_round_bytes": max((r["bytes"] / max(1, r["participants"]) for r in rounds), default=0),
         "rounds": len(rounds),
         "wall_s": wall,
@@ -74,14 +79,19 @@ def summarize(name, mode, fragments, overlap, codec, workers, steps, lines, wall
 
 def write_table(results, out):
     base = next((r for r in results if r["mode"] == "ddp"), None)
-    rows = ["| run | P | tau | codec | held-out loss | vs ddp | bytes sent / worker | ddp bytes / these | "
-            "peak bytes in one round | wall s | compute utilisation |",
-            "|---|---|---|---|---|---|---|---|---|---|---|"]
+    rows = ["| run | P | tau | codec | held-out loss | vs ddp | sent / worker | received / worker | "
+            "ddp sent+received / these | peak bytes in one round | wall s | compute utilisation |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+
+    def both(r):
+        return r["bytes_sent_per_worker"] + r["bytes_received_per_worker"]
+
     for r in results:
         vs = f"{(r['val_loss'] / base['val_loss'] - 1) * 100:+.1f}%" if base and r["val_loss"] else "-"
-        ratio = f"{base['bytes_per_worker'] / r['bytes_per_worker']:.0f}x" if base and r["bytes_per_worker"] else "-"
+        ratio = f"{both(base) / both(r):.0f}x" if base and both(r) else "-"
         rows.append(f"| {r['name']} | {r['fragments']} | {r['overlap']} | {r['codec']} | {r['val_loss']:.3f} | {vs} | "
-                    f"{r['bytes_per_worker'] / 1e6:.1f} MB | {ratio} | {r['peak_round_bytes'] / 1e6:.2f} MB | "
+                    f"{r['bytes_sent_per_worker'] / 1e6:.1f} MB | {r['bytes_received_per_worker'] / 1e6:.1f} MB | "
+                    f"{ratio} | {r['peak_round_bytes'] / 1e6:.2f} MB | "
                     f"{r['wall_s']:.0f} | {r['compute_utilisation']:.3f} |")
     with open(os.path.join(out, "table.md"), "w") as f:
         f.write("\n".join(rows) + "\n")
@@ -160,7 +170,8 @@ def main():
             sys.exit(f"quality: run {name} failed with status {proc.returncode}")
         r = summarize(name, mode, fragments, overlap, codec, args.workers, args.steps,
                       read_metrics(os.path.join(run_dir, "metrics.jsonl")), wall)
-        print(f"quality: {name}: val_loss {r['val_loss']:.4f}, {r['bytes_per_worker'] / 1e6:.1f} MB/worker, "
+        print(f"quality: {name}: val_loss {r['val_loss']:.4f}, {r['bytes_sent_per_worker'] / 1e6:.1f} MB sent and "
+              f"{r['bytes_received_per_worker'] / 1e6:.1f} MB received per worker, "
               f"{wall:.0f} s", flush=True)
         results.append(r)
     with open(os.path.join(args.out, "results.json"), "w") as f:
