@@ -48,13 +48,19 @@ expected<std::vector<float>> take_tensors(const wire::message& msg, schema::Pseu
   return out;
 }
 
+// The codec fields of a Contribution or a RoundResult, and the tensors behind them.
+template <class Builder>
+void put_encoded(Builder b, encoded_values&& values, wire::outgoing& msg) {
+  b.setCodec(static_cast<schema::PseudoGradientCodec>(values.kind));
+  b.setChunk(static_cast<std::uint32_t>(values.chunk));
+  b.setCount(values.count);
+  put_tensors(std::move(values), msg);
+}
+
 }  // namespace
 
 void put_contribution(schema::Contribution::Builder c, encoded_values&& values, wire::outgoing& msg) {
-  c.setCodec(static_cast<schema::PseudoGradientCodec>(values.kind));
-  c.setChunk(static_cast<std::uint32_t>(values.chunk));
-  c.setCount(values.count);
-  put_tensors(std::move(values), msg);
+  put_encoded(c, std::move(values), msg);
 }
 
 expected<std::vector<float>> take_contribution(const wire::message& msg, std::size_t expected_count) {
@@ -64,10 +70,7 @@ expected<std::vector<float>> take_contribution(const wire::message& msg, std::si
 
 void put_round_update(schema::RoundResult::Builder r, encoded_values&& values, wire::outgoing& msg) {
   r.setIsUpdate(true);
-  r.setCodec(static_cast<schema::PseudoGradientCodec>(values.kind));
-  r.setChunk(static_cast<std::uint32_t>(values.chunk));
-  r.setCount(values.count);
-  put_tensors(std::move(values), msg);
+  put_encoded(r, std::move(values), msg);
 }
 
 expected<std::vector<float>> take_round_update(const wire::message& msg, std::size_t expected_count) {
