@@ -61,7 +61,7 @@ void warn_if_reference_blas();
 const volatile bool& install_stop_signals();
 
 // The actor system of a head or node process: two scheduler threads (each worker trains
-// on its own detached thread) that share one queue and sleep when it is empty.
+// on its own detached thread).
 void configure_actor_system(caf::actor_system_config& cfg);
 
 // Blocks until `root` terminates, sending it stop_atom once on SIGINT/SIGTERM.
