@@ -210,18 +210,30 @@ zap_handler::zap_handler(zmq::context_t& ctx, std::set<std::string> authorized)
   sock_.bind("inproc://zeromq.zap.01");
 }
 
+void zap_handler::set_authorized(std::set<std::string> keys) {
+  std::lock_guard<std::mutex> lock(mu_);
+  authorized_ = std::move(keys);
+}
+
 zap_handler::verdict zap_handler::handle() {
   std::vector<zmq::message_t> req;
   if (!zmq::recv_multipart(sock_, std::back_inserter(req), zmq::recv_flags::dontwait)) return verdict::none;
   // RFC 27: version, request id, domain, address, identity, mechanism, credentials...
   const auto part = [&](std::size_t i) { return i < req.size() ? req[i].to_string() : std::string(); };
   bool admit = false;
+  std::string key;
   if (req.size() >= 7 && part(0) == "1.0" && part(2) == zap_domain && part(5) == "CURVE" && req[6].size() == 32) {
     char z85[z85_key_chars + 1] = {0};
-    if (zmq_z85_encode(z85, static_cast<const std::uint8_t*>(req[6].data()), 32)) admit = authorized_.count(z85) > 0;
+    if (zmq_z85_encode(z85, static_cast<const std::uint8_t*>(req[6].data()), 32)) {
+      key = z85;
+      std::lock_guard<std::mutex> lock(mu_);
+      admit = authorized_.count(key) > 0;
+    }
   }
-  const std::array<std::string, 6> reply = {"1.0", part(1), admit ? "200" : "400", admit ? "OK" : "unknown key",
-                                            "",    ""};
+  // The user id is the client's key: every message on the connection carries it as the
+  // "User-Id" property, which is how the ingress knows who really sent a frame.
+  const std::array<std::string, 6> reply = {
+      "1.0", part(1), admit ? "200" : "400", admit ? "OK" : "unknown key", admit ? key : "", ""};
   for (std::size_t i = 0; i < reply.size(); ++i)
     sock_.send(zmq::buffer(reply[i]), i + 1 < reply.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
   return admit ? verdict::admitted : verdict::denied;

@@ -1,14 +1,17 @@
 #pragma once
 // CurveZMQ keys and the ZAP handler that admits only the cluster's clients.
 //
-// The head is the CURVE server of every TCP link (nodes and atollctl connect to it; nodes
-// open no listening socket). A key folder made by `atoll keygen` holds:
+// The head is the CURVE server of the control links (nodes and atollctl connect to it).
+// A node's data endpoint (runtime/node_links.hpp) is a CURVE server too, with the node's
+// own key pair, admitting the keys of the current members only. A key folder made by
+// `atoll keygen` holds:
 //   head.key         head's public and secret key      (read by `atoll up`)
 //   head.pub         head's public key                 (read by clients)
 //   client.key       the cluster's client key pair     (read by `atoll join`, atollctl)
 //   authorized_keys  client public keys the head admits, one Z85 key per line
 // Keys are Z85 text (40 characters). Secret files are written mode 0600.
 #include <cstdint>
+#include <mutex>
 #include <set>
 #include <string>
 
@@ -65,12 +68,16 @@ class zap_handler {
   zap_handler(zmq::context_t& ctx, std::set<std::string> authorized);
   zmq::socket_t& socket() { return sock_; }
   enum class verdict { none, admitted, denied };
-  // Answers one pending request, if any.
+  // Answers one pending request, if any. An admitted client's user id is its Z85 key.
   verdict handle();
+  // Replaces the admitted keys (a node's data endpoint admits the current members).
+  // Thread-safe; connections already admitted stay.
+  void set_authorized(std::set<std::string> keys);
 
  private:
   zmq::socket_t sock_;
-  std::set<std::string> authorized_;
+  std::mutex mu_;
+  std::set<std::string> authorized_;  // guarded by mu_
 };
 
 }  // namespace atl

@@ -65,8 +65,8 @@ status deliver_local(wire::frames&& frames, const wire::limits& lim, const clust
 }
 
 void memory_transport::send(const std::string& receiver, wire::frames frames) {
-  counters_.messages_out++;
-  if (auto st = deliver_local(std::move(frames), limits_, cluster_, dir_, counters_))
+  counters_->messages_out++;
+  if (auto st = deliver_local(std::move(frames), limits_, cluster_, dir_, *counters_))
     log_debug("memory transport: refused a message for " + receiver + ": " + st.describe());
 }
 

@@ -62,6 +62,8 @@ class cluster_identity {
 // Ingress and egress counts of one process; refusals per error code.
 struct traffic_counters {
   std::atomic<std::uint64_t> messages_in{0}, messages_out{0}, bytes_in{0}, bytes_out{0}, unroutable{0};
+  // Server: bytes passed from one connection to another (counted once, also in bytes_out).
+  std::atomic<std::uint64_t> bytes_relayed{0}, tensor_bytes_relayed{0};
   // CURVE: clients the ZAP handler admitted or denied, and failed handshakes (wrong key,
   // no security, garbage before the handshake).
   std::atomic<std::uint64_t> auth_admitted{0}, auth_denied{0}, handshakes_failed{0};
@@ -85,13 +87,16 @@ class transport {
   // the network; undeliverable messages are counted and dropped (the protocols time out).
   virtual void send(const std::string& receiver, wire::frames frames) = 0;
   // This process's counters: ingress refusals, and refusals its actors send (mailer).
-  traffic_counters& counters() { return counters_; }
+  traffic_counters& counters() { return *counters_; }
   // The peer that speaks for `id` is gone (a node that left or died): ids it held may
   // move to another connection at once. Thread-safe; a no-op for in-process transports.
   virtual void forget_peer(const std::string& id) { (void)id; }
 
  protected:
-  traffic_counters counters_;
+  // A transport that is part of another (runtime/node_links.hpp) counts into the owner's.
+  explicit transport(traffic_counters* shared = nullptr) : counters_(shared ? shared : &own_counters_) {}
+  traffic_counters own_counters_;
+  traffic_counters* counters_;
 };
 
 // All actors in one process; every message still goes through encode and ingress.

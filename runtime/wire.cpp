@@ -130,7 +130,7 @@ void read_every_field(const capnp::DynamicValue::Reader& value, std::size_t& bud
 
 }  // namespace
 
-expected<message_ptr> decode(frames&& in, const limits& lim) {
+expected<message_ptr> decode(frames&& in, const limits& lim, std::string peer_key) {
   if (in.empty()) return make_error(errc::malformed_frame, "no frames");
   if (in.size() - 1 > lim.max_tensors) return make_error(errc::too_many_frames, std::to_string(in.size()) + " frames");
   const bytes& head = in[0];
@@ -143,6 +143,7 @@ expected<message_ptr> decode(frames&& in, const limits& lim) {
   std::size_t total = 0;
   for (auto& f : in) total += f.size();
   msg->wire_bytes_ = total;
+  msg->peer_key_ = std::move(peer_key);
   // Copy into word-aligned memory: Cap'n Proto 0.9 reads aligned buffers only.
   msg->words_ = kj::heapArray<capnp::word>(head.size() / sizeof(capnp::word));
   std::memcpy(msg->words_.begin(), head.data(), head.size());
@@ -225,6 +226,7 @@ const char* kind_name(schema::Envelope::Which kind) {
     case E::PLACE_KEEPER: return "place_keeper";
     case E::CHUNK_REQUEST: return "chunk_request";
     case E::CHUNK_REPLY: return "chunk_reply";
+    case E::PEER_TABLE: return "peer_table";
   }
   return "unknown";
 }

@@ -84,20 +84,24 @@ class message {
   std::uint64_t seq() const { return seq_; }
   schema::Envelope::Which kind() const { return root_.which(); }
   std::size_t wire_bytes() const { return wire_bytes_; }
+  // The CURVE public key (Z85) the link authenticated the sending process with; empty
+  // for in-process delivery and plain TCP. Envelope fields are claims; this is not.
+  const std::string& peer_key() const { return peer_key_; }
 
  private:
-  friend expected<std::shared_ptr<const message>> decode(frames&&, const limits&);
+  friend expected<std::shared_ptr<const message>> decode(frames&&, const limits&, std::string);
   kj::Array<capnp::word> words_;
   std::unique_ptr<capnp::FlatArrayMessageReader> reader_;
   schema::Envelope::Reader root_;
   std::vector<tensor> tensors_;
-  std::string sender_, receiver_, cluster_id_;
+  std::string sender_, receiver_, cluster_id_, peer_key_;
   std::uint64_t epoch_ = 0, seq_ = 0;
   std::size_t wire_bytes_ = 0;
 };
 using message_ptr = std::shared_ptr<const message>;
 
-expected<message_ptr> decode(frames&& in, const limits& lim);
+// `peer_key`: what the link authenticated the sender as (see message::peer_key).
+expected<message_ptr> decode(frames&& in, const limits& lim, std::string peer_key = {});
 
 // Cluster fencing. `ours` empty means this process has not learned the cluster id yet
 // (a node before its Welcome). Bootstrap payloads (Hello, ControlRequest) may carry an

@@ -7,6 +7,7 @@
 
 #include "runtime/actor_id.hpp"
 #include "runtime/log.hpp"
+#include "runtime/peer_routes.hpp"
 
 namespace atl {
 namespace {
@@ -28,8 +29,10 @@ wire::frames to_frames(std::vector<zmq::message_t>& parts, std::size_t first) {
 }  // namespace
 
 zmq_transport::zmq_transport(role r, const std::string& endpoint, directory& dir, cluster_identity& cluster,
-                             wire::limits lim, const link_security& security)
-    : role_(r),
+                             wire::limits lim, const link_security& security, zmq_link_options options)
+    : transport(options.counters),
+      role_(r),
+      options_(options),
       dir_(dir),
       cluster_(cluster),
       limits_(lim),
@@ -49,7 +52,7 @@ zmq_transport::zmq_transport(role r, const std::string& endpoint, directory& dir
   // Failed handshakes (wrong keys, no keys, garbage) are counted from monitor events, and
   // a client counts its connections to the head (the second one is a reconnect).
   const std::string monitor_ep = "inproc://atoll-monitor-" + std::to_string(instance);
-  const int connect_events = r == role::client ? ZMQ_EVENT_CONNECTED : 0;
+  const int connect_events = r == role::client && options.count_connections ? ZMQ_EVENT_CONNECTED : 0;
   if (zmq_socket_monitor(net_.handle(), monitor_ep.c_str(),
                          ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
                              ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | connect_events) != 0)
@@ -95,9 +98,9 @@ void zmq_transport::stop() {
 }
 
 void zmq_transport::send(const std::string& receiver, wire::frames frames) {
-  counters_.messages_out++;
+  counters_->messages_out++;
   if (dir_.find(receiver)) {
-    if (auto st = deliver_local(std::move(frames), limits_, cluster_, dir_, counters_))
+    if (auto st = deliver_local(std::move(frames), limits_, cluster_, dir_, *counters_))
       log_debug("local delivery to " + receiver + " refused: " + st.describe());
     return;
   }
@@ -108,6 +111,10 @@ void zmq_transport::send(const std::string& receiver, wire::frames frames) {
     auto flags = i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none;
     out_push_.send(zmq::message_t(frames[i].data(), frames[i].size()), flags);
   }
+}
+
+void zmq_transport::set_authorized(std::set<std::string> keys) {
+  if (zap_) zap_->set_authorized(std::move(keys));
 }
 
 void zmq_transport::forget_peer(const std::string& id) {
@@ -156,9 +163,9 @@ void zmq_transport::run() {
       apply_forgotten_peers();
       if (zap_ && (items[3].revents & ZMQ_POLLIN)) {
         switch (zap_->handle()) {
-          case zap_handler::verdict::admitted: counters_.auth_admitted++; break;
+          case zap_handler::verdict::admitted: counters_->auth_admitted++; break;
           case zap_handler::verdict::denied:
-            counters_.auth_denied++;
+            counters_->auth_denied++;
             log_warn("transport: refused a client whose key is not authorized");
             break;
           case zap_handler::verdict::none: break;
@@ -184,10 +191,10 @@ void zmq_transport::on_monitor_event() {
   std::uint16_t event = 0;
   std::memcpy(&event, parts[0].data(), sizeof event);
   if (event == ZMQ_EVENT_CONNECTED) {
-    counters_.connections++;
+    counters_->connections++;
     return;
   }
-  counters_.handshakes_failed++;
+  counters_->handshakes_failed++;
   const char* what = event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH       ? "authentication failed"
                      : event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ? "protocol error (security mismatch?)"
                                                                     : "connection dropped";
@@ -207,41 +214,54 @@ void zmq_transport::on_network_message(std::vector<zmq::message_t>& parts) {
   }
   std::size_t size = 0;
   for (std::size_t i = first; i < parts.size(); ++i) size += parts[i].size();
-  auto decoded = wire::decode(to_frames(parts, first), limits_);
+  // Set by our ZAP handler to the client's key; absent on plain TCP and on clients.
+  const char* key = parts.size() > first ? zmq_msg_gets(parts[first].handle(), "User-Id") : nullptr;
+  auto decoded = wire::decode(to_frames(parts, first), limits_, key ? key : "");
   if (!decoded) {
-    counters_.count_refusal(decoded.err().code);
+    counters_->count_refusal(decoded.err().code);
     log_debug("ingress refused " + std::to_string(size) + " bytes: " + decoded.err().describe());
     return;
   }
   const auto& msg = **decoded;
   if (auto st = wire::check_cluster(msg, cluster_.get())) {
-    counters_.count_refusal(st.code);
+    counters_->count_refusal(st.code);
     log_debug("ingress refused message from " + msg.sender() + ": " + st.describe());
     return;
   }
-  if (role_ == role::server) {
+  if (options_.senders) {
+    if (auto st = options_.senders->check(msg.sender(), msg.peer_key())) {
+      counters_->count_refusal(st.code);
+      log_debug("ingress refused a " + std::string(wire::kind_name(msg.kind())) + ": " + st.describe());
+      return;
+    }
+  }
+  if (role_ == role::server && options_.relay) {
     if (auto st = learn_route(msg.sender(), identity)) {
-      counters_.count_refusal(st.code);
+      counters_->count_refusal(st.code);
       log_debug("ingress refused: " + st.describe());
       return;
     }
   }
   if (auto target = dir_.find(msg.receiver())) {
-    counters_.messages_in++;
-    counters_.bytes_in += size;
+    counters_->messages_in++;
+    counters_->bytes_in += size;
     caf::anon_send(target, *decoded);
     return;
   }
-  if (role_ == role::server) {  // relay to another connected process
+  if (role_ == role::server && options_.relay) {  // relay to another connected process
     auto to = route_for(msg.receiver());
     if (!to.empty()) {
       std::vector<zmq::message_t> relay;
       for (std::size_t i = first; i < parts.size(); ++i) relay.push_back(std::move(parts[i]));
+      counters_->bytes_relayed += size;
+      counters_->tensor_bytes_relayed += size - relay.front().size();  // the frames behind the envelope
+      log_debug("relayed a " + std::string(wire::kind_name(msg.kind())) + " of " + std::to_string(size) +
+                " bytes from " + msg.sender() + " to " + msg.receiver());
       send_frames(to, relay);
       return;
     }
   }
-  counters_.count_refusal(errc::unknown_peer);
+  counters_->count_refusal(errc::unknown_peer);
   log_debug("no actor '" + msg.receiver() + "' for a " + wire::kind_name(msg.kind()) + " from " + msg.sender());
 }
 
@@ -300,7 +320,7 @@ void zmq_transport::on_outgoing(std::vector<zmq::message_t>& parts) {
   }
   auto to = route_for(receiver);
   if (to.empty()) {
-    counters_.unroutable++;
+    counters_->unroutable++;
     log_debug("no route to " + receiver);
     return;
   }
@@ -316,20 +336,20 @@ void zmq_transport::send_frames(const std::string& identity, std::vector<zmq::me
   const auto more = zmq::send_flags::sndmore | zmq::send_flags::dontwait;
   try {
     if (role_ == role::server && !net_.send(zmq::buffer(identity), more)) {
-      counters_.unroutable++;
+      counters_->unroutable++;
       return;
     }
     for (std::size_t i = 0; i < frames.size(); ++i) {
       const bool last = i + 1 == frames.size();
       if (!net_.send(frames[i], last ? zmq::send_flags::dontwait : more)) {
-        counters_.unroutable++;
+        counters_->unroutable++;
         return;
       }
     }
-    counters_.bytes_out += size;
+    counters_->bytes_out += size;
   } catch (const zmq::error_t& e) {
     // EHOSTUNREACH: the peer disconnected (ROUTER_MANDATORY); the protocol times out.
-    counters_.unroutable++;
+    counters_->unroutable++;
     log_debug(std::string("send failed: ") + e.what());
   }
 }

@@ -19,9 +19,13 @@
 // sender_conflict, so one peer cannot steal the results meant for another's actors.
 // After that silence (a dead or restarted node) the id may move.
 //
+// A node's data endpoint (runtime/node_links.hpp) is a server that relays nothing.
+//
 // Security (runtime/security.hpp): with keys, the server socket is a CURVE server whose
 // ZAP handler (polled on the I/O thread) admits only authorized client keys, and clients
-// authenticate the server by its public key. A monitor counts failed handshakes. Without
+// authenticate the server by its public key. Each message then carries the key its
+// connection authenticated (wire::message::peer_key), and with `senders` set a sender id
+// that key may not speak for is refused (errc::sender_conflict). A monitor counts failed handshakes. Without
 // keys the link is plain TCP; the launcher allows that only on loopback or with --insecure.
 #include <atomic>
 #include <chrono>
@@ -39,6 +43,22 @@
 
 namespace atl {
 
+class shared_routes;
+
+// How one link behaves beyond its role; the defaults are the head's and a node's link to it.
+struct zmq_link_options {
+  // Server: relay a message for an actor that is not local to the connection that speaks
+  // for it. A node's data endpoint delivers to its own actors only.
+  bool relay = true;
+  // Client: count connections (a second one means the head restarted; node agents watch it).
+  bool count_connections = true;
+  // Count into another transport's counters (the node's links share one set).
+  traffic_counters* counters = nullptr;
+  // Server with CURVE: refuse a message whose sender id the link's key may not speak for
+  // (runtime/peer_routes.hpp check_sender). Null: no identity check.
+  const shared_routes* senders = nullptr;
+};
+
 class zmq_transport : public transport {
  public:
   enum class role { server, client };
@@ -46,7 +66,7 @@ class zmq_transport : public transport {
   // server: binds `endpoint` (a port of 0 or '*' picks a free one; see bound_endpoint()).
   // client: connects to `endpoint`.
   zmq_transport(role r, const std::string& endpoint, directory& dir, cluster_identity& cluster, wire::limits lim = {},
-                const link_security& security = {});
+                const link_security& security = {}, zmq_link_options options = {});
   ~zmq_transport() override;
   zmq_transport(const zmq_transport&) = delete;
   zmq_transport& operator=(const zmq_transport&) = delete;
@@ -54,6 +74,8 @@ class zmq_transport : public transport {
   void send(const std::string& receiver, wire::frames frames) override;
   void forget_peer(const std::string& id) override;
   std::string bound_endpoint() const { return bound_; }
+  // Server with CURVE: the client keys admitted from now on (connections made stay).
+  void set_authorized(std::set<std::string> keys);
   bool secure() const { return secure_; }
   static constexpr std::size_t max_client_routes = 256;
   static constexpr std::size_t max_routes = 16384;  // actor ids of members (nodes, workers, coordinators)
@@ -74,6 +96,7 @@ class zmq_transport : public transport {
   void send_frames(const std::string& identity, std::vector<zmq::message_t>& frames);
 
   role role_;
+  zmq_link_options options_;
   directory& dir_;
   cluster_identity& cluster_;
   wire::limits limits_;

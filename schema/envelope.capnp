@@ -44,6 +44,7 @@ struct Envelope {
     placeKeeper       @32 :PlaceKeeper;
     chunkRequest      @33 :ChunkRequest;
     chunkReply        @34 :ChunkReply;
+    peerTable         @35 :PeerTable;
   }
 }
 
@@ -65,6 +66,7 @@ struct Hello {
   hostname @2 :Text;
   pid      @3 :UInt32;
   canKeep  @4 :Bool;          # has a data dir (`atoll join --run-dir`): may host a keeper replica
+  dataEndpoint @5 :Text;      # where peers send it tensors (`atoll join --listen`); empty: relayed by the head
 }
 
 # registry -> node agent. The run's configuration travels here so that every
@@ -240,4 +242,18 @@ struct RoundReport {
 struct Goodbye {
   nodeId @0 :UInt32;
   reason @1 :Text;
+}
+
+# registry -> node agents, on every change and every tick: where tensors go directly.
+# A node absent from `nodes` or with an empty endpoint is reached through the head.
+struct PeerTable {
+  epoch        @0 :UInt64;
+  nodes        @1 :List(PeerNode);
+  coordinators @2 :List(Text);   # host node of coord/F at index F ("node/N"; empty: not placed)
+  replicaKeeper @3 :Text;        # host node of keeper/1 ("node/N"; empty: none)
+}
+struct PeerNode {
+  nodeId    @0 :UInt32;
+  endpoint  @1 :Text;   # its data endpoint; empty: relayed
+  publicKey @2 :Text;   # Z85 CURVE key it authenticated with; empty without CURVE
 }

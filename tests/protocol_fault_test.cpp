@@ -68,7 +68,7 @@ class faulty_transport : public transport {
       : dir_(dir), cluster_(cluster), rng_(rng), plan_(plan) {}
 
   void send(const std::string& receiver, wire::frames frames) override {
-    counters_.messages_out++;
+    counters_->messages_out++;
     if (receiver == "registry") {
       deliver(std::move(frames));
       return;
@@ -98,12 +98,12 @@ class faulty_transport : public transport {
     return true;
   }
 
-  std::uint64_t sent() const { return counters_.messages_out.load(); }
+  std::uint64_t sent() const { return counters_->messages_out.load(); }
   std::uint64_t dropped = 0, duplicated = 0, delayed = 0;
 
  private:
   void deliver(wire::frames frames) {
-    (void)deliver_local(std::move(frames), wire::limits{}, cluster_, dir_, counters_);
+    (void)deliver_local(std::move(frames), wire::limits{}, cluster_, dir_, *counters_);
   }
 
   directory& dir_;
