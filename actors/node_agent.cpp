@@ -30,6 +30,7 @@ void send_hello(self_ptr self) {
   h.setHostname(st.cfg.hostname);
   h.setPid(static_cast<std::uint32_t>(::getpid()));
   h.setCanKeep(!st.cfg.data_dir.empty());
+  h.setDataEndpoint(st.cfg.data_endpoint);
   st.mail->send(registry_id(), st.epoch, out);
 }
 
@@ -261,6 +262,13 @@ void rejoin(self_ptr self, const std::string& why) {
   send_hello(self);
 }
 
+// Only the registry's table counts, and only while this node has an id to route from.
+void on_peer_table(self_ptr self, const wire::message_ptr& msg) {
+  auto& st = self->state;
+  if (msg->sender() != registry_id() || st.current != phase::running || !st.cfg.on_routes) return;
+  st.cfg.on_routes(read_peer_table(msg->envelope().getPeerTable()), st.node_id);
+}
+
 }  // namespace
 
 caf::behavior node_agent_actor(caf::stateful_actor<node_agent_state>* self, transport* net, directory* local,
@@ -280,6 +288,7 @@ caf::behavior node_agent_actor(caf::stateful_actor<node_agent_state>* self, tran
         if (env.isWelcome()) on_welcome(self, msg);
         else if (env.isPlaceCoordinator()) on_place_coordinator(self, msg);
         else if (env.isPlaceKeeper()) on_place_keeper(self, msg);
+        else if (env.isPeerTable()) on_peer_table(self, msg);
         else if (env.isShutdown()) {
           log_info("shutdown requested by " + msg->sender() + ": " + env.getShutdown().getReason().cStr());
           stop_all(self, env.getShutdown().getReason().cStr());

@@ -13,6 +13,7 @@
 //   running --PlaceCoordinator(p)--> hosts coord/p (until the node stops or registers again)
 //   running --PlaceKeeper(k, source)--> hosts keeper replica k on RocksDB under its data
 //            dir, catching up from source (refused without a data dir)
+//   running --PeerTable--> the node's links send tensors straight to the hosts it names
 //   running --Refusal(stale_epoch) from the registry--> stops its actors, registering again
 //            (it was declared dead: SIGSTOP, a partition)
 //   any --Shutdown or SIGTERM--> Goodbye to the registry, local actors stopped, quits normally
@@ -28,6 +29,7 @@
 
 #include "actors/replica.hpp"
 #include "actors/restart_budget.hpp"
+#include "runtime/peer_routes.hpp"
 #include "runtime/transport.hpp"
 
 namespace atl {
@@ -41,6 +43,11 @@ struct node_agent_config {
   // Where a keeper replica placed here keeps its RocksDB (`atoll join --run-dir`); empty:
   // this node hosts no keeper.
   std::string data_dir;
+  // Where peers send this node tensors (runtime/node_links.hpp); empty: the head relays them.
+  std::string data_endpoint;
+  // Called with each PeerTable from the registry and this node's id (the node's links route
+  // by it). Null in processes without direct links.
+  std::function<void(route_table, std::uint32_t self_node)> on_routes;
 };
 
 struct supervised_worker {

@@ -200,9 +200,15 @@ void maybe_finish(self_ptr self) {
   set_run_phase(self, run_phase::finished);
   const auto finished =
       std::count_if(st.workers.begin(), st.workers.end(), [](const auto& w) { return w.second.done; });
-  st.metrics.write("summary", {{"val_loss", st.last_val_loss},
-                               {"wall_s", std::chrono::duration<double>(st.now() - st.started).count()},
-                               {"workers", finished}});
+  json summary = {{"val_loss", st.last_val_loss},
+                  {"wall_s", std::chrono::duration<double>(st.now() - st.started).count()},
+                  {"workers", finished}};
+  if (const auto* c = st.deps.counters) {  // what the head's link carried, in and out (relayed: both ways)
+    summary["head_link_bytes"] = c->bytes_in.load() + c->bytes_relayed.load() + c->bytes_out.load();
+    summary["head_relayed_bytes"] = c->bytes_relayed.load();
+    summary["head_relayed_tensor_bytes"] = c->tensor_bytes_relayed.load();
+  }
+  st.metrics.write("summary", summary);
 }
 
 }  // namespace registry_detail
@@ -242,6 +248,7 @@ caf::behavior registry_actor(caf::stateful_actor<registry_state>* self, registry
       [=](tick_atom) {
         send_placements(self);
         send_keeper_placement(self);  // repeated until it runs there (a repeat is ignored)
+        publish_routes(self);
         publish_membership(self);  // again each tick: one lost with a dropped link is repaired
         self->delayed_send(self, std::chrono::milliseconds(self->state.cfg.heartbeat_ms), tick_atom::value);
       },

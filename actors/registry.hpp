@@ -40,6 +40,7 @@
 #include "actors/membership.hpp"
 #include "runtime/config.hpp"
 #include "runtime/metrics.hpp"
+#include "runtime/peer_routes.hpp"
 #include "runtime/transport.hpp"
 #include "storage/checkpoint_store.hpp"
 #include "storage/registry_store.hpp"
@@ -55,6 +56,7 @@ struct registry_deps {
   std::string metrics_path;
   std::string listen_endpoint;
   bool secure = false;  // CURVE on the head's socket
+  shared_routes* routes = nullptr;  // the head's copy of the PeerTable (its ingress checks senders with it)
 };
 
 struct worker_view {

@@ -40,6 +40,8 @@ void send_keeper_placement(self_ptr self);
 void apply_coordinator_moves(self_ptr self, const std::vector<placement::coordinator_move>& moves, bool warn);
 void replace_orphaned_coordinators(self_ptr self);
 void place_replica_keeper(self_ptr self);
+route_table routes_of(const registry_state& st);
+void publish_routes(self_ptr self);
 
 // registry_nodes.cpp
 // Node `id` through `event`; a typed refusal, leaving it as it was, if its state does not

@@ -31,6 +31,7 @@ void after_membership_change(self_ptr self) {
   auto& st = self->state;
   st.snap.epoch++;
   persist(self);
+  publish_routes(self);
   replace_orphaned_coordinators(self);
   place_replica_keeper(self);
   publish_membership(self);
@@ -58,13 +59,25 @@ void send_welcome(self_ptr self, const std::string& to, const node_view& node) {
 // its lease ran out) gets its old slots back.
 void on_rejoin(self_ptr self, const wire::message_ptr& msg, node_view& node) {
   auto& st = self->state;
+  if (!node.record.public_key.empty() && msg->peer_key() != node.record.public_key) {
+    st.mail->refuse(*msg,
+                    make_error(errc::sender_conflict, "node " + std::to_string(node.record.node_id) +
+                                                          " said Hello with another key; a node keeps its key"),
+                    st.snap.epoch);
+    return;
+  }
+  node.record.public_key = msg->peer_key();
   node.last_seen = st.now();
   const bool was_part = takes_part(node.state);
   (void)transition(self, node.record.node_id, member_event::rejoin);  // never refused
-  if (!was_part) {
-    st.snap.epoch++;
+  const auto hello = msg->envelope().getHello();
+  const bool moved = node.record.data_endpoint != hello.getDataEndpoint().cStr();
+  node.record.data_endpoint = hello.getDataEndpoint();  // a restarted node listens on a new port
+  if (!was_part || moved) {
+    if (!was_part) st.snap.epoch++;
     persist(self);
-    publish_membership(self);
+    publish_routes(self);
+    if (!was_part) publish_membership(self);
   }
   watch_lease(self, node.record.node_id);
   send_welcome(self, msg->sender(), node);
@@ -110,6 +123,8 @@ void on_hello(self_ptr self, const wire::message_ptr& msg) {
   node.record.hostname = hello.getHostname();
   node.record.pid = hello.getPid();
   node.record.can_keep = hello.getCanKeep();
+  node.record.data_endpoint = hello.getDataEndpoint();
+  node.record.public_key = msg->peer_key();  // from now on its ids speak only with this key
   node.last_seen = node.since = st.now();
   for (unsigned k = 0; k < hello.getDevices().size(); ++k) {
     worker_view w;
@@ -130,6 +145,7 @@ void on_hello(self_ptr self, const wire::message_ptr& msg) {
   log_info("registry: node " + std::to_string(id) + " (" + node.record.hostname + ") joined with " +
            std::to_string(node.record.workers.size()) + " worker(s); epoch " + std::to_string(st.snap.epoch));
   send_welcome(self, msg->sender(), st.nodes[id]);
+  publish_routes(self);
   publish_membership(self);
   maybe_start(self);
   place_replica_keeper(self);  // the first node that can keep, mid-run

@@ -40,7 +40,10 @@ void apply_coordinator_moves(self_ptr self, const std::vector<placement::coordin
     if (warn) log_warn("registry: " + m.reason);
     else log_info("registry: " + m.reason);
   }
-  if (!moves.empty()) persist(self);
+  if (!moves.empty()) {
+    persist(self);
+    publish_routes(self);  // before the coordinator can speak from its new host
+  }
   send_placements(self);
 }
 
@@ -67,8 +70,36 @@ void place_replica_keeper(self_ptr self) {
   persist(self);
   if (choice.host.empty()) log_warn("registry: " + choice.reason);
   else log_info("registry: " + choice.reason);
+  publish_routes(self);
   send_keeper_placement(self);
   publish_membership(self);  // coordinators commit to the new set of keepers
+}
+
+// Where tensors go: the nodes that host anything, with their data endpoints and keys, and
+// the hosts of the coordinators and of the keeper replica.
+route_table routes_of(const registry_state& st) {
+  route_table table;
+  table.epoch = st.snap.epoch;
+  for (const auto& [id, n] : st.nodes)
+    if (hosts_placed(n.state)) table.nodes[id] = {n.record.data_endpoint, n.record.public_key};
+  for (std::size_t f = 0; f < st.fragments.size(); ++f)
+    if (auto host = node_of(st.fragments[f].placed_on))
+      table.placed[coordinator_id(static_cast<std::uint32_t>(f))] = *host;
+  if (auto host = node_of(st.snap.replica_keeper)) table.placed[keeper_id(replica_keeper_number)] = *host;
+  return table;
+}
+
+// The head's ingress checks senders with the new table at once; nodes hear it now and again
+// every tick (a lost PeerTable costs at most a tick of relayed traffic).
+void publish_routes(self_ptr self) {
+  auto& st = self->state;
+  auto table = routes_of(st);
+  for (const auto& [id, _] : table.nodes) {
+    wire::outgoing out;
+    write_peer_table(table, out.envelope.initPeerTable());
+    st.mail->send(node_actor_id(id), st.snap.epoch, out);
+  }
+  if (st.deps.routes) st.deps.routes->set(std::move(table));
 }
 
 }  // namespace atl::registry_detail

@@ -62,6 +62,17 @@ json security(const registry_state& st) {
   return out;
 }
 
+// The head's own link: bytes its actors received and sent, and bytes it relayed between
+// nodes, of which tensor frames (those of nodes that do not listen; zero when all listen).
+json head_link(const registry_state& st) {
+  if (!st.deps.counters) return json::object();
+  const auto& c = *st.deps.counters;
+  return {{"bytes_in", c.bytes_in.load()},
+          {"bytes_out", c.bytes_out.load()},
+          {"bytes_relayed", c.bytes_relayed.load()},
+          {"tensor_bytes_relayed", c.tensor_bytes_relayed.load()}};
+}
+
 // Where each keeper runs: the head's, and the replica's node.
 json keepers(const registry_state& st) {
   json out = json::array({{{"id", keeper_id(head_keeper_number)}, {"on", "head"}}});
@@ -86,6 +97,8 @@ json members(const registry_state& st, time_point now) {
                    {"last_heartbeat_s", seconds_between(n.last_seen, now)},
                    {"hostname", n.record.hostname},
                    {"pid", n.record.pid},
+                   {"link", n.record.data_endpoint.empty() ? "relayed" : "direct"},
+                   {"data_endpoint", n.record.data_endpoint},
                    {"devices", n.record.devices},
                    {"workers", n.record.workers}});
   return out;
@@ -175,6 +188,7 @@ json status(const registry_state& st, time_point now) {
           {"last_eval", {{"step", st.last_eval_step}, {"val_loss", st.last_val_loss}}},
           {"refused", refusals(st)},
           {"security", security(st)},
+          {"head_link", head_link(st)},
           {"storage", storage(st)}};
 }
 

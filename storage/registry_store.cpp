@@ -21,9 +21,16 @@ status registry_store::save(const registry_snapshot& snap) {
   std::vector<kv_write> batch;
   batch.push_back({column::meta, "registry", meta.dump()});
   for (const auto& m : snap.members) {
-    nlohmann::json j = {{"node_id", m.node_id}, {"state", m.state},      {"hostname", m.hostname},
-                        {"pid", m.pid},         {"devices", m.devices},  {"workers", m.workers},
-                        {"ranks", m.ranks},     {"can_keep", m.can_keep}};
+    nlohmann::json j = {{"node_id", m.node_id},
+                        {"state", m.state},
+                        {"hostname", m.hostname},
+                        {"pid", m.pid},
+                        {"devices", m.devices},
+                        {"workers", m.workers},
+                        {"ranks", m.ranks},
+                        {"can_keep", m.can_keep},
+                        {"data_endpoint", m.data_endpoint},
+                        {"public_key", m.public_key}};
     batch.push_back({column::members, member_key(m.node_id), j.dump()});
   }
   return store_.commit(batch);
@@ -58,6 +65,8 @@ expected<std::optional<registry_snapshot>> registry_store::load() const {
       r.workers = m.at("workers").get<std::vector<std::string>>();
       if (m.contains("ranks")) r.ranks = m.at("ranks").get<std::vector<std::uint32_t>>();
       r.can_keep = m.value("can_keep", false);
+      r.data_endpoint = m.value("data_endpoint", std::string());
+      r.public_key = m.value("public_key", std::string());
       snap.members.push_back(std::move(r));
     }
   } catch (const nlohmann::json::exception& e) {

@@ -21,6 +21,8 @@ struct member_record {
   std::vector<std::string> workers;
   std::vector<std::uint32_t> ranks;  // of each worker (data shard and seed)
   bool can_keep = false;  // has a data dir: may host a keeper replica
+  std::string data_endpoint;  // where peers send it tensors; empty: relayed by the head
+  std::string public_key;  // the CURVE key it said Hello with; its ids speak only with it
 };
 
 struct registry_snapshot {

@@ -122,13 +122,19 @@ TEST(Process, StreamingWithOverlapAndInt8AgreesAfterEveryRound) {
   // Every round of every fragment: the coordinator's digest, each worker's ack.
   std::map<std::pair<int, int>, std::string> released;
   std::map<std::pair<int, int>, std::vector<std::string>> acked;
+  json summary;
   std::ifstream metrics(run_dir + "/metrics.jsonl");
   for (std::string line; std::getline(metrics, line);) {
     const auto j = json::parse(line);
     if (j["type"] == "round") released[{j["fragment"], j["round"]}] = j["digest"];
     if (j["type"] == "ack") acked[{j["fragment"], j["round"]}].push_back(j["digest"]);
+    if (j["type"] == "summary") summary = j;
   }
   ASSERT_EQ(released.size(), 8u);  // 2 fragments x 4 rounds
+  // Both nodes listen: contributions and results went node to node, not through the head
+  // (a message sent before the first PeerTable may take the head, but carries no tensor).
+  ASSERT_TRUE(summary.contains("head_relayed_tensor_bytes")) << summary.dump();
+  EXPECT_EQ(summary["head_relayed_tensor_bytes"], 0) << summary.dump();
   for (const auto& [key, digest] : released) {
     ASSERT_EQ(acked[key].size(), 2u) << "fragment " << key.first << " round " << key.second;
     for (const auto& d : acked[key]) EXPECT_EQ(d, digest) << "fragment " << key.first << " round " << key.second;

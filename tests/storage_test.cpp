@@ -185,7 +185,8 @@ TEST(RegistryStore, TheSnapshotSurvivesAReopen) {
   snap.placements = {"node/1", ""};
   snap.finished = {"worker/1.0"};
   snap.replica_keeper = "node/1";
-  snap.members.push_back({1, "active", "host", 42, {"cpu"}, {"worker/1.0"}, {1}, true});
+  snap.members.push_back(
+      {1, "active", "host", 42, {"cpu"}, {"worker/1.0"}, {1}, true, "tcp://10.0.0.2:7071", "node-key"});
   {
     auto db = open_rocksdb_store(dir.sub("db"));
     ASSERT_TRUE(db);
@@ -208,6 +209,8 @@ TEST(RegistryStore, TheSnapshotSurvivesAReopen) {
   ASSERT_EQ((*loaded)->members.size(), 1u);
   EXPECT_EQ((*loaded)->members[0].workers, std::vector<std::string>{"worker/1.0"});
   EXPECT_EQ((*loaded)->members[0].ranks, std::vector<std::uint32_t>{1});
+  EXPECT_EQ((*loaded)->members[0].data_endpoint, "tcp://10.0.0.2:7071");
+  EXPECT_EQ((*loaded)->members[0].public_key, "node-key");
 }
 
 TEST(RocksDbStore, OpeningAnUnusablePathIsATypedError) {

@@ -95,11 +95,15 @@ int run_head(const head_options& opt) {
   checkpoint_store checkpoints(**db, static_cast<std::uint64_t>(cfg->keep_rounds));
   directory local;
   cluster_identity cluster(snap->cluster_id);
+  shared_routes routes;  // the registry's PeerTable, read by the ingress
   std::unique_ptr<zmq_transport> net;
   try {
     wire::limits limits;
     limits.max_tensor_bytes = static_cast<std::size_t>(cfg->max_frame_mb) << 20;
-    net = std::make_unique<zmq_transport>(zmq_transport::role::server, opt.listen, local, cluster, limits, *security);
+    zmq_link_options options;
+    options.senders = &routes;  // with CURVE: a node's key speaks only for that node's ids
+    net = std::make_unique<zmq_transport>(zmq_transport::role::server, opt.listen, local, cluster, limits, *security,
+                                          options);
   } catch (const zmq::error_t& e) {
     std::cerr << "atoll up: cannot listen on " << opt.listen << ": " << e.what() << "\n";
     return 1;
@@ -122,7 +126,8 @@ int run_head(const head_options& opt) {
                      &net->counters(),
                      opt.metrics_file.empty() ? opt.run_dir + "/metrics.jsonl" : opt.metrics_file,
                      net->bound_endpoint(),
-                     net->secure()};
+                     net->secure(),
+                     &routes};
   const auto keeper_name = keeper_id(head_keeper_number);
   auto keeper =
       sys.spawn(keeper_actor, static_cast<transport*>(net.get()), keeper_name, snap->cluster_id, &checkpoints);

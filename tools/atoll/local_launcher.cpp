@@ -166,6 +166,13 @@ void print_summary(const json& s, double wall, const std::string& run_dir, const
   for (const auto& f : s["fragments"])
     std::cout << "  fragment " << f["id"].get<int>() << ": " << f["round"].get<std::uint64_t>()
               << " rounds committed\n";
+  if (const auto& link = s.value("head_link", json::object()); link.contains("bytes_relayed")) {
+    const double in = link["bytes_in"].get<double>(), out = link["bytes_out"].get<double>();
+    const double relayed = link["bytes_relayed"].get<double>();
+    std::cout << "  head link: " << human_bytes(in + relayed + out) << " (relayed between nodes "
+              << human_bytes(relayed) << ", of which tensors "
+              << human_bytes(link["tensor_bytes_relayed"].get<double>()) << ")\n";
+  }
   std::cout << "  run dir: " << run_dir << "\n  metrics: " << metrics << "\n";
 }
 
@@ -262,11 +269,14 @@ int run_local(const local_options& opt) {
     std::string devices = opt.devices.empty() ? "cpu" : opt.devices;
     for (int k = 1; opt.devices.empty() && k < opt.workers_per_node; ++k) devices += ",cpu";
     const std::string name = "node" + std::to_string(n + 1);
-    children.push_back(
-        spawn_child(name,
-                    {exe, "join", "--head", head, "--run-dir", run_dir + "/" + name, "--devices", devices, "--threads",
-                     std::to_string(std::max(1, threads * opt.workers_per_node)), "--keys", keys},
-                    run_dir + "/logs/" + name + ".log"));
+    std::vector<std::string> args = {exe,         "join",
+                                     "--head",    head,
+                                     "--run-dir", run_dir + "/" + name,
+                                     "--devices", devices,
+                                     "--threads", std::to_string(std::max(1, threads * opt.workers_per_node)),
+                                     "--keys",    keys};
+    if (n >= opt.nodes - opt.relayed_nodes) args.push_back("--no-listen");
+    children.push_back(spawn_child(name, args, run_dir + "/logs/" + name + ".log"));
   }
 
   const bool tty = ::isatty(1);

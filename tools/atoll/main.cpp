@@ -97,6 +97,12 @@ int main(int argc, char** argv) {
   join->add_option("--keys", node.keys_dir, "CURVE key folder from `atoll keygen` (client.key, head.pub)");
   join->add_option("--client-key", node.client_key, "this node's own key file (`atoll keygen --client NAME`)");
   join->add_flag("--insecure", node.insecure, "allow plain TCP to a non-loopback head (not recommended)");
+  auto* listen = join->add_option("--listen", node.listen,
+                                  "data endpoint peers send this node tensors to, e.g. tcp://10.0.0.2:7071 (port 0 "
+                                  "picks one); default: a free port on the address that reaches the head");
+  join->add_flag("--no-listen", node.no_listen,
+                 "open no port (behind NAT): the head relays this node's tensors, at the cost of two hops")
+      ->excludes(listen);
 
   atl::local_options local;
   auto* loc = app.add_subcommand("local", "run a head and N nodes on this machine and train to completion");
@@ -113,6 +119,10 @@ int main(int argc, char** argv) {
   loc->add_option("--set", local.overrides, "override a knob: --set diloco.sync_every=25 (repeatable)");
   loc->add_option("--run-dir", local.run_dir, "folder for logs, state and metrics (default atoll-runs/local-TIME)");
   loc->add_option("--metrics", local.metrics_file, "JSON-lines metrics file (default RUN_DIR/metrics.jsonl)");
+  loc->add_option("--relayed-nodes", local.relayed_nodes,
+                  "how many of the nodes open no data port (`atoll join --no-listen`): the head relays their tensors")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 256));
   algorithm_flags local_flags;
   local_flags.add_to(loc);
 

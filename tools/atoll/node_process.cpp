@@ -13,7 +13,7 @@
 #include "runtime/algorithm/codec_cuda.hpp"
 #include "runtime/device.hpp"
 #include "runtime/log.hpp"
-#include "runtime/zmq_transport.hpp"
+#include "runtime/node_links.hpp"
 #include "tools/atoll/processes.hpp"
 
 namespace atl {
@@ -60,13 +60,22 @@ int run_node(const node_options& opt) {
   }
   directory local;
   cluster_identity cluster;
-  std::unique_ptr<zmq_transport> net;
+  std::unique_ptr<node_links> net;
+  node_link_settings links;
+  links.head = opt.head;
+  links.security = *security;
+  if (!opt.no_listen)
+    links.listen = opt.listen.empty() ? "tcp://" + local_address_towards(opt.head) + ":0" : opt.listen;
   try {
-    net = std::make_unique<zmq_transport>(zmq_transport::role::client, opt.head, local, cluster, wire::limits{},
-                                          *security);
+    net = std::make_unique<node_links>(links, local, cluster);
   } catch (const zmq::error_t& e) {
-    std::cerr << "atoll join: cannot connect to " << opt.head << ": " << e.what() << "\n";
+    std::cerr << "atoll join: cannot connect to " << opt.head
+              << (links.listen.empty() ? "" : " or listen on " + links.listen) << ": " << e.what() << "\n";
     return 1;
+  }
+  if (!links.listen.empty() && net->data_endpoint().empty()) {
+    std::cerr << "atoll join: --listen " << links.listen << " is not tcp://HOST:PORT\n";
+    return 2;
   }
   char host[256] = {0};
   ::gethostname(host, sizeof host - 1);
@@ -91,7 +100,14 @@ int run_node(const node_options& opt) {
                                 static_cast<int>(std::max<std::size_t>(1, local_workers)));
     log_info(describe(set_compute_threads(threads)));
   };
-  log_info("connecting to " + opt.head + (net->secure() ? " (CURVE)" : " (plain TCP)"));
+  nc.data_endpoint = net->data_endpoint();
+  node_links* routed = net.get();
+  nc.on_routes = [routed](route_table table, std::uint32_t self_node) {
+    routed->update_routes(std::move(table), self_node);
+  };
+  log_info(
+      "connecting to " + opt.head + (net->secure() ? " (CURVE)" : " (plain TCP)") + "; tensors " +
+      (nc.data_endpoint.empty() ? "relayed by the head (--no-listen)" : "direct, listening on " + nc.data_endpoint));
 
   caf::actor_system_config sys_cfg;
   configure_actor_system(sys_cfg);

@@ -31,6 +31,10 @@ struct node_options {
   std::string keys_dir;  // CURVE keys (`atoll keygen`); empty: plain TCP
   std::string client_key;  // a key file other than KEYS/client.key
   bool insecure = false;  // allow plain TCP to a non-loopback head
+  // Data endpoint peers send tensors to: empty picks a free port on the address that reaches
+  // the head; "tcp://HOST:PORT" binds there (0 picks a port).
+  std::string listen;
+  bool no_listen = false;  // behind NAT: the head relays this node's tensors
 };
 int run_node(const node_options& opt);
 
@@ -44,6 +48,7 @@ struct local_options {
   std::vector<std::string> overrides;
   std::string run_dir;
   std::string metrics_file;
+  int relayed_nodes = 0;  // the last N nodes join with --no-listen
 };
 int run_local(const local_options& opt);
 
