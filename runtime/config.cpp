@@ -48,6 +48,10 @@ const std::vector<knob>& knobs() {
       {"inner.weight_decay", &C::weight_decay, 0, 10, "", "AdamW decoupled weight decay"},
       {"inner.grad_clip", &C::grad_clip, 0, 1e9, "", "max global gradient norm; 0 disables clipping"},
       {"inner.batch_size", &C::batch_size, 1, 1e6, "sequences", "sequences per inner step"},
+      {"model.preset", &C::preset, 0, 0, "",
+       "GPT size: small (0.83M parameters), 25m (25.4M) or 100m (99.6M); sets model.layers, width, heads and "
+       "context, which a later --set (or the same file) may still change",
+       "small|25m|100m"},
       {"model.layers", &C::layers, 1, 1024, "", "transformer blocks"},
       {"model.width", &C::width, 1, 65536, "", "embedding width"},
       {"model.heads", &C::heads, 1, 1024, "", "attention heads (divides width)"},
@@ -71,7 +75,28 @@ const std::vector<knob>& knobs() {
   return table;
 }
 
+const std::vector<model_preset>& model_presets() {
+  // Parameters of the shakespeare GPT (tied embedding, vocabulary 256): 12 W^2 + 13 W per
+  // block, plus (256 + context) W + 2 W.
+  static const std::vector<model_preset> table = {
+      {"small", 4, 128, 4, 64},  // 834,304
+      {"25m", 8, 512, 8, 128},  // 25,416,704
+      {"100m", 14, 768, 12, 256},  // 99,624,960
+  };
+  return table;
+}
+
 namespace {
+
+void apply_model_preset(run_config& cfg) {
+  for (const auto& p : model_presets()) {
+    if (cfg.preset != p.name) continue;
+    cfg.layers = p.layers;
+    cfg.width = p.width;
+    cfg.heads = p.heads;
+    cfg.context = p.context;
+  }
+}
 
 const knob* find_knob(const std::string& key) {
   for (const auto& k : knobs())
@@ -130,7 +155,17 @@ status assign(run_config& cfg, const knob& k, const toml::node& value, const std
       k.field);
 }
 
+// A knob assigned, and what it implies: a preset sets the model's shape.
+status assign_and_apply(run_config& cfg, const knob& k, const toml::node& value, const std::string& origin) {
+  if (auto st = assign(cfg, k, value, origin)) return st;
+  if (std::string_view(k.key) == "model.preset") apply_model_preset(cfg);
+  return {};
+}
+
 status apply_table(run_config& cfg, const toml::table& root, const std::string& origin) {
+  // The preset first: the file's own model.* keys then refine it, whatever their order.
+  if (const auto* preset = root.at_path("model.preset").node())
+    if (auto st = assign_and_apply(cfg, *find_knob("model.preset"), *preset, origin)) return st;
   for (const auto& [section, node] : root) {
     const std::string section_name(section.str());
     const auto* table = node.as_table();
@@ -139,6 +174,7 @@ status apply_table(run_config& cfg, const toml::table& root, const std::string& 
       const std::string full = section_name + "." + std::string(key.str());
       const knob* k = find_knob(full);
       if (!k) return bad(origin, full, "unknown key (see `atoll config`)");
+      if (full == "model.preset") continue;  // applied above
       if (auto st = assign(cfg, *k, value, origin)) return st;
     }
   }
@@ -186,7 +222,7 @@ status apply_override(run_config& cfg, const std::string& assignment) {
   std::string literal = is_string && (raw.empty() || raw.front() != '"') ? "\"" + raw + "\"" : raw;
   try {
     auto parsed = toml::parse("v = " + literal);
-    if (auto st = assign(cfg, *k, *parsed.get("v"), "--set")) return st;
+    if (auto st = assign_and_apply(cfg, *k, *parsed.get("v"), "--set")) return st;
   } catch (const toml::parse_error&) {
     return make_error(errc::invalid_config, "--set " + key + ": '" + raw + "' is not a valid value");
   }

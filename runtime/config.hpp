@@ -45,6 +45,7 @@ struct run_config {
   double grad_clip = 1.0;
   std::int64_t batch_size = 32;
   // [model]
+  std::string preset = "small";  // sets layers, width, heads and context when assigned (model_presets())
   std::int64_t layers = 4;
   std::int64_t width = 128;
   std::int64_t heads = 4;
@@ -82,6 +83,13 @@ expected<run_config> load_config_file(const std::string& path);
 expected<run_config> parse_config_text(const std::string& toml_text, const std::string& origin);
 // Applies "key=value" (key as in knobs(), e.g. "diloco.sync_every=25").
 status apply_override(run_config& cfg, const std::string& assignment);
+// The GPT sizes model.preset names (benchmarks use them; CI trains the small one).
+struct model_preset {
+  const char* name;
+  std::int64_t layers, width, heads, context;
+};
+const std::vector<model_preset>& model_presets();
+
 // Checks relations between knobs (width divisible by heads, lease above heartbeat ...).
 status validate(const run_config& cfg);
 // The config as TOML text that parse_config_text() reads back identically.

@@ -66,6 +66,43 @@ TEST(Config, OverridesUseTheSameRules) {
   EXPECT_EQ(cfg.sync_every, 7);  // refused overrides leave the config intact
 }
 
+TEST(Config, AModelPresetSetsTheShapeAndLaterKnobsRefineIt) {
+  struct row {
+    const char* name;
+    std::vector<std::string> overrides;
+    std::int64_t layers, width, heads, context;
+  };
+  const row rows[] = {
+      {"default is small", {}, 4, 128, 4, 64},
+      {"25m", {"model.preset=25m"}, 8, 512, 8, 128},
+      {"100m", {"model.preset=100m"}, 14, 768, 12, 256},
+      {"a later knob wins", {"model.preset=100m", "model.context=128"}, 14, 768, 12, 128},
+      {"a later preset wins", {"model.width=64", "model.preset=25m"}, 8, 512, 8, 128},
+  };
+  for (const auto& r : rows) {
+    run_config cfg;
+    for (const auto& o : r.overrides) ASSERT_FALSE(apply_override(cfg, o)) << r.name << ": " << o;
+    EXPECT_EQ(cfg.layers, r.layers) << r.name;
+    EXPECT_EQ(cfg.width, r.width) << r.name;
+    EXPECT_EQ(cfg.heads, r.heads) << r.name;
+    EXPECT_EQ(cfg.context, r.context) << r.name;
+  }
+  // In a file the preset applies first, whatever the key order.
+  auto file = parse_config_text("[model]\nwidth = 256\npreset = \"25m\"\n", "t.toml");
+  ASSERT_TRUE(file) << file.err().describe();
+  EXPECT_EQ(file->width, 256);
+  EXPECT_EQ(file->layers, 8);
+  // And it survives the trip to the nodes (the head sends its config as TOML).
+  auto back = parse_config_text(to_toml(*file), "again");
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->width, 256);
+  EXPECT_EQ(back->layers, 8);
+  run_config cfg;
+  auto bad = apply_override(cfg, "model.preset=huge");
+  ASSERT_TRUE(bad);
+  EXPECT_NE(bad.message.find("small|25m|100m"), std::string::npos) << bad.message;
+}
+
 TEST(Config, TomlTextReadsBackIdentically) {
   run_config cfg;
   cfg.lr = 0.0031;
