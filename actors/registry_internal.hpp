@@ -42,6 +42,7 @@ void replace_orphaned_coordinators(self_ptr self);
 void place_replica_keeper(self_ptr self);
 route_table routes_of(const registry_state& st);
 void publish_routes(self_ptr self);
+void send_routes(self_ptr self, const route_table& table, std::uint32_t node);
 
 // registry_nodes.cpp
 // Node `id` through `event`; a typed refusal, leaving it as it was, if its state does not

@@ -167,6 +167,9 @@ void on_heartbeat(self_ptr self, const wire::message_ptr& msg) {
     return;
   }
   mark_synced_if_all_acked(self, it->first);  // its workers may have acknowledged before it was heard
+  // The tables sent at its Hello went to node/N before the head knew that id's route (it
+  // learns it from this heartbeat): a joining node gets the table again at once.
+  if (n.state == member_state::joining) send_routes(self, routes_of(st), it->first);
   n.last_seen = st.now();
   if (n.proxy) self->send(n.proxy, renew_atom::value);
   n.refused.clear();

@@ -94,12 +94,15 @@ route_table routes_of(const registry_state& st) {
 void publish_routes(self_ptr self) {
   auto& st = self->state;
   auto table = routes_of(st);
-  for (const auto& [id, _] : table.nodes) {
-    wire::outgoing out;
-    write_peer_table(table, out.envelope.initPeerTable());
-    st.mail->send(node_actor_id(id), st.snap.epoch, out);
-  }
+  for (const auto& [id, _] : table.nodes) send_routes(self, table, id);
   if (st.deps.routes) st.deps.routes->set(std::move(table));
+}
+
+void send_routes(self_ptr self, const route_table& table, std::uint32_t node) {
+  auto& st = self->state;
+  wire::outgoing out;
+  write_peer_table(table, out.envelope.initPeerTable());
+  st.mail->send(node_actor_id(node), st.snap.epoch, out);
 }
 
 }  // namespace atl::registry_detail

@@ -95,7 +95,14 @@ void node_links::send(const std::string& receiver, wire::frames frames) {
 std::shared_ptr<zmq_transport> node_links::peer_link(const route& to) {
   std::lock_guard<std::mutex> lock(peers_mu_);
   auto it = peers_.find(to.endpoint);
-  if (it != peers_.end() && peer_keys_[to.endpoint] == to.public_key) return it->second;
+  const auto now = std::chrono::steady_clock::now();
+  if (it != peers_.end() && peer_keys_[to.endpoint] == to.public_key) {
+    // A peer whose route table lagged ours refused our key, and ZeroMQ never retries a
+    // refused handshake: make a new link, at most every retry_refused_after (what was
+    // sent meanwhile is lost; the protocols resend).
+    if (!it->second->handshake_refused() || now - made_at_[to.endpoint] < retry_refused_after) return it->second;
+    log_info("direct link to node " + std::to_string(to.node) + " was refused; connecting again");
+  }
   link_security client;
   if (settings_.security.enabled()) {
     client.own = settings_.security.own;
@@ -108,6 +115,7 @@ std::shared_ptr<zmq_transport> node_links::peer_link(const route& to) {
                                               settings_.limits, client, options);
   log_info("direct link to node " + std::to_string(to.node) + " at " + to.endpoint);
   peer_keys_[to.endpoint] = to.public_key;
+  made_at_[to.endpoint] = now;
   peers_[to.endpoint] = link;  // a replaced link (new key at the same address) closes with its last user
   return link;
 }
@@ -131,6 +139,7 @@ void node_links::update_routes(route_table table, std::uint32_t self_node) {
       }
       log_info("direct link to " + it->first + " closed: the node left the route table");
       peer_keys_.erase(it->first);
+      made_at_.erase(it->first);
       gone.push_back(std::move(it->second));
       it = peers_.erase(it);
     }

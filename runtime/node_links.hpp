@@ -5,7 +5,8 @@
 //               node that does not listen (the head relays it)
 //   data end    ROUTER on --listen: peers deliver to this node's actors; it relays nothing
 //   peer links  one DEALER per listening peer, made on first use, dropped when the peer
-//               leaves the route table
+//               leaves the route table, made again when the peer refused our handshake
+//               (its table did not list us yet)
 //
 //   send(receiver): local actor         -> delivered in-process
 //                   choose_route direct -> that peer's data endpoint
@@ -17,6 +18,7 @@
 // keys of the current members only, and checks every sender id against the key of the
 // connection it came on; peers authenticate it by the key the registry advertised.
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -67,6 +69,8 @@ class node_links : public transport {
   std::mutex peers_mu_;
   std::map<std::string, std::shared_ptr<zmq_transport>> peers_;  // by endpoint; guarded by peers_mu_
   std::map<std::string, std::string> peer_keys_;  // endpoint -> server key its link expects
+  std::map<std::string, std::chrono::steady_clock::time_point> made_at_;  // endpoint -> when its link was made
+  static constexpr std::chrono::milliseconds retry_refused_after{500};
 };
 
 // The endpoint to advertise for a bound one: a wildcard host (0.0.0.0, *, ::) is replaced by

@@ -195,6 +195,7 @@ void zmq_transport::on_monitor_event() {
     return;
   }
   counters_->handshakes_failed++;
+  if (role_ == role::client && event != ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) handshake_refused_ = true;
   const char* what = event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH       ? "authentication failed"
                      : event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ? "protocol error (security mismatch?)"
                                                                     : "connection dropped";

@@ -85,6 +85,9 @@ class zmq_transport : public transport {
   void set_route_takeover(std::chrono::milliseconds after) { takeover_ms_ = after.count(); }
   // Routes known to the I/O thread (approximate while it runs; for tests and status).
   std::size_t route_count() const { return route_count_.load(); }
+  // Client: the server refused our handshake (its ZAP handler did not admit our key yet, or
+  // keys mismatch). ZeroMQ does not reconnect after that: the link is dead for good.
+  bool handshake_refused() const { return handshake_refused_.load(); }
   void stop();
 
  private:
@@ -117,6 +120,7 @@ class zmq_transport : public transport {
   std::unordered_map<std::string, std::chrono::steady_clock::time_point> heard_;  // connection -> last message
   std::atomic<std::size_t> route_count_{0};
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> handshake_refused_{false};
   std::atomic<long> takeover_ms_{10000};
   std::mutex forget_mu_;
   std::vector<std::string> to_forget_;  // guarded by forget_mu_; applied on the I/O thread
