@@ -1,6 +1,7 @@
 #include "actors/coordinator.hpp"
 #include "runtime/actor_id.hpp"
 
+#include <algorithm>
 #include <optional>
 
 #include <caf/all.hpp>
@@ -54,11 +55,17 @@ void send_commit(self_ptr self) {
     st.mail->send(keeper, st.epoch, out);
   }
   st.commit_sent = st.now();
+  st.commit_tries++;
 }
 
 // A round entered phase committing: no keeper has it yet.
 void start_commit(self_ptr self) {
-  self->state.acked.clear();
+  auto& st = self->state;
+  st.acked.clear();
+  st.commit_tries = 0;
+  log_debug(fragment_name(st) + ": committing round " + std::to_string(st.rounds->committed_round()) + ", " +
+            std::to_string(std::chrono::duration<double>(st.now() - st.last_contribution).count()) +
+            " s after the last contribution arrived");
   send_commit(self);
 }
 
@@ -176,6 +183,7 @@ void on_contribution(self_ptr self, const wire::message_ptr& msg) {
     st.early[msg->sender()] = msg;
     return;
   }
+  const auto arrived = st.now();
   auto values = take_contribution(*msg, st.rounds->theta().size());
   if (!values) {
     log_warn(fragment_name(st) + ": refused contribution of " + msg->sender() + ": " + values.err().describe());
@@ -194,6 +202,7 @@ void on_contribution(self_ptr self, const wire::message_ptr& msg) {
     return;
   }
   st.round_bytes += msg->wire_bytes();
+  st.last_contribution = arrived;
   if (*done) on_round_complete(self);
 }
 
@@ -205,6 +214,7 @@ void release(self_ptr self, const std::vector<std::string>& contributors) {
   const auto round_epoch = st.rounds->open_epoch();
   const auto round_bytes = st.round_bytes;
   const double duration = std::chrono::duration<double>(st.now() - st.round_started).count();
+  const double since_last = std::chrono::duration<double>(st.now() - st.last_contribution).count();
   // Low-bit results: the round's encoded change, which every contributor adds to its copy
   // of the previous theta_global (round_tracker.hpp); else theta_global itself.
   std::optional<encoded_values> update;
@@ -229,6 +239,7 @@ void release(self_ptr self, const std::vector<std::string>& contributors) {
   auto names = report.initParticipants(static_cast<unsigned>(contributors.size()));
   for (unsigned i = 0; i < contributors.size(); ++i) names.set(i, contributors[i]);
   report.setDurationS(static_cast<float>(duration));
+  report.setSinceLastContributionS(static_cast<float>(since_last));
   report.setBytes(round_bytes);
   st.mail->send(st.cfg.registry, st.epoch, out);
 }
@@ -295,6 +306,9 @@ void on_commit_ack(self_ptr self, const wire::message_ptr& msg) {
   }
   if (std::find(st.keepers.begin(), st.keepers.end(), msg->sender()) == st.keepers.end()) return;  // not ours
   st.acked.insert(msg->sender());
+  log_debug(fragment_name(st) + ": " + msg->sender() + " acknowledged round " + std::to_string(ack.getRound()) + " (" +
+            std::to_string(st.commit_tries) + " tries; " +
+            std::to_string(std::chrono::duration<double>(st.now() - st.commit_sent).count()) + " s after the last)");
   finish_commit_if_acked(self);
 }
 
@@ -379,6 +393,10 @@ void request_startup_state(self_ptr self) {
 
 }  // namespace
 
+std::chrono::milliseconds commit_retry_after(std::chrono::milliseconds base, int tries) {
+  return base * (1 << std::clamp(tries - 1, 0, 5));
+}
+
 coordinator_config coordinator_config_for(const run_config& run, std::uint32_t fragment) {
   coordinator_config cc;
   cc.fragment = fragment;
@@ -429,8 +447,12 @@ caf::behavior coordinator_actor(caf::stateful_actor<coordinator_state>* self, tr
         // A commit not acknowledged for a whole tick: refused, or the request or its ack
         // was lost (a head that died). The keeper acknowledges a repeat of the same bytes.
         if (st.rounds->current_phase() == round_tracker::phase::committing &&
-            st.now() - st.commit_sent >= st.cfg.commit_retry)
+            st.now() - st.commit_sent >= commit_retry_after(st.cfg.commit_retry, st.commit_tries)) {
+          log_debug(fragment_name(st) + ": round " + std::to_string(st.rounds->committed_round()) +
+                    " not acknowledged by every keeper; sending it again (try " + std::to_string(st.commit_tries + 1) +
+                    ")");
           send_commit(self);
+        }
         self->delayed_send(self, st.cfg.commit_retry, tick_atom::value);
       },
   };

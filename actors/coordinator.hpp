@@ -17,8 +17,10 @@
 //   round complete       -> CommitRequest -> every keeper of the Membership (the head's,
 //                           and a replica on a node) -> CommitAck(ok) from all of them
 //                           -> open next round -> RoundResult(theta_global) to every contributor
-//   CommitAck(not ok), or none within commit_retry -> sent again until acknowledged;
-//                           nothing is released before
+//   CommitAck(not ok), or none within commit_retry -> sent again until acknowledged,
+//                           waiting twice as long after each unanswered try (a large
+//                           fragment's commit can take longer than commit_retry, and a
+//                           resend only adds to the keepers' work); nothing is released before
 //   Membership           -> participants that left are dropped from the open round
 //   deadline (round_deadline after the first contribution) -> the round closes with the
 //                           contributions it has, if they are a quorum and a majority of
@@ -84,7 +86,9 @@ struct coordinator_state {
   std::vector<wire::message_ptr> waiting;  // StateRequests held until a round includes them
   std::map<std::string, wire::message_ptr> early;  // contributions for the round about to open
   std::chrono::steady_clock::time_point round_started;
+  std::chrono::steady_clock::time_point last_contribution;  // arrival of the round's latest one
   std::chrono::steady_clock::time_point commit_sent;  // of the last CommitRequest
+  int commit_tries = 0;  // CommitRequests of the committing round sent so far
   std::vector<std::string> keepers;  // every one must acknowledge a commit (from the Membership)
   std::set<std::string> acked;  // keepers that acknowledged the committing round
   const caf::actor_clock* clock = nullptr;  // steady, or simulated in the protocol fault tests
@@ -92,6 +96,10 @@ struct coordinator_state {
   std::uint64_t round_bytes = 0;
   static inline const char* name = "coordinator";
 };
+
+// How long after try number `tries` (1 = the first send) an unacknowledged commit is sent
+// again: base, 2 base, 4 base ... at most 32 base.
+std::chrono::milliseconds commit_retry_after(std::chrono::milliseconds base, int tries);
 
 caf::behavior coordinator_actor(caf::stateful_actor<coordinator_state>* self, transport* net, std::string cluster_id,
                                 coordinator_config cfg);
