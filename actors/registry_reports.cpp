@@ -108,6 +108,7 @@ void on_round_report(self_ptr self, const wire::message_ptr& msg) {
                              {"participants", r.getParticipants().size()},
                              {"workers", names},
                              {"duration_s", r.getDurationS()},
+                             {"since_last_contribution_s", r.getSinceLastContributionS()},
                              {"bytes", r.getBytes()},
                              {"digest", digest_hex(r.getDigest())}});
 }

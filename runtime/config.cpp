@@ -53,7 +53,7 @@ const std::vector<knob>& knobs() {
        "context, which a later --set (or the same file) may still change",
        "small|25m|100m"},
       {"model.layers", &C::layers, 1, 1024, "", "transformer blocks"},
-      {"model.width", &C::width, 1, 65536, "", "embedding width"},
+      {"model.width", &C::width, 1, 1 << 24, "", "embedding width (mlp: hidden units)"},
       {"model.heads", &C::heads, 1, 1024, "", "attention heads (divides width)"},
       {"model.context", &C::context, 2, 65536, "tokens", "context length"},
       {"model.precision", &C::precision, 0, 0, "",

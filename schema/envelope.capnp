@@ -235,6 +235,7 @@ struct RoundReport {
   participants @4 :List(Text);
   durationS    @5 :Float32;  # first contribution to release
   bytes        @6 :UInt64;   # contribution bytes received in the round
+  sinceLastContributionS @7 :Float32;  # last contribution's arrival to release: decode, average, commit, encode
 }
 
 # node agent -> registry, as the node leaves (atoll leave, SIGTERM, atoll down): its

@@ -1,0 +1,212 @@
+#!/usr/bin/env python3
+"""Averaging throughput of one fragment: Atoll's real path against Gloo and raw TCP.
+
+For each fragment size (MiB of fp32), worker count M and codec, runs `atoll local` with M
+nodes training the mlp example sized so that its single fragment has that many bytes,
+syncing every 2 steps. Each round then goes through the real path: M worker processes
+send their contributions over ZeroMQ to the coordinator on one node, which decodes,
+averages, applies the outer step, commits to the head's keeper (RocksDB on disk) and
+sends every worker its result.
+
+    time = (last contribution in -> release, from the coordinator's RoundReport)
+         + (release -> the last worker's acknowledgement, both stamped by the head)
+    throughput = fragment fp32 bytes / time        (median over rounds 2..R)
+
+Beside it, in the same run: Gloo's all-reduce of the same bytes across M processes
+(torch.distributed from python3-torch, loopback TCP), and the raw TCP bound: one socket
+pair on loopback moving the same bytes between two processes.
+
+Writes DIR/results.json: [{size_mb, workers, codec, atoll_gbps, gloo_gbps, tcp_bound_gbps,
+atoll_round_s, atoll_commit_share}] and prints a table. GB/s = 1e9 bytes per second.
+"""
+import argparse
+import json
+import multiprocessing as mp
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+MIB = 1 << 20
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# ---- raw TCP bound ------------------------------------------------------------------
+
+
+def _tcp_sink(port, total, ready):
+    with socket.socket() as srv:
+        srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        srv.bind(("127.0.0.1", port))
+        srv.listen(1)
+        ready.set()
+        conn, _ = srv.accept()
+        buf = bytearray(8 * MIB)
+        view = memoryview(buf)
+        got = 0
+        while got < total:
+            n = conn.recv_into(view)
+            if n == 0:
+                break
+            got += n
+        conn.sendall(b"k")
+        conn.close()
+
+
+def tcp_bound_gbps(size_bytes, repeats=3):
+    best = 0.0
+    payload = memoryview(bytearray(size_bytes))
+    for _ in range(repeats):
+        port = free_port()
+        ready = mp.Event()
+        sink = mp.Process(target=_tcp_sink, args=(port, size_bytes, ready))
+        sink.start()
+        ready.wait(10)
+        with socket.create_connection(("127.0.0.1", port)) as c:
+            start = time.perf_counter()
+            c.sendall(payload)
+            c.recv(1)
+            elapsed = time.perf_counter() - start
+        sink.join()
+        best = max(best, size_bytes / elapsed / 1e9)
+    return best
+
+
+# ---- Gloo -------------------------------------------------------------------------------
+
+
+def _gloo_rank(rank, world, port, numel, repeats, out):
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    t = torch.ones(numel, dtype=torch.float32)
+    dist.all_reduce(t)  # warm-up: connections and buffers
+    times = []
+    for _ in range(repeats):
+        dist.barrier()
+        start = time.perf_counter()
+        dist.all_reduce(t)
+        t.div_(world)
+        dist.barrier()  # every rank holds the result
+        times.append(time.perf_counter() - start)
+    if rank == 0:
+        out.put(statistics.median(times))
+    dist.destroy_process_group()
+
+
+def gloo_gbps(size_bytes, world, repeats=5):
+    port = free_port()
+    out = mp.Queue()
+    procs = [mp.Process(target=_gloo_rank, args=(r, world, port, size_bytes // 4, repeats, out)) for r in range(world)]
+    for p in procs:
+        p.start()
+    median = out.get(timeout=600)
+    for p in procs:
+        p.join()
+    return size_bytes / median / 1e9
+
+
+# ---- Atoll ------------------------------------------------------------------------------
+
+
+def mlp_width(size_bytes):
+    # mlp parameters: Linear(16, W) + Linear(W, 1) = 18 W + 1 values of 4 bytes
+    return max(1, (size_bytes // 4 - 1) // 18)
+
+
+def atoll_run(atoll, run_dir, size_bytes, workers, codec, rounds):
+    sync_every = 2
+    cmd = [atoll, "local", "--nodes", str(workers), "--example", "mlp", "--steps", str(sync_every * rounds),
+           "--run-dir", run_dir,
+           "--set", "model.heads=1", "--set", f"model.width={mlp_width(size_bytes)}",
+           "--set", f"diloco.sync_every={sync_every}",
+           "--set", f"diloco.codec={codec}",
+           "--set", f"diloco.error_feedback={'true' if codec != 'fp32' else 'false'}",
+           "--set", "inner.batch_size=1",
+           "--set", f"run.eval_every={10 ** 9}",
+           "--set", "storage.keep_rounds=1",
+           "--set", f"net.max_frame_mb={max(64, 2 * size_bytes // MIB)}",
+           "--set", f"run.min_workers={workers}",
+           "--set", "run.threads_per_worker=1",
+           "--set", "cluster.lease_ms=120000"]
+    if os.path.exists(run_dir):
+        shutil.rmtree(run_dir)
+    started = time.time()
+    res = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=1800)
+    if res.returncode != 0:
+        sys.exit(f"averaging: atoll local failed ({' '.join(cmd)}):\n{res.stdout[-3000:]}")
+    released, acks = {}, {}
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        for line in f:
+            j = json.loads(line)
+            if j.get("type") == "round":
+                released[j["round"]] = j
+            elif j.get("type") == "ack":
+                acks.setdefault(j["round"], []).append(j["time"])
+    times, commit_shares = [], []
+    for r, rep in sorted(released.items()):
+        if r < 2 or len(acks.get(r, [])) < workers:
+            continue  # round 1 includes start-up
+        held = max(acks[r]) - rep["time"]
+        total = rep["since_last_contribution_s"] + max(0.0, held)
+        times.append(total)
+        commit_shares.append(rep["since_last_contribution_s"] / total if total > 0 else 0.0)
+    if not times:
+        sys.exit(f"averaging: no complete round after the first in {run_dir}")
+    median = statistics.median(times)
+    return {"atoll_round_s": median, "atoll_gbps": size_bytes / median / 1e9,
+            "atoll_coordinator_share": statistics.median(commit_shares), "rounds_measured": len(times),
+            "run_wall_s": time.time() - started}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--atoll", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--sizes", default="16,64,256", help="fragment sizes in MiB")
+    ap.add_argument("--workers", default="2,4")
+    ap.add_argument("--codecs", default="fp32,int8")
+    ap.add_argument("--rounds", type=int, default=6, help="rounds per Atoll run (the first is not measured)")
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    results = []
+    for size_mb in [int(s) for s in args.sizes.split(",")]:
+        size = size_mb * MIB
+        tcp = tcp_bound_gbps(size)
+        for workers in [int(w) for w in args.workers.split(",")]:
+            gloo = gloo_gbps(size, workers)
+            for codec in args.codecs.split(","):
+                run_dir = os.path.join(args.out, f"run-{size_mb}-{workers}-{codec}")
+                a = atoll_run(args.atoll, run_dir, size, workers, codec, args.rounds)
+                shutil.rmtree(run_dir, ignore_errors=True)  # the keeper's copies are large
+                row = {"size_mb": size_mb, "workers": workers, "codec": codec, "atoll_gbps": a["atoll_gbps"],
+                       "gloo_gbps": gloo, "tcp_bound_gbps": tcp, "atoll_round_s": a["atoll_round_s"],
+                       "atoll_coordinator_share": a["atoll_coordinator_share"],
+                       "rounds_measured": a["rounds_measured"]}
+                results.append(row)
+                print(f"averaging: {size_mb} MiB, M={workers}, {codec}: atoll {a['atoll_gbps']:.3f} GB/s "
+                      f"({a['atoll_round_s']:.3f} s/round, {a['atoll_coordinator_share']:.0%} at the coordinator), "
+                      f"gloo {gloo:.3f} GB/s, tcp bound {tcp:.3f} GB/s", flush=True)
+                with open(os.path.join(args.out, "results.json"), "w") as f:
+                    json.dump(results, f, indent=1)
+    print("\n| MiB | M | codec | Atoll GB/s | Gloo GB/s | TCP bound GB/s | Atoll / Gloo | Atoll / TCP |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in results:
+        print(f"| {r['size_mb']} | {r['workers']} | {r['codec']} | {r['atoll_gbps']:.3f} | {r['gloo_gbps']:.3f} | "
+              f"{r['tcp_bound_gbps']:.3f} | {r['atoll_gbps'] / r['gloo_gbps']:.2f} | "
+              f"{r['atoll_gbps'] / r['tcp_bound_gbps']:.2f} |")
+    print(f"\nwrote {os.path.join(args.out, 'results.json')}")
+
+
+if __name__ == "__main__":
+    main()
