@@ -12,17 +12,15 @@
 
 #include "runtime/node_links.hpp"
 #include "runtime/security.hpp"
+#include "tests/counting_actor.hpp"
 #include "tests/eventually.hpp"
 
 namespace atl {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::counting_actor;
 using testing::eventually;
-
-caf::behavior counting_actor(caf::event_based_actor*, std::atomic<int>* delivered) {
-  return {[delivered](const wire::message_ptr&) { (*delivered)++; }};
-}
 
 class NodeLinksTest : public ::testing::Test {
  protected:

@@ -12,6 +12,7 @@
 #include "runtime/control_client.hpp"
 #include "runtime/security.hpp"
 #include "runtime/zmq_transport.hpp"
+#include "tests/counting_actor.hpp"
 #include "tests/eventually.hpp"
 #include "tests/test_dir.hpp"
 
@@ -19,12 +20,8 @@ namespace atl {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::counting_actor;
 using testing::eventually;
-
-// Stands in for the registry: counts every message the transport delivers.
-caf::behavior counting_actor(caf::event_based_actor*, std::atomic<int>* delivered) {
-  return {[delivered](const wire::message_ptr&) { (*delivered)++; }};
-}
 
 class CurveHead : public ::testing::Test {
  protected:
