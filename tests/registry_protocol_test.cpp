@@ -69,6 +69,24 @@ class RegistryProtocol : public ::testing::Test {
     sched_.run();
   }
 
+  // A Hello as the link authenticated it: `key` is what a CURVE ingress would attach.
+  void keyed_hello(const std::string& from, std::uint32_t node, const std::string& key, const std::string& endpoint) {
+    wire::outgoing out;
+    out.envelope.setClusterId(node ? "cluster-registry" : "");
+    out.envelope.setSender(from);
+    out.envelope.setReceiver(registry_id());
+    out.envelope.setSeq(1);
+    auto h = out.envelope.initHello();
+    h.setNodeId(node);
+    h.initDevices(1).set(0, "cpu");
+    h.setHostname("island");
+    h.setDataEndpoint(endpoint);
+    auto msg = wire::decode(wire::encode(out), wire::limits{}, key);
+    ASSERT_TRUE(msg) << msg.err().describe();
+    caf::anon_send(dir_.find(registry_id()), *msg);
+    sched_.run();
+  }
+
   void heartbeat(std::uint32_t node) {
     mailer mail(net_, node_actor_id(node), "cluster-registry");
     wire::outgoing out;
@@ -163,6 +181,39 @@ TEST_F(RegistryProtocol, NodesJoinTrainingStartsAndALeaseRunningOutReplacesTheCo
   const auto refusals = take(E::REFUSAL, "node/2");
   ASSERT_EQ(refusals.size(), 1u);
   EXPECT_EQ(static_cast<errc>(refusals[0]->envelope().getRefusal().getCode()), errc::stale_epoch);
+}
+
+TEST_F(RegistryProtocol, EveryNodeHearsWhereTheOthersListenAndANodeKeepsItsKey) {
+  using E = schema::Envelope;
+  keyed_hello("node/pending-a", 0, "key-a", "tcp://10.0.0.1:7071");
+  keyed_hello("node/pending-b", 0, "key-b", "");  // --no-listen
+  run_for(600ms, {1, 2});
+  const auto tables = take(E::PEER_TABLE, "node/1");
+  ASSERT_FALSE(tables.empty());
+  const auto table = read_peer_table(tables.back()->envelope().getPeerTable());
+  ASSERT_EQ(table.nodes.size(), 2u);
+  EXPECT_EQ(table.nodes.at(1).endpoint, "tcp://10.0.0.1:7071");
+  EXPECT_EQ(table.nodes.at(1).public_key, "key-a");
+  EXPECT_EQ(table.nodes.at(2).endpoint, "") << "a relayed node";
+  EXPECT_EQ(table.nodes.at(2).public_key, "key-b");
+  EXPECT_EQ(table.placed.at("coord/0"), 1u);
+  EXPECT_EQ(table.placed.at("coord/1"), 2u);
+  EXPECT_FALSE(take(E::PEER_TABLE, "node/2").empty());
+
+  // Node 1's id with node 2's key: refused, and node 1's record is unchanged.
+  seen_.clear();
+  keyed_hello("node/1", 1, "key-b", "tcp://10.0.0.9:1");
+  const auto refusals = take(E::REFUSAL, "node/1");
+  ASSERT_EQ(refusals.size(), 1u);
+  EXPECT_EQ(static_cast<errc>(refusals[0]->envelope().getRefusal().getCode()), errc::sender_conflict);
+  EXPECT_TRUE(take(E::WELCOME, "node/1").empty());
+  EXPECT_EQ(stored().members[0].public_key, "key-a");
+  EXPECT_EQ(stored().members[0].data_endpoint, "tcp://10.0.0.1:7071");
+
+  // With its own key it is welcomed back, listening somewhere new.
+  keyed_hello("node/1", 1, "key-a", "tcp://10.0.0.1:7072");
+  EXPECT_EQ(take(E::WELCOME, "node/1").size(), 1u);
+  EXPECT_EQ(stored().members[0].data_endpoint, "tcp://10.0.0.1:7072");
 }
 
 TEST_F(RegistryProtocol, ControlRequestsAnswerFromItsViewsAndRefuseUnknownCommands) {
