@@ -83,6 +83,9 @@ status deliver_local(wire::frames&& frames, const wire::limits& lim, const clust
 class transport {
  public:
   virtual ~transport() = default;
+  // Not copyable: counters_ may point into this object.
+  transport(const transport&) = delete;
+  transport& operator=(const transport&) = delete;
   // Thread-safe. Sends frames to the actor `receiver`, wherever it lives. Never blocks on
   // the network; undeliverable messages are counted and dropped (the protocols time out).
   virtual void send(const std::string& receiver, wire::frames frames) = 0;
