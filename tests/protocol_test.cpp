@@ -100,9 +100,15 @@ class ProtocolTest : public ::testing::Test {
     probe_ = sys_.spawn(probe_actor, &obs_);
     dir_.add("registry", probe_);
   }
-  ~ProtocolTest() override {
+  ~ProtocolTest() override { stop_actors(); }
+
+  // Stops every actor and waits for them: they write into the observations, which must
+  // outlive them (a derived fixture's members die before this base's destructor runs).
+  void stop_actors() {
     for (const auto& id : dir_.ids()) caf::anon_send_exit(dir_.find(id), caf::exit_reason::user_shutdown);
     dir_.clear();
+    keeper_ = probe_ = nullptr;
+    sys_.await_all_actors_done();
   }
 
   caf::actor spawn_coordinator(std::size_t min_workers, outer_options outer = {0.7f, 0.9f},
@@ -137,9 +143,9 @@ class ProtocolTest : public ::testing::Test {
   directory dir_;
   cluster_identity cluster_;
   memory_transport net_;
+  observations obs_;  // before the actor system: actors write into it until they stop
   caf::actor_system_config sys_cfg_;
   caf::actor_system sys_;
-  observations obs_;
   caf::actor keeper_, probe_;
 };
 
@@ -300,6 +306,10 @@ class FencingTest : public ProtocolTest {
   FencingTest() : as_worker_(net_, "worker/x", "cluster-test") {
     worker_probe_ = sys_.spawn(probe_actor, &worker_obs_);
     dir_.add("worker/x", worker_probe_);
+  }
+  ~FencingTest() override {
+    worker_probe_ = nullptr;
+    stop_actors();  // before worker_obs_ goes
   }
 
   void contribute(std::uint64_t epoch, std::uint64_t round, const std::vector<float>& delta) {
@@ -691,6 +701,10 @@ class WorkerRecoveryTest : public ProtocolTest {
   WorkerRecoveryTest() : as_coordinator_(net_, "coord/0", "cluster-test") {
     coord_probe_ = sys_.spawn(probe_actor, &coord_obs_);
     dir_.add("coord/0", coord_probe_);
+  }
+  ~WorkerRecoveryTest() override {
+    coord_probe_ = nullptr;
+    stop_actors();  // before coord_obs_ goes
   }
 
   void spawn_worker(std::int64_t result_timeout_ms, std::int64_t state_chunk_values = 1 << 20) {
