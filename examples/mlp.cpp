@@ -11,7 +11,7 @@ namespace {
 constexpr std::int64_t input_dim = 16;
 constexpr std::int64_t teacher_hidden = 8;
 
-class mlp_task : public task {
+class mlp_task : public module_task {
  public:
   mlp_task(const run_config& cfg, const replica_spec& spec) : cfg_(cfg) {
     torch::manual_seed(static_cast<std::uint64_t>(cfg.seed));
@@ -24,7 +24,6 @@ class mlp_task : public task {
     for (std::int64_t i = 0; i < cfg.eval_batches; ++i) eval_.push_back(sample(eval_gen));
   }
 
-  torch::nn::Module& model() override { return *model_; }
   std::vector<std::vector<torch::Tensor>> layer_groups() override {
     return {model_[0]->parameters(), model_[2]->parameters()};
   }
@@ -32,6 +31,9 @@ class mlp_task : public task {
   const std::vector<batch>& eval_batches() override { return eval_; }
   torch::Tensor loss(const batch& b) override { return torch::mse_loss(model_->forward(b.inputs), b.targets); }
   std::int64_t tokens_per_batch() const override { return cfg_.batch_size; }
+
+ protected:
+  torch::nn::Module& module() override { return *model_; }
 
  private:
   batch sample(torch::Generator& gen) {

@@ -1,15 +1,14 @@
-// The default example: a byte-level GPT on tinyshakespeare.txt.
+// The default example: a GPT on tinyshakespeare.txt as bytes, or on any token file
+// (run.data, run.data_format, run.vocab: examples/token_data.hpp).
 // Token and position embeddings, pre-norm causal self-attention blocks, tied output head.
 // 90/10 train/held-out split; worker `rank` of `world_size` samples windows from its own
-// contiguous shard of the training bytes.
+// contiguous shard of the training tokens.
 #include <cmath>
-#include <fstream>
-#include <random>
-#include <sstream>
 #include <stdexcept>
 
 #include <torch/version.h>
 
+#include "examples/lm_batches.hpp"
 #include "examples/task.hpp"
 
 namespace atl {
@@ -52,8 +51,8 @@ struct block_impl : torch::nn::Module {
 TORCH_MODULE_IMPL(block, block_impl);
 
 struct gpt_impl : torch::nn::Module {
-  gpt_impl(std::int64_t layers, std::int64_t width, std::int64_t heads, std::int64_t context)
-      : tok(register_module("tok", torch::nn::Embedding(256, width))),
+  gpt_impl(std::int64_t vocab, std::int64_t layers, std::int64_t width, std::int64_t heads, std::int64_t context)
+      : tok(register_module("tok", torch::nn::Embedding(vocab, width))),
         pos(register_module("pos", torch::nn::Embedding(context, width))),
         ln_f(register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({width})))) {
     for (std::int64_t i = 0; i < layers; ++i)
@@ -82,45 +81,23 @@ struct gpt_impl : torch::nn::Module {
 };
 TORCH_MODULE_IMPL(gpt, gpt_impl);
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot read " + path + " (set run.data_dir)");
-  std::ostringstream os;
-  os << in.rdbuf();
-  return os.str();
+std::uint64_t vocab_or_throw(const run_config& cfg) {
+  auto vocab = resolve_vocab(cfg, 0);
+  if (!vocab) throw task_error(vocab.err());
+  return *vocab;
 }
 
-class shakespeare_task : public task {
+class shakespeare_task : public module_task {
  public:
   shakespeare_task(const run_config& cfg, const replica_spec& spec)
-      : cfg_(cfg),
+      : vocab_(static_cast<std::int64_t>(vocab_or_throw(cfg))),
         model_((torch::manual_seed(static_cast<std::uint64_t>(cfg.seed)),
-                gpt(cfg.layers, cfg.width, cfg.heads, cfg.context))),
-        rng_(static_cast<std::uint64_t>(cfg.seed) * 1000003u + spec.rank) {
-    const std::string text = read_file(data_dir(cfg) + "/tinyshakespeare.txt");
-    auto all = torch::from_blob(const_cast<char*>(text.data()), {static_cast<std::int64_t>(text.size())}, torch::kUInt8)
-                   .to(torch::kLong);
-    const auto n = all.size(0);
-    const auto split = n * 9 / 10;
-    const auto shard = split / spec.world_size;
-    train_ = all.slice(0, shard * spec.rank, shard * (spec.rank + 1)).clone();
-    auto val = all.slice(0, split, n);
-    if (train_.size(0) <= cfg.context + 1) throw std::runtime_error("data shard smaller than the context");
-    // Fixed, evenly spaced held-out windows: every run and worker evaluates the same bytes.
-    const auto windows = cfg.eval_batches * cfg.batch_size;
-    const auto stride = std::max<std::int64_t>(1, (val.size(0) - cfg.context - 1) / windows);
-    for (std::int64_t b = 0; b < cfg.eval_batches; ++b) {
-      std::vector<torch::Tensor> xs;
-      for (std::int64_t i = 0; i < cfg.batch_size; ++i) {
-        const auto start = ((b * cfg.batch_size + i) * stride) % (val.size(0) - cfg.context - 1);
-        xs.push_back(val.slice(0, start, start + cfg.context + 1));
-      }
-      auto w = torch::stack(xs);
-      eval_.push_back({w.slice(1, 0, cfg.context), w.slice(1, 1, cfg.context + 1)});
-    }
+                gpt(vocab_, cfg.layers, cfg.width, cfg.heads, cfg.context))) {
+    if (spec.with_data)
+      data_ = std::make_unique<lm_batches>(
+          windows_spec(cfg, default_data_file(cfg), static_cast<std::uint64_t>(vocab_), spec.rank, spec.world_size),
+          static_cast<std::uint64_t>(cfg.seed));
   }
-
-  torch::nn::Module& model() override { return *model_; }
 
   std::vector<std::vector<torch::Tensor>> layer_groups() override {
     std::vector<std::vector<torch::Tensor>> groups;
@@ -130,32 +107,23 @@ class shakespeare_task : public task {
     return groups;
   }
 
-  batch next_train_batch() override {
-    std::uniform_int_distribution<std::int64_t> pick(0, train_.size(0) - cfg_.context - 2);
-    std::vector<torch::Tensor> xs;
-    for (std::int64_t i = 0; i < cfg_.batch_size; ++i) {
-      const auto start = pick(rng_);
-      xs.push_back(train_.slice(0, start, start + cfg_.context + 1));
-    }
-    auto w = torch::stack(xs);
-    return {w.slice(1, 0, cfg_.context), w.slice(1, 1, cfg_.context + 1)};
-  }
-
-  const std::vector<batch>& eval_batches() override { return eval_; }
+  batch next_train_batch() override { return data_->next_train_batch(); }
+  const std::vector<batch>& eval_batches() override { return data_->eval_batches(); }
 
   torch::Tensor loss(const batch& b) override {
     auto logits = model_->forward(b.inputs);
-    return torch::nn::functional::cross_entropy(logits.view({-1, 256}), b.targets.reshape({-1}));
+    return torch::nn::functional::cross_entropy(logits.view({-1, vocab_}), b.targets.reshape({-1}));
   }
 
-  std::int64_t tokens_per_batch() const override { return cfg_.batch_size * cfg_.context; }
+  std::int64_t tokens_per_batch() const override { return data_->tokens_per_batch(); }
+
+ protected:
+  torch::nn::Module& module() override { return *model_; }
 
  private:
-  run_config cfg_;
+  std::int64_t vocab_;
   gpt model_;
-  std::mt19937_64 rng_;
-  torch::Tensor train_;
-  std::vector<batch> eval_;
+  std::unique_ptr<lm_batches> data_;  // null when built without data (export)
 };
 
 ATOLL_REGISTER_TASK("shakespeare", [](const run_config& cfg, const replica_spec& spec) {

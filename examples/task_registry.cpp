@@ -1,3 +1,4 @@
+#include <fstream>
 #include <map>
 #include <stdexcept>
 
@@ -18,6 +19,12 @@ std::map<std::string, task_factory>& registry() {
 
 }  // namespace
 
+error error_of(const std::exception& e) {
+  if (const auto* typed = dynamic_cast<const task_error*>(&e)) return typed->err;
+  if (dynamic_cast<const std::invalid_argument*>(&e)) return make_error(errc::invalid_config, e.what());
+  return make_error(errc::bad_model, e.what());
+}
+
 bool register_task(const std::string& name, task_factory factory) {
   registry()[name] = std::move(factory);
   return true;
@@ -25,7 +32,8 @@ bool register_task(const std::string& name, task_factory factory) {
 
 std::unique_ptr<task> make_task(const run_config& cfg, const replica_spec& spec) {
   auto it = registry().find(cfg.example);
-  if (it == registry().end()) throw std::invalid_argument("unknown example '" + cfg.example + "'");
+  if (it == registry().end())
+    throw task_error(make_error(errc::invalid_config, "unknown example '" + cfg.example + "'"));
   return it->second(cfg, spec);
 }
 
@@ -38,5 +46,17 @@ std::vector<std::string> task_names() {
 bool has_task(const std::string& name) { return registry().count(name) != 0; }
 
 std::string data_dir(const run_config& cfg) { return cfg.data_dir.empty() ? ATOLL_SOURCE_DATA_DIR : cfg.data_dir; }
+
+std::string default_data_file(const run_config& cfg) { return data_dir(cfg) + "/tinyshakespeare.txt"; }
+
+void module_task::save(const std::string& path) {
+  c10::Dict<std::string, torch::Tensor> state;
+  for (const auto& p : module().named_parameters()) state.insert(p.key(), p.value().detach().to(torch::kCPU));
+  for (const auto& b : module().named_buffers()) state.insert(b.key(), b.value().detach().to(torch::kCPU));
+  const auto bytes = torch::pickle_save(c10::IValue(state));
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  if (!out.flush()) throw task_error(make_error(errc::storage_failure, "cannot write " + path));
+}
 
 }  // namespace atl

@@ -14,6 +14,13 @@ const std::vector<knob>& knobs() {
   static const std::vector<knob> table = {
       {"run.example", &C::example, 0, 0, "", "registered task to train (shakespeare, mlp, ...)"},
       {"run.data_dir", &C::data_dir, 0, 0, "", "folder with the example's data; empty = the copy in examples/data"},
+      {"run.data", &C::data, 0, 0, "",
+       "token file to train on (memory-mapped; the last 10% is held out); empty = the example's own data"},
+      {"run.data_format", &C::data_format, 0, 0, "",
+       "bytes: one token per byte (vocabulary 256); u16: little-endian uint16 token ids (nanoGPT's .bin)", "bytes|u16"},
+      {"run.vocab", &C::vocab, 0, 65536, "tokens",
+       "vocabulary size; 0 = 256 for bytes, the model's output width for u16 (required for u16 with the built-in "
+       "GPT)"},
       {"run.steps", &C::steps, 1, 1e9, "steps", "inner steps each worker trains"},
       {"run.seed", &C::seed, 0, 1e15, "", "seed of model init and data order"},
       {"run.eval_every", &C::eval_every, 1, 1e9, "steps", "held-out eval of theta_global every E steps"},
@@ -60,6 +67,11 @@ const std::vector<knob>& knobs() {
        "forward arithmetic of CUDA workers: bf16 autocast keeps parameters, optimizer state and the sync in "
        "fp32; CPU workers always compute in fp32",
        "fp32|bf16"},
+      {"model.file", &C::file, 0, 0, "",
+       "TorchScript model to train (`atoll local|up --model`); the head keeps a copy in its run dir and sends it "
+       "to joining nodes"},
+      {"model.digest", &C::digest, 0, 0, "",
+       "digest of model.file, set by the head; a node whose copy differs is refused"},
       {"cluster.heartbeat_ms", &C::heartbeat_ms, 10, 3.6e6, "ms", "node heartbeat interval"},
       {"cluster.lease_ms", &C::lease_ms, 100, 3.6e6, "ms", "a node without heartbeat this long is dead"},
       {"cluster.restart_limit", &C::restart_limit, 0, 1000, "restarts",
@@ -239,6 +251,10 @@ status validate(const run_config& cfg) {
     return make_error(errc::invalid_config, "diloco.overlap: must be smaller than diloco.sync_every (" +
                                                 std::to_string(cfg.sync_every) + ")");
   if (cfg.example.empty()) return make_error(errc::invalid_config, "run.example: must not be empty");
+  if (cfg.data_format == "bytes" && cfg.vocab > 256)
+    return make_error(errc::invalid_config,
+                      "run.vocab: " + std::to_string(cfg.vocab) +
+                          " is more than the 256 tokens a byte can hold (run.data_format = bytes)");
   return {};
 }
 

@@ -15,6 +15,9 @@ struct run_config {
   // [run]
   std::string example = "shakespeare";
   std::string data_dir;  // empty: examples/data of the source tree this binary was built from
+  std::string data;  // token file (`--data`); empty: the example's own data
+  std::string data_format = "bytes";  // bytes (vocabulary 256) | u16 (little-endian uint16 token ids)
+  std::int64_t vocab = 0;  // 0: 256 for bytes; for u16 the model's output width
   std::int64_t steps = 600;
   std::int64_t seed = 1;
   std::int64_t eval_every = 100;
@@ -51,6 +54,8 @@ struct run_config {
   std::int64_t heads = 4;
   std::int64_t context = 64;
   std::string precision = "fp32";  // fp32 | bf16 (autocast on CUDA workers)
+  std::string file;  // TorchScript model (`--model`), as the head stores it; empty: a built-in example
+  std::string digest;  // digest64 (hex) of that file, set by the head; every node's copy must match
   // [cluster]
   std::int64_t heartbeat_ms = 1000;
   std::int64_t lease_ms = 20000;

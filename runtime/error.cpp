@@ -28,6 +28,9 @@ const char* to_string(errc code) {
     case errc::storage_full: return "storage_full";
     case errc::malformed_id: return "malformed_id";
     case errc::digest_mismatch: return "digest_mismatch";
+    case errc::bad_model: return "bad_model";
+    case errc::bad_data: return "bad_data";
+    case errc::model_mismatch: return "model_mismatch";
   }
   return "unknown_error";
 }

@@ -31,6 +31,9 @@ enum class errc : std::uint16_t {
   storage_full = 21,  // the disk is full; the write was not made
   malformed_id = 22,  // an actor id that fits none of runtime/actor_id.hpp's kinds
   digest_mismatch = 23,  // a state that does not have the digest it was sent with
+  bad_model = 24,  // a model file that cannot be loaded or breaks the model contract
+  bad_data = 25,  // a token file that is missing, empty, too short or wrongly sized
+  model_mismatch = 26,  // a node whose model differs from the head's
 };
 
 // Short stable name, e.g. "stale_epoch".

@@ -1,0 +1,34 @@
+#include "examples/lm_batches.hpp"
+
+#include <stdexcept>
+
+namespace atl {
+namespace {
+
+token_windows open_or_throw(const token_windows_spec& spec) {
+  auto w = token_windows::open(spec);
+  if (!w) throw task_error(w.err());
+  return std::move(*w);
+}
+
+}  // namespace
+
+lm_batches::lm_batches(const token_windows_spec& spec, std::uint64_t seed)
+    : windows_(open_or_throw(spec)), rng_(seed * 1000003u + spec.rank) {
+  for (std::uint64_t b = 0; b < spec.eval_batches; ++b) eval_.push_back(to_batch(windows_.held_out_batch(b)));
+}
+
+batch lm_batches::next_train_batch() { return to_batch(windows_.sample_train(rng_)); }
+
+std::int64_t lm_batches::tokens_per_batch() const {
+  return static_cast<std::int64_t>(windows_.spec().batch * windows_.spec().context);
+}
+
+batch lm_batches::to_batch(std::vector<std::int64_t> windows) const {
+  const auto rows = static_cast<std::int64_t>(windows_.spec().batch);
+  const auto width = static_cast<std::int64_t>(windows_.spec().context + 1);
+  auto w = torch::from_blob(windows.data(), {rows, width}, torch::kLong).clone();
+  return {w.slice(1, 0, width - 1), w.slice(1, 1, width)};
+}
+
+}  // namespace atl
