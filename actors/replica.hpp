@@ -71,6 +71,8 @@ struct replica_spec {
   std::uint32_t rank = 0;  // this worker's data shard
   std::uint32_t world_size = 1;  // number of shards
   std::string device = "cpu";
+  bool with_data = true;  // false: the model only (`atoll export`), no data file is read
+  std::string model_file;  // this process's copy of model.file (a TorchScript run); set by the factory
 };
 
 using replica_factory = std::function<std::unique_ptr<replica>(const run_config&, const replica_spec&)>;

@@ -11,7 +11,19 @@ namespace atl {
 std::vector<std::string> task_names();
 bool has_task(const std::string& name);
 // Builds a LibTorch replica of the configured task (examples/torch_replica.cpp).
-replica_factory torch_replica_factory();
+// `model_file`: this process's copy of the run's TorchScript model (model.file), if any.
+replica_factory torch_replica_factory(const std::string& model_file = {});
+
+// Builds the task of `cfg` for rank 0 of `world_size` workers, as a worker would, and
+// returns its error: a bad data file (bad_data), a model that breaks the contract
+// (bad_model), a bad combination of knobs (invalid_config). For start-up checks.
+// With `with_data` false, only the model is checked (the head may have no data).
+status check_task(const run_config& cfg, const std::string& model_file, std::uint32_t world_size, bool with_data);
+
+// `atoll export`: the model of `cfg` (no data read) with theta_global of each fragment
+// (`fragments[f]`, fragment_size(f) values) written to `path` by the task's save().
+status export_model(const run_config& cfg, const std::string& model_file,
+                    const std::vector<std::vector<float>>& fragments, const std::string& path);
 
 }  // namespace atl
 

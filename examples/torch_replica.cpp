@@ -61,8 +61,8 @@ class torch_replica : public replica {
  public:
   torch_replica(const run_config& cfg, const replica_spec& spec, std::unique_ptr<task> t)
       : cfg_(cfg), device_(spec.device), task_(std::move(t)) {
-    task_->model().to(device_);
-    optimizer_ = std::make_unique<inner_optimizer>(task_->model().parameters(), cfg, device_);
+    task_->to(device_);
+    optimizer_ = std::make_unique<inner_optimizer>(task_->parameters(), cfg, device_);
     const auto groups = task_->layer_groups();
     const std::size_t p_count = static_cast<std::size_t>(cfg.fragments);
     if (groups.size() < p_count)
@@ -137,7 +137,7 @@ class torch_replica : public replica {
 
   float evaluate() override {
     torch::NoGradGuard no_grad;
-    task_->model().eval();
+    task_->set_training(false);
     autocast_scope autocast(bf16_);
     double total = 0;
     const auto& batches = task_->eval_batches();
@@ -164,7 +164,7 @@ class torch_replica : public replica {
 
  private:
   torch::Tensor forward_backward() {
-    task_->model().train();
+    task_->set_training(true);
     optimizer_->zero_grad();
     torch::Tensor loss;
     {
@@ -203,10 +203,51 @@ class torch_replica : public replica {
 
 }  // namespace
 
-replica_factory torch_replica_factory() {
-  return [](const run_config& cfg, const replica_spec& spec) -> std::unique_ptr<replica> {
-    return std::make_unique<torch_replica>(cfg, spec, make_task(cfg, spec));
+replica_factory torch_replica_factory(const std::string& model_file) {
+  return [model_file](const run_config& cfg, const replica_spec& spec) -> std::unique_ptr<replica> {
+    replica_spec with_model = spec;
+    with_model.model_file = model_file;
+    return std::make_unique<torch_replica>(cfg, with_model, make_task(cfg, with_model));
   };
+}
+
+status check_task(const run_config& cfg, const std::string& model_file, std::uint32_t world_size, bool with_data) {
+  replica_spec spec;
+  spec.world_size = world_size;
+  spec.with_data = with_data;
+  spec.model_file = model_file;
+  try {
+    torch_replica r(cfg, spec, make_task(cfg, spec));
+  } catch (const std::exception& e) {
+    return error_of(e);
+  }
+  return {};
+}
+
+status export_model(const run_config& cfg, const std::string& model_file,
+                    const std::vector<std::vector<float>>& fragments, const std::string& path) {
+  replica_spec spec;
+  spec.with_data = false;
+  spec.model_file = model_file;
+  try {
+    auto t = make_task(cfg, spec);
+    task* model = t.get();
+    torch_replica r(cfg, spec, std::move(t));
+    if (fragments.size() != r.fragment_count())
+      return make_error(errc::tensor_mismatch, "the store has " + std::to_string(fragments.size()) +
+                                                   " fragments, the model " + std::to_string(r.fragment_count()));
+    for (std::size_t f = 0; f < fragments.size(); ++f) {
+      if (fragments[f].size() != r.fragment_size(f))
+        return make_error(errc::tensor_mismatch, "fragment " + std::to_string(f) + " has " +
+                                                     std::to_string(fragments[f].size()) + " values, the model " +
+                                                     std::to_string(r.fragment_size(f)));
+      r.write_fragment(f, fragments[f].data());
+    }
+    model->save(path);
+  } catch (const std::exception& e) {
+    return error_of(e);
+  }
+  return {};
 }
 
 }  // namespace atl
