@@ -31,6 +31,7 @@ void send_hello(self_ptr self) {
   h.setPid(static_cast<std::uint32_t>(::getpid()));
   h.setCanKeep(!st.cfg.data_dir.empty());
   h.setDataEndpoint(st.cfg.data_endpoint);
+  h.setModelDigest(st.cfg.model_digest);
   st.mail->send(registry_id(), st.epoch, out);
 }
 
@@ -95,10 +96,19 @@ void on_welcome(self_ptr self, const wire::message_ptr& msg) {
     supervised_worker w;
     w.budget = restart_budget(policy);
     w.id = slot.getId();
-    w.spec = {slot.getRank(), welcome.getWorldSize(), slot.getDevice()};
+    w.spec.rank = slot.getRank();
+    w.spec.world_size = welcome.getWorldSize();
+    w.spec.device = slot.getDevice();
     st.workers.push_back(w);
   }
-  if (st.cfg.prepare) st.cfg.prepare(st.run, st.workers.size());
+  if (st.cfg.prepare) {
+    if (auto err = st.cfg.prepare(st.run, st.workers.size(), welcome.getWorldSize())) {
+      log_error("node: cannot train here: " + err.describe());
+      st.failed = true;
+      stop_all(self, "cannot train here");
+      return;
+    }
+  }
   st.current = phase::running;
   send_heartbeat(self);  // teaches the head the route to our new id right away
   for (std::size_t i = 0; i < st.workers.size(); ++i) spawn_worker(self, i);
@@ -295,6 +305,13 @@ caf::behavior node_agent_actor(caf::stateful_actor<node_agent_state>* self, tran
         } else if (env.isRefusal()) {
           const auto r = env.getRefusal();
           log_warn("refused by " + msg->sender() + ": " + r.getMessage().cStr());
+          if (msg->sender() == registry_id() && static_cast<errc>(r.getCode()) == errc::model_mismatch) {
+            log_error("node: " + make_error(errc::model_mismatch, r.getMessage().cStr()).describe() +
+                      "; start it without --model to receive the run's");
+            self->state.failed = true;
+            stop_all(self, "model mismatch");
+            return;
+          }
           if (msg->sender() == registry_id() && static_cast<errc>(r.getCode()) == errc::stale_epoch &&
               self->state.current == phase::running)
             rejoin(self, r.getMessage().cStr());

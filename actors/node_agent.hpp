@@ -38,8 +38,11 @@ struct node_agent_config {
   std::vector<std::string> devices = {"cpu"};
   std::string hostname;
   replica_factory factory;
-  // Called once the run config is known, before any worker starts (sets thread counts).
-  std::function<void(const run_config&, std::size_t local_workers)> prepare;
+  // Called once the run config is known, before any worker starts (sets thread counts,
+  // checks that the data and the model are usable here). An error stops the node.
+  std::function<status(const run_config&, std::size_t local_workers, std::uint32_t world_size)> prepare;
+  // Digest of this node's copy of the run's TorchScript model (model.digest); empty: none.
+  std::string model_digest;
   // Where a keeper replica placed here keeps its RocksDB (`atoll join --run-dir`); empty:
   // this node hosts no keeper.
   std::string data_dir;

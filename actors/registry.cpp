@@ -1,6 +1,8 @@
 #include "actors/registry.hpp"
 
 #include <algorithm>
+#include <cstdlib>
+#include <filesystem>
 
 #include <caf/all.hpp>
 
@@ -11,6 +13,7 @@
 #include "actors/registry_views.hpp"
 #include "runtime/actor_id.hpp"
 #include "runtime/log.hpp"
+#include "runtime/model_transfer.hpp"
 
 namespace atl {
 namespace registry_detail {
@@ -70,10 +73,35 @@ void shut_down_cluster(self_ptr self) {
   self->delayed_send(self, std::chrono::milliseconds(300), stop_atom::value);  // let replies flush
 }
 
+// "model": the run's model file for a joining node, described or one chunk of it
+// (runtime/model_transfer.hpp).
+expected<json> model_answer(const registry_state& st, const std::string& argument, std::vector<wire::tensor>& out) {
+  if (argument.empty()) {
+    if (st.deps.model_file.empty()) return json{{"digest", ""}, {"bytes", 0}};
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(st.deps.model_file, ec);
+    if (ec) return make_error(errc::storage_failure, st.deps.model_file + ": " + ec.message());
+    return json{{"digest", st.cfg.digest}, {"bytes", size}};
+  }
+  if (st.deps.model_file.empty()) return make_error(errc::bad_model, "this run has no model file");
+  char* end = nullptr;
+  const auto offset = std::strtoull(argument.c_str(), &end, 10);
+  if (end == argument.c_str() || *end != '\0') return make_error(errc::invalid_config, "not an offset: " + argument);
+  auto chunk = read_file_chunk(st.deps.model_file, offset, model_chunk_bytes);
+  if (!chunk) return chunk.err();
+  wire::tensor t;
+  t.dtype = schema::DType::UINT8;
+  t.shape = {chunk->size()};
+  t.data = std::move(*chunk);
+  out.push_back(std::move(t));
+  return json{{"offset", offset}, {"bytes", out.back().data.size()}};
+}
+
 void on_control(self_ptr self, const wire::message_ptr& msg) {
   auto& st = self->state;
   const auto request = msg->envelope().getControlRequest();
   const std::string command = request.getCommand();
+  wire::outgoing out;
   // An unknown command answers its error text alone; a failed one, the error described.
   expected<json> body = json{{"error", "unknown command '" + command + "'"}};
   bool known = true;
@@ -84,8 +112,8 @@ void on_control(self_ptr self, const wire::message_ptr& msg) {
   else if (command == "checkpoints") body = views::checkpoints(st);
   else if (command == "down") body = json{{"stopping", true}};
   else if (command == "leave") body = start_leave(self, request.getArgument());
+  else if (command == "model") body = model_answer(st, request.getArgument(), out.tensors);
   else known = false;
-  wire::outgoing out;
   auto reply = out.envelope.initControlReply();
   reply.setOk(known && body.has_value());
   reply.setJson(body ? body->dump() : json{{"error", body.err().describe()}}.dump());

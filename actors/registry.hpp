@@ -57,6 +57,7 @@ struct registry_deps {
   std::string listen_endpoint;
   bool secure = false;  // CURVE on the head's socket
   shared_routes* routes = nullptr;  // the head's copy of the PeerTable (its ingress checks senders with it)
+  std::string model_file;  // the head's copy of model.file (runtime/model_transfer.hpp); empty: none
 };
 
 struct worker_view {

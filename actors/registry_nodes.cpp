@@ -112,6 +112,17 @@ void watch_lease(self_ptr self, std::uint32_t id) {
 void on_hello(self_ptr self, const wire::message_ptr& msg) {
   auto& st = self->state;
   const auto hello = msg->envelope().getHello();
+  // Every worker must train the same model: a node holding another file takes no part.
+  if (hello.getModelDigest() != st.cfg.digest) {
+    const std::string theirs = hello.getModelDigest().size() ? hello.getModelDigest().cStr() : "no model";
+    st.mail->refuse(
+        *msg,
+        make_error(errc::model_mismatch,
+                   "the node's model (" + theirs + ") is not the run's (" +
+                       (st.cfg.digest.empty() ? "built-in " + st.cfg.example : "model.digest " + st.cfg.digest) + ")"),
+        st.snap.epoch);
+    return;
+  }
   auto known = st.nodes.find(hello.getNodeId());
   if (hello.getNodeId() != 0 && known != st.nodes.end()) return on_rejoin(self, msg, known->second);
   if (hello.getDevices().size() == 0) {

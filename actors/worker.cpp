@@ -1,10 +1,13 @@
 #include "actors/worker.hpp"
 
+#include <stdexcept>
+
 #include <caf/all.hpp>
 
 #include "actors/messages.hpp"
 #include "actors/pseudo_gradient.hpp"
 #include "actors/worker_steps.hpp"
+#include "runtime/fault_point.hpp"
 #include "runtime/log.hpp"
 
 namespace atl {
@@ -255,6 +258,7 @@ caf::behavior worker_actor(caf::stateful_actor<worker_state>* self, transport* n
   auto codec = parse_codec(cfg.run.codec);
   st.codec = codec ? *codec : codec_kind::fp32;  // the config was validated at the head
   st.mail = std::make_unique<mailer>(*net, cfg.id, cfg.cluster_id);
+  if (ATL_FAIL_POINT("worker.replica")) throw std::runtime_error("fail point worker.replica: no replica");
   st.model = factory(cfg.run, cfg.spec);  // may throw: the node agent sees the failure and restarts
   st.steps = cfg.run.mode == "ddp" ? make_ddp_steps() : make_diloco_steps();
   st.schedule = std::make_unique<fragment_schedule>(cfg.run.sync_every, cfg.run.fragments);

@@ -54,7 +54,9 @@ expected<control_reply> control_request(const std::string& head, const std::stri
       if (env.isRefusal())
         return make_error(static_cast<errc>(env.getRefusal().getCode()), env.getRefusal().getMessage().cStr());
       if (!env.isControlReply()) continue;
-      return control_reply{env.getControlReply().getOk(), env.getControlReply().getJson().cStr()};
+      control_reply reply{env.getControlReply().getOk(), env.getControlReply().getJson().cStr(), {}};
+      if (!(*msg)->tensors().empty()) reply.data = (*msg)->tensors().front().data;
+      return reply;
     }
   } catch (const zmq::error_t& e) {
     return make_error(errc::unknown_peer, std::string("cannot reach ") + head + ": " + e.what());

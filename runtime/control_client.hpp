@@ -2,7 +2,9 @@
 // A request/reply client of the head's control protocol (ControlRequest/ControlReply
 // envelopes over a DEALER socket), used by atollctl and by `atoll local` and `atoll down`.
 #include <chrono>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "runtime/expected.hpp"
 #include "runtime/security.hpp"
@@ -12,6 +14,7 @@ namespace atl {
 struct control_reply {
   bool ok = false;
   std::string json;
+  std::vector<std::uint8_t> data;  // the reply's first tensor, as bytes (a model chunk); usually none
 };
 
 // Sends `command` to the registry at `head` and waits up to `timeout` for the reply.

@@ -48,4 +48,12 @@ void hit_fault_point(const char* name) {
   std::raise(SIGKILL);
 }
 
+bool fail_point_armed(const char* name) {
+  static const std::string armed_name = [] {
+    const char* spec = std::getenv("ATOLL_FAIL_POINT");
+    return std::string(spec ? spec : "");
+  }();
+  return !armed_name.empty() && armed_name == name;
+}
+
 }  // namespace atl

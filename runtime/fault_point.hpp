@@ -12,15 +12,28 @@
 //   coordinator.committed   the keeper acknowledged round r; no worker has its result yet
 //   keeper.written          round r is durable; the coordinator has no acknowledgement
 //   worker.contributed      a contribution is sent; its result has not come
+//
+// Failing points, for what cannot be done at all rather than a crash:
+//
+//   ATOLL_FAIL_POINT=NAME        every pass through NAME fails (ATL_FAIL_POINT(NAME) is
+//                                true, and the caller fails as it would for real)
+//
+//   worker.replica          the worker cannot build its replica (supervision and its
+//                           restart budget, past the start-up checks that would refuse a
+//                           real cause before any worker starts)
 namespace atl {
 
 // Kills the process if NAME is the armed point and this is its N-th pass.
 void hit_fault_point(const char* name);
+// True if NAME is the armed failing point.
+bool fail_point_armed(const char* name);
 
 }  // namespace atl
 
 #ifdef ATOLL_FAULT_POINTS
 #define ATL_FAULT_POINT(name) ::atl::hit_fault_point(name)
+#define ATL_FAIL_POINT(name) ::atl::fail_point_armed(name)
 #else
 #define ATL_FAULT_POINT(name) ((void)0)
+#define ATL_FAIL_POINT(name) false
 #endif

@@ -253,13 +253,21 @@ TEST(Process, BadCommandLinesAreRefusedByName) {
 
 TEST(Process, AWorkerThatCannotStartIsRestartedABoundedNumberOfTimesThenTheRunFails) {
   testing::temp_dir dir;
-  // The mlp has two layer groups: three fragments cannot be built, on every restart.
-  auto [code, out] =
-      run_command({ATOLL_BIN, "local", "--example", "mlp", "--steps", "20", "--fragments", "3", "--set",
-                   "cluster.restart_limit=2", "--set", "cluster.restart_backoff_ms=50", "--run-dir", dir.sub("run")},
-                  dir.sub("local.log"), 60s);
+  // A cause the start-up checks know (three fragments of the mlp's two layer groups) is
+  // refused before any process starts...
+  auto [refused, why] =
+      run_command({ATOLL_BIN, "local", "--example", "mlp", "--fragments", "3", "--run-dir", dir.sub("refused")},
+                  dir.sub("refused.log"), 60s);
+  EXPECT_EQ(refused, 2) << why;
+  EXPECT_NE(why.find("only 2 layer groups"), std::string::npos) << why;
+  // ...one they cannot know fails the worker on every start, and its node gives up.
+  subprocess local({ATOLL_BIN, "local", "--example", "mlp", "--steps", "20", "--set", "cluster.restart_limit=2",
+                    "--set", "cluster.restart_backoff_ms=50", "--run-dir", dir.sub("run")},
+                   dir.sub("local.log"), {{"ATOLL_FAIL_POINT", "worker.replica"}});
+  const int code = local.wait(60s);
+  const std::string out = local.output();
   EXPECT_EQ(code, 1) << out;
-  EXPECT_NE(out.find("only 2 layer groups"), std::string::npos) << out;
+  EXPECT_NE(out.find("fail point worker.replica"), std::string::npos) << out;
   EXPECT_NE(out.find("restart 2 of 2"), std::string::npos) << out;
   EXPECT_EQ(out.find("restart 3 of"), std::string::npos) << out;
   EXPECT_NE(out.find("after 2 restarts within 60000 ms; giving up"), std::string::npos) << out;

@@ -231,7 +231,8 @@ seed_outcome run_seed(std::uint64_t seed) {
     worker_config wc;
     wc.id = id;
     wc.cluster_id = cluster_id;
-    wc.spec = {rank, workers, "cpu"};
+    wc.spec.rank = rank;
+    wc.spec.world_size = workers;
     wc.run = run;
     replica_factory factory = [](const run_config&, const replica_spec& s) {
       return std::make_unique<testing::fake_replica>(s.rank, fragments);

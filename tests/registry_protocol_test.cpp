@@ -45,7 +45,13 @@ class RegistryProtocol : public ::testing::Test {
     const auto probe = sys_.spawn(recorder, &seen_);
     for (const auto* id : {"node/pending-a", "node/pending-b", "node/1", "node/2", "coord/0", "coord/1", "ctl/t"})
       dir_.add(id, probe);
-    registry_deps deps{&net_, &store_, &checkpoints_, &dir_, &net_.counters(), "", "inproc://test", false};
+    registry_deps deps;
+    deps.net = &net_;
+    deps.store = &store_;
+    deps.checkpoints = &checkpoints_;
+    deps.local_actors = &dir_;
+    deps.counters = &net_.counters();
+    deps.listen_endpoint = "inproc://test";
     dir_.add(registry_id(), sys_.spawn(registry_actor, deps, snap));
     sched_.run();
   }
@@ -181,6 +187,25 @@ TEST_F(RegistryProtocol, NodesJoinTrainingStartsAndALeaseRunningOutReplacesTheCo
   const auto refusals = take(E::REFUSAL, "node/2");
   ASSERT_EQ(refusals.size(), 1u);
   EXPECT_EQ(static_cast<errc>(refusals[0]->envelope().getRefusal().getCode()), errc::stale_epoch);
+}
+
+TEST_F(RegistryProtocol, ANodeWhoseModelIsNotTheRunsIsRefusedAndGetsNoSlot) {
+  using E = schema::Envelope;
+  wire::outgoing out;
+  auto h = out.envelope.initHello();
+  h.initDevices(1).set(0, "cpu");
+  h.setModelDigest("00000000deadbeef");  // this run trains the built-in example, no model file
+  mailer(net_, "node/pending-a", "").send(registry_id(), 0, out);
+  sched_.run();
+  const auto refusals = take(E::REFUSAL, "node/pending-a");
+  ASSERT_EQ(refusals.size(), 1u);
+  EXPECT_EQ(static_cast<errc>(refusals[0]->envelope().getRefusal().getCode()), errc::model_mismatch);
+  EXPECT_TRUE(take(E::WELCOME, "node/pending-a").empty());
+  auto snap = store_.load();
+  ASSERT_TRUE(snap);
+  EXPECT_TRUE(!*snap || (*snap)->members.empty()) << "no member was recorded";
+  hello("node/pending-b");  // the same Hello without a model is welcomed
+  EXPECT_EQ(take(E::WELCOME, "node/pending-b").size(), 1u);
 }
 
 TEST_F(RegistryProtocol, EveryNodeHearsWhereTheOthersListenAndANodeKeepsItsKey) {

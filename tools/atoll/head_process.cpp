@@ -13,6 +13,7 @@
 #include "examples/tasks.hpp"
 #include "runtime/actor_id.hpp"
 #include "runtime/log.hpp"
+#include "runtime/model_transfer.hpp"
 #include "runtime/zmq_transport.hpp"
 #include "tools/atoll/processes.hpp"
 
@@ -27,13 +28,44 @@ std::string new_cluster_id() {
   return buf;
 }
 
+// Where the head keeps its copy of the run's TorchScript model: what nodes fetch and
+// what `atoll export` writes the trained parameters into.
+std::string model_copy(const std::string& run_dir) { return run_dir + "/model.pt"; }
+
+// A --model run: checks the module against the contract (no data needed on the head),
+// copies it into the run dir and records its digest in the config every node receives.
+status adopt_model(run_config& cfg, const std::string& file, const std::string& copy) {
+  cfg.example = "torchscript";
+  if (auto err = check_task(cfg, file, 1, /*with_data=*/false)) return err;
+  auto digest = file_digest(file);
+  if (!digest) return digest.err();
+  std::error_code ec;
+  std::filesystem::copy_file(file, copy, std::filesystem::copy_options::overwrite_existing, ec);
+  if (ec) return make_error(errc::storage_failure, "cannot copy " + file + " to " + copy + ": " + ec.message());
+  cfg.file = std::filesystem::absolute(file).string();
+  cfg.digest = *digest;
+  log_info("model " + cfg.file + " (digest " + cfg.digest + ") kept as " + copy);
+  return {};
+}
+
+// A resumed --model run still has the model it started with.
+status check_model_copy(const run_config& cfg, const std::string& copy) {
+  if (cfg.digest.empty()) return {};
+  auto digest = file_digest(copy);
+  if (!digest) return digest.err();
+  if (*digest != cfg.digest)
+    return make_error(errc::model_mismatch, copy + " has digest " + *digest + ", the run was started with " +
+                                                cfg.digest + " (restore the file or start a new run dir)");
+  return {};
+}
+
 // The run's config: stored on a restart (the run resumes as it was), else file + overrides.
 expected<registry_snapshot> initial_snapshot(registry_store& store, const head_options& opt) {
   auto stored = store.load();
   if (!stored) return stored.err();
   if (*stored) {
-    if (!opt.config_file.empty() || !opt.overrides.empty())
-      log_warn("resuming run " + (*stored)->cluster_id + ": its stored config is used; --config/--set ignored");
+    if (!opt.config_file.empty() || !opt.overrides.empty() || !opt.model_file.empty())
+      log_warn("resuming run " + (*stored)->cluster_id + ": its stored config is used; --config/--set/--model ignored");
     return **stored;
   }
   run_config cfg;
@@ -44,6 +76,11 @@ expected<registry_snapshot> initial_snapshot(registry_store& store, const head_o
   }
   for (const auto& o : opt.overrides)
     if (auto err = apply_override(cfg, o)) return err;
+  if (!opt.model_file.empty()) {
+    if (auto err = adopt_model(cfg, opt.model_file, model_copy(opt.run_dir))) return err;
+  } else if (cfg.example == "torchscript") {
+    return make_error(errc::invalid_config, "run.example = torchscript needs the model: atoll up --model FILE.pt");
+  }
   if (!has_task(cfg.example)) {
     std::string names;
     for (const auto& n : task_names()) names += (names.empty() ? "" : ", ") + n;
@@ -87,6 +124,10 @@ int run_head(const head_options& opt) {
     std::cerr << "atoll up: " << cfg.err().describe() << "\n";
     return 2;
   }
+  if (auto err = check_model_copy(*cfg, model_copy(opt.run_dir))) {
+    std::cerr << "atoll up: " << err.describe() << "\n";
+    return 2;
+  }
   auto security = resolve_link_security(link_side::server, opt.listen, opt.keys_dir, {}, opt.insecure, "atoll up");
   if (!security) {
     std::cerr << "atoll up: " << security.err().describe() << "\n";
@@ -127,7 +168,8 @@ int run_head(const head_options& opt) {
                      opt.metrics_file.empty() ? opt.run_dir + "/metrics.jsonl" : opt.metrics_file,
                      net->bound_endpoint(),
                      net->secure(),
-                     &routes};
+                     &routes,
+                     cfg->digest.empty() ? std::string() : model_copy(opt.run_dir)};
   const auto keeper_name = keeper_id(head_keeper_number);
   auto keeper =
       sys.spawn(keeper_actor, static_cast<transport*>(net.get()), keeper_name, snap->cluster_id, &checkpoints);

@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "examples/tasks.hpp"
 #include "runtime/config.hpp"
 #include "runtime/control_client.hpp"
 #include "tools/atoll/processes.hpp"
@@ -197,12 +198,21 @@ int run_local(const local_options& opt) {
   std::vector<std::string> overrides = opt.overrides;
   if (!opt.example.empty()) overrides.push_back("run.example=" + opt.example);
   if (opt.steps > 0) overrides.push_back("run.steps=" + std::to_string(opt.steps));
+  if (!opt.model_file.empty()) overrides.push_back("run.example=torchscript");
   overrides.push_back("run.min_workers=" + std::to_string(opt.nodes * opt.workers_per_node));
   for (const auto& o : overrides)
     if (auto err = apply_override(cfg, o)) {
       std::cerr << "atoll local: " << err.describe() << "\n";
       return 2;
     }
+
+  // The data and the model as every worker will open them: a bad file is refused now,
+  // with its name and the problem, not in a node's log after the cluster started.
+  if (auto err = check_task(cfg, opt.model_file, static_cast<std::uint32_t>(opt.nodes * opt.workers_per_node),
+                            /*with_data=*/true)) {
+    std::cerr << "atoll local: " << err.describe() << "\n";
+    return 2;
+  }
 
   std::string run_dir = opt.run_dir;
   if (run_dir.empty()) {
@@ -246,10 +256,15 @@ int run_local(const local_options& opt) {
   const std::string exe = self_exe();
   std::vector<child> children;
   fs::remove(run_dir + "/head/head.endpoint", ec);
-  children.push_back(spawn_child("head",
-                                 {exe, "up", "--listen", "tcp://127.0.0.1:0", "--run-dir", run_dir + "/head",
-                                  "--config", config_path, "--metrics", metrics, "--keys", keys},
-                                 run_dir + "/logs/head.log"));
+  std::vector<std::string> head_args = {exe,         "up",
+                                        "--listen",  "tcp://127.0.0.1:0",
+                                        "--run-dir", run_dir + "/head",
+                                        "--config",  config_path,
+                                        "--metrics", metrics,
+                                        "--keys",    keys};
+  // The nodes receive the model from the head, as they would on separate machines.
+  if (!opt.model_file.empty()) head_args.insert(head_args.end(), {"--model", opt.model_file});
+  children.push_back(spawn_child("head", head_args, run_dir + "/logs/head.log"));
   const auto& stop = install_stop_signals();
   std::string head, failure;
   const auto wait_until = clock_type::now() + head_start_timeout;

@@ -13,6 +13,7 @@
 #include "runtime/algorithm/codec_cuda.hpp"
 #include "runtime/device.hpp"
 #include "runtime/log.hpp"
+#include "runtime/model_transfer.hpp"
 #include "runtime/node_links.hpp"
 #include "tools/atoll/processes.hpp"
 
@@ -42,6 +43,39 @@ bool check_devices(const std::vector<std::string>& devices) {
   return true;
 }
 
+// The run's model on this node: --model's copy, or the head's, fetched into the run dir
+// (or the temp dir) unless an identical copy is already there. Returns the local path and
+// its digest; both empty when the run has no model file.
+expected<std::pair<std::string, std::string>> local_model(const node_options& opt, const link_security& security) {
+  model_source head{opt.head, security, std::chrono::milliseconds(10000)};
+  expected<model_offer> offer = make_error(errc::timeout, "");
+  for (int attempt = 0; attempt < 30; ++attempt) {  // the head may still be starting
+    offer = ask_for_model(head);
+    if (offer || offer.err().code != errc::timeout) break;
+    log_warn("waiting for the head at " + opt.head + " (" + offer.err().describe() + ")");
+  }
+  if (!offer) return offer.err();
+  if (!opt.model_file.empty()) {
+    auto digest = file_digest(opt.model_file);
+    if (!digest) return digest.err();
+    return std::make_pair(opt.model_file, *digest);
+  }
+  if (offer->digest.empty()) return std::make_pair(std::string(), std::string());
+  const auto dir = opt.run_dir.empty() ? std::filesystem::temp_directory_path().string() : opt.run_dir;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);  // `--run-dir` may not exist yet
+  const auto dest = dir + "/model-" + offer->digest + ".pt";
+  log_info("fetching the run's model (" + std::to_string(offer->bytes) + " bytes) from the head into " + dest);
+  auto last_report = std::chrono::steady_clock::now();
+  auto progress = [&](std::uint64_t done, std::uint64_t total) {
+    if (std::chrono::steady_clock::now() - last_report < std::chrono::seconds(5) && done < total) return;
+    last_report = std::chrono::steady_clock::now();
+    log_info("model: " + std::to_string(done) + " of " + std::to_string(total) + " bytes");
+  };
+  if (auto err = fetch_model(head, *offer, dest, progress)) return err;
+  return std::make_pair(dest, offer->digest);
+}
+
 }  // namespace
 
 int run_node(const node_options& opt) {
@@ -57,6 +91,11 @@ int run_node(const node_options& opt) {
   if (!security) {
     std::cerr << "atoll join: " << security.err().describe() << "\n";
     return 2;
+  }
+  auto model = local_model(opt, *security);
+  if (!model) {
+    std::cerr << "atoll join: the run's model: " << model.err().describe() << "\n";
+    return 1;
   }
   directory local;
   cluster_identity cluster;
@@ -91,14 +130,20 @@ int run_node(const node_options& opt) {
   }
   nc.devices = opt.devices;
   nc.hostname = host;
-  nc.factory = torch_replica_factory();
+  const std::string model_file = model->first;
+  nc.factory = torch_replica_factory(model_file);
+  nc.model_digest = model->second;
   const int forced_threads = opt.threads;
-  nc.prepare = [forced_threads](const run_config& run, std::size_t local_workers) {
+  nc.prepare = [forced_threads, model_file](const run_config& run, std::size_t local_workers,
+                                            std::uint32_t world_size) -> status {
     int threads = forced_threads > 0 ? forced_threads : static_cast<int>(run.threads_per_worker);
     if (threads <= 0)
       threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
                                 static_cast<int>(std::max<std::size_t>(1, local_workers)));
     log_info(describe(set_compute_threads(threads)));
+    // The data (run.data must be on every node, at the same path) and the model, before
+    // any worker starts: a worker that cannot be built would only fail on every restart.
+    return check_task(run, model_file, world_size, /*with_data=*/true);
   };
   nc.data_endpoint = net->data_endpoint();
   node_links* routed = net.get();
