@@ -1,7 +1,10 @@
 #include "actors/registry_views.hpp"
 
+#include <set>
+
 #include "runtime/actor_id.hpp"
 #include "runtime/digest.hpp"
+#include "storage/checkpoint_rounds.hpp"
 
 namespace atl::views {
 namespace {
@@ -157,16 +160,28 @@ json actors(const registry_state& st) {
   return out;
 }
 
+// Every stored (fragment, round), with what `atoll export` makes of it
+// (storage/checkpoint_rounds.hpp): `round_complete` when every fragment holds the round
+// (`atoll export --round N` writes it), `latest` when plain `atoll export` takes it.
 expected<json> checkpoints(const registry_state& st) {
   auto list = st.deps.checkpoints->list();
   if (!list) return list.err();
+  const auto fragment_count = static_cast<std::size_t>(st.cfg.fragments);
+  std::set<std::uint64_t> complete;
+  for (const auto& r : rounds_by_number(*list, fragment_count))
+    if (r.complete) complete.insert(r.round);
+  std::set<std::pair<std::uint32_t, std::uint64_t>> latest;
+  if (auto chosen = choose_export(*list, fragment_count, std::nullopt))
+    for (const auto& c : *chosen) latest.insert({c.fragment, c.round});
   json out = json::array();
   for (const auto& c : *list)
     out.push_back({{"fragment", c.fragment},
                    {"round", c.round},
                    {"epoch", c.epoch},
                    {"digest", digest_hex(c.digest)},
-                   {"params", c.params}});
+                   {"params", c.params},
+                   {"round_complete", complete.count(c.round) > 0},
+                   {"latest", latest.count({c.fragment, c.round}) > 0}});
   return out;
 }
 

@@ -37,5 +37,8 @@ class kv_store {
 std::unique_ptr<kv_store> make_memory_store();
 // Opens (creating if needed) a RocksDB database at `path` with Atoll's column families.
 expected<std::unique_ptr<kv_store>> open_rocksdb_store(const std::string& path);
+// Opens an existing database to read, beside a process that may be writing it (`atoll
+// export`); commits are refused.
+expected<std::unique_ptr<kv_store>> open_rocksdb_store_read_only(const std::string& path);
 
 }  // namespace atl

@@ -29,17 +29,20 @@ struct opened_db {
   std::vector<rocksdb::ColumnFamilyHandle*> handles;  // [0] is "default"
 };
 
-expected<opened_db> open_db(const std::string& path) {
+expected<opened_db> open_db(const std::string& path, bool read_only) {
   rocksdb::DBOptions options;
-  options.create_if_missing = true;
-  options.create_missing_column_families = true;
+  options.create_if_missing = !read_only;
+  options.create_missing_column_families = !read_only;
   options.max_background_jobs = 1;  // small machines; writes are rare and small
   std::vector<rocksdb::ColumnFamilyDescriptor> families;
   families.emplace_back(rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions());
   for (auto c : all_columns) families.emplace_back(column_name(c), rocksdb::ColumnFamilyOptions());
   opened_db out;
   rocksdb::DB* raw = nullptr;
-  auto s = rocksdb::DB::Open(options, path, families, &out.handles, &raw);
+  // Read-only needs no lock, so it works beside the process that writes (it sees the
+  // state at open, WAL included).
+  auto s = read_only ? rocksdb::DB::OpenForReadOnly(options, path, families, &out.handles, &raw)
+                     : rocksdb::DB::Open(options, path, families, &out.handles, &raw);
   if (!s.ok()) return storage_error("open " + path, s);
   out.db.reset(raw);
   return out;
@@ -52,16 +55,18 @@ expected<opened_db> open_db(const std::string& path) {
 // replays the WAL up to the last good write.
 class rocksdb_store : public kv_store {
  public:
-  rocksdb_store(std::string path, opened_db db) : path_(std::move(path)), db_(std::move(db)) {}
+  rocksdb_store(std::string path, opened_db db, bool read_only)
+      : path_(std::move(path)), db_(std::move(db)), read_only_(read_only) {}
 
   ~rocksdb_store() override { close(); }
 
   status commit(const std::vector<kv_write>& batch) override {
+    if (read_only_) return make_error(errc::storage_failure, "commit: " + path_ + " is open read-only");
     std::uint64_t bytes = 0;
     for (const auto& w : batch) bytes += w.key.size() + w.value.size();
     if (auto err = check_free_space(2 * bytes + free_space_reserve)) return err;
     if (!db_.db) {
-      auto reopened = open_db(path_);
+      auto reopened = open_db(path_, false);
       if (!reopened) return reopened.err();
       db_ = std::move(*reopened);
     }
@@ -127,14 +132,21 @@ class rocksdb_store : public kv_store {
 
   std::string path_;
   opened_db db_;
+  bool read_only_;
 };
 
 }  // namespace
 
 expected<std::unique_ptr<kv_store>> open_rocksdb_store(const std::string& path) {
-  auto db = open_db(path);
+  auto db = open_db(path, false);
   if (!db) return db.err();
-  return std::unique_ptr<kv_store>(new rocksdb_store(path, std::move(*db)));
+  return std::unique_ptr<kv_store>(new rocksdb_store(path, std::move(*db), false));
+}
+
+expected<std::unique_ptr<kv_store>> open_rocksdb_store_read_only(const std::string& path) {
+  auto db = open_db(path, true);
+  if (!db) return db.err();
+  return std::unique_ptr<kv_store>(new rocksdb_store(path, std::move(*db), true));
 }
 
 }  // namespace atl

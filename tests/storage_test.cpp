@@ -90,6 +90,25 @@ TEST(CheckpointStore, ARoundCommittedToRocksDbRestoresBitExactAfterReopen) {
   EXPECT_TRUE(same_bits((*latest)->momentum, original.momentum));
 }
 
+TEST(CheckpointStore, AReadOnlyStoreSeesTheWritersRoundsBesideItAndRefusesToWrite) {
+  testing::temp_dir dir;
+  auto writer = open_rocksdb_store(dir.sub("db"));
+  ASSERT_TRUE(writer) << writer.err().describe();
+  checkpoint_store written(**writer, 5);
+  const auto round = make_round(1, 7, 500);
+  ASSERT_FALSE(written.commit(round));  // synced to the WAL, not flushed: the reader replays it
+  auto reader = open_rocksdb_store_read_only(dir.sub("db"));  // the writer still holds the lock
+  ASSERT_TRUE(reader) << reader.err().describe();
+  checkpoint_store read(**reader, 5);
+  auto latest = read.latest(1);
+  ASSERT_TRUE(latest && latest->has_value());
+  EXPECT_EQ((*latest)->round, 7u);
+  EXPECT_TRUE(same_bits((*latest)->theta, round.theta));
+  auto refused = read.commit(make_round(1, 8, 500));
+  EXPECT_EQ(refused.code, errc::storage_failure);
+  EXPECT_FALSE(open_rocksdb_store_read_only(dir.sub("no-such-db"))) << "read-only never creates a store";
+}
+
 TEST(CheckpointStore, OnlyTheLastKRoundsAreKept) {
   auto kv = make_memory_store();
   checkpoint_store store(*kv, 3);

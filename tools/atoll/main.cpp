@@ -51,6 +51,27 @@ struct algorithm_flags {
   }
 };
 
+// What to train on: a TorchScript model and a token file. Data flags become --set
+// overrides like the algorithm's.
+struct training_input_flags {
+  std::string data, data_format, vocab;
+
+  void add_to(CLI::App* cmd, std::string& model_file) {
+    cmd->add_option("--model", model_file,
+                    "a TorchScript model (torch.jit.script/trace, saved) to train instead of the built-in example; "
+                    "forward(int64 [B, T]) -> logits [B, T, V] (README: Your own model)")
+        ->check(CLI::ExistingFile);
+    cmd->add_option("--data", data, "token file to train on, on every node at this path (run.data)");
+    cmd->add_option("--data-format", data_format, "bytes (vocabulary 256) or u16 (nanoGPT's .bin) (run.data_format)");
+    cmd->add_option("--vocab", vocab, "vocabulary size (run.vocab; u16 with the built-in GPT needs it)");
+  }
+  void append_to(std::vector<std::string>& overrides) const {
+    if (!data.empty()) overrides.push_back("run.data=" + data);
+    if (!data_format.empty()) overrides.push_back("run.data_format=" + data_format);
+    if (!vocab.empty()) overrides.push_back("run.vocab=" + vocab);
+  }
+};
+
 // Keys for a one-shot control request; nullopt (after printing why) on a bad folder.
 std::optional<atl::link_security> client_security_from(const std::string& keys_dir, const char* command) {
   if (keys_dir.empty()) return atl::link_security{};
@@ -83,6 +104,8 @@ int main(int argc, char** argv) {
   up->add_flag("--insecure", head.insecure, "allow plain TCP on a non-loopback address (not recommended)");
   algorithm_flags up_flags;
   up_flags.add_to(up);
+  training_input_flags up_inputs;
+  up_inputs.add_to(up, head.model_file);
 
   atl::node_options node;
   std::string devices = "cpu";
@@ -103,6 +126,9 @@ int main(int argc, char** argv) {
   join->add_flag("--no-listen", node.no_listen,
                  "open no port (behind NAT): the head relays this node's tensors, at the cost of two hops")
       ->excludes(listen);
+  join->add_option("--model", node.model_file,
+                   "this node's own copy of the run's model (default: the node fetches it from the head)")
+      ->check(CLI::ExistingFile);
 
   atl::local_options local;
   auto* loc = app.add_subcommand("local", "run a head and N nodes on this machine and train to completion");
@@ -125,6 +151,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 256));
   algorithm_flags local_flags;
   local_flags.add_to(loc);
+  training_input_flags local_inputs;
+  local_inputs.add_to(loc, local.model_file);
 
   std::string down_head, down_keys;
   auto* down = app.add_subcommand("down", "stop a cluster: nodes stop their workers, the head exits");
@@ -145,12 +173,25 @@ int main(int argc, char** argv) {
   keygen->add_option("--out", keygen_out, "key folder to create (existing keys are never overwritten)")->required();
   keygen->add_option("--client", keygen_client, "add a client key NAME to an existing folder and authorize it");
 
+  atl::export_options exp;
+  std::uint64_t export_round = 0;
+  auto* export_cmd = app.add_subcommand(
+      "export", "write theta_global of a committed round as a file PyTorch loads (works while the run goes on)");
+  export_cmd->add_option("--run-dir", exp.run_dir, "the run dir given to `atoll local` or `atoll up`")->required();
+  export_cmd->add_option("--out", exp.out, "file to write: TorchScript for --model runs, else a state dict")
+      ->required();
+  auto* round_opt = export_cmd->add_option("--round", export_round,
+                                           "committed round (every fragment's); default: each fragment's latest");
+  export_cmd->add_flag("--force", exp.force, "overwrite --out if it exists");
+  export_cmd->add_flag("--json", exp.as_json, "print what was written (fragments, rounds, digests) as JSON");
+
   app.add_subcommand("config", "list every config knob with its default, unit and meaning");
 
   CLI11_PARSE(app, argc, argv);
 
   if (*up) {
     up_flags.append_to(head.overrides);
+    up_inputs.append_to(head.overrides);
     return atl::run_head(head);
   }
   if (*join) {
@@ -161,6 +202,7 @@ int main(int argc, char** argv) {
   }
   if (*loc) {
     local_flags.append_to(local.overrides);
+    local_inputs.append_to(local.overrides);
     if (!local.devices.empty()) {
       if (local.workers_per_node != 1) {
         std::cerr << "atoll local: give --devices or --workers-per-node, not both\n";
@@ -169,6 +211,10 @@ int main(int argc, char** argv) {
       local.workers_per_node = static_cast<int>(split_devices(local.devices).size());
     }
     return atl::run_local(local);
+  }
+  if (*export_cmd) {
+    if (round_opt->count() > 0) exp.round = export_round;
+    return atl::run_export(exp);
   }
   if (*keygen) {
     if (!keygen_client.empty()) {

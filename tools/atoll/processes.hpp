@@ -1,5 +1,7 @@
 #pragma once
 // The processes `atoll` starts. Each returns the process exit code.
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +22,7 @@ struct head_options {
   std::string metrics_file;  // default: RUN_DIR/metrics.jsonl
   std::string keys_dir;  // CURVE keys (`atoll keygen`); empty: plain TCP
   bool insecure = false;  // allow plain TCP on a non-loopback address
+  std::string model_file;  // a TorchScript model to train (copied to RUN_DIR/model.pt)
 };
 int run_head(const head_options& opt);
 
@@ -35,6 +38,7 @@ struct node_options {
   // the head; "tcp://HOST:PORT" binds there (0 picks a port).
   std::string listen;
   bool no_listen = false;  // behind NAT: the head relays this node's tensors
+  std::string model_file;  // this node's own copy of the run's model; empty: fetched from the head
 };
 int run_node(const node_options& opt);
 
@@ -49,8 +53,18 @@ struct local_options {
   std::string run_dir;
   std::string metrics_file;
   int relayed_nodes = 0;  // the last N nodes join with --no-listen
+  std::string model_file;  // a TorchScript model (`--model`); the nodes receive it from the head
 };
 int run_local(const local_options& opt);
+
+struct export_options {
+  std::string run_dir;  // of `atoll up` or `atoll local`
+  std::string out;
+  std::optional<std::uint64_t> round;  // none: each fragment's latest committed round
+  bool force = false;  // overwrite an existing file
+  bool as_json = false;  // print what was written as JSON
+};
+int run_export(const export_options& opt);
 
 // The link security of `atoll up` (server) or `atoll join` (client): keys from
 // `keys_dir`, or plain TCP, which needs `insecure` unless `endpoint` is loopback (then it

@@ -2,6 +2,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <thread>
 
 #include <CLI/CLI.hpp>
@@ -40,6 +41,29 @@ void print_table(const json& rows, const std::vector<std::string>& columns) {
     }
     std::cout << "\n";
   }
+}
+
+// Per committed round, what `atoll export` writes: the rows are (fragment, round) records
+// of the keeper; a round is exportable on its own when every fragment holds it.
+void print_checkpoints(const json& rows) {
+  std::map<std::uint64_t, json> by_round;
+  std::string latest;
+  for (const auto& r : rows) {
+    auto& round = by_round[r["round"].get<std::uint64_t>()];
+    if (round.is_null()) round = {{"round", r["round"]}, {"fragments", ""}, {"digests", ""}, {"params", 0}};
+    const std::string sep = round["fragments"].get<std::string>().empty() ? "" : ",";
+    round["fragments"] = round["fragments"].get<std::string>() + sep + str(r["fragment"]);
+    round["digests"] = round["digests"].get<std::string>() + sep + str(r["digest"]);
+    round["params"] = round["params"].get<std::uint64_t>() + r["params"].get<std::uint64_t>();
+    round["export"] = r.value("round_complete", false) ? "atoll export --round " + str(r["round"]) : "- (partial)";
+    if (r.value("latest", false))
+      latest +=
+          (latest.empty() ? "" : ", ") + std::string("fragment ") + str(r["fragment"]) + " round " + str(r["round"]);
+  }
+  json table = json::array();
+  for (const auto& [round, row] : by_round) table.push_back(row);
+  print_table(table, {"round", "fragments", "params", "digests", "export"});
+  std::cout << "atoll export (no --round) writes: " << (latest.empty() ? "nothing yet" : latest) << "\n";
 }
 
 void print_human(const std::string& command, const json& body) {
@@ -82,7 +106,7 @@ void print_human(const std::string& command, const json& body) {
       print_table(f["workers"], {"id", "round", "digest"});
     }
   } else if (command == "checkpoints") {
-    print_table(body, {"fragment", "round", "epoch", "digest", "params"});
+    print_checkpoints(body);
   }
 }
 
@@ -127,7 +151,7 @@ int main(int argc, char** argv) {
       {"members", "nodes with state, since when, last heartbeat, workers"},
       {"actors", "every actor: the head's and each node's"},
       {"fragments", "per fragment: round, keeper digest of theta_global, each worker's digest"},
-      {"checkpoints", "committed rounds stored by the keeper"},
+      {"checkpoints", "committed rounds stored by the keeper, and what `atoll export` writes of them"},
       {"watch", "status every second until interrupted"}};
   for (const auto& [name, help] : commands) {
     auto* sub = app.add_subcommand(name, help);
