@@ -294,6 +294,45 @@ void on_membership(self_ptr self, const wire::message_ptr& msg) {
   advance(self);
 }
 
+template <class List, class Names>
+void fill_names(List list, const Names& names) {
+  unsigned i = 0;
+  for (const auto& n : names) list.set(i++, n);
+}
+
+// Where the round is, to the registry every tick (RoundProgress; `atollctl explain`).
+void report_progress(self_ptr self) {
+  auto& st = self->state;
+  const auto phase = st.rounds->current_phase();
+  const auto contributors = st.rounds->contributors();
+  const bool collecting = phase == round_tracker::phase::collecting;
+  const bool committing = phase == round_tracker::phase::committing;
+  const auto round = committing ? st.rounds->committed_round() : st.rounds->open_round();
+  const auto key = std::string(to_string(phase)) + "/" + std::to_string(round) + "/" +
+                   std::to_string(contributors.size()) + "/" + std::to_string(st.acked.size());
+  if (key != st.progress_key) {
+    st.progress_key = key;
+    st.progress_since = st.now();
+  }
+  wire::outgoing out;
+  auto p = out.envelope.initRoundProgress();
+  p.setFragment(st.cfg.fragment);
+  p.setRound(round);
+  p.setPhase(to_string(phase));
+  if (collecting) {
+    fill_names(p.initParticipants(static_cast<unsigned>(st.rounds->participants().size())), st.rounds->participants());
+    fill_names(p.initContributors(static_cast<unsigned>(contributors.size())), contributors);
+    if (!contributors.empty())
+      p.setOpenForS(static_cast<float>(std::chrono::duration<double>(st.now() - st.round_started).count()));
+  }
+  if (committing) {
+    fill_names(p.initKeepers(static_cast<unsigned>(st.keepers.size())), st.keepers);
+    fill_names(p.initAcked(static_cast<unsigned>(st.acked.size())), st.acked);
+  }
+  p.setPhaseForS(static_cast<float>(std::chrono::duration<double>(st.now() - st.progress_since).count()));
+  st.mail->send(st.cfg.registry, st.epoch, out);
+}
+
 void on_commit_ack(self_ptr self, const wire::message_ptr& msg) {
   auto& st = self->state;
   const auto ack = msg->envelope().getCommitAck();
@@ -453,6 +492,7 @@ caf::behavior coordinator_actor(caf::stateful_actor<coordinator_state>* self, tr
                     ")");
           send_commit(self);
         }
+        if (st.has_membership) report_progress(self);
         self->delayed_send(self, st.cfg.commit_retry, tick_atom::value);
       },
   };

@@ -94,6 +94,8 @@ struct coordinator_state {
   const caf::actor_clock* clock = nullptr;  // steady, or simulated in the protocol fault tests
   std::chrono::steady_clock::time_point now() const { return clock->now(); }
   std::uint64_t round_bytes = 0;
+  std::string progress_key;  // phase, round and contributor count of the last RoundProgress
+  std::chrono::steady_clock::time_point progress_since;  // when progress_key last changed
   static inline const char* name = "coordinator";
 };
 

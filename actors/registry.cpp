@@ -113,6 +113,7 @@ void on_control(self_ptr self, const wire::message_ptr& msg) {
   else if (command == "down") body = json{{"stopping", true}};
   else if (command == "leave") body = start_leave(self, request.getArgument());
   else if (command == "model") body = model_answer(st, request.getArgument(), out.tensors);
+  else if (command == "explain") body = views::explain(st, st.now(), request.getArgument());
   else known = false;
   auto reply = out.envelope.initControlReply();
   reply.setOk(known && body.has_value());
@@ -267,6 +268,7 @@ caf::behavior registry_actor(caf::stateful_actor<registry_state>* self, registry
         else if (env.isProgress() || env.isEvalReport() || env.isWorkerDone() || env.isRoundAck())
           on_worker_report(self, msg);
         else if (env.isRoundReport()) on_round_report(self, msg);
+        else if (env.isRoundProgress()) on_round_progress(self, msg);
         else if (env.isGoodbye()) on_goodbye(self, msg);
         else if (env.isMembershipRequest()) on_membership_request(self, msg);
         else if (env.isRefusal())

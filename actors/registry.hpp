@@ -38,6 +38,7 @@
 #include <caf/stateful_actor.hpp>
 
 #include "actors/membership.hpp"
+#include "actors/round_explain.hpp"
 #include "runtime/config.hpp"
 #include "runtime/metrics.hpp"
 #include "runtime/peer_routes.hpp"
@@ -90,6 +91,8 @@ struct fragment_view {
   bool confirmed = false;  // the coordinator asked for membership: it runs
   std::uint64_t round = 0;
   std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> worker_digests;  // worker -> (round, digest)
+  std::optional<round_progress> progress;  // the coordinator's last RoundProgress (`atollctl explain`)
+  std::chrono::steady_clock::time_point progress_at;  // when it came
 };
 
 struct registry_state {

@@ -60,5 +60,6 @@ expected<nlohmann::json> start_leave(self_ptr self, const std::string& argument)
 // Progress, EvalReport, WorkerDone and RoundAck of workers; RoundReport of coordinators.
 void on_worker_report(self_ptr self, const wire::message_ptr& msg);
 void on_round_report(self_ptr self, const wire::message_ptr& msg);
+void on_round_progress(self_ptr self, const wire::message_ptr& msg);
 
 }  // namespace atl::registry_detail

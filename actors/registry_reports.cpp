@@ -113,4 +113,30 @@ void on_round_report(self_ptr self, const wire::message_ptr& msg) {
                              {"digest", digest_hex(r.getDigest())}});
 }
 
+void on_round_progress(self_ptr self, const wire::message_ptr& msg) {
+  auto& st = self->state;
+  const auto r = msg->envelope().getRoundProgress();
+  if (r.getFragment() >= st.fragments.size() || msg->sender() != coordinator_id(r.getFragment())) {
+    st.mail->refuse(*msg, make_error(errc::unknown_peer, "round progress from " + msg->sender()), st.snap.epoch);
+    return;
+  }
+  auto names = [](auto list) {
+    std::vector<std::string> out;
+    for (auto n : list) out.emplace_back(n.cStr());
+    return out;
+  };
+  round_progress p;
+  p.round = r.getRound();
+  p.phase = r.getPhase().cStr();
+  p.participants = names(r.getParticipants());
+  p.contributors = names(r.getContributors());
+  p.keepers = names(r.getKeepers());
+  p.acked = names(r.getAcked());
+  p.phase_for_s = r.getPhaseForS();
+  p.open_for_s = r.getOpenForS();
+  auto& f = st.fragments[r.getFragment()];
+  f.progress = std::move(p);
+  f.progress_at = st.now();
+}
+
 }  // namespace atl::registry_detail

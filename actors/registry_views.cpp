@@ -1,7 +1,10 @@
 #include "actors/registry_views.hpp"
 
+#include <cstdlib>
 #include <set>
 
+#include "actors/quorum.hpp"
+#include "actors/registry_internal.hpp"
 #include "runtime/actor_id.hpp"
 #include "runtime/digest.hpp"
 #include "storage/checkpoint_rounds.hpp"
@@ -182,6 +185,80 @@ expected<json> checkpoints(const registry_state& st) {
                    {"params", c.params},
                    {"round_complete", complete.count(c.round) > 0},
                    {"latest", latest.count({c.fragment, c.round}) > 0}});
+  return out;
+}
+
+namespace {
+
+explain_input explain_facts(const registry_state& st, time_point now, std::uint32_t f) {
+  const auto& frag = st.fragments[f];
+  explain_input in;
+  in.fragment = f;
+  in.coordinator_on = frag.placed_on;
+  in.lease_s = static_cast<double>(st.cfg.lease_ms) / 1000.0;
+  in.round_deadline_s = static_cast<double>(st.cfg.round_deadline_ms) / 1000.0;
+  in.quorum =
+      quorum::required_participants(static_cast<std::size_t>(st.cfg.min_workers),
+                                    registry_detail::live_workers(st).size(), registry_detail::any_worker_done(st));
+  in.stale_after_s = std::max(3.0, 3.0 * static_cast<double>(st.cfg.heartbeat_ms) / 1000.0);
+  for (const auto& [id, n] : st.nodes)
+    if (node_actor_id(id) == frag.placed_on) {
+      in.coordinator_node_state = shown_state(st, n);
+      in.coordinator_heartbeat_s = seconds_between(n.last_seen, now);
+    }
+  if (frag.progress) {
+    in.progress = frag.progress;
+    in.progress_age_s = seconds_between(frag.progress_at, now);
+  }
+  for (const auto& [id, w] : st.workers) {
+    participant_facts p;
+    p.worker = id;
+    p.node_id = w.node_id;
+    p.step = w.step;
+    p.done = w.done;
+    auto node = st.nodes.find(w.node_id);
+    p.node_state = node == st.nodes.end() ? "unknown" : shown_state(st, node->second);
+    if (node != st.nodes.end()) p.last_heartbeat_s = seconds_between(node->second.last_seen, now);
+    in.facts.push_back(p);
+  }
+  return in;
+}
+
+json to_json(const participant_facts& p) {
+  return {
+      {"id", p.worker}, {"node_id", p.node_id}, {"node_state", p.node_state}, {"last_heartbeat_s", p.last_heartbeat_s},
+      {"step", p.step}, {"done", p.done}};
+}
+
+}  // namespace
+
+expected<json> explain(const registry_state& st, time_point now, const std::string& fragment) {
+  std::vector<std::uint32_t> which;
+  if (fragment.empty()) {
+    for (std::uint32_t f = 0; f < st.fragments.size(); ++f) which.push_back(f);
+  } else {
+    char* end = nullptr;
+    const auto f = std::strtoul(fragment.c_str(), &end, 10);
+    if (end == fragment.c_str() || *end != '\0' || f >= st.fragments.size())
+      return make_error(errc::unknown_fragment,
+                        "no fragment '" + fragment + "' (this run has " + std::to_string(st.fragments.size()) + ")");
+    which.push_back(static_cast<std::uint32_t>(f));
+  }
+  json out = json::array();
+  for (auto f : which) {
+    const auto e = explain_round(explain_facts(st, now, f));
+    json missing = json::array();
+    for (const auto& m : e.missing) missing.push_back(to_json(m));
+    out.push_back({{"fragment", e.fragment},
+                   {"round", e.round},
+                   {"phase", e.phase},
+                   {"waiting_for", e.waiting_for},
+                   {"since_s", e.since_s},
+                   {"contributed", e.contributed},
+                   {"missing", missing},
+                   {"rule", e.rule},
+                   {"text", e.text}});
+  }
   return out;
 }
 

@@ -19,6 +19,9 @@ json members(const registry_state& st, time_point now);
 json fragments(const registry_state& st, bool with_keeper);  // with_keeper: digests, keeper's round
 json actors(const registry_state& st);
 expected<json> checkpoints(const registry_state& st);
+// Per fragment (all, or the one `fragment` names), what its round waits for and since when
+// (actors/round_explain.hpp). A bad fragment argument is refused.
+expected<json> explain(const registry_state& st, time_point now, const std::string& fragment);
 
 // The state `atollctl members` shows: a syncing node shows as active while the run is not
 // training (there is no round to sync with).

@@ -222,6 +222,7 @@ const char* kind_name(schema::Envelope::Which kind) {
     case E::MEMBERSHIP: return "membership";
     case E::MEMBERSHIP_REQUEST: return "membership_request";
     case E::ROUND_REPORT: return "round_report";
+    case E::ROUND_PROGRESS: return "round_progress";
     case E::GOODBYE: return "goodbye";
     case E::PLACE_KEEPER: return "place_keeper";
     case E::CHUNK_REQUEST: return "chunk_request";

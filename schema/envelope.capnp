@@ -45,6 +45,7 @@ struct Envelope {
     chunkRequest      @33 :ChunkRequest;
     chunkReply        @34 :ChunkReply;
     peerTable         @35 :PeerTable;
+    roundProgress     @36 :RoundProgress;
   }
 }
 
@@ -237,6 +238,20 @@ struct RoundReport {
   durationS    @5 :Float32;  # first contribution to release
   bytes        @6 :UInt64;   # contribution bytes received in the round
   sinceLastContributionS @7 :Float32;  # last contribution's arrival to release: decode, average, commit, encode
+}
+
+# coordinator -> registry, every tick (about a second): where its round is, for
+# `atollctl explain`. A coordinator that stops sending is itself part of the answer.
+struct RoundProgress {
+  fragment     @0 :UInt32;
+  round        @1 :UInt64;        # collecting: the open round; committing: the one being committed
+  phase        @2 :Text;          # unseeded | ready | collecting | committing
+  participants @3 :List(Text);    # collecting: who the round waits for
+  contributors @4 :List(Text);    # collecting: who has contributed
+  phaseForS    @5 :Float32;       # seconds since the phase, round or contributor count last changed
+  openForS     @6 :Float32;       # collecting: seconds since the first contribution (0 before it)
+  keepers      @7 :List(Text);    # committing: every keeper that must acknowledge
+  acked        @8 :List(Text);    # committing: those that have
 }
 
 # node agent -> registry, as the node leaves (atoll leave, SIGTERM, atoll down): its

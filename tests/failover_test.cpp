@@ -199,12 +199,29 @@ TEST(Failover, ANodeStoppedPastItsLeaseIsFencedAndRejoins) {
   // Stop a node that does not host the coordinator.
   const std::string host = testing::coordinator_host(ep);
   subprocess* frozen = nullptr;
+  int frozen_id = 0;
   for (const auto& m : ask(ep, "members")) {
     const std::string node = "node/" + std::to_string(m["node_id"].get<int>());
-    if (node != host && !frozen) frozen = testing::process_of(ep, node, nodes);
+    if (node != host && !frozen) {
+      frozen = testing::process_of(ep, node, nodes);
+      frozen_id = m["node_id"].get<int>();
+    }
   }
   ASSERT_NE(frozen, nullptr);
   frozen->signal(SIGSTOP);
+  // While its lease runs, `atollctl explain` says the round waits for the stopped worker.
+  json explained;
+  const bool names_it = testing::eventually(
+      [&] {
+        explained = ask(ep, "explain");
+        for (const auto& f : explained)
+          for (const auto& m : f["missing"])
+            if (m["node_id"] == frozen_id && f["waiting_for"] == "participants") return true;
+        return false;
+      },
+      10s, 50ms);
+  EXPECT_TRUE(names_it) << explained.dump();
+  EXPECT_NE(explained.dump().find("worker/" + std::to_string(frozen_id) + ".0"), std::string::npos) << explained.dump();
   const bool declared_dead = testing::eventually(
       [&] {
         for (const auto& m : ask(ep, "members"))

@@ -107,6 +107,14 @@ void print_human(const std::string& command, const json& body) {
     }
   } else if (command == "checkpoints") {
     print_checkpoints(body);
+  } else if (command == "explain") {
+    for (const auto& f : body) {
+      std::cout << "fragment " << str(f["fragment"]) << "  round " << str(f["round"]) << "  " << str(f["phase"])
+                << "  waiting for " << str(f["waiting_for"]) << " since " << str(f["since_s"]) << " s\n  "
+                << str(f["text"]) << "\n";
+      if (!f["missing"].empty())
+        print_table(f["missing"], {"id", "node_id", "node_state", "last_heartbeat_s", "step", "done"});
+    }
   }
 }
 
@@ -152,11 +160,16 @@ int main(int argc, char** argv) {
       {"actors", "every actor: the head's and each node's"},
       {"fragments", "per fragment: round, keeper digest of theta_global, each worker's digest"},
       {"checkpoints", "committed rounds stored by the keeper, and what `atoll export` writes of them"},
+      {"explain",
+       "per fragment, what its round waits for and since when: who has contributed, who has not "
+       "(node state, heartbeat, step), and what rule ends the wait"},
       {"watch", "status every second until interrupted"}};
+  std::string argument;
   for (const auto& [name, help] : commands) {
     auto* sub = app.add_subcommand(name, help);
     sub->add_flag("--json", as_json, "print the head's JSON answer");
     sub->callback([&command, name = name] { command = name; });
+    if (name == "explain") sub->add_option("--fragment", argument, "only this fragment");
   }
   CLI11_PARSE(app, argc, argv);
   if (head.empty() && !run_dir.empty()) head = head_from_run_dir(run_dir);
@@ -178,8 +191,8 @@ int main(int argc, char** argv) {
   }
   const bool watch = command == "watch";
   do {
-    auto reply =
-        atl::control_request(head, watch ? "status" : command, "", std::chrono::milliseconds(timeout_ms), security);
+    auto reply = atl::control_request(head, watch ? "status" : command, argument, std::chrono::milliseconds(timeout_ms),
+                                      security);
     if (!reply) {
       std::cerr << "atollctl: " << reply.err().describe() << "\n";
       return 1;

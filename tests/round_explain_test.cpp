@@ -1,0 +1,102 @@
+// What `atollctl explain` says a round waits for: one row per state of
+// actors/round_explain.hpp's diagram.
+#include <gtest/gtest.h>
+
+#include "actors/round_explain.hpp"
+
+namespace atl {
+namespace {
+
+explain_input collecting(std::vector<std::string> contributors, double deadline_s = 0, double open_for_s = 0) {
+  explain_input in;
+  in.coordinator_on = "node/1";
+  in.coordinator_node_state = "active";
+  round_progress p;
+  p.round = 7;
+  p.phase = "collecting";
+  p.participants = {"worker/1.0", "worker/2.0", "worker/3.0"};
+  p.contributors = std::move(contributors);
+  p.phase_for_s = 4;
+  p.open_for_s = open_for_s;
+  in.progress = p;
+  in.progress_age_s = 0.5;
+  in.facts = {{"worker/1.0", 1, "active", 0.2, 140, false},
+              {"worker/2.0", 2, "active", 12.0, 120, false},
+              {"worker/3.0", 3, "active", 0.4, 140, false}};
+  in.lease_s = 20;
+  in.round_deadline_s = deadline_s;
+  in.quorum = 2;
+  return in;
+}
+
+TEST(ExplainRound, EachStateSaysWhatTheRoundWaitsFor) {
+  struct row {
+    const char* name;
+    explain_input in;
+    const char* waiting_for;
+    std::vector<std::string> missing;
+    std::vector<const char*> says;  // in the text
+  };
+  explain_input unplaced;
+  explain_input silent = collecting({});
+  silent.progress_age_s = 9;
+  silent.coordinator_heartbeat_s = 9;
+  explain_input never_reported = collecting({});
+  never_reported.progress.reset();
+  explain_input ready = collecting({});
+  ready.progress->phase = "ready";
+  explain_input unseeded = collecting({});
+  unseeded.progress->phase = "unseeded";
+  explain_input committing = collecting({});
+  committing.progress->phase = "committing";
+  committing.progress->keepers = {"keeper/0", "keeper/1"};
+  committing.progress->acked = {"keeper/0"};
+  const std::vector<row> table = {
+      {"not placed", unplaced, "placement", {}, {"no coordinator yet"}},
+      {"coordinator silent", silent, "coordinator", {}, {"not reported for 9.0 s", "last heartbeat 9.0 s ago"}},
+      {"coordinator never reported", never_reported, "coordinator", {}, {"not reported yet"}},
+      {"seeding", unseeded, "seed", {}, {"first worker's parameters"}},
+      {"too few members", ready, "members", {}, {"at least 2 workers"}},
+      {"committing", committing, "keepers", {"keeper/1"}, {"waiting for keeper/1"}},
+      {"one stopped participant, no deadline",
+       collecting({"worker/1.0", "worker/3.0"}),
+       "participants",
+       {"worker/2.0"},
+       {"2 of 3 contributions", "worker/2.0 (node 2, active, last heartbeat 12 s ago, step 120)",
+        "waits for every participant", "node 2 has been silent 12 s, so worker/2.0 goes in 8.0 s"}},
+      {"deadline, majority in",
+       collecting({"worker/1.0", "worker/3.0"}, 30, 10),
+       "participants",
+       {"worker/2.0"},
+       {"its deadline is in 20 s", "it then closes with the 2 it has"}},
+      {"deadline, too few",
+       collecting({"worker/1.0"}, 30, 40),
+       "participants",
+       {"worker/2.0", "worker/3.0"},
+       {"its deadline has passed", "only with 2 of 3", "it has 1"}},
+      {"nobody contributed yet",
+       collecting({}, 30),
+       "participants",
+       {"worker/1.0", "worker/2.0", "worker/3.0"},
+       {"deadline starts with the first contribution"}},
+  };
+  for (const auto& r : table) {
+    SCOPED_TRACE(r.name);
+    const auto e = explain_round(r.in);
+    EXPECT_EQ(e.waiting_for, r.waiting_for) << e.text;
+    std::vector<std::string> missing;
+    for (const auto& m : e.missing) missing.push_back(m.worker);
+    EXPECT_EQ(missing, r.missing) << e.text;
+    for (const char* s : r.says) EXPECT_NE(e.text.find(s), std::string::npos) << "missing '" << s << "' in: " << e.text;
+  }
+}
+
+TEST(ExplainRound, SinceCountsTheTimeSinceTheCoordinatorReported) {
+  const auto e = explain_round(collecting({"worker/1.0"}));
+  EXPECT_DOUBLE_EQ(e.since_s, 4.5);  // 4 s in the phase as reported, heard 0.5 s ago
+  EXPECT_EQ(e.round, 7u);
+  EXPECT_EQ(e.contributed, std::vector<std::string>{"worker/1.0"});
+}
+
+}  // namespace
+}  // namespace atl
