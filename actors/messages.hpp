@@ -11,6 +11,7 @@ using step_atom = caf::atom_constant<caf::atom("step")>;  // worker: run one inn
 using stop_atom = caf::atom_constant<caf::atom("stop")>;  // finish and quit
 using restart_atom = caf::atom_constant<caf::atom("restart")>;  // node agent: respawn a worker
 using confirm_atom = caf::atom_constant<caf::atom("confirm")>;  // coordinator: ask the registry again
+using view_atom = caf::atom_constant<caf::atom("view")>;  // registry: a control command, in process
 using resend_atom = caf::atom_constant<caf::atom("resend")>;  // worker: the link dropped; resend
 using renew_atom = caf::atom_constant<caf::atom("renew")>;  // lease proxy: its node heartbeat
 using deadline_atom = caf::atom_constant<caf::atom("deadline")>;  // coordinator: a round's deadline

@@ -97,11 +97,12 @@ expected<json> model_answer(const registry_state& st, const std::string& argumen
   return json{{"offset", offset}, {"bytes", out.back().data.size()}};
 }
 
-void on_control(self_ptr self, const wire::message_ptr& msg) {
+// A control command's answer, the same for the wire (atollctl, atoll leave) and for the
+// head's HTTP server: ok and the JSON body (an error's description when not ok). A model
+// chunk goes into `tensors`.
+std::pair<bool, std::string> answer(self_ptr self, const std::string& command, const std::string& argument,
+                                    std::vector<wire::tensor>& tensors) {
   auto& st = self->state;
-  const auto request = msg->envelope().getControlRequest();
-  const std::string command = request.getCommand();
-  wire::outgoing out;
   // An unknown command answers its error text alone; a failed one, the error described.
   expected<json> body = json{{"error", "unknown command '" + command + "'"}};
   bool known = true;
@@ -111,13 +112,22 @@ void on_control(self_ptr self, const wire::message_ptr& msg) {
   else if (command == "actors") body = views::actors(st);
   else if (command == "checkpoints") body = views::checkpoints(st);
   else if (command == "down") body = json{{"stopping", true}};
-  else if (command == "leave") body = start_leave(self, request.getArgument());
-  else if (command == "model") body = model_answer(st, request.getArgument(), out.tensors);
-  else if (command == "explain") body = views::explain(st, st.now(), request.getArgument());
+  else if (command == "leave") body = start_leave(self, argument);
+  else if (command == "model") body = model_answer(st, argument, tensors);
+  else if (command == "explain") body = views::explain(st, st.now(), argument);
   else known = false;
+  return {known && body.has_value(), body ? body->dump() : json{{"error", body.err().describe()}}.dump()};
+}
+
+void on_control(self_ptr self, const wire::message_ptr& msg) {
+  auto& st = self->state;
+  const auto request = msg->envelope().getControlRequest();
+  const std::string command = request.getCommand();
+  wire::outgoing out;
+  const auto [ok, body] = answer(self, command, request.getArgument(), out.tensors);
   auto reply = out.envelope.initControlReply();
-  reply.setOk(known && body.has_value());
-  reply.setJson(body ? body->dump() : json{{"error", body.err().describe()}}.dump());
+  reply.setOk(ok);
+  reply.setJson(body);
   st.mail->send(msg->sender(), st.snap.epoch, out);
   if (command == "down") shut_down_cluster(self);
 }
@@ -283,6 +293,15 @@ caf::behavior registry_actor(caf::stateful_actor<registry_state>* self, registry
         self->delayed_send(self, std::chrono::milliseconds(self->state.cfg.heartbeat_ms), tick_atom::value);
       },
       [=](stop_atom) { self->quit(); },
+      // An in-process query (the head's HTTP server): the control commands that only read,
+      // and leave. Answers ok and the JSON body.
+      [=](view_atom, const std::string& command, const std::string& argument) -> std::tuple<bool, std::string> {
+        if (command == "down" || command == "model")
+          return std::make_tuple(false, json{{"error", "not over HTTP"}}.dump());
+        std::vector<wire::tensor> unused;
+        auto [ok, body] = answer(self, command, argument, unused);
+        return std::make_tuple(ok, std::move(body));
+      },
   };
 }
 

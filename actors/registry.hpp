@@ -26,6 +26,7 @@
 // - ControlRequest -> ControlReply JSON (atollctl); "down" sends Shutdown to every live node,
 //   then stops the head; "leave N" drains node N.
 // Time comes from the actor system's clock, so the deterministic scheduler can drive it.
+#include <array>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -95,6 +96,20 @@ struct fragment_view {
   std::chrono::steady_clock::time_point progress_at;  // when it came
 };
 
+// Round durations (first contribution to release), for the Prometheus histogram.
+struct duration_histogram {
+  static constexpr std::array<double, 10> bounds = {0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300};  // seconds
+  std::array<std::uint64_t, bounds.size()> at_most{};  // observations <= bounds[i]
+  std::uint64_t count = 0;
+  double sum = 0;
+  void observe(double seconds) {
+    for (std::size_t i = 0; i < bounds.size(); ++i)
+      if (seconds <= bounds[i]) at_most[i]++;
+    count++;
+    sum += seconds;
+  }
+};
+
 struct registry_state {
   registry_deps deps;
   std::unique_ptr<mailer> mail;
@@ -104,6 +119,7 @@ struct registry_state {
   std::map<std::uint32_t, node_view> nodes;
   std::map<std::string, worker_view> workers;
   std::vector<fragment_view> fragments;
+  duration_histogram round_durations;
   metrics_writer metrics;
   std::int64_t last_eval_step = -1;
   float last_val_loss = -1;

@@ -100,6 +100,7 @@ void on_round_report(self_ptr self, const wire::message_ptr& msg) {
     return;
   }
   st.fragments[r.getFragment()].round = r.getRound();
+  st.round_durations.observe(r.getDurationS());
   nlohmann::json names = nlohmann::json::array();
   for (auto p : r.getParticipants()) names.push_back(std::string(p.cStr()));
   st.metrics.write("round", {{"fragment", r.getFragment()},

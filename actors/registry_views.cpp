@@ -57,6 +57,11 @@ json storage(const registry_state& st) {
   return {{"ok", !h.failing}, {"failed_commits", h.failed_commits}, {"last_error", h.last_error}};
 }
 
+json round_durations(const registry_state& st) {
+  const auto& h = st.round_durations;
+  return {{"le", h.bounds}, {"at_most", h.at_most}, {"count", h.count}, {"sum", h.sum}};
+}
+
 json security(const registry_state& st) {
   json out = {{"curve", st.deps.secure}};
   if (!st.deps.counters) return out;
@@ -281,7 +286,8 @@ json status(const registry_state& st, time_point now) {
           {"refused", refusals(st)},
           {"security", security(st)},
           {"head_link", head_link(st)},
-          {"storage", storage(st)}};
+          {"storage", storage(st)},
+          {"round_duration_s", round_durations(st)}};
 }
 
 }  // namespace atl::views

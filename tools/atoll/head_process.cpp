@@ -15,6 +15,7 @@
 #include "runtime/log.hpp"
 #include "runtime/model_transfer.hpp"
 #include "runtime/zmq_transport.hpp"
+#include "tools/atoll/head_http.hpp"
 #include "tools/atoll/processes.hpp"
 
 namespace atl {
@@ -57,6 +58,30 @@ status check_model_copy(const run_config& cfg, const std::string& copy) {
     return make_error(errc::model_mismatch, copy + " has digest " + *digest + ", the run was started with " +
                                                 cfg.digest + " (restore the file or start a new run dir)");
   return {};
+}
+
+// The HTTP endpoint: the token from the key folder (none without keys: then only reads,
+// and only on loopback); its URL in RUN_DIR/http.endpoint for atollctl, tests and `atoll local`.
+expected<std::unique_ptr<head_http>> start_http(caf::actor_system& sys, const caf::actor& registry,
+                                                const head_options& opt) {
+  http_access access;
+  if (!opt.keys_dir.empty()) {
+    auto token = load_or_create_http_token(opt.keys_dir);
+    if (!token) return token.err();
+    access.token = *token;
+  }
+  auto http = head_http::start(sys, registry, opt.http, access, default_web_dir());
+  if (!http) return http.err();
+  const bool loopback = (*http)->url().find("//127.") != std::string::npos ||
+                        (*http)->url().find("//localhost") != std::string::npos ||
+                        (*http)->url().find("//[::1]") != std::string::npos;
+  if (!loopback && access.token.empty())
+    return make_error(errc::invalid_config,
+                      "--http " + opt.http + " is not loopback: it needs --keys (its bearer token, http.token)");
+  { std::ofstream(opt.run_dir + "/http.endpoint") << (*http)->url() << "\n"; }
+  log_info("dashboard and /metrics at " + (*http)->url() +
+           (access.token.empty() ? " (no token: read-only)" : " (token in " + opt.keys_dir + "/http.token)"));
+  return http;
 }
 
 // The run's config: stored on a restart (the run resumes as it was), else file + overrides.
@@ -176,8 +201,22 @@ int run_head(const head_options& opt) {
   local.add(keeper_name, keeper);
   auto registry = sys.spawn(registry_actor, deps, *snap);
   local.add(registry_id(), registry);
+  std::unique_ptr<head_http> http;
+  if (!opt.http.empty()) {
+    auto started = start_http(sys, registry, opt);
+    if (!started) {
+      std::cerr << "atoll up: " << started.err().describe() << "\n";
+      caf::anon_send_exit(registry, caf::exit_reason::user_shutdown);
+      caf::anon_send_exit(keeper, caf::exit_reason::user_shutdown);
+      net->stop();
+      local.clear();
+      return 2;
+    }
+    http = std::move(*started);
+  }
   // Coordinators are placed on the nodes by the registry when training starts.
   (void)wait_for_actor(sys, registry);
+  http.reset();
   caf::anon_send_exit(keeper, caf::exit_reason::user_shutdown);
   net->stop();
   local.clear();

@@ -256,12 +256,14 @@ int run_local(const local_options& opt) {
   const std::string exe = self_exe();
   std::vector<child> children;
   fs::remove(run_dir + "/head/head.endpoint", ec);
+  fs::remove(run_dir + "/head/http.endpoint", ec);
   std::vector<std::string> head_args = {exe,         "up",
                                         "--listen",  "tcp://127.0.0.1:0",
                                         "--run-dir", run_dir + "/head",
                                         "--config",  config_path,
                                         "--metrics", metrics,
-                                        "--keys",    keys};
+                                        "--keys",    keys,
+                                        "--http",    opt.http};
   // The nodes receive the model from the head, as they would on separate machines.
   if (!opt.model_file.empty()) head_args.insert(head_args.end(), {"--model", opt.model_file});
   children.push_back(spawn_child("head", head_args, run_dir + "/logs/head.log"));
@@ -294,6 +296,17 @@ int run_local(const local_options& opt) {
     children.push_back(spawn_child(name, args, run_dir + "/logs/" + name + ".log"));
   }
 
+  {
+    std::string url;
+    for (int i = 0; i < 50 && url.empty(); ++i) {  // written by the head right after its endpoint
+      std::ifstream in(run_dir + "/head/http.endpoint");
+      std::getline(in, url);
+      if (url.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    if (!url.empty())
+      std::cout << "dashboard: " << url << "  (Prometheus: " << url << "metrics; drain token in " << keys
+                << "/http.token)" << std::endl;
+  }
   const bool tty = ::isatty(1);
   const auto started = clock_type::now();
   auto last_answer = clock_type::now();

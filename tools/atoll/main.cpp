@@ -102,6 +102,9 @@ int main(int argc, char** argv) {
   up->add_option("--metrics", head.metrics_file, "JSON-lines metrics file (default RUN_DIR/metrics.jsonl)");
   up->add_option("--keys", head.keys_dir, "CURVE key folder from `atoll keygen` (head.key, authorized_keys)");
   up->add_flag("--insecure", head.insecure, "allow plain TCP on a non-loopback address (not recommended)");
+  up->add_option("--http", head.http,
+                 "serve /metrics and the dashboard at tcp://HOST:PORT (port 0 picks one); off loopback every "
+                 "request needs the bearer token KEYS/http.token");
   algorithm_flags up_flags;
   up_flags.add_to(up);
   training_input_flags up_inputs;
@@ -149,6 +152,8 @@ int main(int argc, char** argv) {
                   "how many of the nodes open no data port (`atoll join --no-listen`): the head relays their tensors")
       ->capture_default_str()
       ->check(CLI::Range(0, 256));
+  loc->add_option("--http", local.http, "where the head serves the dashboard and /metrics (printed at start)")
+      ->capture_default_str();
   algorithm_flags local_flags;
   local_flags.add_to(loc);
   training_input_flags local_inputs;

@@ -23,6 +23,7 @@ struct head_options {
   std::string keys_dir;  // CURVE keys (`atoll keygen`); empty: plain TCP
   bool insecure = false;  // allow plain TCP on a non-loopback address
   std::string model_file;  // a TorchScript model to train (copied to RUN_DIR/model.pt)
+  std::string http;  // "tcp://HOST:PORT": /metrics and the dashboard (tools/atoll/head_http.hpp); empty: none
 };
 int run_head(const head_options& opt);
 
@@ -54,6 +55,7 @@ struct local_options {
   std::string metrics_file;
   int relayed_nodes = 0;  // the last N nodes join with --no-listen
   std::string model_file;  // a TorchScript model (`--model`); the nodes receive it from the head
+  std::string http = "tcp://127.0.0.1:0";  // the head's dashboard and /metrics (`atoll up --http`)
 };
 int run_local(const local_options& opt);
 

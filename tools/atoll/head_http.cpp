@@ -1,0 +1,192 @@
+#include "tools/atoll/head_http.hpp"
+
+// Debian's cpp-httplib is a compiled library: its limits are its build's (a header line
+// past 8 KiB is refused); the thread pool and timeouts are set here.
+#include <httplib.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <thread>
+#include <tuple>
+
+#include <caf/all.hpp>
+#include <nlohmann/json.hpp>
+
+#include "actors/messages.hpp"
+#include "actors/prometheus_text.hpp"
+#include "runtime/log.hpp"
+
+#ifndef ATOLL_WEB_DIR
+#define ATOLL_WEB_DIR "web"
+#endif
+
+namespace atl {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr std::size_t request_threads = 4;  // the endpoint's whole budget besides its listener
+
+// A registry view, asked in process: ok and the JSON text.
+std::pair<bool, std::string> ask_registry(caf::actor_system& sys, const caf::actor& registry,
+                                          const std::string& command, const std::string& argument) {
+  caf::scoped_actor self{sys};
+  std::pair<bool, std::string> out{false, json{{"error", "the registry did not answer"}}.dump()};
+  self->request(registry, std::chrono::seconds(3), view_atom::value, command, argument)
+      .receive(
+          [&](bool ok, const std::string& body) {
+            out = {ok, body};
+          },
+          [&](const caf::error& e) {
+            out.second = json{{"error", sys.render(e)}}.dump();
+          });
+  return out;
+}
+
+// The dashboard's files: a fixed list, so no path from a request reaches the disk.
+const std::map<std::string, std::pair<std::string, const char*>>& static_files() {
+  static const std::map<std::string, std::pair<std::string, const char*>> files = {
+      {"/", {"index.html", "text/html; charset=utf-8"}},
+      {"/app.js", {"app.js", "text/javascript; charset=utf-8"}},
+      {"/style.css", {"style.css", "text/css; charset=utf-8"}},
+      {"/vendor/uPlot.iife.min.js", {"vendor/uPlot.iife.min.js", "text/javascript; charset=utf-8"}},
+      {"/vendor/uPlot.min.css", {"vendor/uPlot.min.css", "text/css; charset=utf-8"}},
+  };
+  return files;
+}
+
+bool read_whole(const std::string& path, std::string& out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  std::ostringstream os;
+  os << in.rdbuf();
+  out = os.str();
+  return true;
+}
+
+void send_json(httplib::Response& res, const std::pair<bool, std::string>& answer) {
+  res.status = answer.first ? 200 : 400;
+  res.set_content(answer.second, "application/json");
+}
+
+}  // namespace
+
+struct head_http::impl {
+  caf::actor_system& sys;
+  caf::actor registry;
+  http_access access;
+  std::string web_dir;
+  httplib::Server server;
+  std::thread listener;
+
+  impl(caf::actor_system& s, caf::actor r, http_access a, std::string w)
+      : sys(s), registry(std::move(r)), access(std::move(a)), web_dir(std::move(w)) {}
+
+  std::pair<bool, std::string> view(const std::string& command, const std::string& argument = "") {
+    return ask_registry(sys, registry, command, argument);
+  }
+
+  void routes() {
+    server.new_task_queue = [] { return new httplib::ThreadPool(request_threads); };
+    server.set_read_timeout(2, 0);  // a slow client is dropped, not waited for
+    server.set_write_timeout(5, 0);
+    server.set_keep_alive_max_count(100);
+    server.set_keep_alive_timeout(5);
+    server.set_payload_max_length(4096);
+    server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      const bool action = req.method != "GET" && req.method != "HEAD";
+      if (decide_http(access, action, req.get_header_value("Authorization")) == http_verdict::allow)
+        return httplib::Server::HandlerResponse::Unhandled;
+      res.status = 401;
+      res.set_header("WWW-Authenticate", "Bearer");
+      res.set_content(json{{"error", action ? "this action needs the bearer token (KEYS/http.token)"
+                                            : "this endpoint is not on loopback: it needs the bearer token "
+                                              "(KEYS/http.token)"}}
+                          .dump(),
+                      "application/json");
+      return httplib::Server::HandlerResponse::Handled;
+    });
+    server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+      const auto status = view("status"), members = view("members");
+      if (!status.first || !members.first) return send_json(res, {false, status.second});
+      res.set_content(prometheus_text(json::parse(status.second), json::parse(members.second)),
+                      "text/plain; version=0.0.4; charset=utf-8");
+    });
+    for (const char* command : {"status", "members", "fragments", "explain", "checkpoints"})
+      server.Get(std::string("/api/") + command, [this, command](const httplib::Request& req, httplib::Response& res) {
+        send_json(res, view(command, req.get_param_value("fragment")));
+      });
+    // The page's one request per second: everything it shows.
+    server.Get("/api/dashboard", [this](const httplib::Request&, httplib::Response& res) {
+      json out = json::object();
+      for (const char* command : {"status", "members", "fragments", "explain"}) {
+        const auto answer = view(command);
+        out[command] = json::parse(answer.second, nullptr, false);
+      }
+      res.set_content(out.dump(), "application/json");
+    });
+    server.Post("/api/drain", [this](const httplib::Request& req, httplib::Response& res) {
+      const auto node = req.get_param_value("node");
+      log_info("http: drain node " + node + " requested by " + req.remote_addr);
+      send_json(res, view("leave", node));
+    });
+    for (const auto& [path, file] : static_files()) {
+      server.Get(path, [this, file = file](const httplib::Request&, httplib::Response& res) {
+        std::string body;
+        if (!read_whole(web_dir + "/" + file.first, body)) {
+          res.status = 404;
+          res.set_content(file.first + " is not built (web/ assets: see README, Dashboard)", "text/plain");
+          return;
+        }
+        res.set_content(body, file.second);
+      });
+    }
+    server.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+      if (!res.body.empty()) return;
+      res.set_content(json{{"error", std::to_string(res.status) + " for " + req.method + " " + req.path}}.dump(),
+                      "application/json");
+    });
+  }
+};
+
+head_http::head_http(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
+
+head_http::~head_http() {
+  impl_->server.stop();
+  if (impl_->listener.joinable()) impl_->listener.join();
+}
+
+expected<std::unique_ptr<head_http>> head_http::start(caf::actor_system& sys, caf::actor registry,
+                                                      const std::string& endpoint, http_access access,
+                                                      std::string web_dir) {
+  const std::string scheme = "tcp://";
+  const auto colon = endpoint.rfind(':');
+  if (endpoint.compare(0, scheme.size(), scheme) != 0 || colon == std::string::npos || colon < scheme.size())
+    return make_error(errc::invalid_config, "--http " + endpoint + ": not tcp://HOST:PORT");
+  std::string host = endpoint.substr(scheme.size(), colon - scheme.size());
+  char* end = nullptr;
+  const long port = std::strtol(endpoint.c_str() + colon + 1, &end, 10);
+  if (*end != '\0' || port < 0 || port > 65535)
+    return make_error(errc::invalid_config, "--http " + endpoint + ": not a port");
+  if (host.size() > 1 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  access.loopback = is_loopback_host(host);
+  auto p = std::make_unique<impl>(sys, std::move(registry), std::move(access), std::move(web_dir));
+  p->routes();
+  const int bound = port == 0 ? p->server.bind_to_any_port(host)
+                              : (p->server.bind_to_port(host, static_cast<int>(port)) ? static_cast<int>(port) : -1);
+  if (bound <= 0) return make_error(errc::invalid_config, "--http " + endpoint + ": cannot listen there");
+  impl* raw = p.get();
+  p->listener = std::thread([raw] { raw->server.listen_after_bind(); });
+  std::unique_ptr<head_http> out(new head_http(std::move(p)));
+  const bool v6 = host.find(':') != std::string::npos;
+  out->url_ = "http://" + (v6 ? "[" + host + "]" : host) + ":" + std::to_string(bound) + "/";
+  return out;
+}
+
+std::string default_web_dir() {
+  const char* env = std::getenv("ATOLL_WEB_DIR");
+  return env && *env ? env : ATOLL_WEB_DIR;
+}
+
+}  // namespace atl
