@@ -44,6 +44,7 @@ void send_heartbeat(self_ptr self) {
   auto refused = hb.initRefused(static_cast<unsigned>(counters.refused.size()));
   for (unsigned i = 0; i < counters.refused.size(); ++i) refused.set(i, counters.refused[i].load());
   hb.setHandshakesFailed(counters.handshakes_failed.load());
+  hb.setWorkerRestarts(st.worker_restarts);
   st.mail->send(registry_id(), st.epoch, out);
 }
 
@@ -209,6 +210,7 @@ void on_worker_down(self_ptr self, const caf::down_msg& down) {
       log_warn(w.id + " failed (" + self->system().render(down.reason) + "); restart " +
                std::to_string(verdict.recent) + " of " + std::to_string(st.run.restart_limit) + " within " +
                std::to_string(st.run.restart_window_ms) + " ms, in " + std::to_string(verdict.delay.count()) + " ms");
+      st.worker_restarts++;
       self->delayed_send(self, verdict.delay, restart_atom::value, static_cast<std::uint64_t>(i));
       return;
     }

@@ -76,6 +76,7 @@ struct node_agent_state {
   std::vector<caf::actor> coordinators;
   std::vector<caf::actor> keepers;  // a keeper replica placed here
   std::uint64_t connections_seen = 0;  // the transport's count when last checked
+  std::uint64_t worker_restarts = 0;  // restarts ordered by this supervisor (in each Heartbeat)
   bool failed = false;
   static inline const char* name = "node_agent";
 };

@@ -85,6 +85,11 @@ std::string prometheus_text(const json& status, const json& members) {
     w.sample("atoll_member_heartbeat_age_seconds", {{"node", number(m.value("node_id", json(0)))}},
              m.value("last_heartbeat_s", json(0)));
 
+  w.family("atoll_worker_restarts_total", "counter", "worker restarts by each node's supervisor");
+  for (const auto& m : members)
+    w.sample("atoll_worker_restarts_total", {{"node", number(m.value("node_id", json(0)))}},
+             m.value("worker_restarts", json(0)));
+
   per_worker(w, status, "atoll_worker_step", "gauge", "inner steps each worker has taken", "step");
   per_worker(w, status, "atoll_worker_loss", "gauge", "each worker's last training loss", "loss");
   per_worker(w, status, "atoll_worker_tokens_per_second", "gauge", "each worker's training throughput", "tokens_per_s");

@@ -84,6 +84,7 @@ struct node_view {
   std::chrono::steady_clock::time_point since;  // of the current state
   std::vector<std::uint64_t> refused;  // per errc code, from its last heartbeat
   std::uint64_t handshakes_failed = 0;
+  std::uint64_t worker_restarts = 0;  // from its last heartbeat
   caf::actor proxy;  // its lease proxy while it hosts anything (actors/lease_proxy.hpp)
 };
 

@@ -187,6 +187,7 @@ void on_heartbeat(self_ptr self, const wire::message_ptr& msg) {
   for (auto count : hb.getRefused())
     if (n.refused.size() < traffic_counters::reasons) n.refused.push_back(count);
   n.handshakes_failed = hb.getHandshakesFailed();
+  n.worker_restarts = hb.getWorkerRestarts();
 }
 
 // A node's proxy went down: its lease ran out (no heartbeat for cluster.lease_ms).

@@ -111,7 +111,8 @@ json members(const registry_state& st, time_point now) {
                    {"link", n.record.data_endpoint.empty() ? "relayed" : "direct"},
                    {"data_endpoint", n.record.data_endpoint},
                    {"devices", n.record.devices},
-                   {"workers", n.record.workers}});
+                   {"workers", n.record.workers},
+                   {"worker_restarts", n.worker_restarts}});
   return out;
 }
 

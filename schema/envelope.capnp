@@ -91,6 +91,7 @@ struct Heartbeat {
   nodeId           @0 :UInt32;
   refused          @1 :List(UInt64);
   handshakesFailed @2 :UInt64;
+  workerRestarts   @3 :UInt64;   # worker restarts by the node's supervisor since it started
 }
 struct ObsoleteHeartbeatAck { leaseMs @0 :UInt32; }  # retired: never sent
 

@@ -74,12 +74,12 @@ TEST(PrometheusText, RendersTheViewsWithConventionalNamesAndEscapedLabels) {
       {"storage", {{"ok", true}, {"failed_commits", 0}}},
       {"head_link", {{"bytes_in", 10}, {"bytes_out", 20}, {"bytes_relayed", 0}}},
       {"security", {{"auth_denied", 2}, {"handshakes_failed", 1}}}};
-  const json members = {{{"node_id", 1}, {"state", "active"}, {"last_heartbeat_s", 0.5}},
+  const json members = {{{"node_id", 1}, {"state", "active"}, {"last_heartbeat_s", 0.5}, {"worker_restarts", 2}},
                         {{"node_id", 2}, {"state", "dead"}, {"last_heartbeat_s", 30.0}}};
   const auto text = prometheus_text(status, members);
   for (const char* line :
        {"atoll_epoch 4\n", "atoll_members{state=\"active\"} 1\n", "atoll_members{state=\"dead\"} 1\n",
-        "atoll_member_heartbeat_age_seconds{node=\"2\"} 30\n",
+        "atoll_member_heartbeat_age_seconds{node=\"2\"} 30\n", "atoll_worker_restarts_total{node=\"1\"} 2\n",
         "atoll_worker_sent_bytes_total{worker=\"worker/1.0\"} 1000\n",
         "atoll_fragment_rounds_committed_total{fragment=\"0\"} 6\n",
         "atoll_round_duration_seconds_bucket{le=\"1\"} 5\n", "atoll_round_duration_seconds_bucket{le=\"+Inf\"} 6\n",

@@ -184,6 +184,8 @@ expected<std::unique_ptr<head_http>> head_http::start(caf::actor_system& sys, ca
   return out;
 }
 
+bool head_http::loopback() const { return impl_->access.loopback; }
+
 std::string default_web_dir() {
   const char* env = std::getenv("ATOLL_WEB_DIR");
   return env && *env ? env : ATOLL_WEB_DIR;

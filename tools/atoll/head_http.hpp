@@ -32,6 +32,8 @@ class head_http {
 
   // "http://HOST:PORT/"
   const std::string& url() const { return url_; }
+  // Bound to a loopback address (reads then need no token).
+  bool loopback() const;
 
  private:
   struct impl;

@@ -72,10 +72,7 @@ expected<std::unique_ptr<head_http>> start_http(caf::actor_system& sys, const ca
   }
   auto http = head_http::start(sys, registry, opt.http, access, default_web_dir());
   if (!http) return http.err();
-  const bool loopback = (*http)->url().find("//127.") != std::string::npos ||
-                        (*http)->url().find("//localhost") != std::string::npos ||
-                        (*http)->url().find("//[::1]") != std::string::npos;
-  if (!loopback && access.token.empty())
+  if (!(*http)->loopback() && access.token.empty())
     return make_error(errc::invalid_config,
                       "--http " + opt.http + " is not loopback: it needs --keys (its bearer token, http.token)");
   { std::ofstream(opt.run_dir + "/http.endpoint") << (*http)->url() << "\n"; }
