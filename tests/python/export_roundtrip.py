@@ -136,7 +136,32 @@ def main():
     r = run([atoll, "local", "--model", flat_file, "--run-dir", os.path.join(work, "bad2")])
     check(r.returncode == 2 and "bad_model" in r.stderr, "a model without [B, T, V] logits is refused before training")
     check_model_mismatch_refused(atoll, work, model_file)
+    check_built_in_export(atoll, work, tokens)
     print("PASS")
+
+
+def check_built_in_export(atoll, work, tokens):
+    """The built-in GPT exports a state dict; tools/bench/torch_gpt.py loads it into the same
+    model in PyTorch, which evaluates to the loss Atoll reported."""
+    sys.path.insert(0, os.path.join(ROOT, "tools", "bench"))
+    import torch_gpt
+    run_dir = os.path.join(work, "gpt")
+    r = run([atoll, "local", "--steps", "20", "--sync-every", "10", "--run-dir", run_dir])
+    check(r.returncode == 0, "atoll local trains the built-in GPT")
+    out = os.path.join(work, "gpt.pt")
+    r = run([atoll, "export", "--run-dir", run_dir, "--out", out])
+    check(r.returncode == 0 and "torch.load" in r.stdout, "atoll export writes the built-in GPT's state dict")
+    check("tok.weight" in torch.load(out), "torch.load gives its parameters by name")
+    model = torch_gpt.from_atoll_export(out)
+    model.eval()
+    reported = [json.loads(line) for line in open(os.path.join(run_dir, "metrics.jsonl"))]
+    reported = next(rec["val_loss"] for rec in reversed(reported) if rec.get("type") == "eval")
+    with torch.no_grad():
+        losses = [F.cross_entropy(model(x).reshape(-1, 256), y.reshape(-1)).item()
+                  for x, y in held_out_windows(tokens, CONTEXT, BATCH, EVAL_BATCHES)]
+    ours = sum(losses) / len(losses)
+    check(abs(ours - reported) < 1e-4 * max(1.0, reported),
+          f"the built-in GPT's export evaluates to Atoll's loss in PyTorch ({ours:.6f} vs {reported:.6f})")
 
 
 def check_model_mismatch_refused(atoll, work, model_file):

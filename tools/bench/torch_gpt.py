@@ -57,6 +57,21 @@ class GPT(nn.Module):
         return self.ln_f(x) @ self.tok.weight.t()  # tied head
 
 
+def from_atoll_export(path, layers=4, width=128, heads=4, context=64):
+    """The built-in example's GPT with the parameters `atoll export` wrote to `path` (a
+    state dict whose block keys are C++'s "block0.", here "blocks.0.")."""
+    state = torch.load(path)
+    renamed = {}
+    for key, value in state.items():
+        if key.startswith("block"):
+            index, rest = key[len("block"):].split(".", 1)
+            key = f"blocks.{index}.{rest}"
+        renamed[key] = value
+    model = GPT(layers, width, heads, context)
+    model.load_state_dict(renamed)
+    return model
+
+
 def lr_at(step, steps, lr, warmup, min_lr_ratio):
     """The inner learning rate of examples/torch_replica.cpp: linear warm-up, then cosine
     decay to min_lr_ratio * lr at the last step."""
