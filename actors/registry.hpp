@@ -94,6 +94,9 @@ struct fragment_view {
   std::uint64_t round = 0;
   std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> worker_digests;  // worker -> (round, digest)
   std::optional<round_progress> progress;  // the coordinator's last RoundProgress (`atollctl explain`)
+  // The keeper's digest of its latest round, computed once per round: views are const and
+  // asked every second by each open dashboard, and a fragment's values can be hundreds of MB.
+  mutable std::optional<std::pair<std::uint64_t, std::uint64_t>> keeper_digest;  // (round, digest)
   std::chrono::steady_clock::time_point progress_at;  // when it came
 };
 

@@ -116,6 +116,28 @@ json members(const registry_state& st, time_point now) {
   return out;
 }
 
+namespace {
+
+// The head keeper's latest round of fragment f and the digest of its values, read from
+// the store only when the round changed (fragment_view::keeper_digest).
+expected<std::optional<std::pair<std::uint64_t, std::uint64_t>>> keeper_latest(const registry_state& st,
+                                                                               std::uint32_t f) {
+  using answer = std::optional<std::pair<std::uint64_t, std::uint64_t>>;
+  auto round = st.deps.checkpoints->latest_round(f);
+  if (!round) return round.err();
+  if (!*round) return answer{};
+  auto& cache = st.fragments[f].keeper_digest;
+  if (cache && cache->first == **round) return answer{*cache};
+  auto cp = st.deps.checkpoints->load(f, **round);
+  if (!cp) return cp.err();
+  if (!*cp) return answer{};  // pruned between the two reads: the next ask finds the newer one
+  const auto& theta = (*cp)->theta;
+  cache = std::make_pair(**round, digest64(theta.data(), theta.size() * sizeof(float)));
+  return answer{*cache};
+}
+
+}  // namespace
+
 json fragments(const registry_state& st, bool with_keeper) {
   json out = json::array();
   for (std::size_t f = 0; f < st.fragments.size(); ++f) {
@@ -130,14 +152,13 @@ json fragments(const registry_state& st, bool with_keeper) {
         workers.push_back({{"id", w}, {"round", rd.first}, {"digest", digest_hex(rd.second)}});
       entry["workers"] = workers;
       entry["keeper"] = keeper_id(head_keeper_number);
-      auto cp = st.deps.checkpoints->latest(static_cast<std::uint32_t>(f));
-      if (cp && *cp) {
-        const auto& theta = (*cp)->theta;
-        entry["round"] = (*cp)->round;
-        entry["keeper_round"] = (*cp)->round;
-        entry["keeper_digest"] = digest_hex(digest64(theta.data(), theta.size() * sizeof(float)));
-      } else if (!cp) {
-        entry["keeper_error"] = cp.err().describe();
+      auto keeper = keeper_latest(st, static_cast<std::uint32_t>(f));
+      if (keeper && *keeper) {
+        entry["round"] = (*keeper)->first;
+        entry["keeper_round"] = (*keeper)->first;
+        entry["keeper_digest"] = digest_hex((*keeper)->second);
+      } else if (!keeper) {
+        entry["keeper_error"] = keeper.err().describe();
       }
     }
     out.push_back(entry);

@@ -128,13 +128,20 @@ expected<std::optional<fragment_checkpoint>> checkpoint_store::load(std::uint32_
   return std::optional<fragment_checkpoint>{std::move(*cp)};
 }
 
-expected<std::optional<fragment_checkpoint>> checkpoint_store::latest(std::uint32_t fragment) const {
+expected<std::optional<std::uint64_t>> checkpoint_store::latest_round(std::uint32_t fragment) const {
   auto round = store_.get(column::manifest, manifest_key(fragment));
   if (!round) return round.err();
-  if (!*round) return std::optional<fragment_checkpoint>{};
+  if (!*round) return std::optional<std::uint64_t>{};
   auto r = parse_round(**round);
   if (!r) return r.err();
-  return load(fragment, *r);
+  return std::optional<std::uint64_t>{*r};
+}
+
+expected<std::optional<fragment_checkpoint>> checkpoint_store::latest(std::uint32_t fragment) const {
+  auto round = latest_round(fragment);
+  if (!round) return round.err();
+  if (!*round) return std::optional<fragment_checkpoint>{};
+  return load(fragment, **round);
 }
 
 expected<std::vector<checkpoint_summary>> checkpoint_store::list() const {

@@ -49,6 +49,8 @@ class checkpoint_store {
   // them only, so it was never released, and its successor is doing that round again.
   status commit(const fragment_checkpoint& cp);
   expected<std::optional<fragment_checkpoint>> latest(std::uint32_t fragment) const;
+  // The latest committed round of a fragment, from the manifest alone (no values read).
+  expected<std::optional<std::uint64_t>> latest_round(std::uint32_t fragment) const;
   expected<std::optional<fragment_checkpoint>> load(std::uint32_t fragment, std::uint64_t round) const;
   // Every stored round of every fragment, oldest first.
   expected<std::vector<checkpoint_summary>> list() const;

@@ -109,6 +109,20 @@ TEST(CheckpointStore, AReadOnlyStoreSeesTheWritersRoundsBesideItAndRefusesToWrit
   EXPECT_FALSE(open_rocksdb_store_read_only(dir.sub("no-such-db"))) << "read-only never creates a store";
 }
 
+TEST(CheckpointStore, TheLatestRoundComesFromTheManifestAlone) {
+  auto mem = make_memory_store();
+  checkpoint_store store(*mem, 5);
+  auto none = store.latest_round(0);
+  ASSERT_TRUE(none);
+  EXPECT_FALSE(none->has_value());
+  ASSERT_FALSE(store.commit(make_round(0, 1, 10)));
+  ASSERT_FALSE(store.commit(make_round(0, 2, 10)));
+  auto round = store.latest_round(0);
+  ASSERT_TRUE(round && round->has_value());
+  EXPECT_EQ(**round, 2u);
+  EXPECT_FALSE(store.latest_round(1)->has_value()) << "another fragment has none";
+}
+
 TEST(CheckpointStore, OnlyTheLastKRoundsAreKept) {
   auto kv = make_memory_store();
   checkpoint_store store(*kv, 3);
