@@ -159,8 +159,8 @@ def check_dashboard(c, work):
         check(all(cls == "state-active" for cls in rows.values()), "the page shows both members active")
         first = wait_for("a committed round on the page", lambda: shown_round(driver) >= 1 and shown_round(driver))
         check(first >= 1, f"the page shows committed round {first}")
-        wait_for("the page to show the next round", lambda: shown_round(driver) > first, 60)
-        check(True, "the page updates when a round commits")
+        later = wait_for("the page to show the next round", lambda: (r := shown_round(driver)) > first and r, 60)
+        check(later > first, f"the page updates when a round commits (round {later})")
         driver.save_screenshot(os.path.join(work, "dashboard.png"))
 
         driver.execute_script("document.querySelector('button.drain').click()")
