@@ -144,6 +144,19 @@ expected<std::optional<fragment_checkpoint>> checkpoint_store::latest(std::uint3
   return load(fragment, **round);
 }
 
+expected<std::vector<checkpoint_summary>> checkpoint_store::stored_rounds() const {
+  auto keys = store_.scan_keys(column::fragments, "f/");
+  if (!keys) return keys.err();
+  std::vector<checkpoint_summary> out;
+  for (const auto& key : *keys) {
+    unsigned long long f = 0, r = 0;
+    if (key.size() != record_key(0, 0).size() || std::sscanf(key.c_str(), "f/%8llx/r/%16llx", &f, &r) != 2)
+      return make_error(errc::storage_failure, "corrupt checkpoint key '" + key + "'");
+    out.push_back({static_cast<std::uint32_t>(f), r, 0, 0, 0});
+  }
+  return out;
+}
+
 expected<std::vector<checkpoint_summary>> checkpoint_store::list() const {
   auto rows = store_.scan(column::fragments, "f/");
   if (!rows) return rows.err();

@@ -54,6 +54,9 @@ class checkpoint_store {
   expected<std::optional<fragment_checkpoint>> load(std::uint32_t fragment, std::uint64_t round) const;
   // Every stored round of every fragment, oldest first.
   expected<std::vector<checkpoint_summary>> list() const;
+  // The same (fragment, round) pairs from the keys alone: no value is read or hashed.
+  // digest and params are left 0.
+  expected<std::vector<checkpoint_summary>> stored_rounds() const;
   // Thread-safe: the keeper commits while the registry reports.
   storage_health health() const;
 

@@ -32,6 +32,14 @@ class kv_store {
   // Keys with `prefix`, in key order.
   virtual expected<std::vector<std::pair<std::string, std::string>>> scan(column family,
                                                                           const std::string& prefix) const = 0;
+  // The keys alone (a store may skip reading the values).
+  virtual expected<std::vector<std::string>> scan_keys(column family, const std::string& prefix) const {
+    auto rows = scan(family, prefix);
+    if (!rows) return rows.err();
+    std::vector<std::string> keys;
+    for (auto& [key, value] : *rows) keys.push_back(std::move(key));
+    return keys;
+  }
 };
 
 std::unique_ptr<kv_store> make_memory_store();

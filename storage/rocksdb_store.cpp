@@ -108,6 +108,17 @@ class rocksdb_store : public kv_store {
     return out;
   }
 
+  expected<std::vector<std::string>> scan_keys(column family, const std::string& prefix) const override {
+    if (!db_.db)
+      return make_error(errc::storage_failure, "the store is closed after a failed write; the next commit reopens it");
+    std::vector<std::string> out;
+    std::unique_ptr<rocksdb::Iterator> it(db_.db->NewIterator(rocksdb::ReadOptions(), handle(family)));
+    for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next())
+      out.push_back(it->key().ToString());
+    if (!it->status().ok()) return storage_error("scan " + prefix, it->status());
+    return out;
+  }
+
  private:
   rocksdb::ColumnFamilyHandle* handle(column c) const { return db_.handles[static_cast<int>(c) + 1]; }
 

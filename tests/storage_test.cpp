@@ -123,6 +123,24 @@ TEST(CheckpointStore, TheLatestRoundComesFromTheManifestAlone) {
   EXPECT_FALSE(store.latest_round(1)->has_value()) << "another fragment has none";
 }
 
+TEST(CheckpointStore, StoredRoundsAreTheListWithoutReadingValues) {
+  testing::temp_dir dir;
+  auto db = open_rocksdb_store(dir.sub("db"));
+  ASSERT_TRUE(db) << db.err().describe();
+  checkpoint_store store(**db, 2);
+  for (std::uint64_t r = 1; r <= 3; ++r) ASSERT_FALSE(store.commit(make_round(0, r, 20)));
+  ASSERT_FALSE(store.commit(make_round(1, 1, 20)));
+  auto rounds = store.stored_rounds();
+  auto full = store.list();
+  ASSERT_TRUE(rounds && full);
+  ASSERT_EQ(rounds->size(), full->size());
+  for (std::size_t i = 0; i < rounds->size(); ++i) {
+    EXPECT_EQ((*rounds)[i].fragment, (*full)[i].fragment);
+    EXPECT_EQ((*rounds)[i].round, (*full)[i].round);
+  }
+  EXPECT_EQ(rounds->size(), 3u) << "fragment 0 keeps rounds 2 and 3, fragment 1 round 1";
+}
+
 TEST(CheckpointStore, OnlyTheLastKRoundsAreKept) {
   auto kv = make_memory_store();
   checkpoint_store store(*kv, 3);

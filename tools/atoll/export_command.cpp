@@ -59,7 +59,7 @@ expected<exported> write_export(const export_options& opt, const std::string& tm
   if (!cfg) return cfg.err();
   exported out{*cfg, {}, 0};
   checkpoint_store checkpoints(**db, static_cast<std::uint64_t>(cfg->keep_rounds));
-  auto stored = checkpoints.list();
+  auto stored = checkpoints.stored_rounds();  // keys only: just the chosen rounds are read
   if (!stored) return stored.err();
   auto chosen = choose_export(*stored, static_cast<std::size_t>(cfg->fragments), opt.round);
   if (!chosen) return chosen.err();
@@ -72,8 +72,9 @@ expected<exported> write_export(const export_options& opt, const std::string& tm
                                              std::to_string(s.round) + " was pruned while reading; run again");
     theta.push_back(std::move((*cp)->theta));
     out.params += theta.back().size();
+    out.fragments.push_back({s.fragment, s.round, (*cp)->epoch,
+                             digest64(theta.back().data(), theta.back().size() * sizeof(float)), theta.back().size()});
   }
-  out.fragments = *chosen;
   std::string model_file;
   if (!cfg->digest.empty()) {  // a --model run: the head's copy of the module
     model_file = *head_dir + "/model.pt";
