@@ -432,8 +432,9 @@ void request_startup_state(self_ptr self) {
 
 }  // namespace
 
-std::chrono::milliseconds commit_retry_after(std::chrono::milliseconds base, int tries) {
-  return base * (1 << std::clamp(tries - 1, 0, 5));
+std::chrono::milliseconds commit_retry_after(std::chrono::milliseconds base, int tries, std::uint64_t bytes) {
+  const auto transfer = std::chrono::milliseconds(static_cast<std::int64_t>(1e3 * bytes / commit_floor_bytes_per_s));
+  return base * (1 << std::clamp(tries - 1, 0, 5)) + transfer;
 }
 
 coordinator_config coordinator_config_for(const run_config& run, std::uint32_t fragment) {
@@ -486,7 +487,8 @@ caf::behavior coordinator_actor(caf::stateful_actor<coordinator_state>* self, tr
         // A commit not acknowledged for a whole tick: refused, or the request or its ack
         // was lost (a head that died). The keeper acknowledges a repeat of the same bytes.
         if (st.rounds->current_phase() == round_tracker::phase::committing &&
-            st.now() - st.commit_sent >= commit_retry_after(st.cfg.commit_retry, st.commit_tries)) {
+            st.now() - st.commit_sent >= commit_retry_after(st.cfg.commit_retry, st.commit_tries,
+                                                            2 * st.rounds->theta().size() * sizeof(float))) {
           log_debug(fragment_name(st) + ": round " + std::to_string(st.rounds->committed_round()) +
                     " not acknowledged by every keeper; sending it again (try " + std::to_string(st.commit_tries + 1) +
                     ")");

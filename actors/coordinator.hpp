@@ -18,9 +18,9 @@
 //                           and a replica on a node) -> CommitAck(ok) from all of them
 //                           -> open next round -> RoundResult(theta_global) to every contributor
 //   CommitAck(not ok), or none within commit_retry -> sent again until acknowledged,
-//                           waiting twice as long after each unanswered try (a large
-//                           fragment's commit can take longer than commit_retry, and a
-//                           resend only adds to the keepers' work); nothing is released before
+//                           waiting twice as long after each unanswered try, plus the
+//                           time its bytes take on a slow link (a resend only adds to the
+//                           keepers' work: commit_retry_after); nothing is released before
 //   Membership           -> participants that left are dropped from the open round
 //   deadline (round_deadline after the first contribution) -> the round closes with the
 //                           contributions it has, if they are a quorum and a majority of
@@ -99,9 +99,13 @@ struct coordinator_state {
   static inline const char* name = "coordinator";
 };
 
-// How long after try number `tries` (1 = the first send) an unacknowledged commit is sent
-// again: base, 2 base, 4 base ... at most 32 base.
-std::chrono::milliseconds commit_retry_after(std::chrono::milliseconds base, int tries);
+// How long after try number `tries` (1 = the first send) an unacknowledged commit of
+// `bytes` is sent again: base, 2 base, 4 base ... at most 32 base, plus the time the bytes
+// take at commit_floor_bytes_per_s. A commit is lost only with a connection (a head that
+// restarts), so a resend must not land on keepers still receiving or writing the first copy:
+// each one adds a whole copy's work (the averaging bench at 64 MiB sent every commit twice).
+constexpr double commit_floor_bytes_per_s = 8e6;  // a 64 Mbit/s link
+std::chrono::milliseconds commit_retry_after(std::chrono::milliseconds base, int tries, std::uint64_t bytes = 0);
 
 caf::behavior coordinator_actor(caf::stateful_actor<coordinator_state>* self, transport* net, std::string cluster_id,
                                 coordinator_config cfg);

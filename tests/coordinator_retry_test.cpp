@@ -20,5 +20,17 @@ TEST(CommitRetry, WaitsTwiceAsLongAfterEachUnansweredTryUpToThirtyTwoTimes) {
   for (const auto& r : rows) EXPECT_EQ(commit_retry_after(1000ms, r.tries), r.expected) << r.tries << " tries";
 }
 
+TEST(CommitRetry, GivesALargeCommitTheTimeItsBytesTakeAtTheFloorRate) {
+  struct row {
+    int tries;
+    std::uint64_t bytes;
+    std::chrono::milliseconds expected;
+  };
+  const row rows[] = {{1, 0, 1000ms},         {1, 8'000'000, 2000ms},  {1, 134'217'728, 17777ms},
+                      {2, 8'000'000, 3000ms}, {6, 8'000'000, 33000ms}, {1, 4'000, 1000ms}};
+  for (const auto& r : rows)
+    EXPECT_EQ(commit_retry_after(1000ms, r.tries, r.bytes), r.expected) << r.tries << " tries, " << r.bytes << " bytes";
+}
+
 }  // namespace
 }  // namespace atl
