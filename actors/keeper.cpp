@@ -57,7 +57,7 @@ void raise_writer_epoch(self_ptr self, std::uint32_t fragment, std::uint64_t epo
 // the same bytes. The stored epoch counts too, so a restarted keeper keeps the fence; it
 // is read once per fragment, and the stored record only for a stale commit (the common
 // commit reads no checkpoint).
-status fence_commit(self_ptr self, const fragment_checkpoint& cp) {
+status fence_commit(self_ptr self, const checkpoint_view& cp) {
   auto& st = self->state;
   if (st.epoch_loaded.insert(cp.fragment).second) {
     auto stored = st.store->latest(cp.fragment);
@@ -71,11 +71,25 @@ status fence_commit(self_ptr self, const fragment_checkpoint& cp) {
   if (cp.epoch >= floor) return {};
   auto latest = st.store->latest(cp.fragment);
   if (!latest) return latest.err();
-  if (*latest && (*latest)->round == cp.round && (*latest)->theta == cp.theta && (*latest)->momentum == cp.momentum)
-    return {};
+  if (*latest && (*latest)->round == cp.round && cp.same_values(**latest)) return {};
   return make_error(errc::stale_epoch, "commit of fragment " + std::to_string(cp.fragment) + " round " +
                                            std::to_string(cp.round) + " from epoch " + std::to_string(cp.epoch) +
                                            ": a coordinator of epoch " + std::to_string(floor) + " took over");
+}
+
+// A CommitRequest's theta and momentum, read in place from its two fp32 frames (which the
+// message keeps alive while the keeper writes them).
+expected<checkpoint_view> commit_values(const wire::message& msg) {
+  const auto& t = msg.tensors();
+  if (t.size() != 2) return make_error(errc::tensor_mismatch, "commit needs theta and momentum tensors");
+  if (t[0].dtype != schema::DType::FLOAT32 || t[1].dtype != schema::DType::FLOAT32)
+    return make_error(errc::tensor_mismatch, "commit tensors must be fp32");
+  if (t[0].data.size() != t[1].data.size()) return make_error(errc::tensor_mismatch, "theta and momentum sizes differ");
+  checkpoint_view v;
+  v.theta = reinterpret_cast<const float*>(t[0].data.data());
+  v.momentum = reinterpret_cast<const float*>(t[1].data.data());
+  v.count = t[0].data.size() / sizeof(float);
+  return v;
 }
 
 // Values a ChunkReply carries at most (16 MiB), whatever the request asks.
@@ -121,19 +135,22 @@ caf::behavior keeper_behavior(self_ptr self) {
           auto ack = out.envelope.initCommitAck();
           ack.setFragment(req.getFragment());
           ack.setRound(req.getRound());
-          if (msg->tensors().size() != 2) {
+          auto values = commit_values(*msg);
+          if (!values) {
             ack.setOk(false);
-            ack.setError("commit needs theta and momentum tensors");
+            ack.setError(values.err().describe());
           } else {
-            fragment_checkpoint cp{req.getFragment(), req.getRound(), msg->epoch(), msg->tensors()[0].to_floats(),
-                                   msg->tensors()[1].to_floats()};
+            checkpoint_view cp = *values;
+            cp.fragment = req.getFragment();
+            cp.round = req.getRound();
+            cp.epoch = msg->epoch();
             auto result = fence_commit(self, cp);
             if (!result) result = st.store->commit(cp);
             if (!result) raise_writer_epoch(self, cp.fragment, cp.epoch);
             if (!result && cp.round > 0) ATL_FAULT_POINT("keeper.written");
             ack.setOk(!result);
             ack.setError(result.describe());
-            ack.setDigest(digest64(cp.theta.data(), cp.theta.size() * sizeof(float)));
+            ack.setDigest(digest64(cp.theta, cp.count * sizeof(float)));
             if (result)
               log_error("keeper: commit of fragment " + std::to_string(cp.fragment) + " round " +
                         std::to_string(cp.round) + " failed: " + result.describe());

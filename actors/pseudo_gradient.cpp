@@ -37,6 +37,13 @@ expected<std::vector<float>> take_tensors(const wire::message& msg, schema::Pseu
                                                  std::to_string(tensors.size()) + " tensors");
   if (scaled && tensors[1].dtype != schema::DType::FLOAT32)
     return make_error(errc::tensor_mismatch, "scales must be fp32");
+  if (kind == codec_kind::fp32) {  // the frame is the values: one copy out, no staging copy
+    if (tensors[0].dtype != schema::DType::FLOAT32 || tensors[0].data.size() != expected_count * sizeof(float))
+      return make_error(errc::tensor_mismatch, std::string("fp32 ") + what + " of " +
+                                                   std::to_string(tensors[0].data.size()) + " bytes for " +
+                                                   std::to_string(expected_count) + " values");
+    return tensors[0].to_floats();
+  }
   encoded_values enc;
   enc.kind = kind;
   enc.count = expected_count;

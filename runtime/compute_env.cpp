@@ -34,7 +34,8 @@ env_settings missing_compute_env(const env_lookup& getenv) {
 
 void tune_allocator_for_training() {
   ::mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc's largest; fixing it ends the dynamic one
-  ::mallopt(M_TRIM_THRESHOLD, 256 << 20);
+  ::mallopt(M_MMAP_MAX, 0);  // larger blocks too: a fragment's frames are reused, not faulted in
+  ::mallopt(M_TRIM_THRESHOLD, 512 << 20);
 }
 
 void reexec_with_compute_env(char** argv) {

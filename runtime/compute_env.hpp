@@ -26,8 +26,10 @@ env_settings missing_compute_env(const env_lookup& getenv);
 // every step on a thread other than main: such a thread's arena shrinks its heap whenever
 // the top is free (and, with a fixed trim threshold alone, large blocks would be mmap'd
 // and unmapped every time), so each step page-faulted its activations in again (about
-// 15 ms of system time per step of the default model). Blocks under 32 MiB now come from
-// the heaps, and up to 256 MiB of free heap is kept. Call before any thread starts.
+// 15 ms of system time per step of the default model). Every block now comes from the
+// heaps (mmap is off: a 64 MiB fragment's frames were faulted in and unmapped at every hop),
+// and up to 512 MiB of free heap is kept. Called by `atoll join` and `atoll up` (the head's
+// keeper receives fragment-sized commits) before any thread starts.
 void tune_allocator_for_training();
 
 // Sets what missing_compute_env() names and re-executes this program with the same

@@ -26,6 +26,15 @@ wire::frames to_frames(std::vector<zmq::message_t>& parts, std::size_t first) {
   return out;
 }
 
+// A frame handed to ZeroMQ without a copy: the message owns the bytes and ZeroMQ frees
+// them once sent (a fragment's tensor frame is tens of MiB).
+zmq::message_t take_frame(wire::bytes&& frame) {
+  if (frame.size() < 256) return zmq::message_t(frame.data(), frame.size());
+  auto* owned = new wire::bytes(std::move(frame));
+  return zmq::message_t(
+      owned->data(), owned->size(), [](void*, void* hint) { delete static_cast<wire::bytes*>(hint); }, owned);
+}
+
 }  // namespace
 
 zmq_transport::zmq_transport(role r, const std::string& endpoint, directory& dir, cluster_identity& cluster,
@@ -109,7 +118,7 @@ void zmq_transport::send(const std::string& receiver, wire::frames frames) {
   out_push_.send(zmq::buffer(receiver), zmq::send_flags::sndmore);
   for (std::size_t i = 0; i < frames.size(); ++i) {
     auto flags = i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none;
-    out_push_.send(zmq::message_t(frames[i].data(), frames[i].size()), flags);
+    out_push_.send(take_frame(std::move(frames[i])), flags);
   }
 }
 

@@ -3,13 +3,18 @@
 #include <cstdio>
 #include <cstring>
 
+#include <set>
+
 #include "runtime/digest.hpp"
+#include "storage/value_files.hpp"
 
 namespace atl {
 namespace {
 
 constexpr char record_magic[4] = {'A', 'T', 'C', 'K'};
 constexpr std::uint32_t record_version = 1;
+// A stored value that names the file holding the record: magic, then the file name.
+constexpr char reference_magic[4] = {'A', 'T', 'C', 'F'};
 
 std::string hex(std::uint64_t v, int width) {
   char buf[24];
@@ -19,6 +24,9 @@ std::string hex(std::uint64_t v, int width) {
 std::string fragment_prefix(std::uint32_t f) { return "f/" + hex(f, 8) + "/r/"; }
 std::string record_key(std::uint32_t f, std::uint64_t r) { return fragment_prefix(f) + hex(r, 16); }
 std::string manifest_key(std::uint32_t f) { return "latest/" + hex(f, 8); }
+std::string record_file(const checkpoint_view& cp) {
+  return "f" + hex(cp.fragment, 8) + "-r" + hex(cp.round, 16) + "-e" + hex(cp.epoch, 16) + ".atck";
+}
 
 template <class T>
 void put(std::string& out, const T& v) {
@@ -45,15 +53,30 @@ expected<std::uint64_t> parse_round(const std::string& text) {
 
 }  // namespace
 
-std::string checkpoint_store::encode(const fragment_checkpoint& cp) {
-  std::string out(record_magic, 4);
+checkpoint_view checkpoint_view::of(const fragment_checkpoint& cp) {
+  return {cp.fragment, cp.round, cp.epoch, cp.theta.data(), cp.momentum.data(), cp.theta.size()};
+}
+
+bool checkpoint_view::same_values(const fragment_checkpoint& cp) const {
+  const std::size_t bytes = count * sizeof(float);
+  return cp.theta.size() == count && cp.momentum.size() == count &&
+         (count == 0 ||
+          (std::memcmp(cp.theta.data(), theta, bytes) == 0 && std::memcmp(cp.momentum.data(), momentum, bytes) == 0));
+}
+
+std::string checkpoint_store::encode(const checkpoint_view& cp) {
+  const std::size_t values = cp.count * sizeof(float);
+  std::string out;
+  out.reserve(4 + sizeof record_version + sizeof cp.fragment + 3 * sizeof(std::uint64_t) + 2 * values +
+              sizeof(std::uint64_t));
+  out.append(record_magic, 4);
   put(out, record_version);
   put(out, cp.fragment);
   put(out, cp.round);
   put(out, cp.epoch);
-  put(out, static_cast<std::uint64_t>(cp.theta.size()));
-  out.append(reinterpret_cast<const char*>(cp.theta.data()), cp.theta.size() * sizeof(float));
-  out.append(reinterpret_cast<const char*>(cp.momentum.data()), cp.momentum.size() * sizeof(float));
+  put(out, static_cast<std::uint64_t>(cp.count));
+  out.append(reinterpret_cast<const char*>(cp.theta), values);
+  out.append(reinterpret_cast<const char*>(cp.momentum), values);
   put(out, digest64(out.data(), out.size()));
   return out;
 }
@@ -83,6 +106,10 @@ expected<fragment_checkpoint> checkpoint_store::decode(const std::string& in) {
 status checkpoint_store::commit(const fragment_checkpoint& cp) {
   if (cp.theta.size() != cp.momentum.size())
     return make_error(errc::tensor_mismatch, "theta and momentum sizes differ");
+  return commit(checkpoint_view::of(cp));
+}
+
+status checkpoint_store::commit(const checkpoint_view& cp) {
   auto current = store_.get(column::manifest, manifest_key(cp.fragment));
   if (!current) return current.err();
   if (*current) {
@@ -93,18 +120,14 @@ status checkpoint_store::commit(const fragment_checkpoint& cp) {
     bool replaces = false;
     if (*committed == cp.round) {
       auto stored = latest(cp.fragment);
-      if (stored && *stored && (*stored)->theta == cp.theta && (*stored)->momentum == cp.momentum) return {};
+      if (stored && *stored && cp.same_values(**stored)) return {};
       replaces = stored && *stored && cp.epoch > (*stored)->epoch;
     }
     if (*committed >= cp.round && !replaces)
       return make_error(errc::wrong_round, "round " + std::to_string(cp.round) + " is not newer than committed " +
                                                std::to_string(*committed));
   }
-  std::vector<kv_write> batch;
-  batch.push_back({column::fragments, record_key(cp.fragment, cp.round), encode(cp)});
-  batch.push_back({column::manifest, manifest_key(cp.fragment), std::to_string(cp.round)});
-  if (cp.round >= keep_) batch.push_back({column::fragments, record_key(cp.fragment, cp.round - keep_), {}, true});
-  auto result = store_.commit(batch);
+  auto result = write_and_commit(cp);
   std::lock_guard<std::mutex> lock(health_mu_);
   health_.failing = static_cast<bool>(result);
   if (result) {
@@ -112,6 +135,65 @@ status checkpoint_store::commit(const fragment_checkpoint& cp) {
     health_.last_error = result.describe();
   }
   return result;
+}
+
+status checkpoint_store::write_and_commit(const checkpoint_view& cp) {
+  if (!store_.writable()) return make_error(errc::storage_failure, "commit: the store is open read-only");
+  std::string value = encode(cp);
+  const std::string dir = store_.files_dir();
+  if (!dir.empty()) {
+    auto reference = write_record_file(cp, value);
+    if (!reference) return reference.err();
+    value = std::move(*reference);
+  }
+  // Files the batch leaves unnamed: the pruned round's, and a replaced record's (the
+  // same round from an older epoch).
+  std::vector<std::string> unnamed;
+  for (std::uint64_t r : {cp.round, cp.round - keep_}) {
+    if (r > cp.round) continue;  // round < keep_: nothing pruned
+    auto old = store_.get(column::fragments, record_key(cp.fragment, r));
+    if (old && *old && !file_of(**old).empty() && **old != value) unnamed.push_back(file_of(**old));
+  }
+  std::vector<kv_write> batch;
+  batch.push_back({column::fragments, record_key(cp.fragment, cp.round), value});
+  batch.push_back({column::manifest, manifest_key(cp.fragment), std::to_string(cp.round)});
+  if (cp.round >= keep_) batch.push_back({column::fragments, record_key(cp.fragment, cp.round - keep_), {}, true});
+  if (auto err = store_.commit(batch)) {
+    if (!dir.empty()) value_files::remove(dir, file_of(value));  // named by nothing
+    return err;
+  }
+  for (const auto& name : unnamed) value_files::remove(dir, name);
+  if (!dir.empty() && !swept_) sweep_unlisted_files();
+  return {};
+}
+
+expected<std::string> checkpoint_store::write_record_file(const checkpoint_view& cp, const std::string& record) const {
+  const auto name = record_file(cp);
+  if (auto err = value_files::write_durably(store_.files_dir(), name, record)) return err;
+  return std::string(reference_magic, 4) + name;
+}
+
+std::string checkpoint_store::file_of(const std::string& stored) {
+  if (stored.size() <= 4 || std::memcmp(stored.data(), reference_magic, 4) != 0) return {};
+  return stored.substr(4);
+}
+
+expected<std::string> checkpoint_store::record_bytes(const std::string& stored) const {
+  const auto name = file_of(stored);
+  if (name.empty()) return stored;
+  if (name.find('/') != std::string::npos || store_.files_dir().empty())
+    return make_error(errc::storage_failure, "corrupt checkpoint reference '" + name + "'");
+  return value_files::read(store_.files_dir(), name);
+}
+
+void checkpoint_store::sweep_unlisted_files() {
+  swept_ = true;
+  auto rows = store_.scan(column::fragments, "f/");
+  if (!rows) return;
+  std::set<std::string> named;
+  for (const auto& [key, value] : *rows)
+    if (auto name = file_of(value); !name.empty()) named.insert(name);
+  value_files::remove_unlisted(store_.files_dir(), named);
 }
 
 storage_health checkpoint_store::health() const {
@@ -123,7 +205,9 @@ expected<std::optional<fragment_checkpoint>> checkpoint_store::load(std::uint32_
   auto raw = store_.get(column::fragments, record_key(fragment, round));
   if (!raw) return raw.err();
   if (!*raw) return std::optional<fragment_checkpoint>{};
-  auto cp = decode(**raw);
+  auto bytes = record_bytes(**raw);
+  if (!bytes) return bytes.err();
+  auto cp = decode(*bytes);
   if (!cp) return cp.err();
   return std::optional<fragment_checkpoint>{std::move(*cp)};
 }
@@ -162,7 +246,9 @@ expected<std::vector<checkpoint_summary>> checkpoint_store::list() const {
   if (!rows) return rows.err();
   std::vector<checkpoint_summary> out;
   for (const auto& [key, value] : *rows) {
-    auto cp = decode(value);
+    auto bytes = record_bytes(value);
+    if (!bytes) return make_error(bytes.err().code, key + ": " + bytes.err().message);
+    auto cp = decode(*bytes);
     if (!cp) return make_error(cp.err().code, key + ": " + cp.err().message);
     out.push_back({cp->fragment, cp->round, cp->epoch, digest64(cp->theta.data(), cp->theta.size() * sizeof(float)),
                    cp->theta.size()});

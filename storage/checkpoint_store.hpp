@@ -6,6 +6,12 @@
 // A commit writes the record, moves the manifest and prunes round (r - keep_rounds) in
 // one atomic, synced batch, so a crash leaves either the old or the new round as latest.
 // Records carry a digest of theta and are checked on load (restores are bit-exact).
+//
+// On a store with a files directory (RocksDB), the record's bytes go to a file of their
+// own first (storage/value_files.hpp: written once, durable before the batch), and the
+// batch stores a small reference to it; a pruned round's file is removed after the
+// batch. Stores without one (the in-memory store of the protocol tests) keep records
+// inline, and inline records written by older versions are still read.
 #include <cstdint>
 #include <mutex>
 #include <optional>
@@ -21,6 +27,21 @@ struct fragment_checkpoint {
   std::uint64_t epoch = 0;
   std::vector<float> theta;  // theta_global of the fragment after the round
   std::vector<float> momentum;  // outer Nesterov buffer, same size as theta
+};
+
+// A round to commit, pointing at values the caller keeps alive for the call: a keeper
+// writes straight from the frames it received, with no fragment-sized copy in between.
+struct checkpoint_view {
+  std::uint32_t fragment = 0;
+  std::uint64_t round = 0;
+  std::uint64_t epoch = 0;
+  const float* theta = nullptr;
+  const float* momentum = nullptr;
+  std::size_t count = 0;  // values in theta, and in momentum
+
+  static checkpoint_view of(const fragment_checkpoint& cp);
+  // Whether theta and momentum hold these values.
+  bool same_values(const fragment_checkpoint& cp) const;
 };
 
 struct checkpoint_summary {
@@ -47,6 +68,7 @@ class checkpoint_store {
   // (a retry whose ack was lost). The latest round with other bytes from a newer epoch
   // replaces it: a coordinator that died between its keepers' writes left it on some of
   // them only, so it was never released, and its successor is doing that round again.
+  status commit(const checkpoint_view& cp);
   status commit(const fragment_checkpoint& cp);
   expected<std::optional<fragment_checkpoint>> latest(std::uint32_t fragment) const;
   // The latest committed round of a fragment, from the manifest alone (no values read).
@@ -60,12 +82,24 @@ class checkpoint_store {
   // Thread-safe: the keeper commits while the registry reports.
   storage_health health() const;
 
-  static std::string encode(const fragment_checkpoint& cp);
+  static std::string encode(const checkpoint_view& cp);
   static expected<fragment_checkpoint> decode(const std::string& bytes);
 
  private:
+  status write_and_commit(const checkpoint_view& cp);
+  // A stored value as encode() wrote it: inline, or read from the file it names.
+  expected<std::string> record_bytes(const std::string& stored) const;
+  // Writes the record to its file; returns the reference the batch stores.
+  expected<std::string> write_record_file(const checkpoint_view& cp, const std::string& record) const;
+  // The file a stored value names, or empty for an inline record.
+  static std::string file_of(const std::string& stored);
+  // Once per store, after its first commit: files that no record names (a crash between
+  // a file and its batch, or before a pruned round's file was removed).
+  void sweep_unlisted_files();
+
   kv_store& store_;
   std::uint64_t keep_;
+  bool swept_ = false;
   mutable std::mutex health_mu_;
   storage_health health_;  // guarded by health_mu_
 };

@@ -32,6 +32,11 @@ class kv_store {
   // Keys with `prefix`, in key order.
   virtual expected<std::vector<std::pair<std::string, std::string>>> scan(column family,
                                                                           const std::string& prefix) const = 0;
+  // False for a store opened to read beside its writer: commit() refuses.
+  virtual bool writable() const { return true; }
+  // A directory beside the store for values too large to pass through it well
+  // (storage/value_files.hpp); empty: keep every value in the store.
+  virtual std::string files_dir() const { return {}; }
   // The keys alone (a store may skip reading the values).
   virtual expected<std::vector<std::string>> scan_keys(column family, const std::string& prefix) const {
     auto rows = scan(family, prefix);

@@ -86,6 +86,9 @@ class rocksdb_store : public kv_store {
     return {};
   }
 
+  bool writable() const override { return !read_only_; }
+  std::string files_dir() const override { return path_ + "/fragment-values"; }
+
   expected<std::optional<std::string>> get(column family, const std::string& key) const override {
     if (!db_.db)
       return make_error(errc::storage_failure, "the store is closed after a failed write; the next commit reopens it");

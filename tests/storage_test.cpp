@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <set>
 
 #include <gtest/gtest.h>
 
@@ -223,6 +225,82 @@ TEST(CheckpointStore, ACorruptRecordIsReportedNotReturned) {
   ASSERT_FALSE(latest);
   EXPECT_EQ(latest.err().code, errc::storage_failure);
   EXPECT_EQ(checkpoint_store::decode("xx").err().code, errc::storage_failure);
+}
+
+std::set<std::string> value_files_in(const std::string& db) {
+  std::set<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(db + "/fragment-values"))
+    out.insert(e.path().filename().string());
+  return out;
+}
+
+// On RocksDB a round's values are written once to a file of their own and the record only
+// names it (storage/value_files.hpp): only the kept rounds' files stay, a round replaced
+// from a newer epoch leaves no file behind, and what comes back is bit-exact.
+TEST(CheckpointStore, OnRocksDbEachKeptRoundIsOneFileAndPrunedOrReplacedFilesGo) {
+  testing::temp_dir dir;
+  auto db = open_rocksdb_store(dir.sub("db"));
+  ASSERT_TRUE(db) << db.err().describe();
+  checkpoint_store store(**db, 2);
+  for (std::uint64_t r = 1; r <= 5; ++r) ASSERT_FALSE(store.commit(make_round(0, r, 3000)));
+  EXPECT_EQ(value_files_in(dir.sub("db")).size(), 2u) << "rounds 4 and 5";
+  auto record = (*db)->get(column::fragments, "f/00000000/r/0000000000000005");
+  ASSERT_TRUE(record && record->has_value());
+  EXPECT_LT((*record)->size(), 100u) << "the record names the file; the values are not in RocksDB";
+  auto redone = make_round(0, 5, 3000);
+  redone.epoch = 3;
+  redone.theta[7] = 7.5f;
+  ASSERT_FALSE(store.commit(redone));
+  EXPECT_EQ(value_files_in(dir.sub("db")).size(), 2u) << "the replaced round's file is gone";
+  auto latest = store.latest(0);
+  ASSERT_TRUE(latest && latest->has_value());
+  EXPECT_TRUE(same_bits((*latest)->theta, redone.theta));
+  EXPECT_TRUE(same_bits((*latest)->momentum, redone.momentum));
+  auto listed = store.list();
+  ASSERT_TRUE(listed) << listed.err().describe();
+  EXPECT_EQ(listed->size(), 2u);
+}
+
+// A file lost from under its record is reported, not returned as empty state; files no
+// record names (a crash between a file and its batch) are swept after the next commit.
+TEST(CheckpointStore, AMissingValueFileIsAFailureAndStrayFilesAreSwept) {
+  testing::temp_dir dir;
+  {
+    auto db = open_rocksdb_store(dir.sub("db"));
+    ASSERT_TRUE(db) << db.err().describe();
+    checkpoint_store store(**db, 3);
+    ASSERT_FALSE(store.commit(make_round(0, 1, 100)));
+    for (const auto& name : value_files_in(dir.sub("db")))
+      std::filesystem::remove(dir.sub("db") + "/fragment-values/" + name);
+    auto lost = store.latest(0);
+    ASSERT_FALSE(lost);
+    EXPECT_EQ(lost.err().code, errc::storage_failure);
+  }
+  for (const char* stray : {"f00000000-r0000000000000009-e0000000000000001.atck", "half.atck.tmp"})
+    std::ofstream(dir.sub("db") + "/fragment-values/" + stray) << "x";
+  auto db = open_rocksdb_store(dir.sub("db"));
+  ASSERT_TRUE(db) << db.err().describe();
+  checkpoint_store store(**db, 3);
+  ASSERT_FALSE(store.commit(make_round(0, 2, 100)));
+  EXPECT_EQ(value_files_in(dir.sub("db")), std::set<std::string>{"f00000000-r0000000000000002-e0000000000000002.atck"});
+  EXPECT_EQ((*store.latest(0))->round, 2u);
+}
+
+// Run dirs written before value files keep their records inline; they still load.
+TEST(CheckpointStore, InlineRecordsOfEarlierVersionsAreStillRead) {
+  testing::temp_dir dir;
+  auto db = open_rocksdb_store(dir.sub("db"));
+  ASSERT_TRUE(db) << db.err().describe();
+  const auto old = make_round(0, 3, 50);
+  ASSERT_FALSE((*db)->commit(
+      {{column::fragments, "f/00000000/r/0000000000000003", checkpoint_store::encode(checkpoint_view::of(old))},
+       {column::manifest, "latest/00000000", "3"}}));
+  checkpoint_store store(**db, 3);
+  auto latest = store.latest(0);
+  ASSERT_TRUE(latest && latest->has_value()) << (latest ? "none" : latest.err().describe());
+  EXPECT_TRUE(same_bits((*latest)->theta, old.theta));
+  ASSERT_FALSE(store.commit(make_round(0, 4, 50)));
+  EXPECT_EQ((*store.latest(0))->round, 4u);
 }
 
 TEST(RegistryStore, TheSnapshotSurvivesAReopen) {

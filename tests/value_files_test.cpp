@@ -1,0 +1,63 @@
+// storage/value_files: fragment records written once, whole and durable, under their name.
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "storage/value_files.hpp"
+#include "tests/test_dir.hpp"
+
+namespace atl {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::set<std::string> names_in(const std::string& dir) {
+  std::set<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) out.insert(e.path().filename().string());
+  return out;
+}
+
+TEST(ValueFiles, AFileIsWrittenWholeUnderItsNameWithNothingLeftBeside) {
+  testing::temp_dir dir;
+  const std::string values = dir.sub("values");  // created on first write
+  std::string bytes(3 << 20, '\0');
+  for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 7);
+  ASSERT_FALSE(value_files::write_durably(values, "a.atck", bytes));
+  EXPECT_EQ(names_in(values), std::set<std::string>{"a.atck"});
+  auto back = value_files::read(values, "a.atck");
+  ASSERT_TRUE(back) << back.err().describe();
+  EXPECT_EQ(*back, bytes);
+  // Written again with other bytes: replaced whole.
+  ASSERT_FALSE(value_files::write_durably(values, "a.atck", "short"));
+  EXPECT_EQ(*value_files::read(values, "a.atck"), "short");
+}
+
+TEST(ValueFiles, AMissingFileIsATypedStorageFailure) {
+  testing::temp_dir dir;
+  auto missing = value_files::read(dir.str(), "nope.atck");
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.err().code, errc::storage_failure);
+  EXPECT_NE(missing.err().message.find("nope.atck"), std::string::npos);
+}
+
+TEST(ValueFiles, ADirectoryThatCannotBeMadeIsATypedFailureAndWritesNothing) {
+  testing::temp_dir dir;
+  std::ofstream(dir.sub("plain-file")) << "x";
+  auto refused = value_files::write_durably(dir.sub("plain-file") + "/values", "a.atck", "bytes");
+  EXPECT_EQ(refused.code, errc::storage_failure) << refused.describe();
+}
+
+TEST(ValueFiles, TheSweepRemovesUnlistedAndHalfWrittenFilesOnly) {
+  testing::temp_dir dir;
+  for (const char* name : {"keep.atck", "orphan.atck", "crashed.atck.tmp"}) std::ofstream(dir.sub(name)) << name;
+  value_files::remove_unlisted(dir.str(), {"keep.atck"});
+  EXPECT_EQ(names_in(dir.str()), std::set<std::string>{"keep.atck"});
+  value_files::remove(dir.str(), "keep.atck");
+  value_files::remove(dir.str(), "keep.atck");  // twice: nothing to remove is no error
+  EXPECT_TRUE(names_in(dir.str()).empty());
+  value_files::remove_unlisted(dir.sub("no-such-dir"), {});  // nothing there: nothing done
+}
+
+}  // namespace
+}  // namespace atl
