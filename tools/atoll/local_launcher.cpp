@@ -239,20 +239,30 @@ int run_local(const local_options& opt) {
             << cfg.example << ", " << cfg.steps << " steps, H=" << cfg.sync_every << ", run dir " << run_dir
             << std::endl;
   // Throw-away CURVE keys for this run (kept when a run dir is reused); atollctl
-  // --run-dir finds them in RUN_DIR/keys.
+  // --run-dir finds them in RUN_DIR/keys. With --plain-links there are none, and a run
+  // dir that has them is refused: atollctl would speak CURVE to a plain head.
   const std::string keys = run_dir + "/keys";
-  if (!fs::exists(keys + "/head.key")) {
+  if (opt.plain_links && fs::exists(keys + "/head.key")) {
+    std::cerr << "atoll local: " << keys << " holds this run dir's CURVE keys; --plain-links needs another run dir\n";
+    return 2;
+  }
+  if (!opt.plain_links && !fs::exists(keys + "/head.key")) {
     if (auto err = write_key_folder(keys)) {
       std::cerr << "atoll local: " << err.describe() << "\n";
       return 2;
     }
   }
-  auto loaded_keys = load_client_security(keys);
-  if (!loaded_keys) {
-    std::cerr << "atoll local: " << loaded_keys.err().describe() << "\n";
-    return 2;
+  link_security client_keys;
+  if (!opt.plain_links) {
+    auto loaded_keys = load_client_security(keys);
+    if (!loaded_keys) {
+      std::cerr << "atoll local: " << loaded_keys.err().describe() << "\n";
+      return 2;
+    }
+    client_keys = *loaded_keys;
   }
-  const link_security client_keys = *loaded_keys;
+  const std::vector<std::string> key_args =
+      opt.plain_links ? std::vector<std::string>{} : std::vector<std::string>{"--keys", keys};
   const std::string exe = self_exe();
   std::vector<child> children;
   fs::remove(run_dir + "/head/head.endpoint", ec);
@@ -262,8 +272,8 @@ int run_local(const local_options& opt) {
                                         "--run-dir", run_dir + "/head",
                                         "--config",  config_path,
                                         "--metrics", metrics,
-                                        "--keys",    keys,
                                         "--http",    opt.http};
+  head_args.insert(head_args.end(), key_args.begin(), key_args.end());
   // The nodes receive the model from the head, as they would on separate machines.
   if (!opt.model_file.empty()) head_args.insert(head_args.end(), {"--model", opt.model_file});
   children.push_back(spawn_child("head", head_args, run_dir + "/logs/head.log"));
@@ -290,8 +300,8 @@ int run_local(const local_options& opt) {
                                      "--head",    head,
                                      "--run-dir", run_dir + "/" + name,
                                      "--devices", devices,
-                                     "--threads", std::to_string(std::max(1, threads * opt.workers_per_node)),
-                                     "--keys",    keys};
+                                     "--threads", std::to_string(std::max(1, threads * opt.workers_per_node))};
+    args.insert(args.end(), key_args.begin(), key_args.end());
     if (n >= opt.nodes - opt.relayed_nodes) args.push_back("--no-listen");
     children.push_back(spawn_child(name, args, run_dir + "/logs/" + name + ".log"));
   }
@@ -304,8 +314,9 @@ int run_local(const local_options& opt) {
       if (url.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     if (!url.empty())
-      std::cout << "dashboard: " << url << "  (Prometheus: " << url << "metrics; drain token in " << keys
-                << "/http.token)" << std::endl;
+      std::cout << "dashboard: " << url << "  (Prometheus: " << url << "metrics; "
+                << (opt.plain_links ? "read-only: no keys, no drain token" : "drain token in " + keys + "/http.token")
+                << ")" << std::endl;
   }
   const bool tty = ::isatty(1);
   const auto started = clock_type::now();

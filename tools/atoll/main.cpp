@@ -154,6 +154,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 256));
   loc->add_option("--http", local.http, "where the head serves the dashboard and /metrics (printed at start)")
       ->capture_default_str();
+  loc->add_flag("--plain-links", local.plain_links,
+                "links without CURVE (plain TCP on loopback, like Gloo's): to measure what encryption costs");
   algorithm_flags local_flags;
   local_flags.add_to(loc);
   training_input_flags local_inputs;
@@ -195,6 +197,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   if (*up) {
+    atl::tune_allocator_for_training();
     up_flags.append_to(head.overrides);
     up_inputs.append_to(head.overrides);
     return atl::run_head(head);

@@ -56,6 +56,7 @@ struct local_options {
   int relayed_nodes = 0;  // the last N nodes join with --no-listen
   std::string model_file;  // a TorchScript model (`--model`); the nodes receive it from the head
   std::string http = "tcp://127.0.0.1:0";  // the head's dashboard and /metrics (`atoll up --http`)
+  bool plain_links = false;  // loopback plain TCP, no CURVE keys (benchmarks against unencrypted peers)
 };
 int run_local(const local_options& opt);
 

@@ -16,8 +16,12 @@ Beside it, in the same run: Gloo's all-reduce of the same bytes across M process
 (torch.distributed from python3-torch, loopback TCP), and the raw TCP bound: one socket
 pair on loopback moving the same bytes between two processes.
 
-Writes DIR/results.json: [{size_mb, workers, codec, atoll_gbps, gloo_gbps, tcp_bound_gbps,
-atoll_round_s, atoll_commit_share}] and prints a table. GB/s = 1e9 bytes per second.
+Atoll runs twice per row: over CURVE (every cluster's default) and over plain TCP
+(`atoll local --plain-links`), since Gloo's TCP transport encrypts nothing.
+
+Writes DIR/results.json: [{size_mb, workers, codec, links, atoll_gbps, gloo_gbps, tcp_bound_gbps,
+atoll_round_s, atoll_coordinator_share, rounds_measured}] and prints a table. GB/s = 1e9 bytes
+per second.
 """
 import argparse
 import json
@@ -124,7 +128,7 @@ def mlp_width(size_bytes):
     return max(1, (size_bytes // 4 - 1) // 18)
 
 
-def atoll_run(atoll, run_dir, size_bytes, workers, codec, rounds):
+def atoll_run(atoll, run_dir, size_bytes, workers, codec, rounds, links="curve"):
     sync_every = 2
     cmd = [atoll, "local", "--nodes", str(workers), "--example", "mlp", "--steps", str(sync_every * rounds),
            "--run-dir", run_dir,
@@ -139,6 +143,8 @@ def atoll_run(atoll, run_dir, size_bytes, workers, codec, rounds):
            "--set", f"run.min_workers={workers}",
            "--set", "run.threads_per_worker=1",
            "--set", "cluster.lease_ms=120000"]
+    if links == "plain":
+        cmd.append("--plain-links")
     if os.path.exists(run_dir):
         shutil.rmtree(run_dir)
     started = time.time()
@@ -177,6 +183,9 @@ def main():
     ap.add_argument("--workers", default="2,4")
     ap.add_argument("--codecs", default="fp32,int8")
     ap.add_argument("--rounds", type=int, default=6, help="rounds per Atoll run (the first is not measured)")
+    ap.add_argument("--links", default="curve,plain",
+                    help="Atoll's links: curve (encrypted, the default of every cluster) and/or plain "
+                         "(`atoll local --plain-links`: unencrypted TCP, as Gloo's)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     results = []
@@ -185,24 +194,25 @@ def main():
         tcp = tcp_bound_gbps(size)
         for workers in [int(w) for w in args.workers.split(",")]:
             gloo = gloo_gbps(size, workers)
-            for codec in args.codecs.split(","):
-                run_dir = os.path.join(args.out, f"run-{size_mb}-{workers}-{codec}")
-                a = atoll_run(args.atoll, run_dir, size, workers, codec, args.rounds)
+            for codec, links in [(c, l) for l in args.links.split(",") for c in args.codecs.split(",")]:
+                run_dir = os.path.join(args.out, f"run-{size_mb}-{workers}-{codec}-{links}")
+                a = atoll_run(args.atoll, run_dir, size, workers, codec, args.rounds, links)
                 shutil.rmtree(run_dir, ignore_errors=True)  # the keeper's copies are large
-                row = {"size_mb": size_mb, "workers": workers, "codec": codec, "atoll_gbps": a["atoll_gbps"],
-                       "gloo_gbps": gloo, "tcp_bound_gbps": tcp, "atoll_round_s": a["atoll_round_s"],
-                       "atoll_coordinator_share": a["atoll_coordinator_share"],
+                row = {"size_mb": size_mb, "workers": workers, "codec": codec, "links": links,
+                       "atoll_gbps": a["atoll_gbps"], "gloo_gbps": gloo, "tcp_bound_gbps": tcp,
+                       "atoll_round_s": a["atoll_round_s"], "atoll_coordinator_share": a["atoll_coordinator_share"],
                        "rounds_measured": a["rounds_measured"]}
                 results.append(row)
-                print(f"averaging: {size_mb} MiB, M={workers}, {codec}: atoll {a['atoll_gbps']:.3f} GB/s "
+                print(f"averaging: {size_mb} MiB, M={workers}, {codec}, {links} links: atoll {a['atoll_gbps']:.3f} GB/s "
                       f"({a['atoll_round_s']:.3f} s/round, {a['atoll_coordinator_share']:.0%} at the coordinator), "
                       f"gloo {gloo:.3f} GB/s, tcp bound {tcp:.3f} GB/s", flush=True)
                 with open(os.path.join(args.out, "results.json"), "w") as f:
                     json.dump(results, f, indent=1)
-    print("\n| MiB | M | codec | Atoll GB/s | Gloo GB/s | TCP bound GB/s | Atoll / Gloo | Atoll / TCP |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("\n| MiB | M | codec | links | Atoll GB/s | Gloo GB/s | TCP bound GB/s | Atoll / Gloo | Atoll / TCP |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in results:
-        print(f"| {r['size_mb']} | {r['workers']} | {r['codec']} | {r['atoll_gbps']:.3f} | {r['gloo_gbps']:.3f} | "
+        print(f"| {r['size_mb']} | {r['workers']} | {r['codec']} | {r['links']} | {r['atoll_gbps']:.3f} | "
+              f"{r['gloo_gbps']:.3f} | "
               f"{r['tcp_bound_gbps']:.3f} | {r['atoll_gbps'] / r['gloo_gbps']:.2f} | "
               f"{r['atoll_gbps'] / r['tcp_bound_gbps']:.2f} |")
     print(f"\nwrote {os.path.join(args.out, 'results.json')}")
