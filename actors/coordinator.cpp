@@ -206,19 +206,36 @@ void on_contribution(self_ptr self, const wire::message_ptr& msg) {
   if (*done) on_round_complete(self);
 }
 
+// The committed round, to the registry (its views and the metrics file).
+void report_round(self_ptr self, const std::vector<std::string>& contributors, std::uint64_t digest) {
+  auto& st = self->state;
+  wire::outgoing out;
+  auto report = out.envelope.initRoundReport();
+  report.setFragment(st.cfg.fragment);
+  report.setRound(st.rounds->committed_round());
+  report.setEpoch(st.rounds->open_epoch());
+  report.setDigest(digest);
+  auto names = report.initParticipants(static_cast<unsigned>(contributors.size()));
+  for (unsigned i = 0; i < contributors.size(); ++i) names.set(i, contributors[i]);
+  report.setDurationS(static_cast<float>(std::chrono::duration<double>(st.now() - st.round_started).count()));
+  report.setSinceLastContributionS(
+      static_cast<float>(std::chrono::duration<double>(st.now() - st.last_contribution).count()));
+  report.setBytes(st.round_bytes);
+  st.mail->send(st.cfg.registry, st.epoch, out);
+}
+
 void release(self_ptr self, const std::vector<std::string>& contributors) {
   auto& st = self->state;
   const auto& theta = st.rounds->result();
   const auto digest = digest64(theta.data(), theta.size() * sizeof(float));
   const auto round = st.rounds->committed_round();
-  const auto round_epoch = st.rounds->open_epoch();
-  const auto round_bytes = st.round_bytes;
-  const double duration = std::chrono::duration<double>(st.now() - st.round_started).count();
-  const double since_last = std::chrono::duration<double>(st.now() - st.last_contribution).count();
   // Low-bit results: the round's encoded change, which every contributor adds to its copy
   // of the previous theta_global (round_tracker.hpp); else theta_global itself.
   std::optional<encoded_values> update;
   if (const auto* u = st.rounds->released_update()) update = *u;
+  // The registry hears of the round before any worker can: a worker's WorkerDone after its
+  // last result must not reach the registry before the round that result belongs to.
+  report_round(self, contributors, digest);
   advance(self);  // the next round opens first (results carry its epoch); it resets the counters
   for (const auto& worker : contributors) {
     wire::outgoing out;
@@ -230,18 +247,6 @@ void release(self_ptr self, const std::vector<std::string>& contributors) {
     else out.tensors.push_back(wire::tensor::from_floats(theta.data(), theta.size()));
     st.mail->send(worker, st.rounds->open_epoch(), out);
   }
-  wire::outgoing out;
-  auto report = out.envelope.initRoundReport();
-  report.setFragment(st.cfg.fragment);
-  report.setRound(round);
-  report.setEpoch(round_epoch);
-  report.setDigest(digest);
-  auto names = report.initParticipants(static_cast<unsigned>(contributors.size()));
-  for (unsigned i = 0; i < contributors.size(); ++i) names.set(i, contributors[i]);
-  report.setDurationS(static_cast<float>(duration));
-  report.setSinceLastContributionS(static_cast<float>(since_last));
-  report.setBytes(round_bytes);
-  st.mail->send(st.cfg.registry, st.epoch, out);
 }
 
 // Round `round` is round_deadline old. The quorum policy closes it with the contributions

@@ -176,6 +176,18 @@ void restore(self_ptr self) {
   place_replica_keeper(self);
 }
 
+// How long a finished run's summary waits for a RoundReport still on its way.
+constexpr std::chrono::seconds unreported_round_grace{5};
+
+// A round some worker merged (it acked it) whose RoundReport has not come: the report
+// travels from the coordinator's node on its own link and may arrive after the WorkerDone.
+bool a_merged_round_is_unreported(const registry_state& st) {
+  for (const auto& f : st.fragments)
+    for (const auto& [worker, acked] : f.worker_digests)
+      if (acked.first > f.round) return true;
+  return false;
+}
+
 }  // namespace
 
 bool any_worker_done(const registry_state& st) {
@@ -234,8 +246,15 @@ void maybe_finish(self_ptr self) {
   // Finished when no live node has a worker still training, and some worker finished
   // (nodes whose workers finished may already have said goodbye).
   for (const auto& w : live_workers(st))
-    if (!st.workers[w].done) return;
+    if (!st.workers[w].done) {
+      st.workers_done_at.reset();
+      return;
+    }
   if (!any_worker_done(st)) return;
+  // The summary counts every merged round, so it waits for their reports; not forever: a
+  // coordinator killed between release and report never sends one.
+  if (!st.workers_done_at) st.workers_done_at = st.now();
+  if (a_merged_round_is_unreported(st) && st.now() - *st.workers_done_at < unreported_round_grace) return;
   set_run_phase(self, run_phase::finished);
   const auto finished =
       std::count_if(st.workers.begin(), st.workers.end(), [](const auto& w) { return w.second.done; });
@@ -290,6 +309,7 @@ caf::behavior registry_actor(caf::stateful_actor<registry_state>* self, registry
         send_keeper_placement(self);  // repeated until it runs there (a repeat is ignored)
         publish_routes(self);
         publish_membership(self);  // again each tick: one lost with a dropped link is repaired
+        maybe_finish(self);  // a summary waiting for a RoundReport gives up in time
         self->delayed_send(self, std::chrono::milliseconds(self->state.cfg.heartbeat_ms), tick_atom::value);
       },
       [=](stop_atom) { self->quit(); },

@@ -128,6 +128,9 @@ struct registry_state {
   std::int64_t last_eval_step = -1;
   float last_val_loss = -1;
   std::chrono::steady_clock::time_point started;
+  // When every live worker was first seen done: the summary waits a little past it for
+  // RoundReports still on their way (see maybe_finish).
+  std::optional<std::chrono::steady_clock::time_point> workers_done_at;
   // The actor system's clock: steady time in production, simulated under the
   // deterministic scheduler of the protocol tests.
   const caf::actor_clock* clock = nullptr;

@@ -112,6 +112,7 @@ void on_round_report(self_ptr self, const wire::message_ptr& msg) {
                              {"since_last_contribution_s", r.getSinceLastContributionS()},
                              {"bytes", r.getBytes()},
                              {"digest", digest_hex(r.getDigest())}});
+  maybe_finish(self);  // the summary may have been waiting for this round
 }
 
 void on_round_progress(self_ptr self, const wire::message_ptr& msg) {

@@ -276,5 +276,43 @@ TEST_F(RegistryProtocol, ControlRequestsAnswerFromItsViewsAndRefuseUnknownComman
   EXPECT_NE(again.second.find("is draining"), std::string::npos) << again.second;
 }
 
+// A WorkerDone can overtake the RoundReport of the round its worker merged last (they come
+// on different links). The run is finished once the merged rounds are reported, or a grace
+// later when a report never comes (its coordinator died between release and report).
+TEST_F(RegistryProtocol, TheRunFinishesOnceTheRoundsItsWorkersMergedAreReported) {
+  hello("node/pending-a");
+  hello("node/pending-b");
+  ASSERT_EQ(stored().run_state, "training");
+  const auto epoch = stored().epoch;
+  auto send_from = [&](const std::string& id, auto fill) {
+    mailer mail(net_, id, "cluster-registry");
+    wire::outgoing out;
+    fill(out.envelope);
+    mail.send(registry_id(), epoch, out);
+    sched_.run();
+  };
+  for (const auto* worker : {"worker/1.0", "worker/2.0"}) {
+    for (std::uint32_t fragment : {0u, 1u})
+      send_from(worker, [&](auto e) {
+        auto ack = e.initRoundAck();
+        ack.setFragment(fragment);
+        ack.setRound(1);
+        ack.setDigest(7);
+      });
+    send_from(worker, [](auto e) { e.initWorkerDone().setSteps(10); });
+  }
+  EXPECT_EQ(stored().run_state, "training") << "rounds merged but not reported";
+  send_from("coord/0", [](auto e) {
+    auto r = e.initRoundReport();
+    r.setFragment(0);
+    r.setRound(1);
+  });
+  EXPECT_EQ(stored().run_state, "training") << "fragment 1's round is not reported yet";
+  run_for(3s, {1, 2});
+  EXPECT_EQ(stored().run_state, "training") << "within the grace";
+  run_for(3s, {1, 2});
+  EXPECT_EQ(stored().run_state, "finished") << "past the grace";
+}
+
 }  // namespace
 }  // namespace atl
