@@ -13,9 +13,6 @@ namespace {
 
 constexpr char record_magic[4] = {'A', 'T', 'C', 'K'};
 constexpr std::uint32_t record_version = 1;
-// A stored value that names the file holding the record: magic, then the file name.
-constexpr char reference_magic[4] = {'A', 'T', 'C', 'F'};
-
 std::string hex(std::uint64_t v, int width) {
   char buf[24];
   std::snprintf(buf, sizeof buf, "%0*llx", width, static_cast<unsigned long long>(v));
@@ -38,6 +35,51 @@ bool take(const std::string& in, std::size_t& pos, T& v) {
   std::memcpy(&v, in.data() + pos, sizeof v);
   pos += sizeof v;
   return true;
+}
+
+// (fragment, round) from a record key; the rest of the summary left 0.
+expected<checkpoint_summary> summary_of_key(const std::string& key) {
+  unsigned long long f = 0, r = 0;
+  if (key.size() != record_key(0, 0).size() || std::sscanf(key.c_str(), "f/%8llx/r/%16llx", &f, &r) != 2)
+    return make_error(errc::storage_failure, "corrupt checkpoint key '" + key + "'");
+  return checkpoint_summary{static_cast<std::uint32_t>(f), r, 0, 0, 0};
+}
+
+// A stored value that names the file holding the record, with what list() reports about
+// the round so that it reads no file: magic, epoch, digest of theta, value count, name.
+constexpr char reference_magic[4] = {'A', 'T', 'C', 'F'};
+struct record_reference {
+  std::uint64_t epoch = 0;
+  std::uint64_t digest = 0;
+  std::uint64_t count = 0;
+  std::string file;
+};
+constexpr std::size_t reference_header = 4 + 3 * sizeof(std::uint64_t);
+
+std::string encode_reference(const record_reference& ref) {
+  std::string out(reference_magic, 4);
+  put(out, ref.epoch);
+  put(out, ref.digest);
+  put(out, ref.count);
+  return out + ref.file;
+}
+
+// Empty for an inline record (or anything else that is not a reference).
+std::optional<record_reference> decode_reference(const std::string& stored) {
+  if (stored.size() <= reference_header || std::memcmp(stored.data(), reference_magic, 4) != 0) return std::nullopt;
+  record_reference ref;
+  std::size_t pos = 4;
+  take(stored, pos, ref.epoch);
+  take(stored, pos, ref.digest);
+  take(stored, pos, ref.count);
+  ref.file = stored.substr(pos);
+  return ref;
+}
+
+// The file a stored value names, or empty for an inline record.
+std::string file_of(const std::string& stored) {
+  auto ref = decode_reference(stored);
+  return ref ? ref->file : std::string();
 }
 
 // Manifest values are decimal round numbers written by commit(); anything else is corruption.
@@ -170,12 +212,7 @@ status checkpoint_store::write_and_commit(const checkpoint_view& cp) {
 expected<std::string> checkpoint_store::write_record_file(const checkpoint_view& cp, const std::string& record) const {
   const auto name = record_file(cp);
   if (auto err = value_files::write_durably(store_.files_dir(), name, record)) return err;
-  return std::string(reference_magic, 4) + name;
-}
-
-std::string checkpoint_store::file_of(const std::string& stored) {
-  if (stored.size() <= 4 || std::memcmp(stored.data(), reference_magic, 4) != 0) return {};
-  return stored.substr(4);
+  return encode_reference({cp.epoch, digest64(cp.theta, cp.count * sizeof(float)), cp.count, name});
 }
 
 expected<std::string> checkpoint_store::record_bytes(const std::string& stored) const {
@@ -233,10 +270,9 @@ expected<std::vector<checkpoint_summary>> checkpoint_store::stored_rounds() cons
   if (!keys) return keys.err();
   std::vector<checkpoint_summary> out;
   for (const auto& key : *keys) {
-    unsigned long long f = 0, r = 0;
-    if (key.size() != record_key(0, 0).size() || std::sscanf(key.c_str(), "f/%8llx/r/%16llx", &f, &r) != 2)
-      return make_error(errc::storage_failure, "corrupt checkpoint key '" + key + "'");
-    out.push_back({static_cast<std::uint32_t>(f), r, 0, 0, 0});
+    auto summary = summary_of_key(key);
+    if (!summary) return summary.err();
+    out.push_back(*summary);
   }
   return out;
 }
@@ -246,9 +282,16 @@ expected<std::vector<checkpoint_summary>> checkpoint_store::list() const {
   if (!rows) return rows.err();
   std::vector<checkpoint_summary> out;
   for (const auto& [key, value] : *rows) {
-    auto bytes = record_bytes(value);
-    if (!bytes) return make_error(bytes.err().code, key + ": " + bytes.err().message);
-    auto cp = decode(*bytes);
+    auto summary = summary_of_key(key);
+    if (!summary) return summary.err();
+    if (auto ref = decode_reference(value)) {
+      summary->epoch = ref->epoch;
+      summary->digest = ref->digest;
+      summary->params = ref->count;
+      out.push_back(*summary);
+      continue;
+    }
+    auto cp = decode(value);  // inline: written before value files, or by the memory store
     if (!cp) return make_error(cp.err().code, key + ": " + cp.err().message);
     out.push_back({cp->fragment, cp->round, cp->epoch, digest64(cp->theta.data(), cp->theta.size() * sizeof(float)),
                    cp->theta.size()});

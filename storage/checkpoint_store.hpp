@@ -9,7 +9,8 @@
 //
 // On a store with a files directory (RocksDB), the record's bytes go to a file of their
 // own first (storage/value_files.hpp: written once, durable before the batch), and the
-// batch stores a small reference to it; a pruned round's file is removed after the
+// batch stores a small reference to it (the file's name, and the round's epoch, theta's
+// digest and size, so list() reads no file); a pruned round's file is removed after the
 // batch. Stores without one (the in-memory store of the protocol tests) keep records
 // inline, and inline records written by older versions are still read.
 #include <cstdint>
@@ -74,7 +75,7 @@ class checkpoint_store {
   // The latest committed round of a fragment, from the manifest alone (no values read).
   expected<std::optional<std::uint64_t>> latest_round(std::uint32_t fragment) const;
   expected<std::optional<fragment_checkpoint>> load(std::uint32_t fragment, std::uint64_t round) const;
-  // Every stored round of every fragment, oldest first.
+  // Every stored round of every fragment, oldest first; reads no value file.
   expected<std::vector<checkpoint_summary>> list() const;
   // The same (fragment, round) pairs from the keys alone: no value is read or hashed.
   // digest and params are left 0.
@@ -91,8 +92,6 @@ class checkpoint_store {
   expected<std::string> record_bytes(const std::string& stored) const;
   // Writes the record to its file; returns the reference the batch stores.
   expected<std::string> write_record_file(const checkpoint_view& cp, const std::string& record) const;
-  // The file a stored value names, or empty for an inline record.
-  static std::string file_of(const std::string& stored);
   // Once per store, after its first commit: files that no record names (a crash between
   // a file and its batch, or before a pruned round's file was removed).
   void sweep_unlisted_files();

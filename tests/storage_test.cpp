@@ -258,7 +258,37 @@ TEST(CheckpointStore, OnRocksDbEachKeptRoundIsOneFileAndPrunedOrReplacedFilesGo)
   EXPECT_TRUE(same_bits((*latest)->momentum, redone.momentum));
   auto listed = store.list();
   ASSERT_TRUE(listed) << listed.err().describe();
-  EXPECT_EQ(listed->size(), 2u);
+  ASSERT_EQ(listed->size(), 2u);
+  EXPECT_EQ((*listed)[1].epoch, 3u);
+  EXPECT_EQ((*listed)[1].digest, digest64(redone.theta.data(), redone.theta.size() * sizeof(float)));
+  EXPECT_EQ((*listed)[1].params, 3000u);
+}
+
+// `atollctl checkpoints` lists every kept round of every fragment from the records alone:
+// reading hundreds of MiB of values per round would stall the registry that answers it.
+TEST(CheckpointStore, ListingRoundsReadsNoValueFile) {
+  testing::temp_dir dir;
+  auto db = open_rocksdb_store(dir.sub("db"));
+  ASSERT_TRUE(db) << db.err().describe();
+  checkpoint_store store(**db, 3);
+  std::vector<std::uint64_t> digests;
+  for (std::uint64_t r = 1; r <= 2; ++r) {
+    auto cp = make_round(1, r, 500);
+    digests.push_back(digest64(cp.theta.data(), cp.theta.size() * sizeof(float)));
+    ASSERT_FALSE(store.commit(cp));
+  }
+  for (const auto& name : value_files_in(dir.sub("db")))
+    std::filesystem::remove(dir.sub("db") + "/fragment-values/" + name);
+  auto listed = store.list();
+  ASSERT_TRUE(listed) << listed.err().describe();
+  ASSERT_EQ(listed->size(), 2u);
+  for (std::size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ((*listed)[i].fragment, 1u);
+    EXPECT_EQ((*listed)[i].round, i + 1);
+    EXPECT_EQ((*listed)[i].digest, digests[i]);
+    EXPECT_EQ((*listed)[i].params, 500u);
+  }
+  EXPECT_FALSE(store.latest(1)) << "the values themselves are gone";
 }
 
 // A file lost from under its record is reported, not returned as empty state; files no
