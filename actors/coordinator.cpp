@@ -100,6 +100,18 @@ bool is_member(const coordinator_state& st, const std::string& worker) {
   return std::find(st.members.begin(), st.members.end(), worker) != st.members.end();
 }
 
+// A member outside the open round (admitted after it opened) gets the committed state once
+// per round in DiLoCo: it may be a participant of another fragment's open round, and must
+// train to reach it. Held here until our next round, it would wait on this round, which
+// waits on the others' contributions, which (streaming) wait on that other round's result,
+// which waits on it. Its contribution to this round is refused as not_participant, and its
+// next request is held until a round includes it: no refusal loop.
+bool answers_outside_round(const coordinator_state& st, const std::string& worker) {
+  return st.loaded && st.rounds->rule() == round_tracker::update_rule::nesterov &&
+         st.rounds->current_phase() == round_tracker::phase::collecting && is_member(st, worker) &&
+         !st.rounds->participants().count(worker) && !st.served_outside.count(worker);
+}
+
 // The epoch a refusal carries: the open round's, so a worker refused as stale_epoch can
 // send the same contribution again in the right epoch.
 std::uint64_t refusal_epoch(const coordinator_state& st) {
@@ -112,8 +124,8 @@ void request_startup_state(self_ptr self);
 
 // In phase ready with enough members: open the next round, give the committed state to
 // the held requests of its participants (the others wait for a round that includes them:
-// a worker that is not a participant could not contribute), then replay contributions
-// that came before the round opened.
+// a worker that is not a participant could not contribute; but see answers_outside_round),
+// then replay contributions that came before the round opened.
 void advance(self_ptr self) {
   auto& st = self->state;
   if (st.rounds->current_phase() != round_tracker::phase::ready || !membership_ready(st)) return;
@@ -122,6 +134,7 @@ void advance(self_ptr self) {
     return;
   }
   st.round_bytes = 0;
+  st.served_outside.clear();
   std::vector<wire::message_ptr> still_waiting;
   for (const auto& req : st.waiting) {
     if (is_participant(st, req->sender())) send_state(self, req->sender());
@@ -237,7 +250,12 @@ void release(self_ptr self, const std::vector<std::string>& contributors) {
   // last result must not reach the registry before the round that result belongs to.
   report_round(self, contributors, digest);
   advance(self);  // the next round opens first (results carry its epoch); it resets the counters
-  for (const auto& worker : contributors) {
+  // Workers in this process last: one that finishes on its result may end the process (a
+  // node whose workers are done exits), and by then every other result is on its link.
+  auto receivers = contributors;
+  std::stable_partition(receivers.begin(), receivers.end(),
+                        [&](const std::string& w) { return !st.mail->delivers_in_process(w); });
+  for (const auto& worker : receivers) {
     wire::outgoing out;
     auto r = out.envelope.initRoundResult();
     r.setFragment(st.cfg.fragment);
@@ -392,6 +410,20 @@ void on_load_reply(self_ptr self, const wire::message_ptr& msg) {
   advance(self);
 }
 
+// A held StateRequest is answered with StateHeld, so that rank 0 stops attaching its
+// parameters (F bytes every retry, on a slow link) once the fragment can be seeded without.
+void say_held(self_ptr self, const wire::message& request) {
+  auto& st = self->state;
+  const bool seeded = st.loaded && st.rounds->current_phase() != round_tracker::phase::unseeded;
+  const bool parameters_held = std::any_of(st.waiting.begin(), st.waiting.end(),
+                                           [](const wire::message_ptr& held) { return !held->tensors().empty(); });
+  wire::outgoing out;
+  auto held = out.envelope.initStateHeld();
+  held.setFragment(st.cfg.fragment);
+  held.setSeedHeld(seeded || parameters_held);
+  st.mail->send(request.sender(), st.epoch, out);
+}
+
 void on_state_request(self_ptr self, const wire::message_ptr& msg) {
   auto& st = self->state;
   // Answered now only if the worker can contribute to the open round: it is a participant
@@ -404,12 +436,18 @@ void on_state_request(self_ptr self, const wire::message_ptr& msg) {
     send_state(self, msg->sender());
     return;
   }
+  if (answers_outside_round(st, msg->sender())) {
+    st.served_outside.insert(msg->sender());
+    send_state(self, msg->sender());
+    return;
+  }
   // One held request per worker: its retries replace it, so it is answered once.
   auto same = std::find_if(st.waiting.begin(), st.waiting.end(),
                            [&](const wire::message_ptr& held) { return held->sender() == msg->sender(); });
   if (same == st.waiting.end()) st.waiting.push_back(msg);
   else if (msg->tensors().size() >= (*same)->tensors().size()) *same = msg;  // keep the one with parameters
   seed_from_waiting(self);
+  say_held(self, *msg);
 }
 
 // What a new coordinator needs before it can open a round: the committed state (from the

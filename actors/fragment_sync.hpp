@@ -5,6 +5,8 @@
 //   (any) --ask: StateRequest sent--> [asking] --state inline--> adopt --> (synced r)
 //   [asking] --state as a header--> [fetching] --last chunk, digest ok--> adopt --> (synced r)
 //   [fetching] --every keeper failed--> ask --> [asking]
+//   [asking] --StateHeld(seedHeld)--> itself (held by the coordinator; seedHeld: rank 0's
+//            repeats need not carry its parameters, nor does any request after a state)
 //   (synced r) --contributed(round q)--> [awaiting_result q] --result of q--> [result_ready q]
 //   [awaiting_result q] --low-bit result of q: kept theta_global + change, digest ok--> [result_ready q]
 //   [result_ready q] --take_result: merged (DiLoCo) or applied (ddp)--> (synced q)
@@ -42,6 +44,12 @@ class fragment_sync {
 
   // A StateRequest went out: from any phase (a kept contribution stays kept).
   void ask();
+  // StateHeld: the coordinator holds our request; `seed_held`: it can seed the fragment
+  // without our parameters (seeded, or holding them from an earlier request).
+  void held(bool seed_held) { seed_held_ = seed_held; }
+  // Whether rank 0's StateRequest carries its parameters: only before any state was
+  // adopted (then the run is seeded) and while the coordinator may still need them.
+  bool parameters_wanted() const { return theta_global_.empty() && !seed_held_; }
   // A FragmentState header: the values come in chunks (`fetch` names the keepers).
   void start_fetch(state_fetch fetch, std::uint64_t epoch);
   // The committed state of `round`, theta_global, replaced the local fragment: synced at
@@ -112,6 +120,7 @@ class fragment_sync {
   std::vector<float> result_;
   std::uint64_t result_round_ = 0;
   std::vector<float> theta_global_;  // empty until a state is adopted
+  bool seed_held_ = false;  // the last StateHeld said seedHeld
   state_fetch fetch_;
   std::uint64_t fetch_epoch_ = 0;
   time_point chunk_asked_at_{};

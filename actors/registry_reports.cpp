@@ -10,14 +10,16 @@
 namespace atl::registry_detail {
 namespace {
 
+// What the worker holds now. Only a merged result counts as taking part; a state it
+// adopted (a joiner, a resync) is its own kind of line in the metrics file.
 void on_round_ack(registry_state& st, worker_view& w, const schema::RoundAck::Reader& ack) {
   if (ack.getFragment() >= st.fragments.size()) return;
   st.fragments[ack.getFragment()].worker_digests[w.id] = {ack.getRound(), ack.getDigest()};
-  w.rounds_acked++;
-  st.metrics.write("ack", {{"fragment", ack.getFragment()},
-                           {"round", ack.getRound()},
-                           {"worker", w.id},
-                           {"digest", digest_hex(ack.getDigest())}});
+  if (!ack.getAdopted()) w.rounds_acked++;
+  st.metrics.write(ack.getAdopted() ? "adopted" : "ack", {{"fragment", ack.getFragment()},
+                                                          {"round", ack.getRound()},
+                                                          {"worker", w.id},
+                                                          {"digest", digest_hex(ack.getDigest())}});
 }
 
 void on_progress(registry_state& st, worker_view& w, const schema::Progress::Reader& p) {

@@ -30,9 +30,10 @@ void request_state(self_ptr self, std::size_t f) {
   auto& st = self->state;
   wire::outgoing out;
   out.envelope.initStateRequest().setFragment(static_cast<std::uint32_t>(f));
-  // Rank 0's parameters travel along: a fresh run is seeded from them (every worker
-  // starts from the same seed anyway; the others need not pay the bytes).
-  if (st.cfg.spec.rank == 0) {
+  // Rank 0's parameters travel along while the coordinator may need them: a fresh run is
+  // seeded from them (every worker starts from the same seed anyway; the others need not
+  // pay the bytes, nor does rank 0 once the fragment is seeded).
+  if (st.cfg.spec.rank == 0 && st.fragments[f].parameters_wanted()) {
     std::vector<float> local(st.model->fragment_size(f));
     st.model->read_fragment(f, local.data());
     out.tensors.push_back(wire::tensor::from_floats(local.data(), local.size()));
@@ -61,12 +62,14 @@ void resume_if_synced(self_ptr self) {
   }
 }
 
-// fragment f's committed state at `round` is here: it replaces the local fragment.
+// fragment f's committed state at `round` is here: it replaces the local fragment. The
+// registry hears of it: a worker that resynced on its last round merges no result after.
 void apply_state(self_ptr self, std::size_t f, std::uint64_t round, std::uint64_t epoch, std::vector<float> theta) {
   auto& st = self->state;
   st.model->adopt_global(f, theta.data());
-  st.fragments[f].adopt(round, epoch, std::move(theta));
   st.epoch = std::max(st.epoch, epoch);
+  acknowledge_round(self, f, round, theta, true);
+  st.fragments[f].adopt(round, epoch, std::move(theta));
   resume_if_synced(self);
 }
 
@@ -227,6 +230,13 @@ void on_global(self_ptr self, const wire::message_ptr& msg) {
   st.steps->result_arrived(self, f);
 }
 
+void on_held(self_ptr self, const wire::message& msg) {
+  auto& st = self->state;
+  const auto held = msg.envelope().getStateHeld();
+  const std::size_t f = held.getFragment();
+  if (f < st.fragments.size() && msg.sender() == coordinator_of(f)) st.fragments[f].held(held.getSeedHeld());
+}
+
 // What fragment f repeats: after a tick, or once the link to the head is back.
 void repeat(self_ptr self, std::size_t f, retry what) {
   switch (what) {
@@ -274,6 +284,7 @@ caf::behavior worker_actor(caf::stateful_actor<worker_state>* self, transport* n
         if (env.isFragmentState() || env.isRoundResult()) on_global(self, msg);
         else if (env.isChunkReply()) on_chunk(self, msg);
         else if (env.isRefusal()) on_refusal(self, msg);
+        else if (env.isStateHeld()) on_held(self, *msg);
         else if (env.isShutdown()) self->quit();
       },
       [=](step_atom) {

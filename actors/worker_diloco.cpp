@@ -2,7 +2,6 @@
 // its sync step, merge each result before its step trains.
 #include "actors/messages.hpp"
 #include "actors/worker_steps.hpp"
-#include "runtime/digest.hpp"
 #include "runtime/log.hpp"
 
 namespace atl {
@@ -67,14 +66,8 @@ class diloco_steps final : public step_strategy {
 
   // The digest of what we merge goes to the registry; on_step merges it when it is due.
   void result_arrived(worker_self self, std::size_t f) override {
-    auto& st = self->state;
-    wire::outgoing out;
-    auto ack = out.envelope.initRoundAck();
-    ack.setFragment(static_cast<std::uint32_t>(f));
-    const auto& result = st.fragments[f].result();
-    ack.setRound(st.fragments[f].pending_round());
-    ack.setDigest(digest64(result.data(), result.size() * sizeof(float)));
-    st.mail->send(st.cfg.registry, st.epoch, out);
+    const auto& frag = self->state.fragments[f];
+    acknowledge_round(self, f, frag.pending_round(), frag.result(), false);
     unblock(self);
   }
 

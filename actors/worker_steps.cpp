@@ -6,6 +6,7 @@
 
 #include "actors/messages.hpp"
 #include "actors/pseudo_gradient.hpp"
+#include "runtime/digest.hpp"
 #include "runtime/fault_point.hpp"
 #include "runtime/log.hpp"
 
@@ -86,6 +87,18 @@ void send_pending(worker_self self, std::size_t f) {
   put_contribution(c, std::move(copy), out);
   st.mail->send(coordinator_id(static_cast<std::uint32_t>(f)), frag.epoch(), out);
   frag.sent(st.mail->last_seq(), st.now());
+}
+
+void acknowledge_round(worker_self self, std::size_t f, std::uint64_t round, const std::vector<float>& theta,
+                       bool adopted) {
+  auto& st = self->state;
+  wire::outgoing out;
+  auto ack = out.envelope.initRoundAck();
+  ack.setFragment(static_cast<std::uint32_t>(f));
+  ack.setRound(round);
+  ack.setDigest(digest64(theta.data(), theta.size() * sizeof(float)));
+  ack.setAdopted(adopted);
+  st.mail->send(st.cfg.registry, st.epoch, out);
 }
 
 void send_contribution(worker_self self, std::size_t f, std::uint64_t round, encoded_values enc) {

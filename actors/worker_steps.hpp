@@ -4,6 +4,7 @@
 // worker's own files; no other actor includes this.
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <caf/event_based_actor.hpp>
 #include <caf/stateful_actor.hpp>
@@ -41,6 +42,10 @@ void unblock(worker_self self);  // blocked -> training, the wait measured
 void send_pending(worker_self self, std::size_t f);
 // Fragment f's encoded contribution for `round`, kept until its result arrives.
 void send_contribution(worker_self self, std::size_t f, std::uint64_t round, encoded_values enc);
+// Tells the registry which round of fragment f this worker now holds (RoundAck): a result
+// it merges, or a state it adopted.
+void acknowledge_round(worker_self self, std::size_t f, std::uint64_t round, const std::vector<float>& theta,
+                       bool adopted);
 // NaN or infinity in what a worker would send: the replica diverged; the supervisor
 // restarts it.
 void quit_on_encode_error(worker_self self, std::size_t f, const status& err);

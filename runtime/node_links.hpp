@@ -47,6 +47,7 @@ class node_links : public transport {
   node_links& operator=(const node_links&) = delete;
 
   void send(const std::string& receiver, wire::frames frames) override;
+  bool delivers_in_process(const std::string& id) const override { return dir_.contains(id); }
   // The registry's latest PeerTable; `self_node` is this node's id. Thread-safe.
   void update_routes(route_table table, std::uint32_t self_node);
   // Where peers reach this node (the bound data endpoint); empty when it does not listen.

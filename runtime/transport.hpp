@@ -31,6 +31,7 @@ class directory {
   void add(const std::string& id, caf::actor handle);
   void remove(const std::string& id);
   caf::actor find(const std::string& id) const;  // invalid handle if absent
+  bool contains(const std::string& id) const { return static_cast<bool>(find(id)); }
   std::vector<std::string> ids() const;
   // Drops every handle. Call before the actor system is destroyed: CAF waits for the
   // threads of detached actors until their last strong reference is gone.
@@ -94,6 +95,8 @@ class transport {
   // The peer that speaks for `id` is gone (a node that left or died): ids it held may
   // move to another connection at once. Thread-safe; a no-op for in-process transports.
   virtual void forget_peer(const std::string& id) { (void)id; }
+  // Whether `id` lives in this process (send hands it over without a socket). Thread-safe.
+  virtual bool delivers_in_process(const std::string& id) const = 0;
 
  protected:
   // A transport that is part of another (runtime/node_links.hpp) counts into the owner's.
@@ -108,6 +111,7 @@ class memory_transport : public transport {
   memory_transport(directory& dir, cluster_identity& cluster, wire::limits lim = {})
       : dir_(dir), cluster_(cluster), limits_(lim) {}
   void send(const std::string& receiver, wire::frames frames) override;
+  bool delivers_in_process(const std::string& id) const override { return dir_.contains(id); }
 
  private:
   directory& dir_;
@@ -133,6 +137,7 @@ class mailer {
   const std::string& cluster() const { return cluster_; }
   std::uint64_t bytes_sent() const { return bytes_sent_; }
   std::uint64_t last_seq() const { return seq_; }  // of the last message sent (a Refusal names it)
+  bool delivers_in_process(const std::string& receiver) const { return transport_->delivers_in_process(receiver); }
 
  private:
   transport* transport_;

@@ -228,6 +228,7 @@ const char* kind_name(schema::Envelope::Which kind) {
     case E::CHUNK_REQUEST: return "chunk_request";
     case E::CHUNK_REPLY: return "chunk_reply";
     case E::PEER_TABLE: return "peer_table";
+    case E::STATE_HELD: return "state_held";
   }
   return "unknown";
 }

@@ -46,6 +46,7 @@ struct Envelope {
     chunkReply        @34 :ChunkReply;
     peerTable         @35 :PeerTable;
     roundProgress     @36 :RoundProgress;
+    stateHeld         @37 :StateHeld;
   }
 }
 
@@ -95,9 +96,17 @@ struct Heartbeat {
 }
 struct ObsoleteHeartbeatAck { leaseMs @0 :UInt32; }  # retired: never sent
 
-# worker -> coordinator: "give me the newest committed fragment". Carries the worker's
-# own initial fragment (one tensor) so that a fresh run can be seeded from it.
+# worker -> coordinator: "give me the newest committed fragment". Rank 0's carries its own
+# initial fragment (one tensor) so that a fresh run can be seeded from it, until it has
+# a state or the coordinator says it needs none (StateHeld).
 struct StateRequest { fragment @0 :UInt32; }
+# coordinator -> worker: your StateRequest is held until a round that includes you opens
+# (repeat it meanwhile, for a lost message). `seedHeld`: the fragment is seeded or the
+# coordinator holds parameters to seed it from; repeats need not carry any.
+struct StateHeld {
+  fragment @0 :UInt32;
+  seedHeld @1 :Bool;
+}
 # coordinator -> worker: theta_global of the fragment at `round`: one tensor, or, for a
 # fragment larger than diloco.state_chunk_values, none: the worker then fetches the `count`
 # values in chunks from `keepers` (each has the round) and checks them against `digest`.
@@ -150,11 +159,13 @@ struct RoundResult {
   chunk    @5 :UInt32;     # values per scale (int8, fp4)
   count    @6 :UInt64;     # values encoded
 }
-# participant -> coordinator: applied the result; digest of its theta_global copy.
+# worker -> registry: the round of fragment `fragment` it now holds, and the digest of its
+# theta_global copy (the registry's views show them).
 struct RoundAck {
   fragment @0 :UInt32;
   round    @1 :UInt64;
   digest   @2 :UInt64;
+  adopted  @3 :Bool;       # got by state transfer, not by merging a result: not taking part
 }
 
 struct Progress {

@@ -71,6 +71,31 @@ TEST(FragmentSync, IllegalTransitionsAreTypedAndChangeNothing) {
   EXPECT_EQ(s.current(), P::awaiting_result);
 }
 
+// Rank 0's StateRequest carries its parameters only while the coordinator may need them
+// to seed the fragment: F bytes every retry otherwise, on a slow link.
+TEST(FragmentSync, WhetherAStateRequestCarriesTheParameters) {
+  struct row {
+    const char* what;
+    std::vector<int> held;  // StateHeld replies in order: 1 seedHeld, 0 not
+    bool adopted;
+    bool wanted;
+  };
+  const row rows[] = {
+      {"fresh", {}, false, true},
+      {"held, seed held", {1}, false, false},
+      {"held, no seed (a new coordinator)", {0}, false, true},
+      {"seed held, then a new coordinator without it", {1, 0}, false, true},
+      {"a state adopted: the run is seeded", {}, true, false},
+      {"a state adopted, then a coordinator without a seed", {0}, true, false},
+  };
+  for (const auto& r : rows) {
+    fragment_sync s;
+    if (r.adopted) s.adopt(2, 3, {1.0f});
+    for (int h : r.held) s.held(h != 0);
+    EXPECT_EQ(s.parameters_wanted(), r.wanted) << r.what;
+  }
+}
+
 TEST(FragmentSync, AChunkedStateIsFetchedThenAdopted) {
   fragment_sync s;
   s.start_fetch(state_fetch(9, 4, 0, {"keeper/0"}, 2), 5);

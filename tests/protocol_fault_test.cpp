@@ -98,6 +98,7 @@ class faulty_transport : public transport {
     return true;
   }
 
+  bool delivers_in_process(const std::string& id) const override { return dir_.contains(id); }
   std::uint64_t sent() const { return counters_->messages_out.load(); }
   std::uint64_t dropped = 0, duplicated = 0, delayed = 0;
 

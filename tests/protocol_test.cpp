@@ -45,9 +45,11 @@ struct observations {
   std::mutex mu;
   std::condition_variable cv;
   std::vector<observed_round> rounds;
-  std::vector<observed_ack> digests;
+  std::vector<observed_ack> digests;  // results merged
+  std::vector<observed_ack> adopted;  // states adopted (a joiner, a resync)
   std::set<std::string> done;
   std::vector<errc> refusals;
+  std::vector<bool> held;  // StateHeld replies: their seedHeld
   std::vector<wire::message_ptr> received;  // everything else addressed to the probe
 
   template <class Pred>
@@ -71,19 +73,77 @@ caf::behavior probe_actor(caf::event_based_actor*, observations* obs) {
             obs->done.insert(msg->sender());
           } else if (env.isRefusal()) {
             obs->refusals.push_back(static_cast<errc>(env.getRefusal().getCode()));
+          } else if (env.isStateHeld()) {
+            obs->held.push_back(env.getStateHeld().getSeedHeld());
           } else if (env.isRoundReport()) {
             observed_round r{
                 env.getRoundReport().getRound(), env.getRoundReport().getDigest(), {}, env.getRoundReport().getBytes()};
             for (const auto p : env.getRoundReport().getParticipants()) r.participants.push_back(p);
             obs->rounds.push_back(r);
           } else if (env.isRoundAck()) {
-            obs->digests.push_back({msg->sender(), env.getRoundAck().getRound(), env.getRoundAck().getDigest()});
+            const auto ack = env.getRoundAck();
+            (ack.getAdopted() ? obs->adopted : obs->digests)
+                .push_back({msg->sender(), ack.getRound(), ack.getDigest()});
           } else if (!env.isMembershipRequest() && !env.isProgress() && !env.isEvalReport()) {
             obs->received.push_back(msg);
           }
         });
       },
   };
+}
+
+// The in-memory transport, recording whom each message went to. Ids placed elsewhere are
+// still delivered here, but the actors are told they live in another process.
+class recording_transport : public memory_transport {
+ public:
+  using memory_transport::memory_transport;
+  void send(const std::string& receiver, wire::frames frames) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      receivers_.push_back(receiver);
+    }
+    memory_transport::send(receiver, std::move(frames));
+  }
+  bool delivers_in_process(const std::string& id) const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return !elsewhere_.count(id) && memory_transport::delivers_in_process(id);
+  }
+  void place_elsewhere(const std::string& id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    elsewhere_.insert(id);
+  }
+  std::vector<std::string> receivers() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return receivers_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::set<std::string> elsewhere_;
+  std::vector<std::string> receivers_;
+};
+
+// A contribution of raw fp32 values (encode() would refuse the NaN a test sends on purpose).
+void contribute_as(mailer& as, std::uint64_t epoch, std::uint64_t round, const std::vector<float>& delta) {
+  wire::outgoing out;
+  auto c = out.envelope.initContribution();
+  c.setFragment(0);
+  c.setRound(round);
+  c.setWeight(1.0f);
+  encoded_values enc;
+  enc.count = delta.size();
+  enc.payload.resize(delta.size() * sizeof(float));
+  std::memcpy(enc.payload.data(), delta.data(), enc.payload.size());
+  put_contribution(c, std::move(enc), out);
+  as.send("coord/0", epoch, out);
+}
+
+// A StateRequest; with `init`, a fresh coordinator seeds round 0 from it.
+void request_state_as(mailer& as, const std::vector<float>& init = {}) {
+  wire::outgoing req;
+  req.envelope.initStateRequest().setFragment(0);
+  if (!init.empty()) req.tensors.push_back(wire::tensor::from_floats(init.data(), init.size()));
+  as.send("coord/0", 0, req);
 }
 
 class ProtocolTest : public ::testing::Test {
@@ -142,7 +202,7 @@ class ProtocolTest : public ::testing::Test {
   checkpoint_store checkpoints_;
   directory dir_;
   cluster_identity cluster_;
-  memory_transport net_;
+  recording_transport net_;
   observations obs_;  // before the actor system: actors write into it until they stop
   caf::actor_system_config sys_cfg_;
   caf::actor_system sys_;
@@ -313,18 +373,7 @@ class FencingTest : public ProtocolTest {
   }
 
   void contribute(std::uint64_t epoch, std::uint64_t round, const std::vector<float>& delta) {
-    wire::outgoing out;
-    auto c = out.envelope.initContribution();
-    c.setFragment(0);
-    c.setRound(round);
-    c.setWeight(1.0f);
-    // Raw fp32 bytes: encode() would refuse the NaN this test sends on purpose.
-    encoded_values enc;
-    enc.count = delta.size();
-    enc.payload.resize(delta.size() * sizeof(float));
-    std::memcpy(enc.payload.data(), delta.data(), enc.payload.size());
-    put_contribution(c, std::move(enc), out);
-    as_worker_.send("coord/0", epoch, out);
+    contribute_as(as_worker_, epoch, round, delta);
   }
 
   std::size_t received_count() {
@@ -333,12 +382,7 @@ class FencingTest : public ProtocolTest {
   }
 
   // A StateRequest carrying parameters: a fresh coordinator seeds round 0 from them.
-  void request_state_with(const std::vector<float>& init) {
-    wire::outgoing req;
-    req.envelope.initStateRequest().setFragment(0);
-    req.tensors.push_back(wire::tensor::from_floats(init.data(), init.size()));
-    as_worker_.send("coord/0", 0, req);
-  }
+  void request_state_with(const std::vector<float>& init) { request_state_as(as_worker_, init); }
 
   mailer as_worker_;
   observations worker_obs_;
@@ -391,10 +435,11 @@ TEST_F(FencingTest, ContributionsForTheWrongRoundOrEpochAreRefusedWithTypedError
   EXPECT_EQ(worker_obs_.refusals.back(), errc::wrong_round);
 }
 
-// A worker that is not a participant of the open round (a joiner admitted mid-round) is
-// answered when a round that includes it opens: answered at once, it could only be refused
-// as not_participant, again and again.
-TEST_F(FencingTest, AStateRequestFromANonParticipantWaitsForARoundThatIncludesIt) {
+// A member that is not a participant of the open round (a joiner admitted mid-round) gets
+// the committed state once: it may have another fragment's round to train for. Its
+// contribution to this round is refused, and its next request is held (StateHeld) until a
+// round that includes it opens: no refusal loop.
+TEST_F(FencingTest, AMemberOutsideTheOpenRoundGetsItsBaseOnceThenWaitsForARoundThatIncludesIt) {
   spawn_coordinator(1, {1.0f, 0.0f});
   send_membership(1, {"worker/x"});
   request_state_with({1.0f, 2.0f, 3.0f});
@@ -404,23 +449,48 @@ TEST_F(FencingTest, AStateRequestFromANonParticipantWaitsForARoundThatIncludesIt
   dir_.add("worker/y", sys_.spawn(probe_actor, &joiner_obs));
   mailer as_joiner(net_, "worker/y", "cluster-test");
   send_membership(2, {"worker/x", "worker/y"});
-  wire::outgoing req;
-  req.envelope.initStateRequest().setFragment(0);
-  as_joiner.send("coord/0", 0, req);
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  request_state_as(as_joiner);
+  ASSERT_TRUE(joiner_obs.wait_for([&] { return joiner_obs.received.size() == 1; })) << "no state outside the round";
   {
     std::lock_guard<std::mutex> lock(joiner_obs.mu);
-    EXPECT_TRUE(joiner_obs.received.empty()) << "answered while round 1 cannot take it";
+    ASSERT_TRUE(joiner_obs.received[0]->envelope().isFragmentState());
+    EXPECT_EQ(joiner_obs.received[0]->envelope().getFragmentState().getRound(), 0u);
+  }
+  contribute_as(as_joiner, 1, 1, {9.0f, 9.0f, 9.0f});
+  ASSERT_TRUE(joiner_obs.wait_for([&] { return joiner_obs.refusals.size() == 1; }));
+  request_state_as(as_joiner);
+  ASSERT_TRUE(joiner_obs.wait_for([&] { return joiner_obs.held.size() == 1; })) << "no StateHeld";
+  {
+    std::lock_guard<std::mutex> lock(joiner_obs.mu);
+    EXPECT_EQ(joiner_obs.refusals[0], errc::not_participant);
+    EXPECT_TRUE(joiner_obs.held[0]) << "the fragment is seeded";
+    EXPECT_EQ(joiner_obs.received.size(), 1u) << "answered twice while round 1 cannot take it";
   }
 
   contribute(1, 1, {0.5f, 0.0f, 0.0f});  // round 1 closes; round 2 opens with both
-  ASSERT_TRUE(joiner_obs.wait_for([&] { return joiner_obs.received.size() == 1; }));
+  ASSERT_TRUE(joiner_obs.wait_for([&] { return joiner_obs.received.size() == 2; }));
   std::lock_guard<std::mutex> lock(joiner_obs.mu);
-  const auto& state = joiner_obs.received[0];
+  const auto& state = joiner_obs.received[1];
   ASSERT_TRUE(state->envelope().isFragmentState());
   EXPECT_EQ(state->envelope().getFragmentState().getRound(), 1u);
   EXPECT_EQ(state->epoch(), 2u);  // round 2's epoch: the joiner contributes in it
-  EXPECT_EQ(state->tensors()[0].to_floats(), (std::vector<float>{0.5f, 2.0f, 3.0f}));
+  EXPECT_EQ(state->tensors()[0].to_floats(), (std::vector<float>{0.5f, 2.0f, 3.0f}));  // y's 9s did not count
+}
+
+// A held StateRequest is answered StateHeld, whose seedHeld tells rank 0 whether its
+// repeats must still carry its parameters: yes while the coordinator is not seeded and
+// holds none, no once it holds some (or is seeded).
+TEST_F(FencingTest, AHeldStateRequestSaysWhetherTheCoordinatorHoldsASeed) {
+  spawn_coordinator(1, {1.0f, 0.0f});
+  send_membership(1, {"worker/x"});
+  request_state_as(as_worker_);  // no parameters: nothing to seed from
+  ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.held.size() == 1; }));
+  request_state_with({1.0f, 2.0f, 3.0f});
+  ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.held.size() == 2; }));
+  ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.received.size() == 1; }));  // seeded, round 1 open
+  std::lock_guard<std::mutex> lock(worker_obs_.mu);
+  EXPECT_EQ(worker_obs_.held, (std::vector<bool>{false, true}));
+  EXPECT_TRUE(worker_obs_.received[0]->envelope().isFragmentState());
 }
 
 // A contribution for the round about to open (it waits for a quorum) is held, not refused;
@@ -554,6 +624,47 @@ TEST_F(FencingTest, ARoundIsReleasedOnlyWhenEveryKeeperAcknowledgedIt) {
   ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.received.size() == 2; }));
   std::lock_guard<std::mutex> lock(worker_obs_.mu);
   EXPECT_TRUE(worker_obs_.received[1]->envelope().isRoundResult());
+}
+
+// Two workers as probes: worker/1.0 in the coordinator's process, worker/2.0 elsewhere.
+class ReleaseOrderTest : public ProtocolTest {
+ protected:
+  ReleaseOrderTest() : near_(net_, "worker/1.0", "cluster-test"), far_(net_, "worker/2.0", "cluster-test") {
+    dir_.add("worker/1.0", sys_.spawn(probe_actor, &near_obs_));
+    dir_.add("worker/2.0", sys_.spawn(probe_actor, &far_obs_));
+    net_.place_elsewhere("worker/2.0");
+  }
+  ~ReleaseOrderTest() override { stop_actors(); }  // before the observations go
+
+  static bool got_result(observations& o) {
+    return o.wait_for([&] { return !o.received.empty() && o.received.back()->envelope().isRoundResult(); });
+  }
+
+  mailer near_, far_;
+  observations near_obs_, far_obs_;
+};
+
+// A worker in the coordinator's process gets its result last: it may finish on it, and a
+// node whose workers are done exits. The results of workers elsewhere must be on their
+// links by then (a relayed worker's last result was lost this way, now and then).
+TEST_F(ReleaseOrderTest, AWorkerInTheCoordinatorsProcessGetsItsResultAfterTheOthers) {
+  spawn_coordinator(2, {1.0f, 0.0f});
+  send_membership(1, {"worker/1.0", "worker/2.0"});
+  request_state_as(near_, {1.0f, 2.0f, 3.0f});
+  request_state_as(far_);
+  ASSERT_TRUE(near_obs_.wait_for([&] { return near_obs_.received.size() == 1; }));
+  ASSERT_TRUE(far_obs_.wait_for([&] { return far_obs_.received.size() == 1; }));
+  contribute_as(near_, 1, 1, {0.5f, 0.0f, 0.0f});
+  contribute_as(far_, 1, 1, {0.5f, 0.0f, 0.0f});
+  ASSERT_TRUE(got_result(near_obs_));
+  ASSERT_TRUE(got_result(far_obs_));
+  std::vector<std::string> to_workers;
+  for (const auto& r : net_.receivers())
+    if (r.rfind("worker/", 0) == 0) to_workers.push_back(r);
+  ASSERT_GE(to_workers.size(), 2u);
+  // The contributors are sorted (worker/1.0 first); the one elsewhere went first.
+  EXPECT_EQ(std::vector<std::string>(to_workers.end() - 2, to_workers.end()),
+            (std::vector<std::string>{"worker/2.0", "worker/1.0"}));
 }
 
 // A replica keeper placed on a node catches up from the head's keeper: the latest round of
@@ -877,6 +988,26 @@ TEST_F(WorkerRecoveryTest, AReconnectMakesTheWorkerResendItsPendingContribution)
   EXPECT_EQ(seen().first, 1);
 }
 
+// Rank 0's StateRequest carries its parameters until the coordinator says it holds a
+// seed (StateHeld): its repeats every state_retry carry none then.
+TEST_F(WorkerRecoveryTest, RankZeroStopsSendingItsParametersOnceTheCoordinatorHoldsASeed) {
+  spawn_worker(600000);
+  ASSERT_TRUE(coord_obs_.wait_for([&] { return seen_locked().first >= 1; }));
+  {
+    std::lock_guard<std::mutex> lock(coord_obs_.mu);
+    EXPECT_EQ(coord_obs_.received[0]->tensors().size(), 1u) << "rank 0's first request seeds";
+  }
+  wire::outgoing out;
+  auto held = out.envelope.initStateHeld();
+  held.setFragment(0);
+  held.setSeedHeld(true);
+  as_coordinator_.send("worker/1.0", 1, out);
+  ASSERT_TRUE(coord_obs_.wait_for([&] { return seen_locked().first >= 2; })) << "no repeat";
+  std::lock_guard<std::mutex> lock(coord_obs_.mu);
+  EXPECT_TRUE(coord_obs_.received.back()->envelope().isStateRequest());
+  EXPECT_TRUE(coord_obs_.received.back()->tensors().empty()) << "the repeat carried the parameters again";
+}
+
 // A re-placed coordinator announces the committed state without being asked, in its new
 // epoch. A worker waiting on the result of the round it reopened sends the same
 // contribution again, stamped with that epoch, long before its result timeout.
@@ -903,11 +1034,25 @@ TEST_F(WorkerRecoveryTest, AnAnnouncedNewerStateIsAdopted) {
   ASSERT_TRUE(coord_obs_.wait_for([&] { return seen_locked().second >= 1; }));
   send_state(1, 7);
   ASSERT_TRUE(coord_obs_.wait_for([&] { return seen_locked().second >= 2; }));
-  std::lock_guard<std::mutex> lock(coord_obs_.mu);
-  const auto& next = coord_obs_.received.back();
-  ASSERT_TRUE(next->envelope().isContribution());
-  EXPECT_EQ(next->envelope().getContribution().getRound(), 2u);  // trained on from round 1
-  EXPECT_EQ(next->epoch(), 7u);
+  {
+    std::lock_guard<std::mutex> lock(coord_obs_.mu);
+    const auto& next = coord_obs_.received.back();
+    ASSERT_TRUE(next->envelope().isContribution());
+    EXPECT_EQ(next->envelope().getContribution().getRound(), 2u);  // trained on from round 1
+    EXPECT_EQ(next->epoch(), 7u);
+  }
+  // The registry hears of both states, as adopted: its views show round 1, and neither
+  // counts as a merged result.
+  fake_replica initial(0);
+  std::vector<float> theta(initial.fragment_size(0));
+  initial.read_fragment(0, theta.data());
+  ASSERT_TRUE(obs_.wait_for([&] { return obs_.adopted.size() == 2; }));
+  std::lock_guard<std::mutex> lock(obs_.mu);
+  EXPECT_EQ(obs_.adopted[0].round, 0u);
+  EXPECT_EQ(obs_.adopted[1].round, 1u);
+  EXPECT_EQ(obs_.adopted[1].worker, "worker/1.0");
+  EXPECT_EQ(obs_.adopted[1].digest, digest64(theta.data(), theta.size() * sizeof(float)));
+  EXPECT_TRUE(obs_.digests.empty());
 }
 
 // Refused as stale_epoch (its round opened in a newer epoch): the worker sends the same

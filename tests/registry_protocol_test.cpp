@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <caf/all.hpp>
 #include <caf/scheduler/test_coordinator.hpp>
+#include <nlohmann/json.hpp>
 
 #include "actors/messages.hpp"
 #include "actors/registry.hpp"
@@ -112,6 +113,33 @@ class RegistryProtocol : public ::testing::Test {
       if (sched_.has_job()) sched_.run_once();
       else if (!sched_.trigger_timeout()) break;
     }
+  }
+
+  // Sends what `fill` puts into an envelope, as `id`, in the run's epoch.
+  template <class Fill>
+  void send_as(const std::string& id, Fill fill) {
+    mailer mail(net_, id, "cluster-registry");
+    wire::outgoing out;
+    fill(out.envelope);
+    mail.send(registry_id(), stored().epoch, out);
+    sched_.run();
+  }
+
+  // An atollctl command: (ok, the reply's JSON).
+  std::pair<bool, std::string> ask(const char* command, const char* argument = "") {
+    seen_.clear();
+    mailer mail(net_, "ctl/t", "");
+    wire::outgoing out;
+    auto c = out.envelope.initControlRequest();
+    c.setCommand(command);
+    c.setArgument(argument);
+    mail.send(registry_id(), 0, out);
+    sched_.run();
+    const auto replies = take(schema::Envelope::CONTROL_REPLY, "ctl/t");
+    EXPECT_EQ(replies.size(), 1u) << command;
+    if (replies.empty()) return {false, {}};
+    const auto reply = replies[0]->envelope().getControlReply();
+    return {reply.getOk(), reply.getJson().cStr()};
   }
 
   std::vector<wire::message_ptr> take(schema::Envelope::Which kind, const std::string& to) {
@@ -242,23 +270,7 @@ TEST_F(RegistryProtocol, EveryNodeHearsWhereTheOthersListenAndANodeKeepsItsKey) 
 }
 
 TEST_F(RegistryProtocol, ControlRequestsAnswerFromItsViewsAndRefuseUnknownCommands) {
-  using E = schema::Envelope;
   hello("node/pending-a");
-  auto ask = [&](const char* command, const char* argument) {
-    seen_.clear();
-    mailer mail(net_, "ctl/t", "");
-    wire::outgoing out;
-    auto c = out.envelope.initControlRequest();
-    c.setCommand(command);
-    c.setArgument(argument);
-    mail.send(registry_id(), 0, out);
-    sched_.run();
-    const auto replies = take(E::CONTROL_REPLY, "ctl/t");
-    EXPECT_EQ(replies.size(), 1u) << command;
-    return replies.empty() ? std::make_pair(false, std::string())
-                           : std::make_pair(replies[0]->envelope().getControlReply().getOk(),
-                                            std::string(replies[0]->envelope().getControlReply().getJson().cStr()));
-  };
   const auto members = ask("members", "");
   EXPECT_TRUE(members.first);
   EXPECT_NE(members.second.find("\"state\":\"joining\""), std::string::npos) << members.second;
@@ -283,26 +295,18 @@ TEST_F(RegistryProtocol, TheRunFinishesOnceTheRoundsItsWorkersMergedAreReported)
   hello("node/pending-a");
   hello("node/pending-b");
   ASSERT_EQ(stored().run_state, "training");
-  const auto epoch = stored().epoch;
-  auto send_from = [&](const std::string& id, auto fill) {
-    mailer mail(net_, id, "cluster-registry");
-    wire::outgoing out;
-    fill(out.envelope);
-    mail.send(registry_id(), epoch, out);
-    sched_.run();
-  };
   for (const auto* worker : {"worker/1.0", "worker/2.0"}) {
     for (std::uint32_t fragment : {0u, 1u})
-      send_from(worker, [&](auto e) {
+      send_as(worker, [&](auto e) {
         auto ack = e.initRoundAck();
         ack.setFragment(fragment);
         ack.setRound(1);
         ack.setDigest(7);
       });
-    send_from(worker, [](auto e) { e.initWorkerDone().setSteps(10); });
+    send_as(worker, [](auto e) { e.initWorkerDone().setSteps(10); });
   }
   EXPECT_EQ(stored().run_state, "training") << "rounds merged but not reported";
-  send_from("coord/0", [](auto e) {
+  send_as("coord/0", [](auto e) {
     auto r = e.initRoundReport();
     r.setFragment(0);
     r.setRound(1);
@@ -312,6 +316,40 @@ TEST_F(RegistryProtocol, TheRunFinishesOnceTheRoundsItsWorkersMergedAreReported)
   EXPECT_EQ(stored().run_state, "training") << "within the grace";
   run_for(3s, {1, 2});
   EXPECT_EQ(stored().run_state, "finished") << "past the grace";
+}
+
+// A worker that got a round by state transfer (a joiner, a resync) says so: the views show
+// the round it holds, but only a merged result makes its node active (it takes part).
+TEST_F(RegistryProtocol, AnAdoptedStateShowsInTheViewsButOnlyAMergedResultMakesANodeActive) {
+  hello("node/pending-a");
+  hello("node/pending-b");
+  run_for(600ms, {1, 2});
+  auto state_of_node_1 = [&] {
+    const auto members = nlohmann::json::parse(ask("members").second);
+    for (const auto& m : members)
+      if (m["node_id"] == 1) return m["state"].get<std::string>();
+    return std::string("absent");
+  };
+  ASSERT_EQ(state_of_node_1(), "syncing");
+  auto ack = [&](std::uint64_t round, bool adopted) {
+    send_as("worker/1.0", [&](auto e) {
+      auto a = e.initRoundAck();
+      a.setFragment(0);
+      a.setRound(round);
+      a.setDigest(0xabc);
+      a.setAdopted(adopted);
+    });
+  };
+  ack(3, true);
+  const auto fragments = nlohmann::json::parse(ask("fragments").second);
+  ASSERT_TRUE(fragments.is_array() && !fragments.empty()) << fragments.dump();
+  bool shown = false;
+  for (const auto& w : fragments[0]["workers"])
+    shown = shown || (w["id"] == "worker/1.0" && w["round"] == 3 && w["digest"] == "0000000000000abc");
+  EXPECT_TRUE(shown) << fragments.dump();
+  EXPECT_EQ(state_of_node_1(), "syncing") << "an adopted state is no sign of taking part";
+  ack(4, false);
+  EXPECT_EQ(state_of_node_1(), "active");
 }
 
 }  // namespace

@@ -209,8 +209,8 @@ def evaluate(lines, obs):
     """The figures of summary.json for one run."""
     released = {(l["fragment"], l["round"]): l for l in lines if l["type"] == "round"}
     violations = []
-    for l in lines:  # S1 per round: every ack carries the released digest
-        if l["type"] == "ack":
+    for l in lines:  # S1 per round: every ack (and every state adopted) carries the released digest
+        if l["type"] in ("ack", "adopted"):
             r = released.get((l["fragment"], l["round"]))
             if r and r["digest"] != l["digest"]:
                 violations.append(f"S1: {l.get('worker')} acked fragment {l['fragment']} round {l['round']} "
