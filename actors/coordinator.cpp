@@ -100,16 +100,17 @@ bool is_member(const coordinator_state& st, const std::string& worker) {
   return std::find(st.members.begin(), st.members.end(), worker) != st.members.end();
 }
 
-// A member outside the open round (admitted after it opened) gets the committed state once
-// per round in DiLoCo: it may be a participant of another fragment's open round, and must
-// train to reach it. Held here until our next round, it would wait on this round, which
-// waits on the others' contributions, which (streaming) wait on that other round's result,
-// which waits on it. Its contribution to this round is refused as not_participant, and its
-// next request is held until a round includes it: no refusal loop.
+// A member outside the open round (admitted after it opened) gets the committed state in
+// DiLoCo: it may be a participant of another fragment's open round, and must train to reach
+// it. Held here until our next round, it would wait on this round, which waits on the
+// others' contributions, which (streaming) wait on that other round's result, which waits
+// on it. Once its contribution to this round was refused (not_participant), its requests
+// are held until a round includes it: no refusal loop. Until then a repeat is answered
+// again (the state may have been lost).
 bool answers_outside_round(const coordinator_state& st, const std::string& worker) {
   return st.loaded && st.rounds->rule() == round_tracker::update_rule::nesterov &&
          st.rounds->current_phase() == round_tracker::phase::collecting && is_member(st, worker) &&
-         !st.rounds->participants().count(worker) && !st.served_outside.count(worker);
+         !st.rounds->participants().count(worker) && !st.refused_outside.count(worker);
 }
 
 // The epoch a refusal carries: the open round's, so a worker refused as stale_epoch can
@@ -134,7 +135,7 @@ void advance(self_ptr self) {
     return;
   }
   st.round_bytes = 0;
-  st.served_outside.clear();
+  st.refused_outside.clear();
   std::vector<wire::message_ptr> still_waiting;
   for (const auto& req : st.waiting) {
     if (is_participant(st, req->sender())) send_state(self, req->sender());
@@ -210,6 +211,7 @@ void on_contribution(self_ptr self, const wire::message_ptr& msg) {
   }
   auto done = st.rounds->add(msg->sender(), msg->epoch(), c.getRound(), std::move(*values), c.getWeight());
   if (!done) {
+    if (done.err().code == errc::not_participant) st.refused_outside.insert(msg->sender());
     log_warn(fragment_name(st) + ": refused contribution of " + msg->sender() + ": " + done.err().describe());
     st.mail->refuse(*msg, done.err(), refusal_epoch(st));
     return;
@@ -437,7 +439,6 @@ void on_state_request(self_ptr self, const wire::message_ptr& msg) {
     return;
   }
   if (answers_outside_round(st, msg->sender())) {
-    st.served_outside.insert(msg->sender());
     send_state(self, msg->sender());
     return;
   }

@@ -12,8 +12,9 @@
 //                           held until a round opens with it (the run needs a quorum:
 //                           min_workers; fewer in the run's tail), and answered StateHeld
 //                           (seedHeld: seeded, or parameters to seed from are held);
-//                           a member outside the open round gets FragmentState once per
-//                           round (it may have another fragment's round to reach)
+//                           a member outside the open round gets FragmentState until its
+//                           contribution to it was refused (it may have another
+//                           fragment's round to reach)
 //   Contribution early   -> (for the round about to open, from a member) held until it opens
 //   Contribution         -> decoded to fp32 (any codec) -> round_tracker.add (typed Refusal on
 //                           any fence)
@@ -87,7 +88,9 @@ struct coordinator_state {
   std::vector<std::string> members;  // workers of the current epoch
   bool has_membership = false;  // the registry answered at least once
   std::vector<wire::message_ptr> waiting;  // StateRequests held until a round includes them
-  std::set<std::string> served_outside;  // members outside the open round given its base state
+  // Members whose contribution to the open round was refused as not_participant: their
+  // StateRequests are held until a round includes them.
+  std::set<std::string> refused_outside;
   std::map<std::string, wire::message_ptr> early;  // contributions for the round about to open
   std::chrono::steady_clock::time_point round_started;
   std::chrono::steady_clock::time_point last_contribution;  // arrival of the round's latest one
