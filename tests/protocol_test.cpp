@@ -826,8 +826,10 @@ class WorkerRecoveryTest : public ProtocolTest {
     stop_actors();  // before coord_obs_ goes
   }
 
-  void spawn_worker(std::int64_t result_timeout_ms, std::int64_t state_chunk_values = 1 << 20) {
+  void spawn_worker(std::int64_t result_timeout_ms, std::int64_t state_chunk_values = 1 << 20,
+                    bool run_seeded = false) {
     worker_config wc;
+    wc.run_seeded = run_seeded;
     wc.id = "worker/1.0";
     wc.cluster_id = cluster_.get();
     wc.run.steps = 1000;
@@ -1014,6 +1016,16 @@ TEST_F(WorkerRecoveryTest, RankZeroStopsSendingItsParametersOnceTheCoordinatorHo
   std::lock_guard<std::mutex> lock(coord_obs_.mu);
   EXPECT_TRUE(coord_obs_.received.back()->envelope().isStateRequest());
   EXPECT_TRUE(coord_obs_.received.back()->tensors().empty()) << "the repeat carried the parameters again";
+}
+
+// A worker whose node joined a seeded run (its Welcome said so) sends no parameters, not
+// even with its first request, rank 0 though it is.
+TEST_F(WorkerRecoveryTest, RankZeroInASeededRunSendsNoParameters) {
+  spawn_worker(600000, 1 << 20, true);
+  ASSERT_TRUE(coord_obs_.wait_for([&] { return seen_locked().first >= 1; }));
+  std::lock_guard<std::mutex> lock(coord_obs_.mu);
+  EXPECT_TRUE(coord_obs_.received[0]->envelope().isStateRequest());
+  EXPECT_TRUE(coord_obs_.received[0]->tensors().empty());
 }
 
 // A re-placed coordinator announces the committed state without being asked, in its new
