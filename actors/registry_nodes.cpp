@@ -44,6 +44,9 @@ bool every_fragment_seeded(const registry_state& st) {
   if (!st.deps.checkpoints) return false;
   for (std::uint32_t f = 0; f < st.fragments.size(); ++f) {
     auto round = st.deps.checkpoints->latest_round(f);
+    if (!round)
+      log_warn("registry: cannot read fragment " + std::to_string(f) +
+               "'s latest round; a joiner's rank 0 will send its parameters: " + round.err().describe());
     if (!round || !*round) return false;
   }
   return !st.fragments.empty();
