@@ -36,6 +36,10 @@ void tune_allocator_for_training() {
   ::mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc's largest; fixing it ends the dynamic one
   ::mallopt(M_MMAP_MAX, 0);  // larger blocks too: a fragment's frames are reused, not faulted in
   ::mallopt(M_TRIM_THRESHOLD, 512 << 20);
+  // One arena for every thread: another thread's arena is a set of mmap'd heaps of at most
+  // 64 MiB, unmapped once free, so a fragment-sized block freed there was faulted in
+  // again at the next round (about 500k page faults a round on the averaging bench).
+  ::mallopt(M_ARENA_MAX, 1);
 }
 
 void reexec_with_compute_env(char** argv) {

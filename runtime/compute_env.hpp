@@ -28,7 +28,8 @@ env_settings missing_compute_env(const env_lookup& getenv);
 // and unmapped every time), so each step page-faulted its activations in again (about
 // 15 ms of system time per step of the default model). Every block now comes from the
 // heaps (mmap is off: a 64 MiB fragment's frames were faulted in and unmapped at every hop),
-// and up to 512 MiB of free heap is kept. Called by `atoll join` and `atoll up` (the head's
+// of one arena shared by every thread (a thread's own arena unmaps its heaps too), and up
+// to 512 MiB of free heap is kept. Called by `atoll join` and `atoll up` (the head's
 // keeper receives fragment-sized commits) before any thread starts.
 void tune_allocator_for_training();
 
