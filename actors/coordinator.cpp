@@ -41,17 +41,23 @@ bool membership_ready(const coordinator_state& st) {
   return quorum::members_suffice(policy_view(st), policy_options(st));
 }
 
-// The committing round to every keeper that has not acknowledged it yet.
+// The committing round to every keeper that has not acknowledged it yet (one copy of
+// theta and momentum, shared by the messages).
 void send_commit(self_ptr self) {
   auto& st = self->state;
+  std::optional<wire::tensor> theta, momentum;
   for (const auto& keeper : st.keepers) {
     if (st.acked.count(keeper)) continue;
+    if (!theta) {
+      theta = wire::tensor::from_floats_hashed(st.rounds->theta().data(), st.rounds->theta().size());
+      momentum = wire::tensor::from_floats_hashed(st.rounds->momentum().data(), st.rounds->momentum().size());
+    }
     wire::outgoing out;
     auto req = out.envelope.initCommitRequest();
     req.setFragment(st.cfg.fragment);
     req.setRound(st.rounds->committed_round());
-    out.tensors.push_back(wire::tensor::from_floats(st.rounds->theta().data(), st.rounds->theta().size()));
-    out.tensors.push_back(wire::tensor::from_floats(st.rounds->momentum().data(), st.rounds->momentum().size()));
+    out.tensors.push_back(*theta);
+    out.tensors.push_back(*momentum);
     st.mail->send(keeper, st.epoch, out);
   }
   st.commit_sent = st.now();
@@ -241,13 +247,21 @@ void report_round(self_ptr self, const std::vector<std::string>& contributors, s
 
 void release(self_ptr self, const std::vector<std::string>& contributors) {
   auto& st = self->state;
-  const auto& theta = st.rounds->result();
-  const auto digest = digest64(theta.data(), theta.size() * sizeof(float));
+  const auto& result = st.rounds->result();
   const auto round = st.rounds->committed_round();
   // Low-bit results: the round's encoded change, which every contributor adds to its copy
-  // of the previous theta_global (round_tracker.hpp); else theta_global itself.
+  // of the previous theta_global (round_tracker.hpp); else theta_global itself, one copy
+  // shared by every result.
   std::optional<encoded_values> update;
-  if (const auto* u = st.rounds->released_update()) update = *u;
+  std::optional<wire::tensor> theta;
+  std::uint64_t digest = 0;
+  if (const auto* u = st.rounds->released_update()) {
+    update = *u;
+    digest = digest64(result.data(), result.size() * sizeof(float));
+  } else {
+    theta = wire::tensor::from_floats_hashed(result.data(), result.size());
+    digest = *theta->checksum;  // the same digest64 of the same bytes
+  }
   // The registry hears of the round before any worker can: a worker's WorkerDone after its
   // last result must not reach the registry before the round that result belongs to.
   report_round(self, contributors, digest);
@@ -264,7 +278,7 @@ void release(self_ptr self, const std::vector<std::string>& contributors) {
     r.setRound(round);
     r.setDigest(digest);
     if (update) put_round_update(r, encoded_values(*update), out);
-    else out.tensors.push_back(wire::tensor::from_floats(theta.data(), theta.size()));
+    else out.tensors.push_back(*theta);
     st.mail->send(worker, st.rounds->open_epoch(), out);
   }
 }

@@ -48,7 +48,7 @@ expected<std::vector<float>> take_tensors(const wire::message& msg, schema::Pseu
   enc.kind = kind;
   enc.count = expected_count;
   enc.chunk = scaled ? chunk : 0;
-  enc.payload = tensors[0].data;
+  enc.payload = tensors[0].data.to_vector();
   if (scaled) enc.scales = tensors[1].to_floats();
   std::vector<float> out(expected_count);
   if (auto err = decode(enc, out.data())) return err;

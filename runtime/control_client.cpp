@@ -31,7 +31,8 @@ expected<control_reply> control_request(const std::string& head, const std::stri
     req.setArgument(argument);
     auto frames = wire::encode(out);
     for (std::size_t i = 0; i < frames.size(); ++i)
-      sock.send(zmq::buffer(frames[i]), i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+      sock.send(zmq::const_buffer(frames[i].data(), frames[i].size()),
+                i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
     zmq::pollitem_t item{static_cast<void*>(sock), 0, ZMQ_POLLIN, 0};
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     while (true) {
@@ -55,7 +56,7 @@ expected<control_reply> control_request(const std::string& head, const std::stri
         return make_error(static_cast<errc>(env.getRefusal().getCode()), env.getRefusal().getMessage().cStr());
       if (!env.isControlReply()) continue;
       control_reply reply{env.getControlReply().getOk(), env.getControlReply().getJson().cStr(), {}};
-      if (!(*msg)->tensors().empty()) reply.data = (*msg)->tensors().front().data;
+      if (!(*msg)->tensors().empty()) reply.data = (*msg)->tensors().front().data.to_vector();
       return reply;
     }
   } catch (const zmq::error_t& e) {

@@ -9,12 +9,14 @@
 // check_cluster() and the actors.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <capnp/message.h>
 #include <capnp/serialize.h>
 
+#include "runtime/byte_buffer.hpp"
 #include "runtime/expected.hpp"
 #include "schema/envelope.capnp.h"
 
@@ -23,7 +25,7 @@ namespace atl::wire {
 // Bumped when a change is not readable by older peers. Version 1: the first wire.
 constexpr std::uint16_t protocol_version = 1;
 
-using bytes = std::vector<std::uint8_t>;
+using bytes = byte_buffer;
 using frames = std::vector<bytes>;
 
 struct limits {
@@ -37,13 +39,20 @@ struct limits {
   std::size_t max_list_elements = 4096;
 };
 
-// A tensor as it travels: dtype, shape and raw little-endian bytes.
+// A tensor as it travels: dtype, shape and raw little-endian bytes. Copies share the
+// bytes (byte_buffer).
 struct tensor {
   schema::DType dtype = schema::DType::FLOAT32;
   std::vector<std::uint64_t> shape;
   bytes data;
+  // digest64 of `data`: set by decode() once it has checked the frame against it, or by a
+  // sender that sends the same tensor more than once (encode() computes it when unset).
+  std::optional<std::uint64_t> checksum;
 
   static tensor from_floats(const float* values, std::size_t count);
+  // from_floats with the checksum computed now: for one tensor sent in several messages
+  // (copies share the bytes), copied and hashed once rather than once per message.
+  static tensor from_floats_hashed(const float* values, std::size_t count);
   std::size_t numel() const;
   // Copies float32 bytes out. Precondition: dtype is FLOAT32.
   std::vector<float> to_floats() const;

@@ -16,23 +16,37 @@ constexpr int poll_interval_ms = 50;  // how soon stop() is noticed
 constexpr int linger_ms = 200;  // pending sends flushed on close, then dropped
 std::atomic<int> transport_counter{0};
 
+// Received frames as wire frames. A large one is borrowed, not copied: ZeroMQ allocated
+// it for this message alone, aligned for any scalar (a small one may sit at any offset
+// in ZeroMQ's shared receive buffer, and is copied).
 wire::frames to_frames(std::vector<zmq::message_t>& parts, std::size_t first) {
+  constexpr std::size_t borrow_from = 64 << 10;
   wire::frames out;
   out.reserve(parts.size() - first);
   for (std::size_t i = first; i < parts.size(); ++i) {
     const auto* p = static_cast<const std::uint8_t*>(parts[i].data());
-    out.emplace_back(p, p + parts[i].size());
+    const auto size = parts[i].size();
+    if (size >= borrow_from && reinterpret_cast<std::uintptr_t>(p) % alignof(std::uint64_t) == 0) {
+      auto owner = std::make_shared<zmq::message_t>();
+      owner->copy(parts[i]);  // a second reference to the same bytes: `parts` stays whole for a relay
+      out.push_back(wire::bytes::borrowed(p, size, std::move(owner)));
+    } else {
+      out.emplace_back(p, p + size);
+    }
   }
   return out;
 }
 
-// A frame handed to ZeroMQ without a copy: the message owns the bytes and ZeroMQ frees
-// them once sent (a fragment's tensor frame is tens of MiB).
+// A frame handed to ZeroMQ without a copy: the message holds a share of the bytes until
+// ZeroMQ has sent them (a fragment's tensor frame is tens of MiB, often the same bytes
+// for several receivers).
 zmq::message_t take_frame(wire::bytes&& frame) {
   if (frame.size() < 256) return zmq::message_t(frame.data(), frame.size());
   auto* owned = new wire::bytes(std::move(frame));
+  // ZeroMQ only reads a message it sends; its API takes a non-const pointer.
   return zmq::message_t(
-      owned->data(), owned->size(), [](void*, void* hint) { delete static_cast<wire::bytes*>(hint); }, owned);
+      const_cast<std::uint8_t*>(owned->data()), owned->size(),
+      [](void*, void* hint) { delete static_cast<wire::bytes*>(hint); }, owned);
 }
 
 }  // namespace

@@ -51,7 +51,8 @@ void send_all(const std::string& endpoint, const link_security& keys, const wire
   sock.connect(endpoint);
   for (int n = 0; n < times; ++n)
     for (std::size_t i = 0; i < frames.size(); ++i)
-      sock.send(zmq::buffer(frames[i]), i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+      sock.send(zmq::const_buffer(frames[i].data(), frames[i].size()),
+                i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
 }
 
 std::uint64_t conflicts(const json& status, const std::string& process) {

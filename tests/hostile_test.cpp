@@ -63,7 +63,8 @@ class hostile_client {
   }
   void send(const wire::frames& frames) {
     for (std::size_t i = 0; i < frames.size(); ++i)
-      sock_.send(zmq::buffer(frames[i]), i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+      sock_.send(zmq::const_buffer(frames[i].data(), frames[i].size()),
+                 i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
     ++sent_;
   }
   std::size_t sent() const { return sent_; }
@@ -128,7 +129,7 @@ TEST(Hostile, ACurveClusterRefusesStrangersAndSurvivesAHostileMember) {
   std::mt19937 rng(7);
   const auto valid = envelope_bytes(wire::protocol_version, cluster, "ctl/hostile", "registry");
   for (int i = 0; i < 300; ++i) {  // random bytes
-    wire::bytes junk(1 + rng() % 2048);
+    std::vector<std::uint8_t> junk(1 + rng() % 2048);
     for (auto& b : junk) b = static_cast<std::uint8_t>(rng());
     bad.send({junk});
   }
@@ -137,9 +138,9 @@ TEST(Hostile, ACurveClusterRefusesStrangersAndSurvivesAHostileMember) {
   for (int i = 0; i < 300; ++i) {  // bit-flipped
     auto flipped = valid;
     for (int k = 0; k < 1 + static_cast<int>(rng() % 4); ++k) flipped[rng() % flipped.size()] ^= 1u << (rng() % 8);
-    bad.send({flipped});
+    bad.send({wire::bytes(flipped)});
   }
-  for (int i = 0; i < 4; ++i) bad.send({wire::bytes(2u << 20, 0)});  // envelope over its 1 MiB cap
+  for (int i = 0; i < 4; ++i) bad.send({std::vector<std::uint8_t>(2u << 20, 0)});  // envelope over its 1 MiB cap
   for (int i = 0; i < 20; ++i) bad.send({testing::deeply_nested(100)});
   for (int i = 0; i < 20; ++i) bad.send({testing::pointer_amplified(2000, 2000)});
   for (int i = 0; i < 20; ++i) bad.send({testing::too_many_segments(100000)});
@@ -153,7 +154,7 @@ TEST(Hostile, ACurveClusterRefusesStrangersAndSurvivesAHostileMember) {
     // A frame over net.max_frame_mb (4 MiB): ZeroMQ drops the connection before
     // allocating it. Its own client: the drop ends that connection.
     hostile_client huge(ep, *keys);
-    for (int i = 0; i < 8; ++i) huge.send({wire::bytes(64, 0), wire::bytes(16u << 20, 1)});
+    for (int i = 0; i < 8; ++i) huge.send({std::vector<std::uint8_t>(64, 0), std::vector<std::uint8_t>(16u << 20, 1)});
     std::this_thread::sleep_for(1s);
   }
 

@@ -115,7 +115,7 @@ TEST_F(CurveHead, ASenderIdStaysWithItsLiveConnection) {
     out.envelope.setClusterId("c");
     out.envelope.initHeartbeat().setNodeId(1);
     auto frames = wire::encode(out);
-    s.send(zmq::buffer(frames[0]), zmq::send_flags::none);
+    s.send(zmq::const_buffer(frames[0].data(), frames[0].size()), zmq::send_flags::none);
   };
   auto node = connect(), impostor = connect();
   send_as(node, "node/1");

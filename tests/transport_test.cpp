@@ -1,11 +1,14 @@
 // The ZeroMQ transport with real sockets on loopback, in one process.
 #include <chrono>
+#include <mutex>
 #include <thread>
 
 #include <gtest/gtest.h>
+#include <caf/all.hpp>
 
 #include "runtime/control_client.hpp"
 #include "runtime/zmq_transport.hpp"
+#include "tests/eventually.hpp"
 
 namespace atl {
 namespace {
@@ -23,6 +26,71 @@ TEST(ZmqTransport, RoutesOfControlClientsStayBounded) {
   EXPECT_EQ(head.counters().refused[static_cast<std::size_t>(errc::unknown_peer)].load(), clients);
   EXPECT_LE(head.route_count(), zmq_transport::max_client_routes);
   EXPECT_GE(head.route_count(), zmq_transport::max_client_routes - 1);
+}
+
+// Keeps the messages it is given, for the test to look at.
+struct kept_messages {
+  std::mutex mu;
+  std::vector<wire::message_ptr> all;
+  std::size_t size() {
+    std::lock_guard<std::mutex> lock(mu);
+    return all.size();
+  }
+  wire::message_ptr last() {
+    std::lock_guard<std::mutex> lock(mu);
+    return all.back();
+  }
+};
+
+caf::behavior keeping_actor(caf::event_based_actor*, kept_messages* kept) {
+  return {[kept](const wire::message_ptr& msg) {
+    std::lock_guard<std::mutex> lock(kept->mu);
+    kept->all.push_back(msg);
+  }};
+}
+
+// A large received frame is borrowed from ZeroMQ, not copied (runtime/zmq_transport.cpp
+// to_frames): its bytes must still arrive whole where it is delivered, and where the
+// head relays it on (the relay sends the frames the message was decoded from).
+TEST(ZmqTransport, ALargeTensorArrivesWholeDeliveredAndRelayed) {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  cluster_identity cluster("c");
+  kept_messages at_head, at_b;
+  directory head_dir, a_dir, b_dir;
+  head_dir.add("registry", sys.spawn(keeping_actor, &at_head));
+  b_dir.add("worker/2.0", sys.spawn(keeping_actor, &at_b));
+  zmq_transport head(zmq_transport::role::server, "tcp://127.0.0.1:0", head_dir, cluster);
+  zmq_transport a(zmq_transport::role::client, head.bound_endpoint(), a_dir, cluster);
+  zmq_transport b(zmq_transport::role::client, head.bound_endpoint(), b_dir, cluster);
+  std::vector<float> values(1 << 18);  // 1 MiB: well over the size that is borrowed
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i) * 0.5f;
+  auto send = [&](transport& from, const std::string& sender, const std::string& receiver, bool with_tensor) {
+    mailer mail(from, sender, "c");
+    wire::outgoing out;
+    out.envelope.initStateRequest().setFragment(0);
+    if (with_tensor) out.tensors.push_back(wire::tensor::from_floats(values.data(), values.size()));
+    mail.send(receiver, 1, out);
+  };
+  send(b, "worker/2.0", "registry", false);  // the head learns where worker/2.0 is
+  ASSERT_TRUE(testing::eventually([&] { return at_head.size() == 1; }));
+
+  send(a, "worker/1.0", "registry", true);
+  ASSERT_TRUE(testing::eventually([&] { return at_head.size() == 2; }));
+  ASSERT_EQ(at_head.last()->tensors().size(), 1u);
+  EXPECT_EQ(at_head.last()->tensors()[0].to_floats(), values);
+
+  send(a, "worker/1.0", "worker/2.0", true);
+  ASSERT_TRUE(testing::eventually([&] { return at_b.size() == 1; }));
+  ASSERT_EQ(at_b.last()->tensors().size(), 1u);
+  EXPECT_EQ(at_b.last()->tensors()[0].to_floats(), values);
+  EXPECT_GE(head.counters().tensor_bytes_relayed.load(), values.size() * sizeof(float));
+
+  a.stop();
+  b.stop();
+  head.stop();
+  for (auto* dir : {&head_dir, &b_dir})
+    for (const auto& id : dir->ids()) caf::anon_send_exit(dir->find(id), caf::exit_reason::user_shutdown);
 }
 
 }  // namespace

@@ -43,7 +43,9 @@ TEST(Wire, AnEnvelopeWithATensorSurvivesTheRoundTrip) {
 
 TEST(Wire, TruncatedEnvelopeBytesAreRefusedAsMalformed) {
   auto frames = make_contribution(1, {1.0f});
-  frames[0].resize(frames[0].size() - 16);
+  auto shorter = frames[0].to_vector();
+  shorter.resize(shorter.size() - 16);
+  frames[0] = std::move(shorter);
   auto decoded = wire::decode(std::move(frames), {});
   ASSERT_FALSE(decoded);
   EXPECT_EQ(decoded.err().code, errc::malformed_frame);
@@ -53,7 +55,7 @@ TEST(Wire, GarbageBytesAreRefusedWithoutACrash) {
   std::mt19937 rng(7);
   int refused = 0;
   for (unsigned n = 0; n < 500; ++n) {
-    wire::bytes junk(8 * (1 + n % 40));
+    std::vector<std::uint8_t> junk(8 * (1 + n % 40));
     for (auto& b : junk) b = static_cast<std::uint8_t>(rng());
     auto decoded = wire::decode(wire::frames{junk}, {});
     if (!decoded) {
@@ -68,7 +70,7 @@ TEST(Wire, GarbageBytesAreRefusedWithoutACrash) {
 }
 
 TEST(Wire, AnEnvelopeThatIsNotWholeWordsIsRefused) {
-  auto decoded = wire::decode(wire::frames{wire::bytes(13, 0)}, {});
+  auto decoded = wire::decode(wire::frames{std::vector<std::uint8_t>(13, 0)}, {});
   ASSERT_FALSE(decoded);
   EXPECT_EQ(decoded.err().code, errc::malformed_frame);
 }
@@ -96,7 +98,9 @@ TEST(Wire, AnotherProtocolVersionIsRefused) {
 
 TEST(Wire, AFlippedTensorByteFailsTheChecksum) {
   auto frames = make_contribution(1, {1.0f, 2.0f});
-  frames[1][3] ^= 0x40;
+  auto flipped = frames[1].to_vector();
+  flipped[3] ^= 0x40;
+  frames[1] = std::move(flipped);
   auto decoded = wire::decode(std::move(frames), {});
   ASSERT_FALSE(decoded);
   EXPECT_EQ(decoded.err().code, errc::checksum_mismatch);
@@ -112,7 +116,9 @@ TEST(Wire, AMissingTensorFrameIsRefused) {
 
 TEST(Wire, ATensorFrameOfTheWrongSizeIsRefused) {
   auto frames = make_contribution(1, {1.0f, 2.0f});
-  frames[1].push_back(0);
+  auto longer = frames[1].to_vector();
+  longer.push_back(0);
+  frames[1] = std::move(longer);
   auto decoded = wire::decode(std::move(frames), {});
   ASSERT_FALSE(decoded);
   EXPECT_EQ(decoded.err().code, errc::tensor_mismatch);
@@ -164,7 +170,7 @@ TEST(Wire, EverySingleBitFlipIsRefusedOrReadsCleanly) {
   const auto valid = wire::encode(out)[0];
   int accepted = 0;
   for (std::size_t bit = 0; bit < valid.size() * 8; ++bit) {
-    auto flipped = valid;
+    auto flipped = valid.to_vector();
     flipped[bit / 8] ^= static_cast<std::uint8_t>(1u << (bit % 8));
     auto msg = wire::decode({flipped}, wire::limits{});
     if (!msg) continue;
@@ -212,6 +218,25 @@ TEST(Wire, ClusterFencingAdmitsBootstrapMessagesOnly) {
   auto h = wire::decode(wire::encode(hello), {});
   ASSERT_TRUE(h);
   EXPECT_FALSE(wire::check_cluster(**h, "c1"));  // a new node does not know the id yet
+}
+
+TEST(ByteBuffer, CopiesShareTheBytesAndABorrowedBufferKeepsItsOwnerAlive) {
+  const wire::bytes a(std::vector<std::uint8_t>{1, 2, 3});
+  const wire::bytes copy = a;
+  EXPECT_EQ(copy.data(), a.data());  // shared, not copied
+  EXPECT_EQ(copy, a);
+  EXPECT_EQ(copy.to_vector(), (std::vector<std::uint8_t>{1, 2, 3}));
+
+  auto owner = std::make_shared<std::vector<std::uint8_t>>(std::vector<std::uint8_t>{9, 8, 7, 6});
+  std::weak_ptr<std::vector<std::uint8_t>> watch = owner;
+  auto borrowed = wire::bytes::borrowed(owner->data() + 1, 2, owner);
+  owner.reset();
+  EXPECT_FALSE(watch.expired());  // the buffer holds it
+  EXPECT_EQ(borrowed.to_vector(), (std::vector<std::uint8_t>{8, 7}));
+  borrowed = wire::bytes();
+  EXPECT_TRUE(watch.expired());
+  EXPECT_TRUE(borrowed.empty());
+  EXPECT_NE(wire::bytes(std::vector<std::uint8_t>{1, 2}), a);
 }
 
 TEST(Digest, KnownValuesArePinned) {

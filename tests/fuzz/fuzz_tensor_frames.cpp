@@ -70,7 +70,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   enc.kind = codec;
   enc.count = count;
   enc.chunk = chunk;
-  enc.payload = (*msg)->tensors()[0].data;
+  enc.payload = (*msg)->tensors()[0].data.to_vector();
   enc.scales.assign(scale_count(codec, count, chunk), 0.5f);
   std::vector<float> values(count);
   (void)decode(enc, values.data());
