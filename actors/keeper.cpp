@@ -89,6 +89,7 @@ expected<checkpoint_view> commit_values(const wire::message& msg) {
   v.theta = reinterpret_cast<const float*>(t[0].data.data());
   v.momentum = reinterpret_cast<const float*>(t[1].data.data());
   v.count = t[0].data.size() / sizeof(float);
+  v.theta_digest = t[0].checksum;  // decode checked the frame against it
   return v;
 }
 
@@ -150,7 +151,7 @@ caf::behavior keeper_behavior(self_ptr self) {
             if (!result && cp.round > 0) ATL_FAULT_POINT("keeper.written");
             ack.setOk(!result);
             ack.setError(result.describe());
-            ack.setDigest(digest64(cp.theta, cp.count * sizeof(float)));
+            ack.setDigest(cp.digest_of_theta());
             if (result)
               log_error("keeper: commit of fragment " + std::to_string(cp.fragment) + " round " +
                         std::to_string(cp.round) + " failed: " + result.describe());

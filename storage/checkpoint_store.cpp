@@ -96,7 +96,14 @@ expected<std::uint64_t> parse_round(const std::string& text) {
 }  // namespace
 
 checkpoint_view checkpoint_view::of(const fragment_checkpoint& cp) {
-  return {cp.fragment, cp.round, cp.epoch, cp.theta.data(), cp.momentum.data(), cp.theta.size()};
+  checkpoint_view v;
+  v.fragment = cp.fragment;
+  v.round = cp.round;
+  v.epoch = cp.epoch;
+  v.theta = cp.theta.data();
+  v.momentum = cp.momentum.data();
+  v.count = cp.theta.size();
+  return v;
 }
 
 bool checkpoint_view::same_values(const fragment_checkpoint& cp) const {
@@ -106,20 +113,47 @@ bool checkpoint_view::same_values(const fragment_checkpoint& cp) const {
           (std::memcmp(cp.theta.data(), theta, bytes) == 0 && std::memcmp(cp.momentum.data(), momentum, bytes) == 0));
 }
 
+std::uint64_t checkpoint_view::digest_of_theta() const {
+  return theta_digest ? *theta_digest : digest64(theta, count * sizeof(float));
+}
+
+namespace {
+
+// A record as it lies in memory: its header, theta, momentum, then the digest of those
+// three (encode() joins them; a record file is written from them as they are).
+struct record_layout {
+  std::string header;
+  std::uint64_t digest = 0;
+
+  explicit record_layout(const checkpoint_view& cp) {
+    header.append(record_magic, 4);
+    put(header, record_version);
+    put(header, cp.fragment);
+    put(header, cp.round);
+    put(header, cp.epoch);
+    put(header, static_cast<std::uint64_t>(cp.count));
+    digest_stream d;
+    for (const auto& p : values(cp)) d.update(p.data, p.size);
+    digest = d.finish();
+  }
+  // Header, theta, momentum: what the digest covers.
+  std::vector<value_files::piece> values(const checkpoint_view& cp) const {
+    const std::size_t bytes = cp.count * sizeof(float);
+    return {{header.data(), header.size()}, {cp.theta, bytes}, {cp.momentum, bytes}};
+  }
+  std::vector<value_files::piece> pieces(const checkpoint_view& cp) const {
+    auto all = values(cp);
+    all.push_back({&digest, sizeof digest});
+    return all;
+  }
+};
+
+}  // namespace
+
 std::string checkpoint_store::encode(const checkpoint_view& cp) {
-  const std::size_t values = cp.count * sizeof(float);
+  const record_layout record(cp);
   std::string out;
-  out.reserve(4 + sizeof record_version + sizeof cp.fragment + 3 * sizeof(std::uint64_t) + 2 * values +
-              sizeof(std::uint64_t));
-  out.append(record_magic, 4);
-  put(out, record_version);
-  put(out, cp.fragment);
-  put(out, cp.round);
-  put(out, cp.epoch);
-  put(out, static_cast<std::uint64_t>(cp.count));
-  out.append(reinterpret_cast<const char*>(cp.theta), values);
-  out.append(reinterpret_cast<const char*>(cp.momentum), values);
-  put(out, digest64(out.data(), out.size()));
+  for (const auto& p : record.pieces(cp)) out.append(static_cast<const char*>(p.data), p.size);
   return out;
 }
 
@@ -181,10 +215,12 @@ status checkpoint_store::commit(const checkpoint_view& cp) {
 
 status checkpoint_store::write_and_commit(const checkpoint_view& cp) {
   if (!store_.writable()) return make_error(errc::storage_failure, "commit: the store is open read-only");
-  std::string value = encode(cp);
   const std::string dir = store_.files_dir();
-  if (!dir.empty()) {
-    auto reference = write_record_file(cp, value);
+  std::string value;
+  if (dir.empty()) {
+    value = encode(cp);
+  } else {
+    auto reference = write_record_file(cp);
     if (!reference) return reference.err();
     value = std::move(*reference);
   }
@@ -209,10 +245,11 @@ status checkpoint_store::write_and_commit(const checkpoint_view& cp) {
   return {};
 }
 
-expected<std::string> checkpoint_store::write_record_file(const checkpoint_view& cp, const std::string& record) const {
+expected<std::string> checkpoint_store::write_record_file(const checkpoint_view& cp) const {
   const auto name = record_file(cp);
-  if (auto err = value_files::write_durably(store_.files_dir(), name, record)) return err;
-  return encode_reference({cp.epoch, digest64(cp.theta, cp.count * sizeof(float)), cp.count, name});
+  const record_layout record(cp);
+  if (auto err = value_files::write_durably(store_.files_dir(), name, record.pieces(cp))) return err;
+  return encode_reference({cp.epoch, cp.digest_of_theta(), cp.count, name});
 }
 
 expected<std::string> checkpoint_store::record_bytes(const std::string& stored) const {

@@ -39,8 +39,12 @@ struct checkpoint_view {
   const float* theta = nullptr;
   const float* momentum = nullptr;
   std::size_t count = 0;  // values in theta, and in momentum
+  // digest64 of theta when the caller has it (a received frame's checked checksum):
+  // then no commit hashes theta again.
+  std::optional<std::uint64_t> theta_digest;
 
   static checkpoint_view of(const fragment_checkpoint& cp);
+  std::uint64_t digest_of_theta() const;
   // Whether theta and momentum hold these values.
   bool same_values(const fragment_checkpoint& cp) const;
 };
@@ -90,8 +94,9 @@ class checkpoint_store {
   status write_and_commit(const checkpoint_view& cp);
   // A stored value as encode() wrote it: inline, or read from the file it names.
   expected<std::string> record_bytes(const std::string& stored) const;
-  // Writes the record to its file; returns the reference the batch stores.
-  expected<std::string> write_record_file(const checkpoint_view& cp, const std::string& record) const;
+  // Writes the record to its file, straight from cp's values; returns the reference the
+  // batch stores.
+  expected<std::string> write_record_file(const checkpoint_view& cp) const;
   // Once per store, after its first commit: files that no record names (a crash between
   // a file and its batch, or before a pruned round's file was removed).
   void sweep_unlisted_files();

@@ -2,9 +2,12 @@
 
 #include <fcntl.h>
 #include <sys/statvfs.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -45,15 +48,21 @@ status sync_directory(const std::string& dir) {
   return rc == 0 ? status{} : failure("fsync", dir, err);
 }
 
-status write_all(int fd, const std::string& bytes, const std::string& path) {
-  const char* p = bytes.data();
-  std::size_t left = bytes.size();
-  while (left > 0) {
-    const auto n = ::write(fd, p, left);
+// writev until every piece is written (a call may write less than asked), then fdatasync.
+status write_all(int fd, std::vector<iovec> left, const std::string& path) {
+  std::size_t first = 0;
+  while (first < left.size()) {
+    const auto count = static_cast<int>(std::min<std::size_t>(left.size() - first, IOV_MAX));
+    const auto n = ::writev(fd, left.data() + first, count);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return failure("write", path, errno);
-    p += n;
-    left -= static_cast<std::size_t>(n);
+    if (n == 0) return failure("write", path, EIO);  // no progress: never loop on it
+    auto written = static_cast<std::size_t>(n);
+    while (first < left.size() && written >= left[first].iov_len) written -= left[first++].iov_len;
+    if (first < left.size()) {
+      left[first].iov_base = static_cast<char*>(left[first].iov_base) + written;
+      left[first].iov_len -= written;
+    }
   }
   if (::fdatasync(fd) != 0) return failure("fdatasync", path, errno);
   return {};
@@ -61,16 +70,22 @@ status write_all(int fd, const std::string& bytes, const std::string& path) {
 
 }  // namespace
 
-status write_durably(const std::string& dir, const std::string& name, const std::string& bytes) {
+status write_durably(const std::string& dir, const std::string& name, const std::vector<piece>& pieces) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return make_error(errc::storage_failure, "create " + dir + ": " + ec.message());
-  if (auto err = check_free_space(dir, bytes.size() + free_space_reserve)) return err;
+  std::uint64_t total = 0;
+  std::vector<iovec> vecs;
+  for (const auto& p : pieces) {
+    total += p.size;
+    if (p.size > 0) vecs.push_back({const_cast<void*>(p.data), p.size});  // writev only reads them
+  }
+  if (auto err = check_free_space(dir, total + free_space_reserve)) return err;
   const std::string path = dir + "/" + name;
   const std::string tmp = path + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return failure("create", tmp, errno);
-  auto written = write_all(fd, bytes, tmp);
+  auto written = write_all(fd, std::move(vecs), tmp);
   ::close(fd);
   if (!written && ::rename(tmp.c_str(), path.c_str()) != 0) written = failure("rename", tmp, errno);
   if (!written) written = sync_directory(dir);
@@ -79,6 +94,10 @@ status write_durably(const std::string& dir, const std::string& name, const std:
     ::unlink(path.c_str());
   }
   return written;
+}
+
+status write_durably(const std::string& dir, const std::string& name, const std::string& bytes) {
+  return write_durably(dir, name, std::vector<piece>{{bytes.data(), bytes.size()}});
 }
 
 expected<std::string> read(const std::string& dir, const std::string& name) {

@@ -10,14 +10,24 @@
 // a file no record names; remove_unlisted() clears both.
 #include <set>
 #include <string>
+#include <vector>
 
 #include "runtime/expected.hpp"
 
 namespace atl::value_files {
 
-// Writes `bytes` to DIR/NAME durably (creating DIR). A full disk is errc::storage_full
-// ("the disk is full", checked before writing and on ENOSPC), anything else
-// errc::storage_failure; nothing is left under NAME either way.
+// Bytes that the caller keeps alive for the call.
+struct piece {
+  const void* data;
+  std::size_t size;
+};
+
+// Writes the pieces, in order, to DIR/NAME durably (creating DIR): one file from bytes
+// that lie apart (a record's header and the frames its tensors arrived in), not copied
+// together first. A full disk is errc::storage_full ("the disk is full", checked before
+// writing and on ENOSPC), anything else errc::storage_failure; nothing is left under
+// NAME either way.
+status write_durably(const std::string& dir, const std::string& name, const std::vector<piece>& pieces);
 status write_durably(const std::string& dir, const std::string& name, const std::string& bytes);
 
 // The whole of DIR/NAME; a missing file is errc::storage_failure.

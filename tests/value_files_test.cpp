@@ -33,6 +33,26 @@ TEST(ValueFiles, AFileIsWrittenWholeUnderItsNameWithNothingLeftBeside) {
   EXPECT_EQ(*value_files::read(values, "a.atck"), "short");
 }
 
+TEST(ValueFiles, PiecesThatLieApartAreWrittenAsOneFileInTheirOrder) {
+  testing::temp_dir dir;
+  const std::string header = "head";
+  std::vector<float> theta(1 << 18, 1.5f), momentum(1 << 18, -2.0f);  // 1 MiB each
+  const std::uint64_t trailer = 0x0123456789abcdefULL;
+  ASSERT_FALSE(value_files::write_durably(dir.str(), "r.atck",
+                                          {{header.data(), header.size()},
+                                           {theta.data(), theta.size() * sizeof(float)},
+                                           {nullptr, 0},  // an empty piece is skipped
+                                           {momentum.data(), momentum.size() * sizeof(float)},
+                                           {&trailer, sizeof trailer}}));
+  std::string joined = header;
+  joined.append(reinterpret_cast<const char*>(theta.data()), theta.size() * sizeof(float));
+  joined.append(reinterpret_cast<const char*>(momentum.data()), momentum.size() * sizeof(float));
+  joined.append(reinterpret_cast<const char*>(&trailer), sizeof trailer);
+  auto back = value_files::read(dir.str(), "r.atck");
+  ASSERT_TRUE(back) << back.err().describe();
+  EXPECT_TRUE(*back == joined);  // not EXPECT_EQ: 2 MiB would be printed on a failure
+}
+
 TEST(ValueFiles, AMissingFileIsATypedStorageFailure) {
   testing::temp_dir dir;
   auto missing = value_files::read(dir.str(), "nope.atck");

@@ -259,5 +259,28 @@ TEST(Digest, AnyBitFlipChangesTheDigest) {
   EXPECT_EQ(digest64(bytes.data(), bytes.size()), base);
 }
 
+TEST(Digest, AStreamInPiecesDigestsLikeTheWholeBytes) {
+  std::mt19937 rng(3);
+  std::vector<std::uint8_t> bytes(1000);
+  for (auto& b : bytes) b = static_cast<std::uint8_t>(rng());
+  for (std::size_t size : {0u, 1u, 7u, 8u, 31u, 32u, 33u, 100u, 1000u}) {
+    const auto whole = digest64(bytes.data(), size);
+    for (int trial = 0; trial < 20; ++trial) {
+      digest_stream s;
+      std::size_t at = 0;
+      while (at < size) {
+        const std::size_t piece = std::min<std::size_t>(size - at, rng() % 40);  // pieces of 0 bytes too
+        s.update(bytes.data() + at, piece);
+        at += piece;
+      }
+      EXPECT_EQ(s.finish(), whole) << size << " bytes, trial " << trial;
+    }
+  }
+  digest_stream pinned;
+  pinned.update("at", 2);
+  pinned.update("oll", 3);
+  EXPECT_EQ(digest_hex(pinned.finish()), "84218161829b0040");
+}
+
 }  // namespace
 }  // namespace atl
