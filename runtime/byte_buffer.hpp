@@ -2,7 +2,7 @@
 // byte_buffer: immutable bytes of one wire frame, shared rather than copied.
 //
 // A fragment's tensor is tens to hundreds of MiB, and on a 2-core machine every pass over
-// it shows in a round's time. So a frame's bytes are never copied once they exist: a
+// it shows in a round's time. So a large frame's bytes are not copied once they exist: a
 // received ZeroMQ frame is borrowed in place (its owner, the ZeroMQ message, lives as
 // long as any buffer that points into it), and copying a byte_buffer shares the bytes
 // (the coordinator sends one theta_global to every keeper and every worker). Nothing
