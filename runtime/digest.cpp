@@ -35,6 +35,7 @@ void digest_stream::absorb(const unsigned char* block) {
 }
 
 void digest_stream::update(const void* data, std::size_t size) {
+  if (size == 0) return;  // data may be null then (an empty frame), and memcpy must not see it
   const auto* p = static_cast<const unsigned char*>(data);
   total_ += size;
   if (pending_size_ > 0) {

@@ -276,6 +276,9 @@ TEST(Digest, AStreamInPiecesDigestsLikeTheWholeBytes) {
       EXPECT_EQ(s.finish(), whole) << size << " bytes, trial " << trial;
     }
   }
+  digest_stream empty;
+  empty.update(nullptr, 0);  // an empty frame's bytes
+  EXPECT_EQ(empty.finish(), digest64(nullptr, 0));
   digest_stream pinned;
   pinned.update("at", 2);
   pinned.update("oll", 3);

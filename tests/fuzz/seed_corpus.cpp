@@ -13,7 +13,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-void write(const fs::path& dir, const std::string& name, const std::vector<std::uint8_t>& bytes) {
+void write(const fs::path& dir, const std::string& name, const atl::wire::bytes& bytes) {
   fs::create_directories(dir);
   std::ofstream(dir / name, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), bytes.size());
 }
