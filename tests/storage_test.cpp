@@ -291,6 +291,29 @@ TEST(CheckpointStore, ListingRoundsReadsNoValueFile) {
   EXPECT_FALSE(store.latest(1)) << "the values themselves are gone";
 }
 
+// A keeper commits with the checksum decode() already checked (checkpoint_view::theta_digest):
+// the reference stores that digest as given, without hashing theta again, while the
+// record file keeps its own digest over everything it holds and restores bit-exact.
+TEST(CheckpointStore, ADigestTheCallerHasIsStoredWithoutHashingThetaAgain) {
+  testing::temp_dir dir;
+  auto db = open_rocksdb_store(dir.sub("db"));
+  ASSERT_TRUE(db) << db.err().describe();
+  checkpoint_store store(**db, 3);
+  const auto cp = make_round(1, 1, 500);
+  auto view = checkpoint_view::of(cp);
+  const std::uint64_t given = 0x5eed;  // not theta's digest: shows where the stored one came from
+  view.theta_digest = given;
+  ASSERT_FALSE(store.commit(view));
+  auto listed = store.list();
+  ASSERT_TRUE(listed) << listed.err().describe();
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ((*listed)[0].digest, given);
+  auto back = store.latest(1);
+  ASSERT_TRUE(back && *back) << "the record file checks out against its own digest";
+  EXPECT_TRUE(same_bits((*back)->theta, cp.theta));
+  EXPECT_TRUE(same_bits((*back)->momentum, cp.momentum));
+}
+
 // A file lost from under its record is reported, not returned as empty state; files no
 // record names (a crash between a file and its batch) are swept after the next commit.
 TEST(CheckpointStore, AMissingValueFileIsAFailureAndStrayFilesAreSwept) {
