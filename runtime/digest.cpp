@@ -20,18 +20,25 @@ std::uint64_t mix(std::uint64_t x) {  // splitmix64 finaliser
 }
 
 std::uint64_t load_le64(const unsigned char* p) {
-  std::uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
+  std::uint64_t v;
+  std::memcpy(&v, p, sizeof v);  // one load; the bytes are read as little-endian everywhere
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+  v = __builtin_bswap64(v);
+#endif
   return v;
+}
+
+std::uint64_t absorb_word(std::uint64_t lane, const unsigned char* p) {
+  return (lane ^ load_le64(p)) * prime1 + prime2;
 }
 
 }  // namespace
 
 digest_stream::digest_stream() : lane_{prime1, prime2, prime1 ^ prime2, ~prime1} {}
 
-// Four independent lanes keep the multiply chains parallel (about 4 GB/s).
+// Four independent lanes keep the multiply chains parallel.
 void digest_stream::absorb(const unsigned char* block) {
-  for (int k = 0; k < 4; ++k) lane_[k] = (lane_[k] ^ load_le64(block + 8 * k)) * prime1 + prime2;
+  for (int k = 0; k < 4; ++k) lane_[k] = absorb_word(lane_[k], block + 8 * k);
 }
 
 void digest_stream::update(const void* data, std::size_t size) {
@@ -48,7 +55,19 @@ void digest_stream::update(const void* data, std::size_t size) {
     absorb(pending_);
     pending_size_ = 0;
   }
-  for (; size >= 32; p += 32, size -= 32) absorb(p);
+  // The lanes live in locals here: as members, the input bytes may alias them, and at -O2
+  // GCC stored and reloaded them every block (1.5 GB/s against 10 GB/s at -O3).
+  std::uint64_t a = lane_[0], b = lane_[1], c = lane_[2], d = lane_[3];
+  for (; size >= 32; p += 32, size -= 32) {
+    a = absorb_word(a, p);
+    b = absorb_word(b, p + 8);
+    c = absorb_word(c, p + 16);
+    d = absorb_word(d, p + 24);
+  }
+  lane_[0] = a;
+  lane_[1] = b;
+  lane_[2] = c;
+  lane_[3] = d;
   std::memcpy(pending_, p, size);
   pending_size_ = size;
 }

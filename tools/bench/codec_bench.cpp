@@ -1,5 +1,6 @@
 // Codec throughput (Google Benchmark): encode and decode of one model-sized fragment per
-// codec, against a memcpy of the same fp32 bytes measured in the same run.
+// codec, and the checksum every tensor frame carries (digest64), against a memcpy of the
+// same fp32 bytes measured in the same run.
 //   build/tools/atoll_codec_bench [--benchmark_filter=int8]
 #include <cstring>
 #include <random>
@@ -8,6 +9,7 @@
 #include <benchmark/benchmark.h>
 
 #include "runtime/algorithm/codec.hpp"
+#include "runtime/digest.hpp"
 
 namespace {
 
@@ -51,9 +53,18 @@ void decode(benchmark::State& state, atl::codec_kind kind) {
   state.SetBytesProcessed(state.iterations() * state.range(0) * 4);  // fp32 bytes out
 }
 
+// Every frame is hashed by its sender and checked by each receiver, so a fragment is hashed
+// several times a round (contributions, the commit at each keeper, the result at each worker).
+void checksum(benchmark::State& state) {
+  const auto in = values(static_cast<std::size_t>(state.range(0)));
+  for (auto _ : state) benchmark::DoNotOptimize(atl::digest64(in.data(), in.size() * 4));
+  state.SetBytesProcessed(state.iterations() * state.range(0) * 4);
+}
+
 // 834k values: the default example's whole model; 8M: past the threading threshold.
 #define ATOLL_SIZES ->Arg(834048)->Arg(8 << 20)->Unit(benchmark::kMillisecond)
 BENCHMARK(baseline_memcpy) ATOLL_SIZES;
+BENCHMARK(checksum) ATOLL_SIZES;
 BENCHMARK_CAPTURE(encode, bf16, atl::codec_kind::bf16) ATOLL_SIZES;
 BENCHMARK_CAPTURE(encode, fp16, atl::codec_kind::fp16) ATOLL_SIZES;
 BENCHMARK_CAPTURE(encode, int8, atl::codec_kind::int8) ATOLL_SIZES;
