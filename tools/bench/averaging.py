@@ -5,7 +5,8 @@ For each fragment size (MiB of fp32), worker count M and codec, runs `atoll loca
 nodes training the mlp example sized so that its single fragment has that many bytes,
 syncing every 2 steps. Each round then goes through the real path: M worker processes
 send their contributions over ZeroMQ to the coordinator on one node, which decodes,
-averages, applies the outer step, commits to the head's keeper (RocksDB on disk) and
+averages, applies the outer step, commits to both keepers (the head's and the replica on a
+node: each writes theta and momentum, twice the fragment, to disk and fdatasyncs) and
 sends every worker its result.
 
     time = (last contribution in -> release, from the coordinator's RoundReport)
@@ -13,15 +14,18 @@ sends every worker its result.
     throughput = fragment fp32 bytes / time        (median over rounds 2..R)
 
 Beside it, in the same run: Gloo's all-reduce of the same bytes across M processes
-(torch.distributed from python3-torch, loopback TCP), and the raw TCP bound: one socket
-pair on loopback moving the same bytes between two processes.
+(torch.distributed from python3-torch, loopback TCP), the raw TCP bound: one socket
+pair on loopback moving the same bytes between two processes, and the commit's disk bound:
+two processes (the two keepers) each writing twice the fragment to a new file under DIR and
+fdatasyncing it, at once. Gloo keeps nothing; an Atoll round is durable before it is
+released, so it can be no faster than the disk bound.
 
 Atoll runs twice per row: over CURVE (every cluster's default) and over plain TCP
 (`atoll local --plain-links`), since Gloo's TCP transport encrypts nothing.
 
 Writes DIR/results.json: [{size_mb, workers, codec, links, atoll_gbps, gloo_gbps, tcp_bound_gbps,
-atoll_round_s, atoll_coordinator_share, rounds_measured}] and prints a table. GB/s = 1e9 bytes
-per second.
+commit_disk_bound_gbps, atoll_round_s, atoll_coordinator_share, rounds_measured}] and prints
+a table. GB/s = 1e9 bytes per second.
 """
 import argparse
 import json
@@ -81,6 +85,47 @@ def tcp_bound_gbps(size_bytes, repeats=3):
             elapsed = time.perf_counter() - start
         sink.join()
         best = max(best, size_bytes / elapsed / 1e9)
+    return best
+
+
+# ---- durable-write bound ----------------------------------------------------------------
+
+
+def _durable_writer(path, size_bytes, start, out):
+    payload = memoryview(bytearray(size_bytes))
+    start.wait()
+    began = time.perf_counter()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        written = 0
+        while written < size_bytes:
+            written += os.write(fd, payload[written:written + 64 * MIB])
+        os.fdatasync(fd)
+    finally:
+        os.close(fd)
+    out.put(time.perf_counter() - began)
+
+
+def commit_disk_bound_gbps(size_bytes, directory, keepers=2, repeats=3):
+    """What the commit alone costs on this machine's disk: each of the keepers writes the
+    round's theta and momentum (2 x the fragment) to a new file and fdatasyncs it, all at
+    once, as Atoll's keepers do (here they share one disk). Fragment bytes / the slowest
+    writer's time, best of `repeats`: no Atoll round can be faster than this."""
+    best = 0.0
+    for attempt in range(repeats):
+        start, out = mp.Event(), mp.Queue()
+        paths = [os.path.join(directory, f"disk-bound-{attempt}-{k}.tmp") for k in range(keepers)]
+        procs = [mp.Process(target=_durable_writer, args=(p, 2 * size_bytes, start, out)) for p in paths]
+        for p in procs:
+            p.start()
+        time.sleep(0.5)  # every writer has its payload in memory
+        start.set()
+        slowest = max(out.get(timeout=600) for _ in procs)
+        for p in procs:
+            p.join()
+        for path in paths:
+            os.remove(path)
+        best = max(best, size_bytes / slowest / 1e9)
     return best
 
 
@@ -192,6 +237,7 @@ def main():
     for size_mb in [int(s) for s in args.sizes.split(",")]:
         size = size_mb * MIB
         tcp = tcp_bound_gbps(size)
+        disk = commit_disk_bound_gbps(size, args.out)
         for workers in [int(w) for w in args.workers.split(",")]:
             gloo = gloo_gbps(size, workers)
             for codec, links in [(c, l) for l in args.links.split(",") for c in args.codecs.split(",")]:
@@ -200,20 +246,22 @@ def main():
                 shutil.rmtree(run_dir, ignore_errors=True)  # the keeper's copies are large
                 row = {"size_mb": size_mb, "workers": workers, "codec": codec, "links": links,
                        "atoll_gbps": a["atoll_gbps"], "gloo_gbps": gloo, "tcp_bound_gbps": tcp,
+                       "commit_disk_bound_gbps": disk,
                        "atoll_round_s": a["atoll_round_s"], "atoll_coordinator_share": a["atoll_coordinator_share"],
                        "rounds_measured": a["rounds_measured"]}
                 results.append(row)
                 print(f"averaging: {size_mb} MiB, M={workers}, {codec}, {links} links: atoll {a['atoll_gbps']:.3f} GB/s "
                       f"({a['atoll_round_s']:.3f} s/round, {a['atoll_coordinator_share']:.0%} at the coordinator), "
-                      f"gloo {gloo:.3f} GB/s, tcp bound {tcp:.3f} GB/s", flush=True)
+                      f"gloo {gloo:.3f} GB/s, tcp bound {tcp:.3f} GB/s, commit disk bound {disk:.3f} GB/s", flush=True)
                 with open(os.path.join(args.out, "results.json"), "w") as f:
                     json.dump(results, f, indent=1)
-    print("\n| MiB | M | codec | links | Atoll GB/s | Gloo GB/s | TCP bound GB/s | Atoll / Gloo | Atoll / TCP |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("\n| MiB | M | codec | links | Atoll GB/s | Gloo GB/s | TCP bound GB/s | commit disk bound GB/s "
+          "| Atoll / Gloo | Atoll / TCP |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         print(f"| {r['size_mb']} | {r['workers']} | {r['codec']} | {r['links']} | {r['atoll_gbps']:.3f} | "
               f"{r['gloo_gbps']:.3f} | "
-              f"{r['tcp_bound_gbps']:.3f} | {r['atoll_gbps'] / r['gloo_gbps']:.2f} | "
+              f"{r['tcp_bound_gbps']:.3f} | {r['commit_disk_bound_gbps']:.3f} | {r['atoll_gbps'] / r['gloo_gbps']:.2f} | "
               f"{r['atoll_gbps'] / r['tcp_bound_gbps']:.2f} |")
     print(f"\nwrote {os.path.join(args.out, 'results.json')}")
 
