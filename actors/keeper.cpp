@@ -146,7 +146,7 @@ caf::behavior keeper_behavior(self_ptr self) {
             cp.round = req.getRound();
             cp.epoch = msg->epoch();
             auto result = fence_commit(self, cp);
-            if (!result) result = st.store->commit(cp);
+            if (!result) result = st.store->commit_keeping_files(cp);
             if (!result) raise_writer_epoch(self, cp.fragment, cp.epoch);
             if (!result && cp.round > 0) ATL_FAULT_POINT("keeper.written");
             ack.setOk(!result);
@@ -157,6 +157,7 @@ caf::behavior keeper_behavior(self_ptr self) {
                         std::to_string(cp.round) + " failed: " + result.describe());
           }
           st.mail->send(msg->sender(), msg->epoch(), out);
+          st.store->remove_unnamed_files();  // after the ack: the coordinator need not wait for it
         } else if (env.isLoadRequest()) {
           const auto fragment = env.getLoadRequest().getFragment();
           // A coordinator starting in this epoch: commits from older ones are refused now.

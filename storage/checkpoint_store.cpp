@@ -186,6 +186,12 @@ status checkpoint_store::commit(const fragment_checkpoint& cp) {
 }
 
 status checkpoint_store::commit(const checkpoint_view& cp) {
+  auto result = commit_keeping_files(cp);
+  remove_unnamed_files();
+  return result;
+}
+
+status checkpoint_store::commit_keeping_files(const checkpoint_view& cp) {
   auto current = store_.get(column::manifest, manifest_key(cp.fragment));
   if (!current) return current.err();
   if (*current) {
@@ -240,15 +246,32 @@ status checkpoint_store::write_and_commit(const checkpoint_view& cp) {
     if (!dir.empty()) value_files::remove(dir, file_of(value));  // named by nothing
     return err;
   }
-  for (const auto& name : unnamed) value_files::remove(dir, name);
-  if (!dir.empty() && !swept_) sweep_unlisted_files();
+  for (auto& name : unnamed) unnamed_files_.push_back({cp.fragment, std::move(name)});
+  committed_ = true;
   return {};
 }
 
-expected<std::string> checkpoint_store::write_record_file(const checkpoint_view& cp) const {
+void checkpoint_store::remove_unnamed_files() {
+  const std::string dir = store_.files_dir();
+  if (dir.empty()) return;
+  for (auto& [fragment, name] : unnamed_files_) {
+    auto& spare = spare_files_[fragment];
+    if (spare.empty()) spare = std::move(name);  // the fragment's next record overwrites it
+    else value_files::remove(dir, name);
+  }
+  unnamed_files_.clear();
+  if (committed_ && !swept_) sweep_unlisted_files();
+}
+
+expected<std::string> checkpoint_store::write_record_file(const checkpoint_view& cp) {
   const auto name = record_file(cp);
   const record_layout record(cp);
-  if (auto err = value_files::write_durably(store_.files_dir(), name, record.pieces(cp))) return err;
+  std::string spare;
+  if (auto it = spare_files_.find(cp.fragment); it != spare_files_.end()) {
+    spare = std::move(it->second);  // reused or removed by the write
+    spare_files_.erase(it);
+  }
+  if (auto err = value_files::write_durably(store_.files_dir(), name, record.pieces(cp), spare)) return err;
   return encode_reference({cp.epoch, cp.digest_of_theta(), cp.count, name});
 }
 
@@ -267,6 +290,7 @@ void checkpoint_store::sweep_unlisted_files() {
   std::set<std::string> named;
   for (const auto& [key, value] : *rows)
     if (auto name = file_of(value); !name.empty()) named.insert(name);
+  for (const auto& [fragment, name] : spare_files_) named.insert(name);
   value_files::remove_unlisted(store_.files_dir(), named);
 }
 

@@ -1,6 +1,7 @@
 #include "storage/value_files.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -68,9 +69,24 @@ status write_all(int fd, std::vector<iovec> left, const std::string& path) {
   return {};
 }
 
+// Renames SPARE to TMP if it holds exactly `size` bytes, else removes it.
+bool reuse_spare(const std::string& spare, std::uint64_t size, const std::string& tmp) {
+  struct stat st {};
+  if (::stat(spare.c_str(), &st) == 0 && S_ISREG(st.st_mode) && static_cast<std::uint64_t>(st.st_size) == size &&
+      ::rename(spare.c_str(), tmp.c_str()) == 0)
+    return true;
+  ::unlink(spare.c_str());
+  return false;
+}
+
 }  // namespace
 
 status write_durably(const std::string& dir, const std::string& name, const std::vector<piece>& pieces) {
+  return write_durably(dir, name, pieces, {});
+}
+
+status write_durably(const std::string& dir, const std::string& name, const std::vector<piece>& pieces,
+                     const std::string& spare) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return make_error(errc::storage_failure, "create " + dir + ": " + ec.message());
@@ -80,11 +96,16 @@ status write_durably(const std::string& dir, const std::string& name, const std:
     total += p.size;
     if (p.size > 0) vecs.push_back({const_cast<void*>(p.data), p.size});  // writev only reads them
   }
-  if (auto err = check_free_space(dir, total + free_space_reserve)) return err;
   const std::string path = dir + "/" + name;
   const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return failure("create", tmp, errno);
+  const bool reused = !spare.empty() && reuse_spare(dir + "/" + spare, total, tmp);
+  if (auto err = check_free_space(dir, (reused ? 0 : total) + free_space_reserve)) {
+    if (reused) ::unlink(tmp.c_str());
+    return err;
+  }
+  const int fd = reused ? ::open(tmp.c_str(), O_WRONLY | O_CLOEXEC)
+                        : ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return failure(reused ? "open" : "create", tmp, errno);
   auto written = write_all(fd, std::move(vecs), tmp);
   ::close(fd);
   if (!written && ::rename(tmp.c_str(), path.c_str()) != 0) written = failure("rename", tmp, errno);

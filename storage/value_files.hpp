@@ -28,6 +28,14 @@ struct piece {
 // writing and on ENOSPC), anything else errc::storage_failure; nothing is left under
 // NAME either way.
 status write_durably(const std::string& dir, const std::string& name, const std::vector<piece>& pieces);
+// The same, reusing DIR/SPARE (a file no record names any more) when it has exactly the
+// size to write: it becomes NAME.tmp and is overwritten in place, so no block is freed or
+// allocated and fdatasync commits no metadata. Creating a new 128 MiB file and fdatasyncing
+// it took 0.2 to 2.5 s with two keepers writing at once on this machine's ext4 (the journal
+// entangles their data), overwriting one 0.11 s. A spare of another size is removed and a
+// new file written. SPARE is gone afterwards either way.
+status write_durably(const std::string& dir, const std::string& name, const std::vector<piece>& pieces,
+                     const std::string& spare);
 status write_durably(const std::string& dir, const std::string& name, const std::string& bytes);
 
 // The whole of DIR/NAME; a missing file is errc::storage_failure.

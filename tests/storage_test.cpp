@@ -1,4 +1,5 @@
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -235,15 +236,19 @@ std::set<std::string> value_files_in(const std::string& db) {
 }
 
 // On RocksDB a round's values are written once to a file of their own and the record only
-// names it (storage/value_files.hpp): only the kept rounds' files stay, a round replaced
-// from a newer epoch leaves no file behind, and what comes back is bit-exact.
+// names it (storage/value_files.hpp): the kept rounds' files stay, and one spare (the last
+// pruned or replaced round's file, which the next record overwrites); a round replaced
+// from a newer epoch leaves no more files behind, and what comes back is bit-exact.
 TEST(CheckpointStore, OnRocksDbEachKeptRoundIsOneFileAndPrunedOrReplacedFilesGo) {
   testing::temp_dir dir;
   auto db = open_rocksdb_store(dir.sub("db"));
   ASSERT_TRUE(db) << db.err().describe();
   checkpoint_store store(**db, 2);
   for (std::uint64_t r = 1; r <= 5; ++r) ASSERT_FALSE(store.commit(make_round(0, r, 3000)));
-  EXPECT_EQ(value_files_in(dir.sub("db")).size(), 2u) << "rounds 4 and 5";
+  const std::string r3 = "f00000000-r0000000000000003-e0000000000000002.atck";
+  const std::string r4 = "f00000000-r0000000000000004-e0000000000000002.atck";
+  const std::string r5 = "f00000000-r0000000000000005-e0000000000000002.atck";
+  EXPECT_EQ(value_files_in(dir.sub("db")), (std::set<std::string>{r3, r4, r5})) << "rounds 4 and 5, round 3 spare";
   auto record = (*db)->get(column::fragments, "f/00000000/r/0000000000000005");
   ASSERT_TRUE(record && record->has_value());
   EXPECT_LT((*record)->size(), 100u) << "the record names the file; the values are not in RocksDB";
@@ -251,7 +256,9 @@ TEST(CheckpointStore, OnRocksDbEachKeptRoundIsOneFileAndPrunedOrReplacedFilesGo)
   redone.epoch = 3;
   redone.theta[7] = 7.5f;
   ASSERT_FALSE(store.commit(redone));
-  EXPECT_EQ(value_files_in(dir.sub("db")).size(), 2u) << "the replaced round's file is gone";
+  EXPECT_EQ(value_files_in(dir.sub("db")),
+            (std::set<std::string>{r4, r5, "f00000000-r0000000000000005-e0000000000000003.atck"}))
+      << "the redone round overwrote the spare, and the replaced round's file is the spare now";
   auto latest = store.latest(0);
   ASSERT_TRUE(latest && latest->has_value());
   EXPECT_TRUE(same_bits((*latest)->theta, redone.theta));
@@ -262,6 +269,57 @@ TEST(CheckpointStore, OnRocksDbEachKeptRoundIsOneFileAndPrunedOrReplacedFilesGo)
   EXPECT_EQ((*listed)[1].epoch, 3u);
   EXPECT_EQ((*listed)[1].digest, digest64(redone.theta.data(), redone.theta.size() * sizeof(float)));
   EXPECT_EQ((*listed)[1].params, 3000u);
+}
+
+// A keeper acknowledges a round between its two steps (commit_keeping_files, then
+// remove_unnamed_files): the round is durable and latest before the pruned round's file
+// is let go. One such file per fragment is kept as the spare that the fragment's next
+// record overwrites in place (same size: no block allocated); a spare of another size is
+// removed, and a crash in between leaves files that the next process sweeps.
+TEST(CheckpointStore, APrunedRoundsFileIsLetGoAfterTheCommitAndOverwrittenByTheNext) {
+  const auto file = [](std::uint64_t round) {
+    return "f00000000-r000000000000000" + std::to_string(round) + "-e0000000000000002.atck";
+  };
+  testing::temp_dir dir;
+  {
+    auto db = open_rocksdb_store(dir.sub("db"));
+    ASSERT_TRUE(db) << db.err().describe();
+    checkpoint_store store(**db, 1);
+    ASSERT_FALSE(store.commit(make_round(0, 1, 200)));
+    const auto round2 = make_round(0, 2, 200);
+    ASSERT_FALSE(store.commit_keeping_files(checkpoint_view::of(round2)));
+    EXPECT_EQ(value_files_in(dir.sub("db")), (std::set<std::string>{file(1), file(2)}));
+    auto latest = store.latest(0);
+    ASSERT_TRUE(latest && latest->has_value());
+    EXPECT_EQ((*latest)->round, 2u);
+    EXPECT_FALSE(store.load(0, 1)->has_value()) << "round 1 is pruned already";
+    store.remove_unnamed_files();
+    const auto inode = [&](std::uint64_t round) {
+      struct stat st {};
+      EXPECT_EQ(::stat((dir.sub("db") + "/fragment-values/" + file(round)).c_str(), &st), 0);
+      return st.st_ino;
+    };
+    const auto spare_inode = inode(1);
+    ASSERT_FALSE(store.commit(make_round(0, 3, 200)));
+    EXPECT_EQ(value_files_in(dir.sub("db")), (std::set<std::string>{file(2), file(3)}))
+        << "round 3 was written over round 1's file; round 2's is the spare now";
+    EXPECT_EQ(inode(3), spare_inode) << "the same file, overwritten in place";
+    EXPECT_TRUE(same_bits((*store.latest(0))->theta, make_round(0, 3, 200).theta));
+    ASSERT_FALSE(store.commit(make_round(0, 4, 300)));  // another size: the spare is removed
+    EXPECT_EQ(value_files_in(dir.sub("db")), (std::set<std::string>{file(3), file(4)}));
+    EXPECT_TRUE(same_bits((*store.latest(0))->theta, make_round(0, 4, 300).theta));
+    const auto round5 = make_round(0, 5, 300);
+    ASSERT_FALSE(store.commit_keeping_files(checkpoint_view::of(round5)));  // and then the process dies
+  }
+  EXPECT_EQ(value_files_in(dir.sub("db")), (std::set<std::string>{file(4), file(5)}))
+      << "round 4's file is unnamed and was never let go";
+  auto db = open_rocksdb_store(dir.sub("db"));
+  ASSERT_TRUE(db) << db.err().describe();
+  checkpoint_store store(**db, 1);
+  ASSERT_FALSE(store.commit(make_round(0, 6, 300)));
+  EXPECT_EQ(value_files_in(dir.sub("db")), (std::set<std::string>{file(5), file(6)}))
+      << "the unnamed files of the dead process are swept; round 5's is the spare";
+  EXPECT_EQ((*store.latest(0))->round, 6u);
 }
 
 // `atollctl checkpoints` lists every kept round of every fragment from the records alone:
