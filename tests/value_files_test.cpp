@@ -1,4 +1,6 @@
 // storage/value_files: fragment records written once, whole and durable, under their name.
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <fstream>
 
@@ -11,6 +13,11 @@ namespace atl {
 namespace {
 
 namespace fs = std::filesystem;
+
+ino_t inode_of(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 ? st.st_ino : 0;
+}
 
 std::set<std::string> names_in(const std::string& dir) {
   std::set<std::string> out;
@@ -51,6 +58,34 @@ TEST(ValueFiles, PiecesThatLieApartAreWrittenAsOneFileInTheirOrder) {
   auto back = value_files::read(dir.str(), "r.atck");
   ASSERT_TRUE(back) << back.err().describe();
   EXPECT_TRUE(*back == joined);  // not EXPECT_EQ: 2 MiB would be printed on a failure
+}
+
+// A spare (a file no record names any more) of exactly the size to write is renamed and
+// overwritten in place: the same inode, no block allocated. One of another size, or none,
+// and a new file is written. The spare is gone afterwards in every case.
+TEST(ValueFiles, ASpareOfTheSizeToWriteIsOverwrittenInPlaceAndAnyOtherIsRemoved) {
+  struct row {
+    const char* what;
+    std::size_t spare_size;  // 0: no spare file on disk
+    bool same_inode;
+  };
+  const std::string bytes(1 << 16, 'n');
+  for (const auto& r : {row{"same size", bytes.size(), true}, row{"larger", bytes.size() + 1, false},
+                        row{"smaller", 100, false}, row{"missing", 0, false}}) {
+    SCOPED_TRACE(r.what);
+    testing::temp_dir dir;
+    ino_t spare_inode = 0;
+    std::ifstream spare_held;  // keeps a removed spare's inode from being reused by the new file
+    if (r.spare_size > 0) {
+      std::ofstream(dir.sub("old.atck")) << std::string(r.spare_size, 'o');
+      spare_inode = inode_of(dir.sub("old.atck"));
+      spare_held.open(dir.sub("old.atck"));
+    }
+    ASSERT_FALSE(value_files::write_durably(dir.str(), "new.atck", {{bytes.data(), bytes.size()}}, "old.atck"));
+    EXPECT_EQ(names_in(dir.str()), std::set<std::string>{"new.atck"});
+    EXPECT_EQ(*value_files::read(dir.str(), "new.atck"), bytes);
+    EXPECT_EQ(inode_of(dir.sub("new.atck")) == spare_inode, r.same_inode);
+  }
 }
 
 TEST(ValueFiles, AMissingFileIsATypedStorageFailure) {
