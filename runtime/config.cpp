@@ -80,7 +80,9 @@ const std::vector<knob>& knobs() {
        "restarts older than this are forgiven (R restarts in T)"},
       {"cluster.restart_backoff_ms", &C::restart_backoff_ms, 0, 3.6e6, "ms",
        "first restart delay, doubled for each restart in the window (at most 30 s)"},
-      {"storage.keep_rounds", &C::keep_rounds, 1, 1e6, "rounds", "committed rounds kept per fragment"},
+      {"storage.keep_rounds", &C::keep_rounds, 1, 1e6, "rounds",
+       "committed rounds kept per fragment (a keeper holds one more record per fragment on disk: the spare its next "
+       "commit overwrites)"},
       {"net.max_frame_mb", &C::max_frame_mb, 1, 4096, "MiB",
        "largest frame the head accepts (a tensor of a fragment); a peer sending more is disconnected"},
   };

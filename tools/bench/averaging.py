@@ -24,8 +24,8 @@ Atoll runs twice per row: over CURVE (every cluster's default) and over plain TC
 (`atoll local --plain-links`), since Gloo's TCP transport encrypts nothing.
 
 Writes DIR/results.json: [{size_mb, workers, codec, links, atoll_gbps, gloo_gbps, tcp_bound_gbps,
-commit_disk_bound_gbps, atoll_round_s, atoll_coordinator_share, rounds_measured}] and prints
-a table. GB/s = 1e9 bytes per second.
+commit_disk_bound_gbps, atoll_round_s, atoll_release_s (the median of the first term),
+atoll_coordinator_share, rounds_measured}] and prints a table. GB/s = 1e9 bytes per second.
 """
 import argparse
 import json
@@ -204,18 +204,20 @@ def atoll_run(atoll, run_dir, size_bytes, workers, codec, rounds, links="curve")
                 released[j["round"]] = j
             elif j.get("type") == "ack":
                 acks.setdefault(j["round"], []).append(j["time"])
-    times, commit_shares = [], []
+    times, commit_shares, releases = [], [], []
     for r, rep in sorted(released.items()):
         if r < 2 or len(acks.get(r, [])) < workers:
             continue  # round 1 includes start-up
         held = max(acks[r]) - rep["time"]
         total = rep["since_last_contribution_s"] + max(0.0, held)
         times.append(total)
+        releases.append(rep["since_last_contribution_s"])
         commit_shares.append(rep["since_last_contribution_s"] / total if total > 0 else 0.0)
     if not times:
         sys.exit(f"averaging: no complete round after the first in {run_dir}")
     median = statistics.median(times)
     return {"atoll_round_s": median, "atoll_gbps": size_bytes / median / 1e9,
+            "atoll_release_s": statistics.median(releases),
             "atoll_coordinator_share": statistics.median(commit_shares), "rounds_measured": len(times),
             "run_wall_s": time.time() - started}
 
@@ -247,11 +249,13 @@ def main():
                 row = {"size_mb": size_mb, "workers": workers, "codec": codec, "links": links,
                        "atoll_gbps": a["atoll_gbps"], "gloo_gbps": gloo, "tcp_bound_gbps": tcp,
                        "commit_disk_bound_gbps": disk,
-                       "atoll_round_s": a["atoll_round_s"], "atoll_coordinator_share": a["atoll_coordinator_share"],
+                       "atoll_round_s": a["atoll_round_s"], "atoll_release_s": a["atoll_release_s"],
+                       "atoll_coordinator_share": a["atoll_coordinator_share"],
                        "rounds_measured": a["rounds_measured"]}
                 results.append(row)
                 print(f"averaging: {size_mb} MiB, M={workers}, {codec}, {links} links: atoll {a['atoll_gbps']:.3f} GB/s "
-                      f"({a['atoll_round_s']:.3f} s/round, {a['atoll_coordinator_share']:.0%} at the coordinator), "
+                      f"({a['atoll_round_s']:.3f} s/round; last contribution to release {a['atoll_release_s']:.3f} s, "
+                      f"{a['atoll_coordinator_share']:.0%}), "
                       f"gloo {gloo:.3f} GB/s, tcp bound {tcp:.3f} GB/s, commit disk bound {disk:.3f} GB/s", flush=True)
                 with open(os.path.join(args.out, "results.json"), "w") as f:
                     json.dump(results, f, indent=1)
