@@ -16,8 +16,9 @@ sends every worker its result.
 Beside it, in the same run: Gloo's all-reduce of the same bytes across M processes
 (torch.distributed from python3-torch, loopback TCP), the raw TCP bound: one socket
 pair on loopback moving the same bytes between two processes, and the commit's disk bound:
-two processes (the two keepers) each writing twice the fragment to a new file under DIR and
-fdatasyncing it, at once. Gloo keeps nothing; an Atoll round is durable before it is
+two processes (the two keepers) each writing twice the fragment over a spare file of that
+size under DIR (as keepers do) and fdatasyncing it, at once. `--bounds-only` prints the
+bounds alone, the disk bound also for new files. Gloo keeps nothing; an Atoll round is durable before it is
 released, so it can be no faster than the disk bound.
 
 Atoll runs twice per row: over CURVE (every cluster's default) and over plain TCP
@@ -91,34 +92,44 @@ def tcp_bound_gbps(size_bytes, repeats=3):
 # ---- durable-write bound ----------------------------------------------------------------
 
 
-def _durable_writer(path, size_bytes, start, out):
-    payload = memoryview(bytearray(size_bytes))
-    start.wait()
-    began = time.perf_counter()
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+def _write_synced(path, payload, flags):
+    fd = os.open(path, flags, 0o600)
     try:
         written = 0
-        while written < size_bytes:
+        while written < len(payload):
             written += os.write(fd, payload[written:written + 64 * MIB])
         os.fdatasync(fd)
     finally:
         os.close(fd)
+
+
+def _durable_writer(path, size_bytes, overwrite, ready, start, out):
+    payload = memoryview(bytearray(size_bytes))
+    if overwrite:  # the spare a keeper overwrites: a file of the record's size, already on disk
+        _write_synced(path, payload, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    ready.put(True)
+    start.wait()
+    began = time.perf_counter()
+    _write_synced(path, payload, os.O_WRONLY if overwrite else os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     out.put(time.perf_counter() - began)
 
 
-def commit_disk_bound_gbps(size_bytes, directory, keepers=2, repeats=3):
+def commit_disk_bound_gbps(size_bytes, directory, overwrite=True, keepers=2, repeats=3):
     """What the commit alone costs on this machine's disk: each of the keepers writes the
-    round's theta and momentum (2 x the fragment) to a new file and fdatasyncs it, all at
-    once, as Atoll's keepers do (here they share one disk). Fragment bytes / the slowest
-    writer's time, best of `repeats`: no Atoll round can be faster than this."""
+    round's theta and momentum (2 x the fragment) and fdatasyncs it, all at once, as Atoll's
+    keepers do (here they share one disk): over a spare file of that size (overwrite, what
+    a keeper does from its second pruned round on), or to a new file. Fragment bytes / the
+    slowest writer's time, best of `repeats`: no Atoll round can be faster than this."""
     best = 0.0
     for attempt in range(repeats):
-        start, out = mp.Event(), mp.Queue()
+        ready, start, out = mp.Queue(), mp.Event(), mp.Queue()
         paths = [os.path.join(directory, f"disk-bound-{attempt}-{k}.tmp") for k in range(keepers)]
-        procs = [mp.Process(target=_durable_writer, args=(p, 2 * size_bytes, start, out)) for p in paths]
+        procs = [mp.Process(target=_durable_writer, args=(p, 2 * size_bytes, overwrite, ready, start, out))
+                 for p in paths]
         for p in procs:
             p.start()
-        time.sleep(0.5)  # every writer has its payload in memory
+        for _ in procs:
+            ready.get(timeout=600)  # every payload in memory, every spare on disk
         start.set()
         slowest = max(out.get(timeout=600) for _ in procs)
         for p in procs:
@@ -230,6 +241,9 @@ def main():
     ap.add_argument("--workers", default="2,4")
     ap.add_argument("--codecs", default="fp32,int8")
     ap.add_argument("--rounds", type=int, default=6, help="rounds per Atoll run (the first is not measured)")
+    ap.add_argument("--bounds-only", action="store_true",
+                    help="print the TCP bound and the commit's disk bound (overwriting a spare, and "
+                         "writing a new file) for each size; run neither Atoll nor Gloo")
     ap.add_argument("--links", default="curve,plain",
                     help="Atoll's links: curve (encrypted, the default of every cluster) and/or plain "
                          "(`atoll local --plain-links`: unencrypted TCP, as Gloo's)")
@@ -240,6 +254,11 @@ def main():
         size = size_mb * MIB
         tcp = tcp_bound_gbps(size)
         disk = commit_disk_bound_gbps(size, args.out)
+        if args.bounds_only:
+            new_file = commit_disk_bound_gbps(size, args.out, overwrite=False)
+            print(f"bounds: {size_mb} MiB: tcp {tcp:.3f} GB/s, commit disk {disk:.3f} GB/s overwriting a spare, "
+                  f"{new_file:.3f} GB/s to new files", flush=True)
+            continue
         for workers in [int(w) for w in args.workers.split(",")]:
             gloo = gloo_gbps(size, workers)
             for codec, links in [(c, l) for l in args.links.split(",") for c in args.codecs.split(",")]:
@@ -259,6 +278,8 @@ def main():
                       f"gloo {gloo:.3f} GB/s, tcp bound {tcp:.3f} GB/s, commit disk bound {disk:.3f} GB/s", flush=True)
                 with open(os.path.join(args.out, "results.json"), "w") as f:
                     json.dump(results, f, indent=1)
+    if args.bounds_only:
+        return
     print("\n| MiB | M | codec | links | Atoll GB/s | Gloo GB/s | TCP bound GB/s | commit disk bound GB/s "
           "| Atoll / Gloo | Atoll / TCP |")
     print("|---|---|---|---|---|---|---|---|---|---|")
