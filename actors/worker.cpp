@@ -278,6 +278,19 @@ caf::behavior worker_actor(caf::stateful_actor<worker_state>* self, transport* n
   st.started = st.report_time = st.now();
   for (std::size_t f = 0; f < st.fragments.size(); ++f) request_state(self, f);
   self->delayed_send(self, state_retry, tick_atom::value);
+  // A step that throws (its data file truncated mid-run, a LibTorch error) ends the worker
+  // with the reason in the log, not only in the down message's "runtime_error"; the node
+  // agent restarts it within its budget.
+  self->set_exception_handler([id = cfg.id](caf::scheduled_actor*, std::exception_ptr& thrown) -> caf::error {
+    try {
+      std::rethrow_exception(thrown);
+    } catch (const std::exception& e) {
+      log_error(id + ": stopped: " + e.what());
+    } catch (...) {
+      log_error(id + ": stopped by an unknown exception");
+    }
+    return caf::make_error(caf::sec::runtime_error);
+  });
   return {
       [=](const wire::message_ptr& msg) {
         auto& st = self->state;

@@ -5,20 +5,23 @@
 namespace atl {
 namespace {
 
-token_windows open_or_throw(const token_windows_spec& spec) {
-  auto w = token_windows::open(spec);
-  if (!w) throw task_error(w.err());
-  return std::move(*w);
+// Task code fails by throwing (examples/task.hpp): a data file that cannot be read, at
+// open or later, becomes a task_error with its typed error.
+template <class T>
+T value_or_throw(expected<T> v) {
+  if (!v) throw task_error(v.err());
+  return std::move(*v);
 }
 
 }  // namespace
 
 lm_batches::lm_batches(const token_windows_spec& spec, std::uint64_t seed)
-    : windows_(open_or_throw(spec)), rng_(seed * 1000003u + spec.rank) {
-  for (std::uint64_t b = 0; b < spec.eval_batches; ++b) eval_.push_back(to_batch(windows_.held_out_batch(b)));
+    : windows_(value_or_throw(token_windows::open(spec))), rng_(seed * 1000003u + spec.rank) {
+  for (std::uint64_t b = 0; b < spec.eval_batches; ++b)
+    eval_.push_back(to_batch(value_or_throw(windows_.held_out_batch(b))));
 }
 
-batch lm_batches::next_train_batch() { return to_batch(windows_.sample_train(rng_)); }
+batch lm_batches::next_train_batch() { return to_batch(value_or_throw(windows_.sample_train(rng_))); }
 
 std::int64_t lm_batches::tokens_per_batch() const {
   return static_cast<std::int64_t>(windows_.spec().batch * windows_.spec().context);

@@ -14,6 +14,7 @@ class lm_batches {
   // Throws task_error (errc::bad_data) for an unusable file.
   lm_batches(const token_windows_spec& spec, std::uint64_t seed);
 
+  // Throws task_error when the file no longer holds the batch (truncated since open).
   batch next_train_batch();
   const std::vector<batch>& eval_batches() const { return eval_; }
   std::int64_t tokens_per_batch() const;

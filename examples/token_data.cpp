@@ -1,7 +1,6 @@
 #include "examples/token_data.hpp"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -58,73 +57,90 @@ status check_split(const std::string& path, std::uint64_t tokens, std::uint64_t 
   return {};
 }
 
-// The mapped bytes; unmapped when the last token_file copy goes.
-struct token_file::mapping {
-  const unsigned char* data = nullptr;
-  std::size_t size = 0;
-  ~mapping() {
-    if (data) ::munmap(const_cast<unsigned char*>(data), size);
+// The open file; closed when the last token_file copy goes.
+struct token_file::descriptor {
+  int fd = -1;
+  std::uint64_t size = 0;  // bytes at open
+  ~descriptor() {
+    if (fd >= 0) ::close(fd);
   }
 };
 
+namespace {
+
+// Reads exactly `size` bytes at `offset`, or says why not: the file ends early (it was
+// truncated after open) or the read fails.
+status read_exactly(int fd, const std::string& path, std::uint64_t size_at_open, std::uint64_t offset,
+                    unsigned char* out, std::size_t size) {
+  std::size_t done = 0;
+  while (done < size) {
+    const auto n = ::pread(fd, out + done, size - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return make_error(errc::storage_failure, path + ": read failed: " + std::strerror(errno));
+    if (n == 0) {
+      struct stat st {};
+      const auto now = ::fstat(fd, &st) == 0 ? std::to_string(st.st_size) : std::string("unknown");
+      return make_error(errc::bad_data, path + ": the file shrank while the run reads it (" +
+                                            std::to_string(size_at_open) + " bytes at open, " + now +
+                                            " now); replace a data file by renaming a new one over it, never in place");
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  return {};
+}
+
+std::int64_t decode_token(const unsigned char* d, token_format format) {
+  if (format == token_format::bytes) return d[0];
+  return static_cast<std::int64_t>(d[0] | (d[1] << 8));
+}
+
+}  // namespace
+
 expected<token_file> token_file::open(const std::string& path, token_format format, std::uint64_t vocab) {
   if (path.empty()) return make_error(errc::bad_data, "no data file given (run.data / --data)");
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return make_error(errc::bad_data, path + ": cannot open: " + std::strerror(errno));
+  auto fd = std::make_shared<descriptor>();
+  fd->fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd->fd < 0) return make_error(errc::bad_data, path + ": cannot open: " + std::strerror(errno));
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
+  if (::fstat(fd->fd, &st) != 0 || !S_ISREG(st.st_mode))
     return make_error(errc::bad_data, path + ": not a regular file");
-  }
-  const auto size = static_cast<std::uint64_t>(st.st_size);
-  if (size == 0) {
-    ::close(fd);
-    return make_error(errc::bad_data, path + ": the file is empty");
-  }
-  if (size % token_width(format) != 0) {
-    ::close(fd);
-    return make_error(errc::bad_data, path + ": " + std::to_string(size) +
+  fd->size = static_cast<std::uint64_t>(st.st_size);
+  if (fd->size == 0) return make_error(errc::bad_data, path + ": the file is empty");
+  if (fd->size % token_width(format) != 0)
+    return make_error(errc::bad_data, path + ": " + std::to_string(fd->size) +
                                           " bytes is not a whole number of uint16 tokens (run.data_format = u16)");
-  }
-  void* p = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
-  const int map_errno = errno;
-  ::close(fd);  // the mapping keeps the file
-  if (p == MAP_FAILED) return make_error(errc::bad_data, path + ": cannot map: " + std::strerror(map_errno));
-  auto map = std::make_shared<mapping>();
-  map->data = static_cast<const unsigned char*>(p);
-  map->size = size;
   token_file f;
-  f.map_ = map;
+  f.fd_ = fd;
   f.path_ = path;
   f.format_ = format;
-  f.tokens_ = size / token_width(format);
-  if (format == token_format::bytes) {
-    f.max_token_ = 255;  // a byte file can hold every byte; vocab 256 covers it
-    if (vocab > 0 && vocab < 256) {
-      f.max_token_ = *std::max_element(map->data, map->data + size);
+  f.tokens_ = fd->size / token_width(format);
+  // A byte file can hold every byte (vocab 256 covers it); otherwise one pass finds the
+  // largest id, in chunks of whole tokens.
+  f.max_token_ = format == token_format::bytes ? 255 : 0;
+  if (format == token_format::u16 || (vocab > 0 && vocab < 256)) {
+    f.max_token_ = 0;
+    const std::size_t width = token_width(format);
+    std::vector<unsigned char> chunk(std::size_t{1} << 20);
+    for (std::uint64_t offset = 0; offset < fd->size; offset += chunk.size()) {
+      const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(chunk.size(), fd->size - offset));
+      if (auto err = read_exactly(fd->fd, path, fd->size, offset, chunk.data(), n)) return err;
+      for (std::size_t i = 0; i < n; i += width)
+        f.max_token_ = std::max(f.max_token_, static_cast<std::uint64_t>(decode_token(chunk.data() + i, format)));
     }
-  } else {
-    ::madvise(p, size, MADV_SEQUENTIAL);
-    std::uint64_t max = 0;
-    for (std::uint64_t i = 0; i < f.tokens_; ++i)
-      max = std::max<std::uint64_t>(max, static_cast<std::uint64_t>(f.at(i)));
-    f.max_token_ = max;
-    ::madvise(p, size, MADV_RANDOM);
   }
   if (vocab > 0 && f.max_token_ >= vocab)
     return make_error(errc::bad_data, path + ": holds token id " + std::to_string(f.max_token_) +
                                           ", outside the vocabulary of " + std::to_string(vocab) + " (run.vocab)");
+  ::posix_fadvise(fd->fd, 0, 0, POSIX_FADV_RANDOM);  // training reads windows at random starts
   return f;
 }
 
-std::int64_t token_file::at(std::uint64_t i) const {
-  const unsigned char* d = map_->data;
-  if (format_ == token_format::bytes) return d[i];
-  return static_cast<std::int64_t>(d[2 * i] | (d[2 * i + 1] << 8));
-}
-
-void token_file::copy(std::uint64_t start, std::uint64_t count, std::int64_t* out) const {
-  for (std::uint64_t i = 0; i < count; ++i) out[i] = at(start + i);
+status token_file::copy(std::uint64_t start, std::uint64_t count, std::int64_t* out) const {
+  const std::size_t width = token_width(format_);
+  std::vector<unsigned char> bytes(count * width);
+  if (auto err = read_exactly(fd_->fd, path_, fd_->size, start * width, bytes.data(), bytes.size())) return err;
+  for (std::uint64_t i = 0; i < count; ++i) out[i] = decode_token(bytes.data() + i * width, format_);
+  return {};
 }
 
 expected<token_windows> token_windows::open(const token_windows_spec& spec) {
@@ -141,21 +157,25 @@ expected<token_windows> token_windows::open(const token_windows_spec& spec) {
   return w;
 }
 
-std::vector<std::int64_t> token_windows::sample_train(std::mt19937_64& rng) const {
+expected<std::vector<std::int64_t>> token_windows::sample_train(std::mt19937_64& rng) const {
   const std::uint64_t window = spec_.context + 1;
   const auto shard = static_cast<std::int64_t>(split_.train_end - split_.train_begin);
   std::uniform_int_distribution<std::int64_t> pick(0, shard - static_cast<std::int64_t>(window) - 1);
   std::vector<std::int64_t> out(spec_.batch * window);
   for (std::uint64_t i = 0; i < spec_.batch; ++i)
-    file_.copy(split_.train_begin + static_cast<std::uint64_t>(pick(rng)), window, out.data() + i * window);
+    if (auto err =
+            file_.copy(split_.train_begin + static_cast<std::uint64_t>(pick(rng)), window, out.data() + i * window))
+      return err;
   return out;
 }
 
-std::vector<std::int64_t> token_windows::held_out_batch(std::uint64_t b) const {
+expected<std::vector<std::int64_t>> token_windows::held_out_batch(std::uint64_t b) const {
   const std::uint64_t window = spec_.context + 1;
   std::vector<std::int64_t> out(spec_.batch * window);
   for (std::uint64_t i = 0; i < spec_.batch; ++i)
-    file_.copy(split_.held_begin + held_starts_.at(b * spec_.batch + i), window, out.data() + i * window);
+    if (auto err =
+            file_.copy(split_.held_begin + held_starts_.at(b * spec_.batch + i), window, out.data() + i * window))
+      return err;
   return out;
 }
 

@@ -1,17 +1,20 @@
 #pragma once
-// Token files for language-model tasks, free of LibTorch: a read-only memory map of the
-// file, the train/held-out split and the windows a worker reads.
+// Token files for language-model tasks, free of LibTorch: the file read window by window,
+// the train/held-out split and the windows a worker reads.
 //
 // Formats: `bytes`, one token per byte (vocabulary 256), and `u16`, little-endian uint16
 // token ids (what nanoGPT's prepare scripts write). The last 10% of the tokens are held
 // out for evaluation and never trained on; the first 90% are cut into `world_size`
-// contiguous shards, one per worker rank. Every process maps the same file, so the pages
-// are shared through the page cache instead of copied into each worker's heap.
+// contiguous shards, one per worker rank. Windows are read with pread, not mapped: a file
+// truncated while a run reads it (rewritten in place, a disk that lost it) then gives a
+// typed error instead of SIGBUS, which would take the node's coordinators and keeper down
+// with the worker. The file's pages are still shared through the page cache.
 //
 // Every way a file can be unusable is refused at open with errc::bad_data and a message
 // that names the file and the problem: missing, unreadable, empty, a u16 file with an odd
 // number of bytes, too short for a window in each shard or in the held-out part, or a
-// token id outside the vocabulary.
+// token id outside the vocabulary. A file that shrinks afterwards is refused by the read
+// that misses its bytes (errc::bad_data, the name and both sizes).
 #include <cstdint>
 #include <memory>
 #include <random>
@@ -43,21 +46,21 @@ status check_split(const std::string& path, std::uint64_t tokens, std::uint64_t 
 
 class token_file {
  public:
-  // Maps `path`; refuses a missing, empty or wrongly sized file. With `vocab` > 0, also a
-  // file holding a token id >= vocab (it scans the file once).
+  // Opens `path`; refuses a missing, empty or wrongly sized file. With `vocab` > 0, also a
+  // file holding a token id >= vocab (it reads the file once).
   static expected<token_file> open(const std::string& path, token_format format, std::uint64_t vocab = 0);
 
   std::uint64_t tokens() const { return tokens_; }
-  std::int64_t at(std::uint64_t i) const;
-  // Tokens [start, start + count) as int64 into `out`.
-  void copy(std::uint64_t start, std::uint64_t count, std::int64_t* out) const;
+  // Tokens [start, start + count) as int64 into `out`; errc::bad_data when the file no
+  // longer holds them (it was truncated after open), errc::storage_failure on a read error.
+  status copy(std::uint64_t start, std::uint64_t count, std::int64_t* out) const;
   // The largest token id in the file (computed at open).
   std::uint64_t max_token() const { return max_token_; }
   const std::string& path() const { return path_; }
 
  private:
-  struct mapping;
-  std::shared_ptr<const mapping> map_;
+  struct descriptor;
+  std::shared_ptr<const descriptor> fd_;
   std::string path_;
   token_format format_ = token_format::bytes;
   std::uint64_t tokens_ = 0;
@@ -81,10 +84,10 @@ class token_windows {
   static expected<token_windows> open(const token_windows_spec& spec);
 
   // `batch` windows from this rank's shard at random starts, as [batch][context + 1]
-  // int64 tokens, row-major.
-  std::vector<std::int64_t> sample_train(std::mt19937_64& rng) const;
+  // int64 tokens, row-major. Fails as token_file::copy does.
+  expected<std::vector<std::int64_t>> sample_train(std::mt19937_64& rng) const;
   // The held-out windows of eval batch b (same layout).
-  std::vector<std::int64_t> held_out_batch(std::uint64_t b) const;
+  expected<std::vector<std::int64_t>> held_out_batch(std::uint64_t b) const;
   const token_windows_spec& spec() const { return spec_; }
   const token_split& split() const { return split_; }
 

@@ -1,5 +1,8 @@
 // Token files: both formats, the split (disjoint shards, a held-out part never trained
 // on), and every bad file refused with its name and the problem.
+#include <unistd.h>
+
+#include <cstdio>
 #include <fstream>
 #include <set>
 
@@ -39,12 +42,14 @@ TEST(TokenFile, ReadsBytesAndLittleEndianU16) {
   auto bytes = token_file::open(write_file(dir, "b", std::string("\x01\xff\x10", 3)), token_format::bytes);
   ASSERT_TRUE(bytes) << bytes.err().describe();
   EXPECT_EQ(bytes->tokens(), 3u);
-  EXPECT_EQ(bytes->at(1), 255);
+  std::int64_t byte = 0;
+  ASSERT_FALSE(bytes->copy(1, 1, &byte));
+  EXPECT_EQ(byte, 255);
   auto u16 = token_file::open(write_file(dir, "u", std::string("\x01\x00\x34\x12\xff\xff", 6)), token_format::u16);
   ASSERT_TRUE(u16) << u16.err().describe();
   ASSERT_EQ(u16->tokens(), 3u);
   std::int64_t out[3];
-  u16->copy(0, 3, out);
+  ASSERT_FALSE(u16->copy(0, 3, out));
   EXPECT_EQ(out[0], 1);
   EXPECT_EQ(out[1], 0x1234);
   EXPECT_EQ(out[2], 65535);
@@ -77,6 +82,46 @@ TEST(TokenFile, EveryBadFileIsRefusedWithItsNameAndTheProblem) {
     EXPECT_NE(f.err().message.find(r.path), std::string::npos) << f.err().message;
     EXPECT_NE(f.err().message.find(r.problem), std::string::npos) << f.err().message;
   }
+}
+
+// A data file rewritten in place while a run reads it used to be mapped, and a read past
+// its new end raised SIGBUS, which killed the node with its coordinators and keeper.
+TEST(TokenFile, AFileTruncatedAfterOpenGivesATypedErrorAndARenamedReplacementIsNotSeen) {
+  testing::temp_dir dir;
+  const std::size_t n = 20000;
+  token_windows_spec spec;
+  spec.path = write_file(dir, "tokens", numbered_bytes(n));
+  spec.context = 16;
+  spec.batch = 4;
+  spec.eval_batches = 2;
+  auto w = token_windows::open(spec);
+  ASSERT_TRUE(w) << w.err().describe();
+  std::mt19937_64 rng(1);
+  ASSERT_TRUE(w->sample_train(rng));
+
+  // Renamed over: the open file is the old one, whole; reads go on unchanged.
+  const auto before = *w->held_out_batch(1);
+  const auto replacement = write_file(dir, "replacement", std::string(n, '\x07'));
+  ASSERT_EQ(std::rename(replacement.c_str(), spec.path.c_str()), 0);
+  const auto after_rename = w->held_out_batch(1);
+  ASSERT_TRUE(after_rename) << after_rename.err().describe();
+  EXPECT_EQ(*after_rename, before);
+
+  // Truncated in place (the same inode, as `> file` or a crashed copy leaves it).
+  auto same_inode = token_windows::open(spec);
+  ASSERT_TRUE(same_inode) << same_inode.err().describe();
+  ASSERT_EQ(::truncate(spec.path.c_str(), static_cast<off_t>(n / 100)), 0);
+  const auto held = same_inode->held_out_batch(0);  // the held-out part is past the new end
+  ASSERT_FALSE(held);
+  EXPECT_EQ(held.err().code, errc::bad_data);
+  EXPECT_NE(held.err().message.find(spec.path), std::string::npos) << held.err().message;
+  EXPECT_NE(held.err().message.find("shrank"), std::string::npos) << held.err().message;
+  EXPECT_NE(held.err().message.find(std::to_string(n) + " bytes at open, " + std::to_string(n / 100) + " now"),
+            std::string::npos)
+      << held.err().message;
+  bool refused = false;  // training windows start anywhere in the shard; most are gone
+  for (int i = 0; i < 20 && !refused; ++i) refused = !same_inode->sample_train(rng);
+  EXPECT_TRUE(refused);
 }
 
 TEST(TokenSplit, ShardsAreDisjointAndNoneReachesTheHeldOutTenPercent) {
@@ -137,7 +182,9 @@ TEST(TokenWindows, AWindowIsConsecutiveTokensInBothFormats) {
       std::mt19937_64 rng(rank);
       const std::uint64_t mod = format == token_format::u16 ? 60000 : 251;
       for (int b = 0; b < 50; ++b) {
-        const auto batch = w->sample_train(rng);
+        const auto sampled = w->sample_train(rng);
+        ASSERT_TRUE(sampled) << sampled.err().describe();
+        const auto& batch = *sampled;
         ASSERT_EQ(batch.size(), 4u * 17u);
         for (std::size_t row = 0; row < 4; ++row)  // a window is consecutive tokens of the file
           for (std::size_t k = 1; k < 17; ++k)
@@ -146,8 +193,9 @@ TEST(TokenWindows, AWindowIsConsecutiveTokensInBothFormats) {
       }
       for (std::uint64_t b = 0; b < 3; ++b) {
         const auto batch = w->held_out_batch(b);
-        ASSERT_EQ(batch.size(), 4u * 17u);
-        eval_positions.insert(static_cast<std::uint64_t>(batch[0]));
+        ASSERT_TRUE(batch) << batch.err().describe();
+        ASSERT_EQ(batch->size(), 4u * 17u);
+        eval_positions.insert(static_cast<std::uint64_t>((*batch)[0]));
       }
     }
     EXPECT_GT(eval_positions.size(), 1u) << "evenly spaced, not one window repeated";
@@ -171,12 +219,15 @@ TEST(TokenWindows, EveryRankEvaluatesTheSameTokensAndTrainsOnlyBeforeTheHeldOutP
     auto w = token_windows::open(spec);
     ASSERT_TRUE(w) << w.err().describe();
     std::mt19937_64 rng(42);
-    for (int b = 0; b < 200; ++b)
-      for (auto token : w->sample_train(rng)) {
+    for (int b = 0; b < 200; ++b) {
+      const auto batch = w->sample_train(rng);
+      ASSERT_TRUE(batch) << batch.err().describe();
+      for (auto token : *batch) {
         EXPECT_GE(static_cast<std::uint64_t>(token), w->split().train_begin);
         EXPECT_LT(static_cast<std::uint64_t>(token), w->split().train_end) << "inside this rank's shard";
       }
-    evals.push_back(w->held_out_batch(3));
+    }
+    evals.push_back(*w->held_out_batch(3));
     for (auto token : evals.back()) EXPECT_GE(static_cast<std::uint64_t>(token), n * 9 / 10) << "held out";
   }
   EXPECT_EQ(evals[0], evals[1]);
