@@ -1,4 +1,5 @@
 #include <cmath>
+#include <limits>
 
 #include <gtest/gtest.h>
 
@@ -47,6 +48,24 @@ TEST(OuterOptimizer, NonFiniteValuesAreDetected) {
   EXPECT_FALSE(all_finite(v.data(), 2));
   v[1] = INFINITY;
   EXPECT_FALSE(all_finite(v.data(), 2));
+
+  // all_finite tests blocks of values at once: one bad value anywhere is found, in the
+  // first block, at a block's edge and in a partial last block, and values only past `n`
+  // are not read as part of it. The largest finite values and subnormals are finite.
+  std::vector<float> many(1000, 1.0f);
+  many[3] = std::numeric_limits<float>::max();
+  many[4] = -std::numeric_limits<float>::max();
+  many[5] = std::numeric_limits<float>::denorm_min();
+  EXPECT_TRUE(all_finite(many.data(), many.size()));
+  for (std::size_t at : {std::size_t{0}, std::size_t{255}, std::size_t{256}, std::size_t{700}, std::size_t{999}}) {
+    for (float bad : {std::nanf(""), -INFINITY}) {
+      SCOPED_TRACE(at);
+      auto w = many;
+      w[at] = bad;
+      EXPECT_FALSE(all_finite(w.data(), w.size()));
+      EXPECT_TRUE(all_finite(w.data(), at)) << "only values before it";
+    }
+  }
 }
 
 TEST(FragmentSchedule, EveryFragmentSyncsOncePerHSteps) {

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -115,6 +116,47 @@ TEST(Codec, Fp4HitsItsGridExactly) {
   // With max 6 in the chunk, the scale is 1 and every e2m1 value encodes exactly.
   std::vector<float> v = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, -0.5f, -1, -1.5f, -2, -3, -4, -6, 6};
   EXPECT_EQ(round_trip(codec_kind::fp4, v, 16), v);
+}
+
+// Each chunk's scale is its largest |x| mapped to the format's largest code, and every
+// decoded value is its code times its chunk's scale, bit for bit, whatever the split into
+// chunks and threads: workers, keepers and the coordinator must agree exactly.
+TEST(Codec, ScaledDecodeIsEachCodeTimesItsChunksScaleBitForBit) {
+  const float fp4_magnitudes[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+  struct row {
+    codec_kind kind;
+    std::size_t count, chunk;
+  };
+  const std::size_t large = (std::size_t{1} << 22) + 3;  // decoded by several threads, a partial last chunk
+  const std::vector<row> table = {
+      {codec_kind::int8, 1, 64},       {codec_kind::int8, 1000, 64},   {codec_kind::int8, 1000, 1000},
+      {codec_kind::int8, large, 4096}, {codec_kind::fp4, 1, 64},       {codec_kind::fp4, 1001, 2},
+      {codec_kind::fp4, 1001, 64},     {codec_kind::fp4, large, 4096},
+  };
+  for (const auto& r : table) {
+    SCOPED_TRACE(std::string(to_string(r.kind)) + ", " + std::to_string(r.count) + " values, chunks of " +
+                 std::to_string(r.chunk));
+    const auto v = random_values(r.count, 7);
+    encoded_values e;
+    ASSERT_FALSE(encode(r.kind, v.data(), v.size(), r.chunk, e));
+    std::vector<float> out(r.count, -123.0f), want(r.count);
+    ASSERT_FALSE(decode(e, out.data()));
+    for (std::size_t c = 0; c < r.count; c += r.chunk) {  // the scale: the chunk's largest |x|, mapped
+      float largest = 0.0f;
+      for (std::size_t i = c; i < std::min(r.count, c + r.chunk); ++i) largest = std::max(largest, std::fabs(v[i]));
+      ASSERT_EQ(e.scales[c / r.chunk], largest / (r.kind == codec_kind::int8 ? 127.0f : 6.0f)) << "chunk at " << c;
+    }
+    for (std::size_t i = 0; i < r.count; ++i) {
+      const float scale = e.scales[i / r.chunk];
+      if (r.kind == codec_kind::int8) {
+        want[i] = static_cast<float>(static_cast<std::int8_t>(e.payload[i])) * scale;
+      } else {
+        const std::uint8_t code = i % 2 == 0 ? (e.payload[i / 2] & 0x0F) : (e.payload[i / 2] >> 4);
+        want[i] = ((code & 8) ? -fp4_magnitudes[code & 7] : fp4_magnitudes[code & 7]) * scale;
+      }
+    }
+    EXPECT_EQ(std::memcmp(out.data(), want.data(), r.count * sizeof(float)), 0);
+  }
 }
 
 TEST(Codec, Fp16SaturatesAndKeepsSubnormals) {
