@@ -26,12 +26,18 @@ Atoll runs twice per row: over CURVE (every cluster's default) and over plain TC
 
 Writes DIR/results.json: [{size_mb, workers, codec, links, atoll_gbps, gloo_gbps, tcp_bound_gbps,
 commit_disk_bound_gbps, atoll_round_s, atoll_release_s (the median of the first term),
-atoll_coordinator_share, rounds_measured}] and prints a table. GB/s = 1e9 bytes per second.
+atoll_coordinator_share, atoll_average_s, atoll_commit_s, atoll_results_s, rounds_measured}]
+and prints a table. GB/s = 1e9 bytes per second. Where a round's time goes, medians over
+rounds 2..R: atoll_average_s (last contribution in -> commit sent: decode, average, outer
+step, digest), atoll_commit_s (commit sent -> the slower keeper's acknowledgement: transfer,
+write, fdatasync; both from the coordinator's debug log) and atoll_results_s (release ->
+the last worker's acknowledgement: results to the workers, applied and checked).
 """
 import argparse
 import json
 import multiprocessing as mp
 import os
+import re
 import shutil
 import socket
 import statistics
@@ -184,6 +190,35 @@ def mlp_width(size_bytes):
     return max(1, (size_bytes // 4 - 1) // 18)
 
 
+COMMITTING = re.compile(r"^\[\s*([0-9.]+) .*coordinator \d+: committing round (\d+), ([0-9.]+) s after the last "
+                        r"contribution")
+ACKNOWLEDGED = re.compile(r"^\[\s*([0-9.]+) .*coordinator \d+: keeper/\d+ acknowledged round (\d+) ")
+
+
+def fmt_s(seconds):
+    return "?" if seconds is None else f"{seconds:.3f} s"
+
+
+def commit_phases(log_dir):
+    """Medians over rounds 2.. of the coordinator's debug log (each process stamps its own
+    lines): last contribution in -> commit sent to the keepers (average, outer step,
+    digest), and commit sent -> the last keeper's acknowledgement (transfer, write, fdatasync)."""
+    averages, commits = [], []
+    for name in sorted(os.listdir(log_dir)) if os.path.isdir(log_dir) else []:
+        started, acked = {}, {}
+        with open(os.path.join(log_dir, name), errors="replace") as f:
+            for line in f:
+                if m := COMMITTING.match(line):
+                    started[int(m[2])] = float(m[1])
+                    if int(m[2]) >= 2:
+                        averages.append(float(m[3]))
+                elif m := ACKNOWLEDGED.match(line):
+                    acked[int(m[2])] = float(m[1])  # the last one wins: the slower keeper
+        commits += [acked[r] - t for r, t in started.items() if r >= 2 and r in acked]
+    median = lambda xs: statistics.median(xs) if xs else None
+    return median(averages), median(commits)
+
+
 def atoll_run(atoll, run_dir, size_bytes, workers, codec, rounds, links="curve"):
     sync_every = 2
     cmd = [atoll, "local", "--nodes", str(workers), "--example", "mlp", "--steps", str(sync_every * rounds),
@@ -204,7 +239,9 @@ def atoll_run(atoll, run_dir, size_bytes, workers, codec, rounds, links="curve")
     if os.path.exists(run_dir):
         shutil.rmtree(run_dir)
     started = time.time()
-    res = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=1800)
+    # Debug logging adds a few lines a round: the coordinator's commit timings (commit_phases).
+    env = dict(os.environ, ATOLL_LOG="debug")
+    res = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=1800, env=env)
     if res.returncode != 0:
         sys.exit(f"averaging: atoll local failed ({' '.join(cmd)}):\n{res.stdout[-3000:]}")
     released, acks = {}, {}
@@ -215,7 +252,7 @@ def atoll_run(atoll, run_dir, size_bytes, workers, codec, rounds, links="curve")
                 released[j["round"]] = j
             elif j.get("type") == "ack":
                 acks.setdefault(j["round"], []).append(j["time"])
-    times, commit_shares, releases = [], [], []
+    times, commit_shares, releases, helds = [], [], [], []
     for r, rep in sorted(released.items()):
         if r < 2 or len(acks.get(r, [])) < workers:
             continue  # round 1 includes start-up
@@ -223,13 +260,17 @@ def atoll_run(atoll, run_dir, size_bytes, workers, codec, rounds, links="curve")
         total = rep["since_last_contribution_s"] + max(0.0, held)
         times.append(total)
         releases.append(rep["since_last_contribution_s"])
+        helds.append(max(0.0, held))
         commit_shares.append(rep["since_last_contribution_s"] / total if total > 0 else 0.0)
     if not times:
         sys.exit(f"averaging: no complete round after the first in {run_dir}")
     median = statistics.median(times)
+    average_s, commit_s = commit_phases(os.path.join(run_dir, "logs"))
     return {"atoll_round_s": median, "atoll_gbps": size_bytes / median / 1e9,
             "atoll_release_s": statistics.median(releases),
             "atoll_coordinator_share": statistics.median(commit_shares), "rounds_measured": len(times),
+            "atoll_average_s": average_s, "atoll_commit_s": commit_s,
+            "atoll_results_s": statistics.median(helds),
             "run_wall_s": time.time() - started}
 
 
@@ -270,11 +311,14 @@ def main():
                        "commit_disk_bound_gbps": disk,
                        "atoll_round_s": a["atoll_round_s"], "atoll_release_s": a["atoll_release_s"],
                        "atoll_coordinator_share": a["atoll_coordinator_share"],
+                       "atoll_average_s": a["atoll_average_s"], "atoll_commit_s": a["atoll_commit_s"],
+                       "atoll_results_s": a["atoll_results_s"],
                        "rounds_measured": a["rounds_measured"]}
                 results.append(row)
                 print(f"averaging: {size_mb} MiB, M={workers}, {codec}, {links} links: atoll {a['atoll_gbps']:.3f} GB/s "
                       f"({a['atoll_round_s']:.3f} s/round; last contribution to release {a['atoll_release_s']:.3f} s, "
-                      f"{a['atoll_coordinator_share']:.0%}), "
+                      f"{a['atoll_coordinator_share']:.0%}; average {fmt_s(a['atoll_average_s'])}, "
+                      f"commit {fmt_s(a['atoll_commit_s'])}, results {fmt_s(a['atoll_results_s'])}), "
                       f"gloo {gloo:.3f} GB/s, tcp bound {tcp:.3f} GB/s, commit disk bound {disk:.3f} GB/s", flush=True)
                 with open(os.path.join(args.out, "results.json"), "w") as f:
                     json.dump(results, f, indent=1)
