@@ -105,16 +105,13 @@ expected<bool> round_tracker::finish_if_complete() {
   if (contributions_.size() < participants_.size()) return false;
   std::vector<weighted_input> inputs;
   for (const auto& [_, c] : contributions_) inputs.push_back({c.first.data(), c.second});  // sorted by worker id
-  std::vector<float> avg;
+  auto& avg = rule_ == update_rule::nesterov ? scratch_.average : average_;
   if (auto st = weighted_average(inputs, theta_.size(), avg)) return st;
   if (rule_ == update_rule::nesterov) {
     const bool encoded = result_codec_ != codec_kind::fp32;
-    std::vector<float> previous;
-    if (encoded) previous = theta_;
+    if (encoded) scratch_.previous = theta_;
     nesterov_step(opt_, theta_.data(), momentum_.data(), avg.data(), theta_.size());
-    if (encoded) publish_encoded(previous);
-  } else {
-    average_ = std::move(avg);
+    if (encoded) publish_encoded(scratch_.previous);
   }
   round_ += 1;
   phase_ = phase::committing;
@@ -130,7 +127,10 @@ void round_tracker::encode_results(codec_kind kind, std::size_t chunk) {
 void round_tracker::publish_encoded(const std::vector<float>& previous) {
   const std::size_t n = theta_.size();
   if (residual_.size() != n) residual_.assign(n, 0.0f);
-  std::vector<float> change(n), decoded(n);
+  auto& change = scratch_.change;
+  auto& decoded = scratch_.decoded;
+  change.resize(n);
+  decoded.resize(n);
   for (std::size_t i = 0; i < n; ++i) change[i] = theta_[i] - previous[i] + residual_[i];
   encoded_values enc;
   if (encode(result_codec_, change.data(), n, result_chunk_, enc) || decode(enc, decoded.data())) {

@@ -91,6 +91,12 @@ class round_tracker {
   std::size_t result_chunk_ = 0;
   std::vector<float> residual_;  // what the published theta still owes the exact one
   std::optional<encoded_values> update_;
+  // Fragment-sized working memory of a round, kept from one round to the next: allocated
+  // afresh, every round faulted in and zeroed four fragments of pages, which at 256 MiB
+  // took most of an int8 round's averaging (the heap's free top is given back between).
+  struct {
+    std::vector<float> average, previous, change, decoded;
+  } scratch_;
 };
 
 const char* to_string(round_tracker::phase p);
