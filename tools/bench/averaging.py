@@ -28,10 +28,11 @@ Writes DIR/results.json: [{size_mb, workers, codec, links, atoll_gbps, gloo_gbps
 commit_disk_bound_gbps, atoll_round_s, atoll_release_s (the median of the first term),
 atoll_coordinator_share, atoll_average_s, atoll_commit_s, atoll_results_s, rounds_measured}]
 and prints a table. GB/s = 1e9 bytes per second. Where a round's time goes, medians over
-rounds 2..R: atoll_average_s (last contribution in -> commit sent: decode, average, outer
-step, digest), atoll_commit_s (commit sent -> the slower keeper's acknowledgement: transfer,
-write, fdatasync; both from the coordinator's debug log) and atoll_results_s (release ->
-the last worker's acknowledgement: results to the workers, applied and checked).
+rounds 2..R: atoll_average_s (last contribution in -> the commit starts: decode, average,
+outer step, encode the result), atoll_commit_s (the commit starts -> the slower keeper's
+acknowledgement: copy and digest of theta and momentum, transfer, write, fdatasync; both
+from the coordinator's debug log) and atoll_results_s (release -> the last worker's
+acknowledgement: results to the workers, applied and checked).
 """
 import argparse
 import json
@@ -201,8 +202,9 @@ def fmt_s(seconds):
 
 def commit_phases(log_dir):
     """Medians over rounds 2.. of the coordinator's debug log (each process stamps its own
-    lines): last contribution in -> commit sent to the keepers (average, outer step,
-    digest), and commit sent -> the last keeper's acknowledgement (transfer, write, fdatasync)."""
+    lines): last contribution in -> the commit starts (average, outer step, encoding), and
+    the commit starts -> the last keeper's acknowledgement (copy and digest, transfer, write,
+    fdatasync)."""
     averages, commits = [], []
     for name in sorted(os.listdir(log_dir)) if os.path.isdir(log_dir) else []:
         started, acked = {}, {}
