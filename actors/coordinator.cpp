@@ -41,23 +41,32 @@ bool membership_ready(const coordinator_state& st) {
   return quorum::members_suffice(policy_view(st), policy_options(st));
 }
 
+// The committing round's frames (state::committing), made once per round.
+const coordinator_state::committing_frames& committing_frames(coordinator_state& st) {
+  const auto round = st.rounds->committed_round();
+  if (!st.committing || st.committing->round != round) {
+    const auto& theta = st.rounds->theta();
+    const auto& momentum = st.rounds->momentum();
+    st.committing =
+        coordinator_state::committing_frames{round, wire::tensor::from_floats_hashed(theta.data(), theta.size()),
+                                             wire::tensor::from_floats_hashed(momentum.data(), momentum.size())};
+  }
+  return *st.committing;
+}
+
 // The committing round to every keeper that has not acknowledged it yet (one copy of
 // theta and momentum, shared by the messages).
 void send_commit(self_ptr self) {
   auto& st = self->state;
-  std::optional<wire::tensor> theta, momentum;
   for (const auto& keeper : st.keepers) {
     if (st.acked.count(keeper)) continue;
-    if (!theta) {
-      theta = wire::tensor::from_floats_hashed(st.rounds->theta().data(), st.rounds->theta().size());
-      momentum = wire::tensor::from_floats_hashed(st.rounds->momentum().data(), st.rounds->momentum().size());
-    }
+    const auto& frames = committing_frames(st);
     wire::outgoing out;
     auto req = out.envelope.initCommitRequest();
     req.setFragment(st.cfg.fragment);
-    req.setRound(st.rounds->committed_round());
-    out.tensors.push_back(*theta);
-    out.tensors.push_back(*momentum);
+    req.setRound(frames.round);
+    out.tensors.push_back(frames.theta);
+    out.tensors.push_back(frames.momentum);
     st.mail->send(keeper, st.epoch, out);
   }
   st.commit_sent = st.now();
@@ -250,18 +259,18 @@ void release(self_ptr self, const std::vector<std::string>& contributors) {
   const auto& result = st.rounds->result();
   const auto round = st.rounds->committed_round();
   // Low-bit results: the round's encoded change, which every contributor adds to its copy
-  // of the previous theta_global (round_tracker.hpp); else theta_global itself, one copy
-  // shared by every result.
-  std::optional<encoded_values> update;
-  std::optional<wire::tensor> theta;
-  std::uint64_t digest = 0;
-  if (const auto* u = st.rounds->released_update()) {
-    update = *u;
-    digest = digest64(result.data(), result.size() * sizeof(float));
-  } else {
-    theta = wire::tensor::from_floats_hashed(result.data(), result.size());
-    digest = *theta->checksum;  // the same digest64 of the same bytes
-  }
+  // of the previous theta_global (round_tracker.hpp); else theta_global itself. Either way
+  // one set of frames is shared by every result. A committed DiLoCo round's theta_global
+  // is what its commit carried: those frames and their digest serve again (a ddp average
+  // was never committed).
+  std::optional<coordinator_state::committing_frames> committed;
+  if (st.committing && st.committing->round == round && st.rounds->rule() == round_tracker::update_rule::nesterov)
+    committed = std::move(st.committing);
+  st.committing.reset();  // the messages hold what they share
+  const auto theta = committed ? committed->theta : wire::tensor::from_floats_hashed(result.data(), result.size());
+  const std::uint64_t digest = *theta.checksum;
+  std::optional<round_update_frames> update;
+  if (const auto* u = st.rounds->released_update()) update = make_round_update_frames(encoded_values(*u));
   // The registry hears of the round before any worker can: a worker's WorkerDone after its
   // last result must not reach the registry before the round that result belongs to.
   report_round(self, contributors, digest);
@@ -277,8 +286,8 @@ void release(self_ptr self, const std::vector<std::string>& contributors) {
     r.setFragment(st.cfg.fragment);
     r.setRound(round);
     r.setDigest(digest);
-    if (update) put_round_update(r, encoded_values(*update), out);
-    else out.tensors.push_back(*theta);
+    if (update) put_round_update(r, *update, out);
+    else out.tensors.push_back(theta);
     st.mail->send(worker, st.rounds->open_epoch(), out);
   }
 }
@@ -402,6 +411,7 @@ void finish_commit_if_acked(self_ptr self) {
   (void)st.rounds->committed();
   if (round > 0) ATL_FAULT_POINT("coordinator.committed");
   if (round == 0) {
+    st.committing.reset();  // no result shares the seed's frames
     log_info(fragment_name(st) + ": seeded round 0 (" + std::to_string(st.rounds->theta().size()) + " parameters)");
     advance(self);
     return;

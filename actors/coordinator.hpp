@@ -36,6 +36,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -47,6 +48,7 @@
 #include "runtime/actor_id.hpp"
 #include "runtime/config.hpp"
 #include "runtime/transport.hpp"
+#include "runtime/wire.hpp"
 
 namespace atl {
 
@@ -98,6 +100,13 @@ struct coordinator_state {
   int commit_tries = 0;  // CommitRequests of the committing round sent so far
   std::vector<std::string> keepers;  // every one must acknowledge a commit (from the Membership)
   std::set<std::string> acked;  // keepers that acknowledged the committing round
+  // The committing round's theta_global and momentum as frames, copied and hashed once:
+  // shared by every keeper's CommitRequest (and its resends) and, fp32, by every result.
+  struct committing_frames {
+    std::uint64_t round = 0;
+    wire::tensor theta, momentum;
+  };
+  std::optional<committing_frames> committing;
   const caf::actor_clock* clock = nullptr;  // steady, or simulated in the protocol fault tests
   std::chrono::steady_clock::time_point now() const { return clock->now(); }
   std::uint64_t round_bytes = 0;

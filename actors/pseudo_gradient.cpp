@@ -76,8 +76,26 @@ expected<std::vector<float>> take_contribution(const wire::message& msg, std::si
 }
 
 void put_round_update(schema::RoundResult::Builder r, encoded_values&& values, wire::outgoing& msg) {
+  put_round_update(r, make_round_update_frames(std::move(values)), msg);
+}
+
+round_update_frames make_round_update_frames(encoded_values&& values) {
+  round_update_frames frames;
+  frames.kind = values.kind;
+  frames.chunk = values.chunk;
+  frames.count = values.count;
+  wire::outgoing holder;  // put_tensors appends to a message; only its tensors are kept
+  put_tensors(std::move(values), holder);
+  frames.tensors = std::move(holder.tensors);
+  return frames;
+}
+
+void put_round_update(schema::RoundResult::Builder r, const round_update_frames& frames, wire::outgoing& msg) {
   r.setIsUpdate(true);
-  put_encoded(r, std::move(values), msg);
+  r.setCodec(static_cast<schema::PseudoGradientCodec>(frames.kind));
+  r.setChunk(static_cast<std::uint32_t>(frames.chunk));
+  r.setCount(frames.count);
+  msg.tensors.insert(msg.tensors.end(), frames.tensors.begin(), frames.tensors.end());
 }
 
 expected<std::vector<float>> take_round_update(const wire::message& msg, std::size_t expected_count) {

@@ -23,4 +23,15 @@ expected<std::vector<float>> take_contribution(const wire::message& msg, std::si
 void put_round_update(schema::RoundResult::Builder r, encoded_values&& values, wire::outgoing& msg);
 expected<std::vector<float>> take_round_update(const wire::message& msg, std::size_t expected_count);
 
+// A round update's codec fields and frames, made once: every worker's RoundResult shares
+// the frames' bytes instead of copying the payload.
+struct round_update_frames {
+  codec_kind kind = codec_kind::fp32;
+  std::size_t chunk = 0;
+  std::uint64_t count = 0;
+  std::vector<wire::tensor> tensors;
+};
+round_update_frames make_round_update_frames(encoded_values&& values);
+void put_round_update(schema::RoundResult::Builder r, const round_update_frames& frames, wire::outgoing& msg);
+
 }  // namespace atl
