@@ -158,6 +158,30 @@ TEST(LowBitRounds, Fp32ResultsAreThetaItself) {
   EXPECT_EQ(t.released_update(), nullptr);
 }
 
+// The coordinator builds a round update's frames once: every worker's RoundResult shares
+// the payload's bytes, and each decodes to the same change.
+TEST(LowBitRounds, EveryResultSharesOneUpdatePayloadAndDecodesAlike) {
+  encoded_values enc;
+  const std::vector<float> change = {0.5f, -0.25f, 1.0f, 0.0f, 0.125f};
+  ASSERT_FALSE(encode(codec_kind::int8, change.data(), change.size(), chunk, enc));
+  const auto frames = make_round_update_frames(std::move(enc));
+  wire::outgoing first, second;
+  put_round_update(first.envelope.initRoundResult(), frames, first);
+  put_round_update(second.envelope.initRoundResult(), frames, second);
+  ASSERT_EQ(first.tensors.size(), 2u);  // the payload and the scales
+  ASSERT_EQ(second.tensors.size(), 2u);
+  EXPECT_EQ(first.tensors[0].data.data(), second.tensors[0].data.data()) << "shared, not copied";
+  auto a = through_the_wire(first), b = through_the_wire(second);
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(b);
+  EXPECT_TRUE(a->envelope().getRoundResult().getIsUpdate());
+  auto from_a = take_round_update(*a, change.size()), from_b = take_round_update(*b, change.size());
+  ASSERT_TRUE(from_a) << from_a.err().describe();
+  ASSERT_TRUE(from_b) << from_b.err().describe();
+  EXPECT_EQ(*from_a, *from_b);
+  for (std::size_t i = 0; i < change.size(); ++i) EXPECT_NEAR((*from_a)[i], change[i], 0.5f / 127.0f);
+}
+
 TEST(LowBitRounds, AnUpdateThatDecodesToANonFiniteValueIsRefused) {
   encoded_values enc;
   const std::vector<float> change = {0.5f, -0.25f, 1.0f, 0.0f};
