@@ -42,7 +42,7 @@ bool membership_ready(const coordinator_state& st) {
 }
 
 // The committing round's frames (state::committing), made once per round.
-const coordinator_state::committing_frames& committing_frames(coordinator_state& st) {
+const coordinator_state::committing_frames& frames_to_commit(coordinator_state& st) {
   const auto round = st.rounds->committed_round();
   if (!st.committing || st.committing->round != round) {
     const auto& theta = st.rounds->theta();
@@ -60,7 +60,7 @@ void send_commit(self_ptr self) {
   auto& st = self->state;
   for (const auto& keeper : st.keepers) {
     if (st.acked.count(keeper)) continue;
-    const auto& frames = committing_frames(st);
+    const auto& frames = frames_to_commit(st);
     wire::outgoing out;
     auto req = out.envelope.initCommitRequest();
     req.setFragment(st.cfg.fragment);
