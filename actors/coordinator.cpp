@@ -312,6 +312,8 @@ void on_deadline(self_ptr self, std::uint64_t round) {
   self->delayed_send(self, st.cfg.round_deadline, deadline_atom::value, round);
 }
 
+void resume_when_every_keeper_answered(self_ptr self);
+
 void on_membership(self_ptr self, const wire::message_ptr& msg) {
   auto& st = self->state;
   const auto m = msg->envelope().getMembership();
@@ -322,12 +324,13 @@ void on_membership(self_ptr self, const wire::message_ptr& msg) {
   st.quorum = m.getQuorum();
   const bool first = !st.has_membership;
   st.has_membership = true;
-  if (first) request_startup_state(self);  // now the keeper
   // The keepers a commit needs. A keeper removed (its node died) no longer holds a round
   // up; one added gets the committing round at the next tick.
   st.keepers.clear();
   for (const auto k : m.getKeepers()) st.keepers.push_back(k);
   if (st.keepers.empty()) st.keepers.push_back(st.cfg.keeper);
+  if (first) request_startup_state(self);  // now the keepers
+  if (st.cfg.load_from_every_keeper) resume_when_every_keeper_answered(self);  // one removed may have been awaited
   finish_commit_if_acked(self);
   if (st.rounds->current_phase() == round_tracker::phase::collecting) {
     const auto participants = st.rounds->participants();
@@ -419,21 +422,53 @@ void finish_commit_if_acked(self_ptr self) {
   release(self, contributors);
 }
 
-void on_load_reply(self_ptr self, const wire::message_ptr& msg) {
+// Resumes from a keeper's LoadReply (none found: a new run, seeded by rank 0).
+void resume_from(self_ptr self, const wire::message& msg) {
   auto& st = self->state;
-  if (st.loaded) return;
   st.loaded = true;
-  const auto reply = msg->envelope().getLoadReply();
-  if (reply.getFound() && msg->tensors().size() == 2) {
-    auto err = st.rounds->restore(reply.getRound(), msg->tensors()[0].to_floats(), msg->tensors()[1].to_floats());
+  st.load_replies.clear();
+  const auto reply = msg.envelope().getLoadReply();
+  if (reply.getFound() && msg.tensors().size() == 2) {
+    auto err = st.rounds->restore(reply.getRound(), msg.tensors()[0].to_floats(), msg.tensors()[1].to_floats());
     if (err) log_error(fragment_name(st) + ": restore failed: " + err.describe());
     else {
-      log_info(fragment_name(st) + ": resumed at committed round " + std::to_string(reply.getRound()));
+      log_info(fragment_name(st) + ": resumed at committed round " + std::to_string(reply.getRound()) + " from " +
+               msg.sender());
       st.announce_on_open = true;
     }
   }
   seed_from_waiting(self);
   advance(self);
+}
+
+// load_from_every_keeper: once every keeper of the Membership answered, the newest round.
+void resume_when_every_keeper_answered(self_ptr self) {
+  auto& st = self->state;
+  if (st.loaded || st.keepers.empty()) return;
+  const auto round_of = [](const wire::message& m) -> std::optional<std::uint64_t> {
+    const auto reply = m.envelope().getLoadReply();
+    if (!reply.getFound() || m.tensors().size() != 2) return std::nullopt;
+    return reply.getRound();
+  };
+  wire::message_ptr newest;  // held here: resume_from clears the replies
+  for (const auto& keeper : st.keepers) {
+    auto it = st.load_replies.find(keeper);
+    if (it == st.load_replies.end()) return;
+    if (!newest || round_of(*it->second) > round_of(*newest)) newest = it->second;
+  }
+  resume_from(self, *newest);
+}
+
+void on_load_reply(self_ptr self, const wire::message_ptr& msg) {
+  auto& st = self->state;
+  if (st.loaded) return;
+  if (!st.cfg.load_from_every_keeper) {
+    resume_from(self, *msg);
+    return;
+  }
+  if (std::find(st.keepers.begin(), st.keepers.end(), msg->sender()) == st.keepers.end()) return;
+  st.load_replies[msg->sender()] = msg;
+  resume_when_every_keeper_answered(self);
 }
 
 // A held StateRequest is answered with StateHeld, so that rank 0 stops attaching its
@@ -492,9 +527,13 @@ void request_startup_state(self_ptr self) {
   if (!st.has_membership) {
     request_membership(self);
   } else if (!st.loaded) {
-    wire::outgoing out;
-    out.envelope.initLoadRequest().setFragment(st.cfg.fragment);
-    st.mail->send(st.cfg.keeper, st.epoch, out);
+    const auto targets = st.cfg.load_from_every_keeper ? st.keepers : std::vector<std::string>{st.cfg.keeper};
+    for (const auto& keeper : targets) {
+      if (st.load_replies.count(keeper)) continue;
+      wire::outgoing out;
+      out.envelope.initLoadRequest().setFragment(st.cfg.fragment);
+      st.mail->send(keeper, st.epoch, out);
+    }
   }
 }
 
@@ -516,6 +555,7 @@ coordinator_config coordinator_config_for(const run_config& run, std::uint32_t f
   const auto codec = parse_codec(run.codec);  // validated with the config
   if (codec && !cc.average_only) cc.result_codec = *codec;
   cc.result_chunk = static_cast<std::size_t>(run.codec_chunk);
+  cc.load_from_every_keeper = run.keepers == "nodes";
   return cc;
 }
 

@@ -71,6 +71,10 @@ struct coordinator_config {
   // round's change of theta_global; fp32 sends theta_global itself (and ddp always does).
   codec_kind result_codec = codec_kind::fp32;
   std::size_t result_chunk = 256;
+  // storage.keepers = nodes: the head's keeper may be behind (it leaves the commits while
+  // two replicas run), so a new coordinator asks every keeper of its Membership and resumes
+  // from the newest round. Otherwise keeper/0 holds every committed round.
+  bool load_from_every_keeper = false;
 };
 
 // The coordinator of `fragment` for a run configured by `run`.
@@ -81,6 +85,7 @@ struct coordinator_state {
   std::unique_ptr<round_tracker> rounds;
   coordinator_config cfg;
   bool loaded = false;  // keeper answered the LoadRequest
+  std::map<std::string, wire::message_ptr> load_replies;  // so far, by keeper (load_from_every_keeper)
   // Resumed from the keeper (re-placed, or a restarted head): when the first round opens,
   // every member gets the committed state, so workers still waiting on the old
   // coordinator's result resync at once instead of after diloco.result_timeout_ms.

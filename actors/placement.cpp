@@ -48,17 +48,27 @@ std::vector<coordinator_move> replace_orphans(const std::vector<std::string>& pl
   return out;
 }
 
-keeper_choice choose_replica_keeper(const std::string& current, const node_facts& nodes, bool training) {
+keeper_choice choose_replica_keeper(std::uint32_t number, const std::string& current, const std::string& avoid,
+                                    const node_facts& nodes, bool training) {
   if (!training || (!current.empty() && host_alive(current, nodes))) return {};
   std::string chosen;
   for (auto it = nodes.rbegin(); it != nodes.rend() && chosen.empty(); ++it)
-    if (takes_part(it->state) && it->can_keep) chosen = node_actor_id(it->id);
+    if (takes_part(it->state) && it->can_keep && node_actor_id(it->id) != avoid) chosen = node_actor_id(it->id);
   if (chosen == current) return {};
-  const auto keeper = keeper_id(replica_keeper_number);
+  const auto keeper = keeper_id(number);
   if (chosen.empty())
     return {true, "",
-            current + " is gone and no live node can keep; commits go to " + keeper_id(head_keeper_number) + " alone"};
+            current + " is gone and no other live node can keep; " + keeper_id(head_keeper_number) + " stands in for " +
+                keeper + " in commits"};
   return {true, chosen, keeper + " placed on " + chosen + (current.empty() ? "" : " (was on " + current + ")")};
+}
+
+std::vector<std::string> commit_keepers(bool on_nodes, const std::string& first_host, const std::string& second_host) {
+  std::vector<std::string> keepers;
+  if (!on_nodes || first_host.empty() || second_host.empty()) keepers.push_back(keeper_id(head_keeper_number));
+  if (!first_host.empty()) keepers.push_back(keeper_id(replica_keeper_number));
+  if (on_nodes && !second_host.empty()) keepers.push_back(keeper_id(second_replica_keeper_number));
+  return keepers;
 }
 
 }  // namespace atl::placement

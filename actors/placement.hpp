@@ -6,10 +6,11 @@
 //   a coordinator's host is gone -----> moved to the (p mod n)-th node that takes part
 //                                      (a draining host keeps it until its Goodbye: moving
 //                                       it earlier would run two coordinators of p at once)
-//   training, replica keeper unplaced
-//     or its host gone ---------------> the newest node that takes part and can keep
-//                                      (node/1 usually hosts coord/0), or none: commits then
-//                                       go to the head's keeper alone
+//   training, a replica keeper unplaced
+//     or its host gone ---------------> the newest node that takes part, can keep and does
+//                                      not host the other replica (node/1 usually hosts
+//                                      coord/0), or none: the head's keeper then stands in
+//                                      for it in commits (registry.cpp, keepers_of)
 //
 // Hosts are "node/N" ids (runtime/actor_id.hpp); a stored placement that is not one (a
 // damaged snapshot) counts as gone.
@@ -50,7 +51,16 @@ struct keeper_choice {
   std::string reason;  // for the log
 };
 
-// The replica keeper's host while training; `current` is its host now ("" if none).
-keeper_choice choose_replica_keeper(const std::string& current, const node_facts& nodes, bool training);
+// The host of replica keeper `number` (keeper/1 or keeper/2) while training: `current` is
+// its host now ("" if none), `avoid` the other replica's (two copies on one machine are
+// one copy).
+keeper_choice choose_replica_keeper(std::uint32_t number, const std::string& current, const std::string& avoid,
+                                    const node_facts& nodes, bool training);
+
+// The keepers every commit needs, given the replicas' hosts ("" while unplaced).
+// storage.keepers = head: keeper/0, and keeper/1 once placed. nodes: keeper/1 and
+// keeper/2 once both are placed, keeper/0 standing in for each one missing, so a committed
+// round is on two machines whenever two can hold it.
+std::vector<std::string> commit_keepers(bool on_nodes, const std::string& first_host, const std::string& second_host);
 
 }  // namespace atl::placement

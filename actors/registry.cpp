@@ -21,14 +21,6 @@ namespace {
 
 using json = nlohmann::json;
 
-// The keepers that must acknowledge every commit: the head's, and the replica on a node
-// once one is placed.
-std::vector<std::string> keepers_of(const registry_state& st) {
-  std::vector<std::string> keepers = {keeper_id(head_keeper_number)};
-  if (!st.snap.replica_keeper.empty()) keepers.push_back(keeper_id(replica_keeper_number));
-  return keepers;
-}
-
 template <class List>
 void fill(List list, const std::vector<std::string>& values) {
   for (unsigned i = 0; i < values.size(); ++i) list.set(i, values[i]);
@@ -47,7 +39,7 @@ void send_membership(self_ptr self, const std::string& to) {
   fill(m.initWorkers(static_cast<unsigned>(workers.size())), workers);
   m.setQuorum(
       quorum::required_participants(static_cast<std::size_t>(st.cfg.min_workers), workers.size(), any_worker_done(st)));
-  const auto keepers = keepers_of(st);
+  const auto keepers = commit_keepers_of(st);
   fill(m.initKeepers(static_cast<unsigned>(keepers.size())), keepers);
   st.mail->send(to, st.snap.epoch, out);
 }
@@ -173,7 +165,7 @@ void restore(self_ptr self) {
   for (const auto& [id, n] : st.nodes)  // a full lease for each node that hosts anything
     if (hosts_placed(n.state)) watch_lease(self, id);
   replace_orphaned_coordinators(self);  // hosts that left or died before the restart
-  place_replica_keeper(self);
+  place_replica_keepers(self);
 }
 
 // How long a finished run's summary waits for a RoundReport still on its way.
@@ -215,7 +207,7 @@ void maybe_start(self_ptr self) {
   if (st.phase != run_phase::waiting || live_workers(st).size() < static_cast<std::size_t>(st.cfg.min_workers)) return;
   set_run_phase(self, run_phase::training);
   apply_coordinator_moves(self, placement::place_coordinators(st.fragments.size(), node_facts(st)), false);
-  place_replica_keeper(self);
+  place_replica_keepers(self);
 }
 
 void persist(self_ptr self) {

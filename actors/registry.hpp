@@ -123,6 +123,9 @@ struct registry_state {
   std::map<std::uint32_t, node_view> nodes;
   std::map<std::string, worker_view> workers;
   std::vector<fragment_view> fragments;
+  // A replica keeper placed since the head started -> the keeper it catches up from (a
+  // restarted head sends keeper/0: by then the replica runs and ignores the repeat).
+  std::map<std::string, std::string> keeper_sources;
   duration_histogram round_durations;
   metrics_writer metrics;
   std::int64_t last_eval_step = -1;

@@ -39,7 +39,9 @@ void send_placements(self_ptr self);
 void send_keeper_placement(self_ptr self);
 void apply_coordinator_moves(self_ptr self, const std::vector<placement::coordinator_move>& moves, bool warn);
 void replace_orphaned_coordinators(self_ptr self);
-void place_replica_keeper(self_ptr self);
+void place_replica_keepers(self_ptr self);
+std::vector<std::string> commit_keepers_of(const registry_state& st);  // placement::commit_keepers
+std::vector<std::pair<std::uint32_t, std::string>> placed_replicas(const registry_state& st);  // number, host
 route_table routes_of(const registry_state& st);
 void publish_routes(self_ptr self);
 void send_routes(self_ptr self, const route_table& table, std::uint32_t node);

@@ -33,7 +33,7 @@ void after_membership_change(self_ptr self) {
   persist(self);
   publish_routes(self);
   replace_orphaned_coordinators(self);
-  place_replica_keeper(self);
+  place_replica_keepers(self);
   publish_membership(self);
   maybe_finish(self);
 }
@@ -174,7 +174,7 @@ void on_hello(self_ptr self, const wire::message_ptr& msg) {
   publish_routes(self);
   publish_membership(self);
   maybe_start(self);
-  place_replica_keeper(self);  // the first node that can keep, mid-run
+  place_replica_keepers(self);  // the first node that can keep, mid-run
 }
 
 void on_heartbeat(self_ptr self, const wire::message_ptr& msg) {

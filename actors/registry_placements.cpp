@@ -20,14 +20,26 @@ void send_placements(self_ptr self) {
   }
 }
 
+// The replica keepers placed, with their hosts.
+std::vector<std::pair<std::uint32_t, std::string>> placed_replicas(const registry_state& st) {
+  std::vector<std::pair<std::uint32_t, std::string>> out;
+  if (!st.snap.replica_keeper.empty()) out.emplace_back(replica_keeper_number, st.snap.replica_keeper);
+  if (!st.snap.second_replica_keeper.empty())
+    out.emplace_back(second_replica_keeper_number, st.snap.second_replica_keeper);
+  return out;
+}
+
 void send_keeper_placement(self_ptr self) {
   auto& st = self->state;
-  if (st.snap.replica_keeper.empty()) return;
-  wire::outgoing out;
-  auto place = out.envelope.initPlaceKeeper();
-  place.setKeeper(keeper_id(replica_keeper_number));
-  place.setSource(keeper_id(head_keeper_number));
-  st.mail->send(st.snap.replica_keeper, st.snap.epoch, out);
+  for (const auto& [number, host] : placed_replicas(st)) {
+    const auto id = keeper_id(number);
+    auto source = st.keeper_sources.find(id);
+    wire::outgoing out;
+    auto place = out.envelope.initPlaceKeeper();
+    place.setKeeper(id);
+    place.setSource(source == st.keeper_sources.end() ? keeper_id(head_keeper_number) : source->second);
+    st.mail->send(host, st.snap.epoch, out);
+  }
 }
 
 // Placement decisions are persisted before anyone hears of them: a restarted head must not
@@ -58,25 +70,49 @@ void replace_orphaned_coordinators(self_ptr self) {
   apply_coordinator_moves(self, placement::replace_orphans(placements, node_facts(st)), true);
 }
 
+std::vector<std::string> commit_keepers_of(const registry_state& st) {
+  return placement::commit_keepers(st.cfg.keepers == "nodes", st.snap.replica_keeper, st.snap.second_replica_keeper);
+}
+
 // Keeper replication: with a node that can keep (`atoll join --run-dir`), keeper/1 runs
 // there and every commit needs its acknowledgement as well as the head's, so a round
-// acknowledged as committed is on two machines. It catches up from the head's keeper.
-void place_replica_keeper(self_ptr self) {
+// acknowledged as committed is on two machines. With storage.keepers = nodes, keeper/2 runs
+// on a second such node, and the head's keeper leaves the commits while both run. A new
+// replica catches up from the other one if that kept its host (it held every commit since
+// it was placed, and the head's link stays free of tensors), else from the head's keeper.
+void place_replica_keepers(self_ptr self) {
   auto& st = self->state;
-  const auto choice =
-      placement::choose_replica_keeper(st.snap.replica_keeper, node_facts(st), st.phase == run_phase::training);
-  if (!choice.changed) return;
-  st.snap.replica_keeper = choice.host;
+  const bool training = st.phase == run_phase::training;
+  const auto facts = node_facts(st);
+  auto& first = st.snap.replica_keeper;
+  auto& second = st.snap.second_replica_keeper;
+  const auto first_choice = placement::choose_replica_keeper(replica_keeper_number, first, second, facts, training);
+  const auto first_host = first_choice.changed ? first_choice.host : first;
+  const auto second_choice =
+      st.cfg.keepers == "nodes"
+          ? placement::choose_replica_keeper(second_replica_keeper_number, second, first_host, facts, training)
+          : placement::keeper_choice{};
+  if (!first_choice.changed && !second_choice.changed) return;
+  const bool first_kept = !first_choice.changed && !first.empty();
+  const bool second_kept = !second_choice.changed && !second.empty();
+  const auto apply = [&](std::uint32_t number, const placement::keeper_choice& choice, std::string& host,
+                         bool other_kept, std::uint32_t other) {
+    if (!choice.changed) return;
+    host = choice.host;
+    st.keeper_sources[keeper_id(number)] = keeper_id(other_kept ? other : head_keeper_number);
+    if (host.empty()) log_warn("registry: " + choice.reason);
+    else log_info("registry: " + choice.reason);
+  };
+  apply(replica_keeper_number, first_choice, first, second_kept, second_replica_keeper_number);
+  apply(second_replica_keeper_number, second_choice, second, first_kept, replica_keeper_number);
   persist(self);
-  if (choice.host.empty()) log_warn("registry: " + choice.reason);
-  else log_info("registry: " + choice.reason);
   publish_routes(self);
   send_keeper_placement(self);
   publish_membership(self);  // coordinators commit to the new set of keepers
 }
 
 // Where tensors go: the nodes that host anything, with their data endpoints and keys, and
-// the hosts of the coordinators and of the keeper replica.
+// the hosts of the coordinators and of the keeper replicas.
 route_table routes_of(const registry_state& st) {
   route_table table;
   table.epoch = st.snap.epoch;
@@ -85,7 +121,8 @@ route_table routes_of(const registry_state& st) {
   for (std::size_t f = 0; f < st.fragments.size(); ++f)
     if (auto host = node_of(st.fragments[f].placed_on))
       table.placed[coordinator_id(static_cast<std::uint32_t>(f))] = *host;
-  if (auto host = node_of(st.snap.replica_keeper)) table.placed[keeper_id(replica_keeper_number)] = *host;
+  for (const auto& [number, host] : placed_replicas(st))
+    if (auto node = node_of(host)) table.placed[keeper_id(number)] = *node;
   return table;
 }
 

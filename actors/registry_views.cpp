@@ -1,5 +1,6 @@
 #include "actors/registry_views.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <set>
 
@@ -84,11 +85,17 @@ json head_link(const registry_state& st) {
           {"tensor_bytes_relayed", c.tensor_bytes_relayed.load()}};
 }
 
-// Where each keeper runs: the head's, and the replica's node.
+// Where each keeper runs (the head's, the replicas' nodes), and whether commits wait for it
+// (with storage.keepers = nodes the head's keeper does not while both replicas run).
 json keepers(const registry_state& st) {
-  json out = json::array({{{"id", keeper_id(head_keeper_number)}, {"on", "head"}}});
-  if (!st.snap.replica_keeper.empty())
-    out.push_back({{"id", keeper_id(replica_keeper_number)}, {"on", st.snap.replica_keeper}});
+  const auto committing = registry_detail::commit_keepers_of(st);
+  const auto commits = [&](const std::string& id) {
+    return std::find(committing.begin(), committing.end(), id) != committing.end();
+  };
+  const auto head = keeper_id(head_keeper_number);
+  json out = json::array({{{"id", head}, {"on", "head"}, {"commits", commits(head)}}});
+  for (const auto& [number, host] : registry_detail::placed_replicas(st))
+    out.push_back({{"id", keeper_id(number)}, {"on", host}, {"commits", commits(keeper_id(number))}});
   return out;
 }
 
@@ -175,8 +182,8 @@ json actors(const registry_state& st) {
       out.push_back({{"id", coordinator_id(static_cast<std::uint32_t>(f))},
                      {"process", st.fragments[f].placed_on},
                      {"state", "placed"}});
-  if (!st.snap.replica_keeper.empty())
-    out.push_back({{"id", keeper_id(replica_keeper_number)}, {"process", st.snap.replica_keeper}, {"state", "placed"}});
+  for (const auto& [number, host] : registry_detail::placed_replicas(st))
+    out.push_back({{"id", keeper_id(number)}, {"process", host}, {"state", "placed"}});
   for (const auto& [id, n] : st.nodes) {
     const std::string process = n.record.hostname + ":" + std::to_string(n.record.pid);
     const std::string state = stored_member_state(n.state);

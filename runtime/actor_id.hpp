@@ -7,7 +7,7 @@
 //   node/N                  node agent N (the registry's Welcome assigns N, from 1)
 //   node/pending-TOKEN      a node agent before its Welcome
 //   worker/N.K              worker K of node N: it lives on node/N (routes fall back there)
-//   keeper/K                checkpoint keeper K: keeper/0 on the head, keeper/1 the replica
+//   keeper/K                checkpoint keeper K: keeper/0 on the head, keeper/1 and /2 on nodes
 //   ctl/TOKEN               an atollctl client (one request each)
 //
 // Numbers are decimal without leading zeros and fit in 32 bits; TOKEN is 1 to 48 of
@@ -54,6 +54,7 @@ std::optional<std::uint32_t> parse_id_number(std::string_view digits);
 // The well-known keepers.
 inline constexpr std::uint32_t head_keeper_number = 0;  // in the head, on its run dir
 inline constexpr std::uint32_t replica_keeper_number = 1;  // on a node that can keep
+inline constexpr std::uint32_t second_replica_keeper_number = 2;  // on another node (storage.keepers = nodes)
 
 // Questions the actors ask of untrusted ids: nullopt for a malformed id or another kind.
 std::optional<std::uint32_t> fragment_of_coordinator(std::string_view id);  // coord/F -> F

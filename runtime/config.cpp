@@ -83,6 +83,11 @@ const std::vector<knob>& knobs() {
       {"storage.keep_rounds", &C::keep_rounds, 1, 1e6, "rounds",
        "committed rounds kept per fragment (a keeper holds one more record per fragment on disk: the spare its next "
        "commit overwrites)"},
+      {"storage.keepers", &C::keepers, 0, 0, "",
+       "where every commit goes: head (the head's keeper and a replica on a node), or nodes (two replicas on two "
+       "nodes, so no tensor crosses the head's link; the head's keeper stands in while fewer than two nodes can "
+       "keep)",
+       "head|nodes"},
       {"net.max_frame_mb", &C::max_frame_mb, 1, 4096, "MiB",
        "largest frame the head accepts (a tensor of a fragment); a peer sending more is disconnected"},
   };

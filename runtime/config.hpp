@@ -64,6 +64,7 @@ struct run_config {
   std::int64_t restart_window_ms = 60000;
   // [storage]
   std::int64_t keep_rounds = 5;
+  std::string keepers = "head";  // head | nodes (two keepers on nodes; the head's out of the round path)
   // [net]
   std::int64_t max_frame_mb = 1024;  // the head drops a peer that sends a bigger frame
 };

@@ -63,6 +63,7 @@ void write_peer_table(const route_table& table, schema::PeerTable::Builder out) 
   for (const auto& [id, host] : table.placed) {
     if (auto f = fragment_of_coordinator(id)) coordinators.set(*f, node_actor_id(host));
     else if (id == keeper_id(replica_keeper_number)) out.setReplicaKeeper(node_actor_id(host));
+    else if (id == keeper_id(second_replica_keeper_number)) out.setSecondReplicaKeeper(node_actor_id(host));
   }
 }
 
@@ -74,6 +75,8 @@ route_table read_peer_table(schema::PeerTable::Reader in) {
   for (unsigned f = 0; f < coordinators.size(); ++f)
     if (auto host = node_of(coordinators[f].cStr())) table.placed[coordinator_id(f)] = *host;
   if (auto host = node_of(in.getReplicaKeeper().cStr())) table.placed[keeper_id(replica_keeper_number)] = *host;
+  if (auto host = node_of(in.getSecondReplicaKeeper().cStr()))
+    table.placed[keeper_id(second_replica_keeper_number)] = *host;
   return table;
 }
 

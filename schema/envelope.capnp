@@ -282,6 +282,7 @@ struct PeerTable {
   nodes        @1 :List(PeerNode);
   coordinators @2 :List(Text);   # host node of coord/F at index F ("node/N"; empty: not placed)
   replicaKeeper @3 :Text;        # host node of keeper/1 ("node/N"; empty: none)
+  secondReplicaKeeper @4 :Text;  # host node of keeper/2 (storage.keepers = nodes; empty: none)
 }
 struct PeerNode {
   nodeId    @0 :UInt32;

@@ -14,10 +14,16 @@ std::string member_key(std::uint32_t node_id) {
 }  // namespace
 
 status registry_store::save(const registry_snapshot& snap) {
-  nlohmann::json meta = {
-      {"cluster_id", snap.cluster_id},     {"config_toml", snap.config_toml}, {"epoch", snap.epoch},
-      {"next_node_id", snap.next_node_id}, {"next_rank", snap.next_rank},     {"run_state", snap.run_state},
-      {"placements", snap.placements},     {"finished", snap.finished},       {"replica_keeper", snap.replica_keeper}};
+  nlohmann::json meta = {{"cluster_id", snap.cluster_id},
+                         {"config_toml", snap.config_toml},
+                         {"epoch", snap.epoch},
+                         {"next_node_id", snap.next_node_id},
+                         {"next_rank", snap.next_rank},
+                         {"run_state", snap.run_state},
+                         {"placements", snap.placements},
+                         {"finished", snap.finished},
+                         {"replica_keeper", snap.replica_keeper},
+                         {"second_replica_keeper", snap.second_replica_keeper}};
   std::vector<kv_write> batch;
   batch.push_back({column::meta, "registry", meta.dump()});
   for (const auto& m : snap.members) {
@@ -52,6 +58,7 @@ expected<std::optional<registry_snapshot>> registry_store::load() const {
     if (j.contains("placements")) snap.placements = j.at("placements").get<std::vector<std::string>>();
     if (j.contains("finished")) snap.finished = j.at("finished").get<std::vector<std::string>>();
     snap.replica_keeper = j.value("replica_keeper", std::string());
+    snap.second_replica_keeper = j.value("second_replica_keeper", std::string());
     auto rows = store_.scan(column::members, "node/");
     if (!rows) return rows.err();
     for (const auto& [key, value] : *rows) {

@@ -37,6 +37,7 @@ struct registry_snapshot {
   std::vector<std::string> placements;
   std::vector<std::string> finished;  // workers that finished their steps: no round waits for them
   std::string replica_keeper;  // "node/N" hosting keeper/1; "" while none
+  std::string second_replica_keeper;  // "node/N" hosting keeper/2 (storage.keepers = nodes); "" while none
   std::vector<member_record> members;
 };
 

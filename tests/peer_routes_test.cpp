@@ -21,6 +21,7 @@ route_table sample() {
   t.placed["coord/0"] = 2;
   t.placed["coord/1"] = 3;
   t.placed["keeper/1"] = 1;
+  t.placed["keeper/2"] = 2;
   return t;
 }
 
@@ -36,8 +37,8 @@ TEST(PeerRoutes, ChoosesDirectOnlyToAListeningPeer) {
   const row rows[] = {
       {"worker/2.0", 1, direct_two},  // a worker: by its id
       {"node/1", 2, direct_one},     {"coord/0", 1, direct_two},  // a coordinator: by placement
-      {"keeper/1", 2, direct_one},  // the replica keeper: by placement
-      {"coord/1", 1, head},  // placed on a relayed node
+      {"keeper/1", 2, direct_one},  // the replica keepers: by placement
+      {"keeper/2", 1, direct_two},   {"coord/1", 1, head},  // placed on a relayed node
       {"worker/3.0", 1, head},  // a relayed node's worker
       {"coord/0", 2, head},  // our own, not started yet: as before, through the head
       {"coord/5", 1, head},  // not placed
@@ -60,6 +61,8 @@ TEST(PeerRoutes, AKeySpeaksOnlyForItsNodesIds) {
       {"worker/1.0", "key-one", true},
       {"node/1", "key-one", true},
       {"keeper/1", "key-one", true},  // placed on node 1
+      {"keeper/2", "key-two", true},  // placed on node 2
+      {"keeper/2", "key-one", false},  // another node's keeper
       {"coord/0", "key-two", true},  // placed on node 2
       {"worker/2.0", "key-one", false},  // another node's worker
       {"coord/0", "key-one", false},  // another node's coordinator

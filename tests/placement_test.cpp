@@ -65,38 +65,92 @@ TEST(Placement, OnlyCoordinatorsOfGoneHostsMove) {
   for (const auto& r : rows) EXPECT_EQ(replace_orphans(r.placements, r.nodes), r.expected) << r.name;
 }
 
-TEST(Placement, TheReplicaKeeperGoesToTheNewestNodeThatCanKeep) {
+TEST(Placement, AReplicaKeeperGoesToTheNewestNodeThatCanKeepAndDoesNotHostTheOther) {
   struct row {
     const char* name;
+    std::uint32_t number;
     std::string current;
+    std::string avoid;  // the other replica's host
     node_facts nodes;
     bool training;
     keeper_choice expected;
   };
   const node_facts keepers = {{1, S::active, true}, {2, S::active, true}, {3, S::active, false}};
   const std::vector<row> rows = {
-      {"not training", "", keepers, false, {}},
-      {"first placement", "", keepers, true, {true, "node/2", "keeper/1 placed on node/2"}},
-      {"its host is alive", "node/1", keepers, true, {}},
-      {"its host drains", "node/2", {{1, S::active, true}, {2, S::draining, true}}, true, {}},
+      {"not training", 1, "", "", keepers, false, {}},
+      {"first placement", 1, "", "", keepers, true, {true, "node/2", "keeper/1 placed on node/2"}},
+      {"its host is alive", 1, "node/1", "", keepers, true, {}},
+      {"its host drains", 1, "node/2", "", {{1, S::active, true}, {2, S::draining, true}}, true, {}},
       {"its host died",
+       1,
        "node/2",
+       "",
        {{1, S::active, true}, {2, S::dead, true}},
        true,
        {true, "node/1", "keeper/1 placed on node/1 (was on node/2)"}},
-      {"no node can keep", "", {{1, S::active, false}}, true, {}},
+      {"no node can keep", 1, "", "", {{1, S::active, false}}, true, {}},
       {"its host died and none can keep",
+       1,
        "node/2",
+       "",
        {{1, S::active, false}, {2, S::dead, true}},
        true,
-       {true, "", "node/2 is gone and no live node can keep; commits go to keeper/0 alone"}},
+       {true, "", "node/2 is gone and no other live node can keep; keeper/0 stands in for keeper/1 in commits"}},
+      {"the second replica skips the first's host",
+       2,
+       "",
+       "node/2",
+       keepers,
+       true,
+       {true, "node/1", "keeper/2 placed on node/1"}},
+      {"the second replica has no other host",
+       2,
+       "",
+       "node/2",
+       {{1, S::active, false}, {2, S::active, true}},
+       true,
+       {}},
+      {"the first replica moves away from the second's host",
+       1,
+       "node/3",
+       "node/2",
+       {{1, S::active, true}, {2, S::active, true}, {3, S::dead, true}},
+       true,
+       {true, "node/1", "keeper/1 placed on node/1 (was on node/3)"}},
+      {"both hosts died and one node is left",
+       2,
+       "node/3",
+       "node/1",
+       {{1, S::active, true}, {2, S::dead, true}, {3, S::dead, true}},
+       true,
+       {true, "", "node/3 is gone and no other live node can keep; keeper/0 stands in for keeper/2 in commits"}},
   };
   for (const auto& r : rows) {
-    const auto got = choose_replica_keeper(r.current, r.nodes, r.training);
+    const auto got = choose_replica_keeper(r.number, r.current, r.avoid, r.nodes, r.training);
     EXPECT_EQ(got.changed, r.expected.changed) << r.name;
     EXPECT_EQ(got.host, r.expected.host) << r.name;
     EXPECT_EQ(got.reason, r.expected.reason) << r.name;
   }
+}
+
+TEST(Placement, CommitsGoToTwoMachinesAndOnNodesLeaveTheHeadOutOnceTwoCanKeep) {
+  struct row {
+    bool on_nodes;
+    std::string first, second;  // the replicas' hosts
+    std::vector<std::string> expected;
+  };
+  const std::vector<row> rows = {
+      {false, "", "", {"keeper/0"}},
+      {false, "node/1", "", {"keeper/0", "keeper/1"}},
+      {false, "node/1", "node/2", {"keeper/0", "keeper/1"}},  // head mode places no keeper/2
+      {true, "", "", {"keeper/0"}},
+      {true, "node/1", "", {"keeper/0", "keeper/1"}},
+      {true, "", "node/2", {"keeper/0", "keeper/2"}},
+      {true, "node/1", "node/2", {"keeper/1", "keeper/2"}},
+  };
+  for (const auto& r : rows)
+    EXPECT_EQ(commit_keepers(r.on_nodes, r.first, r.second), r.expected)
+        << r.on_nodes << " '" << r.first << "' '" << r.second << "'";
 }
 
 }  // namespace

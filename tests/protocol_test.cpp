@@ -633,6 +633,50 @@ TEST_F(FencingTest, ARoundIsReleasedOnlyWhenEveryKeeperAcknowledgedIt) {
   EXPECT_TRUE(worker_obs_.received[1]->envelope().isRoundResult());
 }
 
+// storage.keepers = nodes: the head's keeper falls behind while the two replicas hold the
+// commits, and comes back into a Membership when one replica is gone. A new coordinator asks
+// every keeper of its Membership, waits for all of them (one not answering holds it until
+// the Membership drops it), and resumes from the newest round, whichever keeper holds it.
+TEST_F(FencingTest, ACoordinatorLoadingFromEveryKeeperResumesFromTheNewestRound) {
+  ASSERT_FALSE(checkpoints_.commit({0, 3, 1, {1.0f, 1.0f, 1.0f}, {0.0f, 0.0f, 0.0f}}));  // keeper/0: behind
+  auto replica_kv = make_memory_store();
+  checkpoint_store replica_store(*replica_kv, 10);
+  const fragment_checkpoint newest{0, 5, 1, {2.0f, -1.0f, 0.5f}, {0.25f, 0.0f, 0.0f}};
+  ASSERT_FALSE(replica_store.commit(newest));
+  dir_.add("keeper/2", sys_.spawn(keeper_actor, static_cast<transport*>(&net_), std::string("keeper/2"), cluster_.get(),
+                                  &replica_store));
+  coordinator_config cc;
+  cc.min_workers = 1;
+  cc.load_from_every_keeper = true;
+  dir_.add("coord/0", sys_.spawn(coordinator_actor, static_cast<transport*>(&net_), cluster_.get(), cc));
+
+  const auto states_locked = [&] {  // the rounds of the FragmentStates received; worker_obs_.mu held
+    std::vector<std::uint64_t> rounds;
+    for (const auto& m : worker_obs_.received)
+      if (m->envelope().isFragmentState()) rounds.push_back(m->envelope().getFragmentState().getRound());
+    return rounds;
+  };
+  const auto states = [&] {
+    std::lock_guard<std::mutex> lock(worker_obs_.mu);
+    return states_locked();
+  };
+  send_membership(1, {"worker/x"}, 0, {"keeper/0", "keeper/1", "keeper/2"});  // keeper/1 never answers
+  request_state_as(as_worker_);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_TRUE(states().empty()) << "resumed without keeper/1's answer";
+
+  send_membership(2, {"worker/x"}, 0, {"keeper/0", "keeper/2"});
+  ASSERT_TRUE(worker_obs_.wait_for([&] { return !states_locked().empty(); }));
+  for (const auto round : states()) EXPECT_EQ(round, 5u) << "resumed from a keeper that is behind";
+  {
+    std::lock_guard<std::mutex> lock(worker_obs_.mu);
+    const auto& state = worker_obs_.received.front();
+    ASSERT_EQ(state->tensors().size(), 1u);
+    EXPECT_EQ(state->tensors()[0].to_floats(), newest.theta);
+  }
+  stop_actors();  // before replica_store goes
+}
+
 // Two workers as probes: worker/1.0 in the coordinator's process, worker/2.0 elsewhere.
 class ReleaseOrderTest : public ProtocolTest {
  protected:

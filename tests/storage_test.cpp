@@ -425,6 +425,7 @@ TEST(RegistryStore, TheSnapshotSurvivesAReopen) {
   snap.placements = {"node/1", ""};
   snap.finished = {"worker/1.0"};
   snap.replica_keeper = "node/1";
+  snap.second_replica_keeper = "node/2";
   snap.members.push_back(
       {1, "active", "host", 42, {"cpu"}, {"worker/1.0"}, {1}, true, "tcp://10.0.0.2:7071", "node-key"});
   {
@@ -445,6 +446,7 @@ TEST(RegistryStore, TheSnapshotSurvivesAReopen) {
   EXPECT_EQ((*loaded)->placements, (std::vector<std::string>{"node/1", ""}));
   EXPECT_EQ((*loaded)->finished, std::vector<std::string>{"worker/1.0"});
   EXPECT_EQ((*loaded)->replica_keeper, "node/1");
+  EXPECT_EQ((*loaded)->second_replica_keeper, "node/2");
   EXPECT_TRUE((*loaded)->members[0].can_keep);
   ASSERT_EQ((*loaded)->members.size(), 1u);
   EXPECT_EQ((*loaded)->members[0].workers, std::vector<std::string>{"worker/1.0"});
