@@ -257,6 +257,8 @@ void maybe_finish(self_ptr self) {
     summary["head_link_bytes"] = c->bytes_in.load() + c->bytes_relayed.load() + c->bytes_out.load();
     summary["head_relayed_bytes"] = c->bytes_relayed.load();
     summary["head_relayed_tensor_bytes"] = c->tensor_bytes_relayed.load();
+    // Tensors the head's own actors took in or sent (its keeper's commits and loads).
+    summary["head_tensor_bytes"] = c->tensor_bytes_in.load() + c->tensor_bytes_out.load();
   }
   st.metrics.write("summary", summary);
 }

@@ -81,6 +81,8 @@ json head_link(const registry_state& st) {
   const auto& c = *st.deps.counters;
   return {{"bytes_in", c.bytes_in.load()},
           {"bytes_out", c.bytes_out.load()},
+          {"tensor_bytes_in", c.tensor_bytes_in.load()},
+          {"tensor_bytes_out", c.tensor_bytes_out.load()},
           {"bytes_relayed", c.bytes_relayed.load()},
           {"tensor_bytes_relayed", c.tensor_bytes_relayed.load()}};
 }

@@ -63,6 +63,9 @@ class cluster_identity {
 // Ingress and egress counts of one process; refusals per error code.
 struct traffic_counters {
   std::atomic<std::uint64_t> messages_in{0}, messages_out{0}, bytes_in{0}, bytes_out{0}, unroutable{0};
+  // Of bytes_in and bytes_out, the tensor frames (those behind the envelope): what says
+  // whether tensors cross this process's link, whatever carries the control around them.
+  std::atomic<std::uint64_t> tensor_bytes_in{0}, tensor_bytes_out{0};
   // Server: bytes passed from one connection to another (counted once, also in bytes_out).
   std::atomic<std::uint64_t> bytes_relayed{0}, tensor_bytes_relayed{0};
   // CURVE: clients the ZAP handler admitted or denied, and failed handshakes (wrong key,

@@ -269,6 +269,7 @@ void zmq_transport::on_network_message(std::vector<zmq::message_t>& parts) {
   if (auto target = dir_.find(msg.receiver())) {
     counters_->messages_in++;
     counters_->bytes_in += size;
+    counters_->tensor_bytes_in += size - parts[first].size();  // the frames behind the envelope
     caf::anon_send(target, *decoded);
     return;
   }
@@ -348,10 +349,12 @@ void zmq_transport::on_outgoing(std::vector<zmq::message_t>& parts) {
     log_debug("no route to " + receiver);
     return;
   }
-  send_frames(to, frames);
+  std::size_t tensor_bytes = 0;  // counted before the send empties the frames
+  for (std::size_t i = 1; i < frames.size(); ++i) tensor_bytes += frames[i].size();
+  if (send_frames(to, frames)) counters_->tensor_bytes_out += tensor_bytes;
 }
 
-void zmq_transport::send_frames(const std::string& identity, std::vector<zmq::message_t>& frames) {
+bool zmq_transport::send_frames(const std::string& identity, std::vector<zmq::message_t>& frames) {
   std::size_t size = 0;
   for (auto& f : frames) size += f.size();
   // Never blocks the I/O thread: with the peer gone (a head restarting) a full queue drops
@@ -361,20 +364,22 @@ void zmq_transport::send_frames(const std::string& identity, std::vector<zmq::me
   try {
     if (role_ == role::server && !net_.send(zmq::buffer(identity), more)) {
       counters_->unroutable++;
-      return;
+      return false;
     }
     for (std::size_t i = 0; i < frames.size(); ++i) {
       const bool last = i + 1 == frames.size();
       if (!net_.send(frames[i], last ? zmq::send_flags::dontwait : more)) {
         counters_->unroutable++;
-        return;
+        return false;
       }
     }
     counters_->bytes_out += size;
+    return true;
   } catch (const zmq::error_t& e) {
     // EHOSTUNREACH: the peer disconnected (ROUTER_MANDATORY); the protocol times out.
     counters_->unroutable++;
     log_debug(std::string("send failed: ") + e.what());
+    return false;
   }
 }
 

@@ -97,7 +97,7 @@ class zmq_transport : public transport {
   void on_outgoing(std::vector<zmq::message_t>& parts);
   void on_monitor_event();
   std::string route_for(const std::string& receiver) const;
-  void send_frames(const std::string& identity, std::vector<zmq::message_t>& frames);
+  bool send_frames(const std::string& identity, std::vector<zmq::message_t>& frames);  // false: dropped
 
   role role_;
   zmq_link_options options_;

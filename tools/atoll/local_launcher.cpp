@@ -170,8 +170,9 @@ void print_summary(const json& s, double wall, const std::string& run_dir, const
   if (const auto& link = s.value("head_link", json::object()); link.contains("bytes_relayed")) {
     const double in = link["bytes_in"].get<double>(), out = link["bytes_out"].get<double>();
     const double relayed = link["bytes_relayed"].get<double>();
-    std::cout << "  head link: " << human_bytes(in + relayed + out) << " (relayed between nodes "
-              << human_bytes(relayed) << ", of which tensors "
+    const double tensors = link.value("tensor_bytes_in", 0.0) + link.value("tensor_bytes_out", 0.0);
+    std::cout << "  head link: " << human_bytes(in + relayed + out) << " (tensors to and from the head's keeper "
+              << human_bytes(tensors) << "; relayed between nodes " << human_bytes(relayed) << ", of which tensors "
               << human_bytes(link["tensor_bytes_relayed"].get<double>()) << ")\n";
   }
   std::cout << "  run dir: " << run_dir << "\n  metrics: " << metrics << "\n";
