@@ -14,6 +14,12 @@ std::vector<stored_round> rounds_by_number(const std::vector<checkpoint_summary>
   for (auto& [round, fragments] : by_round) {
     std::sort(fragments.begin(), fragments.end(),
               [](const checkpoint_summary& a, const checkpoint_summary& b) { return a.fragment < b.fragment; });
+    // The same round of a fragment from several keepers (`atoll export` reads the replicas
+    // too) counts once.
+    fragments.erase(
+        std::unique(fragments.begin(), fragments.end(),
+                    [](const checkpoint_summary& a, const checkpoint_summary& b) { return a.fragment == b.fragment; }),
+        fragments.end());
     stored_round r;
     r.round = round;
     r.complete = fragments.size() == fragment_count;

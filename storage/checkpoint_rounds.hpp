@@ -1,6 +1,7 @@
 #pragma once
 // Which committed fragment states make a whole model: the decisions behind `atoll export`
-// and `atollctl checkpoints`. Pure functions over checkpoint_store::list().
+// and `atollctl checkpoints`. Pure functions over checkpoint_store::list(), of one keeper
+// or of several together (the same round of a fragment held by two keepers counts once).
 //
 // Fragments have their own round counters (Streaming DiLoCo syncs them at staggered
 // steps), so "round N" of the model is every fragment's round N, and the latest model

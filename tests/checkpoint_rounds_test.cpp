@@ -33,6 +33,11 @@ TEST(ChooseExport, PicksEachFragmentsRoundOrRefusesWithTheRoundsThatAreWhole) {
       {"a fragment with no round yet", stored({{0, 1}}), std::nullopt, {}, errc::not_ready},
       {"nothing stored", {}, std::nullopt, {}, errc::not_ready},
       {"a fragment beyond the run's is ignored", stored({{0, 2}, {1, 2}, {7, 9}}), std::nullopt, {2, 2}, errc::none},
+      {"two keepers' lists, the newest round from either",
+       stored({{0, 4}, {1, 4}, {0, 4}, {0, 6}, {1, 6}, {1, 4}}),
+       std::nullopt,
+       {6, 6},
+       errc::none},
   };
   for (const auto& r : table) {
     SCOPED_TRACE(r.name);
@@ -69,6 +74,15 @@ TEST(RoundsByNumber, GroupsByRoundOldestFirstAndMarksTheWholeOnes) {
   EXPECT_EQ(rounds[1].fragments[0].fragment, 0u) << "sorted by fragment";
   EXPECT_EQ(rounds[2].round, 5u);
   EXPECT_FALSE(rounds[2].complete);
+}
+
+TEST(RoundsByNumber, ARoundHeldByTwoKeepersCountsOnce) {
+  const auto rounds = rounds_by_number(stored({{0, 4}, {0, 4}, {1, 4}, {0, 5}, {0, 5}}), 2);
+  ASSERT_EQ(rounds.size(), 2u);
+  EXPECT_TRUE(rounds[0].complete);
+  EXPECT_EQ(rounds[0].fragments.size(), 2u);
+  EXPECT_FALSE(rounds[1].complete) << "fragment 0 twice is not fragments 0 and 1";
+  EXPECT_EQ(rounds[1].fragments.size(), 1u);
 }
 
 }  // namespace

@@ -1,11 +1,14 @@
-// `atoll export`: theta_global of a committed round, read from the head's store in a run
-// dir, written as a file PyTorch loads. Works beside a running head (the store is opened
-// read-only) and after the run stopped.
+// `atoll export`: theta_global of a committed round, read from the keepers' stores (the
+// head's in a run dir, and the replicas' beside it), written as a file PyTorch loads. Works
+// beside a running head (the stores are opened read-only) and after the run stopped.
 #include <unistd.h>
 
 #include <filesystem>
 #include <iostream>
+#include <map>
+#include <optional>
 #include <thread>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -47,7 +50,48 @@ struct exported {
   std::size_t params = 0;
 };
 
-expected<exported> write_export(const export_options& opt, const std::string& tmp) {
+// A keeper's store opened read-only: the head's, or a replica's.
+struct keeper_source {
+  std::string path;
+  std::unique_ptr<kv_store> db;
+  std::unique_ptr<checkpoint_store> checkpoints;
+};
+
+// The replicas' stores: those named, and every NODE/keeper-N under the run dir (`atoll
+// local` gives each node RUN_DIR/nodeK). A named one that is not a store is an error; one
+// found by looking that will not open (a node still writing its first files) is skipped.
+expected<std::vector<keeper_source>> open_replicas(const export_options& opt, const run_config& cfg) {
+  std::vector<std::pair<std::string, bool>> paths;  // path, named by the user
+  for (const auto& dir : opt.keeper_dirs) paths.emplace_back(dir, true);
+  std::error_code ec;
+  for (const auto& node : fs::directory_iterator(opt.run_dir, ec)) {
+    if (!node.is_directory()) continue;
+    for (const auto& sub : fs::directory_iterator(node.path(), ec))
+      if (sub.is_directory() && sub.path().filename().string().rfind("keeper-", 0) == 0)
+        paths.emplace_back(sub.path().string(), false);
+  }
+  std::vector<keeper_source> out;
+  for (const auto& [path, named] : paths) {
+    auto db = open_store(path);
+    if (!db) {
+      if (named) return make_error(db.err().code, "--keeper-dir " + path + ": " + db.err().describe());
+      continue;
+    }
+    keeper_source source{path, std::move(*db), nullptr};
+    source.checkpoints = std::make_unique<checkpoint_store>(*source.db, static_cast<std::uint64_t>(cfg.keep_rounds));
+    out.push_back(std::move(source));
+  }
+  return out;
+}
+
+// The run's config and every keeper's store: the head's first, then the replicas'.
+struct run_stores {
+  run_config cfg;
+  std::string head_dir;
+  std::vector<keeper_source> sources;
+};
+
+expected<run_stores> open_run(const export_options& opt) {
   auto head_dir = head_dir_of(opt.run_dir);
   if (!head_dir) return head_dir.err();
   auto db = open_store(*head_dir + "/db");
@@ -57,40 +101,115 @@ expected<exported> write_export(const export_options& opt, const std::string& tm
   if (!*snap) return make_error(errc::not_ready, *head_dir + " holds no run yet");
   auto cfg = parse_config_text((*snap)->config_toml, "stored config");
   if (!cfg) return cfg.err();
-  exported out{*cfg, {}, 0};
-  checkpoint_store checkpoints(**db, static_cast<std::uint64_t>(cfg->keep_rounds));
-  auto stored = checkpoints.stored_rounds();  // keys only: just the chosen rounds are read
+  run_stores run{*cfg, *head_dir, {}};
+  run.sources.push_back({*head_dir + "/db", std::move(*db), nullptr});
+  run.sources.back().checkpoints =
+      std::make_unique<checkpoint_store>(*run.sources.back().db, static_cast<std::uint64_t>(cfg->keep_rounds));
+  auto replicas = open_replicas(opt, *cfg);
+  if (!replicas) return replicas.err();
+  for (auto& r : *replicas) run.sources.push_back(std::move(r));
+  return run;
+}
+
+// Every (fragment, round) any keeper holds, keys only: no value is read.
+expected<std::vector<checkpoint_summary>> stored_rounds(const run_stores& run) {
+  std::vector<checkpoint_summary> stored;
+  for (const auto& source : run.sources) {
+    auto rounds = source.checkpoints->stored_rounds();
+    if (!rounds) return make_error(rounds.err().code, source.path + ": " + rounds.err().describe());
+    stored.insert(stored.end(), rounds->begin(), rounds->end());
+  }
+  return stored;
+}
+
+expected<exported> write_export(const export_options& opt, const std::string& tmp) {
+  auto run = open_run(opt);
+  if (!run) return run.err();
+  const run_config& cfg = run->cfg;
+  auto stored = stored_rounds(*run);
   if (!stored) return stored.err();
-  auto chosen = choose_export(*stored, static_cast<std::size_t>(cfg->fragments), opt.round);
+  auto chosen = choose_export(*stored, static_cast<std::size_t>(cfg.fragments), opt.round);
   if (!chosen) return chosen.err();
+  exported out{cfg, {}, 0};
   std::vector<std::vector<float>> theta;
   for (const auto& s : *chosen) {
-    auto cp = checkpoints.load(s.fragment, s.round);
-    if (!cp) return cp.err();
-    if (!*cp)
+    std::optional<fragment_checkpoint> cp;  // from the first store that still holds it
+    for (const auto& source : run->sources) {
+      auto loaded = source.checkpoints->load(s.fragment, s.round);
+      if (!loaded) return make_error(loaded.err().code, source.path + ": " + loaded.err().describe());
+      if (*loaded) {
+        cp = std::move(**loaded);
+        break;
+      }
+    }
+    if (!cp)
       return make_error(errc::not_ready, "fragment " + std::to_string(s.fragment) + " round " +
                                              std::to_string(s.round) + " was pruned while reading; run again");
-    theta.push_back(std::move((*cp)->theta));
+    theta.push_back(std::move(cp->theta));
     out.params += theta.back().size();
-    out.fragments.push_back({s.fragment, s.round, (*cp)->epoch,
+    out.fragments.push_back({s.fragment, s.round, cp->epoch,
                              digest64(theta.back().data(), theta.back().size() * sizeof(float)), theta.back().size()});
   }
   std::string model_file;
-  if (!cfg->digest.empty()) {  // a --model run: the head's copy of the module
-    model_file = *head_dir + "/model.pt";
+  if (!cfg.digest.empty()) {  // a --model run: the head's copy of the module
+    model_file = run->head_dir + "/model.pt";
     auto digest = file_digest(model_file);
     if (!digest) return digest.err();
-    if (*digest != cfg->digest)
+    if (*digest != cfg.digest)
       return make_error(errc::model_mismatch,
-                        model_file + " is not the run's model (digest " + *digest + ", the run's " + cfg->digest + ")");
+                        model_file + " is not the run's model (digest " + *digest + ", the run's " + cfg.digest + ")");
   }
-  if (auto err = export_model(*cfg, model_file, theta, tmp)) return err;
+  if (auto err = export_model(cfg, model_file, theta, tmp)) return err;
   return out;
+}
+
+// `--list`: every stored round of every fragment, with the stores that hold it (the keys
+// only, so it is quick beside a training run). Rounds held with different digests by two
+// stores would be a broken invariant: they are listed apart, so a reader sees both.
+int list_rounds(const export_options& opt) {
+  auto run = open_run(opt);
+  if (!run) {
+    std::cerr << "atoll export: " << run.err().describe() << "\n";
+    return 2;
+  }
+  std::map<std::tuple<std::uint32_t, std::uint64_t, std::uint64_t>, std::vector<std::string>> held;
+  for (const auto& source : run->sources) {
+    auto rounds = source.checkpoints->list();
+    if (!rounds) {
+      std::cerr << "atoll export: " << source.path << ": " << rounds.err().describe() << "\n";
+      return 2;
+    }
+    for (const auto& c : *rounds) held[{c.fragment, c.round, c.digest}].push_back(source.path);
+  }
+  json rows = json::array();
+  for (const auto& [key, stores] : held)
+    rows.push_back({{"fragment", std::get<0>(key)},
+                    {"round", std::get<1>(key)},
+                    {"digest", digest_hex(std::get<2>(key))},
+                    {"stores", stores}});
+  if (opt.as_json) {
+    std::cout << rows.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << "fragment  round  digest            stores\n";
+  for (const auto& r : rows) {
+    std::cout << r["fragment"].get<std::uint32_t>() << "         " << r["round"].get<std::uint64_t>() << "      "
+              << r["digest"].get<std::string>() << "  ";
+    for (std::size_t i = 0; i < r["stores"].size(); ++i)
+      std::cout << (i ? ", " : "") << r["stores"][i].get<std::string>();
+    std::cout << "\n";
+  }
+  return 0;
 }
 
 }  // namespace
 
 int run_export(const export_options& opt) {
+  if (opt.list) return list_rounds(opt);
+  if (opt.out.empty()) {
+    std::cerr << "atoll export: --out FILE is required (or --list)\n";
+    return 2;
+  }
   if (fs::exists(opt.out) && !opt.force) {
     std::cerr << "atoll export: " << opt.out << " exists (give --force to overwrite it)\n";
     return 2;

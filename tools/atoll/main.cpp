@@ -185,11 +185,17 @@ int main(int argc, char** argv) {
   auto* export_cmd = app.add_subcommand(
       "export", "write theta_global of a committed round as a file PyTorch loads (works while the run goes on)");
   export_cmd->add_option("--run-dir", exp.run_dir, "the run dir given to `atoll local` or `atoll up`")->required();
-  export_cmd->add_option("--out", exp.out, "file to write: TorchScript for --model runs, else a state dict")
-      ->required();
+  export_cmd->add_option("--out", exp.out, "file to write: TorchScript for --model runs, else a state dict");
   auto* round_opt = export_cmd->add_option("--round", export_round,
                                            "committed round (every fragment's); default: each fragment's latest");
   export_cmd->add_flag("--force", exp.force, "overwrite --out if it exists");
+  export_cmd->add_option(
+      "--keeper-dir", exp.keeper_dirs,
+      "a replica keeper's store (a node's RUN_DIR/keeper-N), read beside the head's; those under "
+      "--run-dir are read without naming them (storage.keepers = nodes keeps the newest rounds there)");
+  export_cmd->add_flag("--list", exp.list,
+                       "write nothing: list every stored round of every fragment, with its digest and the stores "
+                       "holding it");
   export_cmd->add_flag("--json", exp.as_json, "print what was written (fragments, rounds, digests) as JSON");
 
   app.add_subcommand("config", "list every config knob with its default, unit and meaning");

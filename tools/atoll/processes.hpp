@@ -65,7 +65,12 @@ struct export_options {
   std::string out;
   std::optional<std::uint64_t> round;  // none: each fragment's latest committed round
   bool force = false;  // overwrite an existing file
-  bool as_json = false;  // print what was written as JSON
+  bool as_json = false;  // print what was written (or, with list, the rounds) as JSON
+  bool list = false;  // write nothing: list every stored round and the stores holding it
+  // Replica keepers' stores (a node's RUN_DIR/keeper-N) read beside the head's: with
+  // storage.keepers = nodes the newest rounds are only there. Those under run_dir (the
+  // nodes of `atoll local`) are found without naming them.
+  std::vector<std::string> keeper_dirs;
 };
 int run_export(const export_options& opt);
 
