@@ -97,6 +97,9 @@ struct fragment_view {
   // The keeper's digest of its latest round, computed once per round: views are const and
   // asked every second by each open dashboard, and a fragment's values can be hundreds of MB.
   mutable std::optional<std::pair<std::uint64_t, std::uint64_t>> keeper_digest;  // (round, digest)
+  // The last RoundReport's (round, digest): what every commit keeper acknowledged. Shown
+  // instead of the head keeper's with storage.keepers = nodes (that keeper is behind).
+  std::optional<std::pair<std::uint64_t, std::uint64_t>> released_digest;
   std::chrono::steady_clock::time_point progress_at;  // when it came
 };
 

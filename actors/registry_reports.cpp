@@ -102,6 +102,7 @@ void on_round_report(self_ptr self, const wire::message_ptr& msg) {
     return;
   }
   st.fragments[r.getFragment()].round = r.getRound();
+  st.fragments[r.getFragment()].released_digest = std::make_pair(r.getRound(), r.getDigest());
   st.round_durations.observe(r.getDurationS());
   nlohmann::json names = nlohmann::json::array();
   for (auto p : r.getParticipants()) names.push_back(std::string(p.cStr()));

@@ -74,8 +74,10 @@ json security(const registry_state& st) {
   return out;
 }
 
-// The head's own link: bytes its actors received and sent, and bytes it relayed between
-// nodes, of which tensor frames (those of nodes that do not listen; zero when all listen).
+// The head's own link: bytes its actors received and sent, of which tensor frames (the
+// commits to keeper/0 and its loads; zero with storage.keepers = nodes while both replicas
+// run), and bytes it relayed between nodes, of which tensor frames (those of nodes that do
+// not listen; zero when all listen).
 json head_link(const registry_state& st) {
   if (!st.deps.counters) return json::object();
   const auto& c = *st.deps.counters;
@@ -160,7 +162,18 @@ json fragments(const registry_state& st, bool with_keeper) {
       for (const auto& [w, rd] : view.worker_digests)
         workers.push_back({{"id", w}, {"round", rd.first}, {"digest", digest_hex(rd.second)}});
       entry["workers"] = workers;
-      entry["keeper"] = keeper_id(head_keeper_number);
+      const auto head = keeper_id(head_keeper_number);
+      if (st.cfg.keepers == "nodes" && view.released_digest) {
+        // The head's store may be behind (it takes commits only while standing in for a
+        // replica): the last released round, with the digest every commit keeper acknowledged.
+        entry["keeper"] = "replicas";
+        entry["round"] = view.released_digest->first;
+        entry["keeper_round"] = view.released_digest->first;
+        entry["keeper_digest"] = digest_hex(view.released_digest->second);
+        out.push_back(entry);
+        continue;
+      }
+      entry["keeper"] = head;
       auto keeper = keeper_latest(st, static_cast<std::uint32_t>(f));
       if (keeper && *keeper) {
         entry["round"] = (*keeper)->first;

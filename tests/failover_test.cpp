@@ -356,5 +356,110 @@ TEST(Failover, AReplicaKeeperHoldsEveryAcknowledgedRoundAndMovesWhenItsNodeDies)
   EXPECT_TRUE(final_round_replicated);
 }
 
+// storage.keepers = nodes: keeper/1 and keeper/2 on two nodes take every commit, and the
+// head's link carries no tensor at all: contributions and results go node to node, and so
+// do the commits. SIGKILL keeper/2's node (it may host coord/0 too): keeper/2 moves to
+// the third node, catching up from keeper/1 node to node, and a re-placed coordinator
+// resumes from the newest round any keeper holds. Every released round is on two machines
+// (S4), the workers agree at the final round (S1), and `atoll export` finds the final round
+// on the replicas' disks.
+TEST(Failover, WithKeepersOnNodesNoTensorCrossesTheHeadAndAKilledReplicaMovesNodeToNode) {
+  testing::temp_dir dir;
+  const std::string head_dir = dir.sub("head");
+  auto args = mlp_head(head_dir, 16000,
+                       {"--set", "cluster.heartbeat_ms=300", "--set", "cluster.lease_ms=2000", "--set",
+                        "storage.keep_rounds=100", "--set", "storage.keepers=nodes"});
+  subprocess head(args, dir.sub("head.log"));
+  const std::string ep = testing::wait_for_endpoint(head_dir, head);
+  ASSERT_FALSE(ep.empty()) << head.output();
+  auto nodes = testing::join_nodes(ATOLL_BIN, ep, 3, dir, true);
+  ASSERT_TRUE(testing::wait_for_round(ep, 3)) << head.output();
+
+  const auto keepers = [&] { return ask(ep, "status")["keepers"]; };
+  const auto host_of = [](const json& keepers, const std::string& id) {
+    for (const auto& k : keepers)
+      if (k["id"] == id) return k["on"].get<std::string>();
+    return std::string();
+  };
+  const auto head_tensor_bytes = [&] {
+    const json link = ask(ep, "status")["head_link"];
+    return link["tensor_bytes_in"].get<std::uint64_t>() + link["tensor_bytes_out"].get<std::uint64_t>();
+  };
+  const json placed = keepers();
+  ASSERT_EQ(placed.size(), 3u) << placed.dump();
+  EXPECT_EQ(placed[0]["id"], "keeper/0");
+  EXPECT_FALSE(placed[0]["commits"].get<bool>()) << placed.dump();
+  EXPECT_TRUE(placed[1]["commits"].get<bool>() && placed[2]["commits"].get<bool>()) << placed.dump();
+  const std::string first_host = host_of(placed, "keeper/1"), second_host = host_of(placed, "keeper/2");
+  EXPECT_NE(first_host, second_host);
+  EXPECT_EQ(head_tensor_bytes(), 0u);
+
+  subprocess* victim = testing::process_of(ep, second_host, nodes);
+  ASSERT_NE(victim, nullptr);
+  const int released_before_kill = testing::round_of(ep);
+  victim->signal(SIGKILL);
+  EXPECT_EQ(victim->wait(5s), 128 + SIGKILL);
+  ASSERT_TRUE(testing::wait_for_round(ep, released_before_kill + 3)) << head.output();
+  const json moved = keepers();
+  const std::string new_host = host_of(moved, "keeper/2");
+  EXPECT_FALSE(new_host.empty()) << moved.dump();
+  EXPECT_NE(new_host, second_host);
+  EXPECT_NE(new_host, host_of(moved, "keeper/1"));
+  EXPECT_EQ(head_tensor_bytes(), 0u) << "the replica caught up through the head";
+
+  for (auto& n : nodes) {
+    if (n.get() != victim) {
+      ASSERT_EQ(n->wait(120s), 0) << n->output() << head.output();
+    }
+  }
+  const json fragments = ask(ep, "fragments");
+  EXPECT_EQ(fragments[0]["round"], 40);
+  EXPECT_EQ(fragments[0]["keeper_round"], 40) << fragments.dump();
+  EXPECT_EQ(agreeing_at_final_round(fragments), 2) << fragments.dump();
+  EXPECT_EQ(head_tensor_bytes(), 0u);
+  const std::string final_digest = fragments[0]["keeper_digest"];
+  shut_down(ep, head);
+
+  // Every store's rounds, read after the processes are gone: each round from 1 to 40 is on
+  // two machines at least, and every copy of a round holds the same bytes.
+  std::map<std::uint64_t, std::map<std::string, std::string>> copies;  // round -> store -> digest
+  const auto read_store = [&](const std::string& path) {
+    auto db = open_rocksdb_store(path);
+    if (!db) return;
+    checkpoint_store store(**db, 100);
+    auto stored = store.list();
+    ASSERT_TRUE(stored) << path;
+    for (const auto& c : *stored)
+      if (c.fragment == 0) copies[c.round][path] = digest_hex(c.digest);
+  };
+  read_store(head_dir + "/db");
+  for (std::size_t i = 0; i < nodes.size(); ++i)
+    for (const char* keeper : {"/keeper-1", "/keeper-2"}) read_store(dir.sub("node" + std::to_string(i)) + keeper);
+  for (std::uint64_t round = 1; round <= 40; ++round) {
+    const auto& held = copies[round];
+    EXPECT_GE(held.size(), 2u) << "round " << round << " is on fewer than two machines";
+    for (const auto& [path, digest] : held) EXPECT_EQ(digest, held.begin()->second) << path << " round " << round;
+  }
+  EXPECT_EQ(copies[40].begin()->second, final_digest);
+
+  // The export reads the replicas under the run dir: the head's store alone is behind.
+  auto [code, out] = testing::run_command(
+      {ATOLL_BIN, "export", "--run-dir", dir.str(), "--out", dir.sub("model.pt"), "--json"}, dir.sub("export.log"));
+  ASSERT_EQ(code, 0) << out;
+  const json manifest = json::parse(out.substr(out.find('{')));
+  EXPECT_EQ(manifest["fragments"][0]["round"], 40) << manifest.dump();
+  EXPECT_EQ(manifest["fragments"][0]["digest"], final_digest) << manifest.dump();
+
+  // `--list` names every store that holds a round: the final one is on two replicas.
+  auto [list_code, list_out] =
+      testing::run_command({ATOLL_BIN, "export", "--run-dir", dir.str(), "--list", "--json"}, dir.sub("list.log"));
+  ASSERT_EQ(list_code, 0) << list_out;
+  const json listed = json::parse(list_out.substr(list_out.find('[')));
+  const auto last = std::find_if(listed.begin(), listed.end(), [](const json& r) { return r["round"] == 40; });
+  ASSERT_NE(last, listed.end()) << listed.dump();
+  EXPECT_EQ((*last)["digest"], final_digest);
+  EXPECT_EQ((*last)["stores"].size(), copies[40].size()) << last->dump();
+}
+
 }  // namespace
 }  // namespace atl
