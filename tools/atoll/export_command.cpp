@@ -163,9 +163,10 @@ expected<exported> write_export(const export_options& opt, const std::string& tm
   return out;
 }
 
-// `--list`: every stored round of every fragment, with the stores that hold it (the keys
-// only, so it is quick beside a training run). Rounds held with different digests by two
-// stores would be a broken invariant: they are listed apart, so a reader sees both.
+// `--list`: every stored round of every fragment, with the stores that hold it (from the
+// records' references, no value file read, so it is quick beside a training run). Rounds
+// held with different digests by two stores would be a broken invariant: they are listed
+// apart, so a reader sees both.
 int list_rounds(const export_options& opt) {
   auto run = open_run(opt);
   if (!run) {

@@ -17,12 +17,14 @@ afterwards. It writes
                      faults_injected, val_loss, val_loss_fault_free (and details)
   OUT/timeline.png   committed rounds, live members and faults over time
 Invariants checked: every worker's acknowledged digest equals the released digest of its
-round (S1), the keeper's round never goes back (S3), every released round is in the keeper
-at the end (S4), the workers at the final round hold the keeper's digest (S1), and the
-run finishes (L1).
+round (S1), the keeper's round never goes back (S3), every released round is held with
+its released digest by some keeper at the end, read from every keeper's store on disk,
+the dead nodes' too, with `atoll export --list` (S4), the workers at the final round hold
+the keeper's digest (S1), and the run finishes (L1). `--keepers nodes` runs both with
+storage.keepers = nodes (commits to two replicas on nodes, none to the head's keeper).
 
 Usage: tools/bench/chaos.py --atoll build/tools/atoll --atollctl build/tools/atollctl
-                            [--minutes N] [--every K] [--seed S] [--out DIR]
+                            [--minutes N] [--every K] [--seed S] [--keepers head|nodes] [--out DIR]
 """
 import argparse
 import json
@@ -57,7 +59,7 @@ class Cluster:
         self.head = self._spawn([args.atoll, "up", "--listen", "tcp://127.0.0.1:0", "--run-dir", head_dir,
                                  "--metrics", f"{run_dir}/metrics.jsonl", "--set", f"run.steps={steps}",
                                  "--set", f"run.seed={args.seed}", "--set", f"run.eval_every={max(20, steps // 4)}"]
-                                + MODEL + CLUSTER, "head")
+                                + MODEL + CLUSTER + ["--set", f"storage.keepers={args.keepers}"], "head")
         self.endpoint = None
         for _ in range(600):
             try:
@@ -190,12 +192,22 @@ def run(args, name, steps, chaos):
         time.sleep(1.0)  # each poll starts three atollctl processes: keep the cores for training
     obs["finished"] = bool(status and status.get("state") == "finished")
     obs["fragments"] = c.ctl("fragments") or []
-    obs["checkpoints"] = c.ctl("checkpoints") or []
     obs["status"] = c.ctl("status") or {}
     obs["injected"] = sorted(injected)
     obs["wall_s"] = c.now()
     c.stop()
+    obs["stored"] = stored_rounds(args.atoll, run_dir)
     return read_metrics(os.path.join(run_dir, "metrics.jsonl")), obs
+
+
+def stored_rounds(atoll, run_dir):
+    """Every round in every keeper's store under the run dir (the head's and each node's
+    replicas, the dead nodes' included): [{fragment, round, digest, stores}]."""
+    out = subprocess.run([atoll, "export", "--run-dir", run_dir, "--list", "--json"], capture_output=True, text=True)
+    if out.returncode != 0:
+        print(f"chaos: atoll export --list failed: {out.stderr.strip()}", file=sys.stderr)
+        return []
+    return json.loads(out.stdout)
 
 
 def final_val_loss(lines, obs):
@@ -217,9 +229,20 @@ def evaluate(lines, obs):
                                   f"with {l['digest']}, released {r['digest']}")
     if obs["regressions"]:
         violations.append(f"S3: the keeper's round went back {obs['regressions']} time(s)")
-    keeper_latest = {c["fragment"]: c["round"] for c in obs["checkpoints"]}
-    stored = {(c["fragment"], c["round"]) for c in obs["checkpoints"]}
+    keeper_latest = {}
+    stored = {}  # (fragment, round) -> digests any keeper holds for it
+    copies = {}  # (fragment, round) -> how many keepers' stores hold it
+    for c in obs["stored"]:
+        key = (c["fragment"], c["round"])
+        keeper_latest[c["fragment"]] = max(keeper_latest.get(c["fragment"], 0), c["round"])
+        stored.setdefault(key, set()).add(c["digest"])
+        copies[key] = copies.get(key, 0) + len(c["stores"])
     lost = [k for k in released if k not in stored]
+    single = [k for k in released if copies.get(k, 0) == 1]
+    for k, digests in stored.items():
+        if k in released and digests != {released[k]["digest"]}:
+            violations.append(f"S4: fragment {k[0]} round {k[1]} is stored as {sorted(digests)}, "
+                              f"released {released[k]['digest']}")
     for f in obs["fragments"]:  # S1 at the end
         for w in f["workers"]:
             if w["round"] == f["round"] and w["digest"] != f.get("keeper_digest"):
@@ -256,6 +279,7 @@ def evaluate(lines, obs):
     return {
         "rounds_committed": len(released),
         "rounds_lost": len(lost),
+        "rounds_on_one_disk": len(single),  # S4 wants two while two machines can keep
         "invariant_violations": len(violations),
         "violations": violations[:20],
         "max_stall_s": round(max(stalls, default=0.0), 2),
@@ -309,6 +333,8 @@ def main():
     ap.add_argument("--max-nodes", type=int, default=4)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--steps", type=int, default=0, help="inner steps per worker (default: from --minutes)")
+    ap.add_argument("--keepers", choices=["head", "nodes"], default="head",
+                    help="storage.keepers for both runs: the head's keeper and a replica, or two replicas on nodes")
     ap.add_argument("--out", default="build/bench/chaos")
     args = ap.parse_args()
     if args.minutes <= 0 or args.every <= 0 or args.max_nodes < 3:
@@ -330,6 +356,7 @@ def main():
     summary["fault_free"] = base
     summary["steps"] = steps
     summary["seed"] = args.seed
+    summary["keepers"] = args.keepers
     with open(os.path.join(args.out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=2)
     plot(obs, os.path.join(args.out, "timeline.png"))

@@ -7,14 +7,16 @@ bridge, all on this machine. With --mbit R (default 100) each node's link is sha
 not available on these kernels, so no delay is added: this measures bandwidth, not latency.
 
 Runs data-parallel, DiLoCo and the best Streaming configuration, each shaped and unshaped
-(the twin), with CURVE keys and each node listening (tensors go node to node).
+(the twin), with CURVE keys and each node listening (tensors go node to node). With
+--keepers nodes every node gets a run dir and the runs set storage.keepers = nodes: the
+commits go to two keeper replicas on nodes instead of the head's keeper.
 Model: the default GPT (0.83M parameters, 3.3 MB fp32) with 8 sequences per step, so that
 a step computes faster than one fp32 copy of the model crosses a 100 Mbit/s link
 (0.27 s): data-parallel is then link-bound there.
 
 Writes DIR/summary.json {"runs": [{name, mode, fragments, codec, link_mbit, wall_s,
 compute_utilisation, val_loss, bytes_sent_per_worker, bytes_received_per_worker,
-head_link_bytes}], ...} and DIR/links.png, each node's link throughput over time in the
+head_link_bytes, head_tensor_bytes, keepers}], ...} and DIR/links.png, each node's link throughput over time in the
 shaped runs. Needs root (namespaces, tc): exits 2 with a message otherwise.
 """
 import argparse
@@ -105,7 +107,7 @@ class sampler(threading.Thread):
             time.sleep(0.5)
 
 
-def run_one(atoll, keys, out, name, extra, steps, mbit):
+def run_one(atoll, keys, out, name, extra, steps, mbit, keepers):
     run_dir = os.path.join(out, f"{name}-{mbit or 'unshaped'}")
     shutil.rmtree(run_dir, ignore_errors=True)
     os.makedirs(run_dir)
@@ -121,11 +123,14 @@ def run_one(atoll, keys, out, name, extra, steps, mbit):
 
     head = start("atl-head", ["up", "--listen", head_ep, "--run-dir", os.path.join(run_dir, "head"), "--keys", keys,
                               "--metrics", metrics, "--set", f"run.steps={steps}", "--set",
-                              f"run.eval_every={steps // 2}"] + COMMON + extra, "head.log")
+                              f"run.eval_every={steps // 2}", "--set", f"storage.keepers={keepers}"]
+                 + COMMON + extra, "head.log")
     time.sleep(1.0)
     watch = sampler()
     watch.start()
-    nodes = [start(ns, ["join", "--head", head_ep, "--keys", keys, "--threads", "1"], f"{ns}.log")
+    # Keepers on nodes need nodes that can keep: a run dir each.
+    node_dirs = {ns: ["--run-dir", os.path.join(run_dir, ns)] if keepers == "nodes" else [] for ns in NAMESPACES[1:]}
+    nodes = [start(ns, ["join", "--head", head_ep, "--keys", keys, "--threads", "1"] + node_dirs[ns], f"{ns}.log")
              for ns in NAMESPACES[1:]]
     codes = [n.wait(timeout=3600) for n in nodes]
     watch.stop.set()
@@ -142,7 +147,8 @@ def run_one(atoll, keys, out, name, extra, steps, mbit):
             "compute_utilisation": sum(d.get("compute_utilisation", 0.0) for d in done) / len(done),
             "bytes_sent_per_worker": sum(d["bytes_sent"] for d in done) / len(done),
             "bytes_received_per_worker": sum(d["bytes_received"] for d in done) / len(done),
-            "head_link_bytes": summary.get("head_link_bytes", 0)}, watch.samples
+            "head_link_bytes": summary.get("head_link_bytes", 0),
+            "head_tensor_bytes": summary.get("head_tensor_bytes", 0), "keepers": keepers}, watch.samples
 
 
 def plot(traces, path):
@@ -176,6 +182,8 @@ def main():
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--mbit", type=int, default=100)
     ap.add_argument("--only", default="", help="comma-separated run names")
+    ap.add_argument("--keepers", choices=["head", "nodes"], default="head",
+                    help="storage.keepers: the head's keeper, or two replicas on nodes (each node gets a run dir)")
     args = ap.parse_args()
     if os.geteuid() != 0:
         print("links: needs root to create network namespaces and shape links with tc "
@@ -198,7 +206,8 @@ def main():
             if args.only and name not in args.only.split(","):
                 continue
             for mbit in (args.mbit, 0):
-                r, samples = run_one(atoll, keys, os.path.abspath(args.out), name, extra, args.steps, mbit)
+                r, samples = run_one(atoll, keys, os.path.abspath(args.out), name, extra, args.steps, mbit,
+                                     args.keepers)
                 r.update({"name": name, "mode": mode, "fragments": fragments, "codec": codec, "link_mbit": mbit})
                 runs.append(r)
                 if mbit:
@@ -206,7 +215,8 @@ def main():
                 print(f"links: {name} at {mbit or 'unshaped'} Mbit/s: {r['wall_s']:.1f} s, utilisation "
                       f"{r['compute_utilisation']:.3f}, val {r['val_loss']:.4f}, "
                       f"{r['bytes_sent_per_worker'] / 1e6:.1f} MB sent + {r['bytes_received_per_worker'] / 1e6:.1f} MB "
-                      f"received per worker, head link {r['head_link_bytes'] / 1e6:.1f} MB", flush=True)
+                      f"received per worker, head link {r['head_link_bytes'] / 1e6:.1f} MB "
+                      f"(tensors {r['head_tensor_bytes'] / 1e6:.1f} MB)", flush=True)
                 with open(os.path.join(args.out, "summary.json"), "w") as f:
                     json.dump({"runs": runs, "steps": args.steps, "nodes": NODES,
                                "model": "shakespeare GPT, 0.83M parameters, 8 sequences of 64 per step",
