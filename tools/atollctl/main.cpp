@@ -79,6 +79,13 @@ void print_human(const std::string& command, const json& body) {
     print_table(body["workers"], {"id", "rank", "step", "loss", "tokens_per_s", "bytes_sent", "done"});
     std::cout << "\nfragments\n";
     print_table(body["fragments"], {"id", "round", "coordinator"});
+    std::cout << "\nkeepers (commits: whether every commit waits for it)\n";
+    print_table(body["keepers"], {"id", "on", "commits"});
+    if (const auto& link = body.value("head_link", json::object()); link.contains("bytes_in"))
+      std::cout << "\nhead link: in " << str(link["bytes_in"]) << " B, out " << str(link["bytes_out"])
+                << " B (tensor frames in " << str(link.value("tensor_bytes_in", json(0))) << " B, out "
+                << str(link.value("tensor_bytes_out", json(0))) << " B); relayed between nodes "
+                << str(link["bytes_relayed"]) << " B (tensor frames " << str(link["tensor_bytes_relayed"]) << " B)\n";
     const auto& sec = body["security"];
     std::cout << "\nlinks: " << (sec.value("curve", false) ? "CURVE" : "plain TCP");
     if (sec.value("curve", false))
