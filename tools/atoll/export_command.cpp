@@ -59,7 +59,8 @@ struct keeper_source {
 
 // The replicas' stores: those named, and every NODE/keeper-N under the run dir (`atoll
 // local` gives each node RUN_DIR/nodeK). A named one that is not a store is an error; one
-// found by looking that will not open (a node still writing its first files) is skipped.
+// found by looking that will not open (a node still writing its first files) is skipped,
+// with a line on stderr, since the rounds it holds are then not considered.
 expected<std::vector<keeper_source>> open_replicas(const export_options& opt, const run_config& cfg) {
   std::vector<std::pair<std::string, bool>> paths;  // path, named by the user
   for (const auto& dir : opt.keeper_dirs) paths.emplace_back(dir, true);
@@ -75,6 +76,7 @@ expected<std::vector<keeper_source>> open_replicas(const export_options& opt, co
     auto db = open_store(path);
     if (!db) {
       if (named) return make_error(db.err().code, "--keeper-dir " + path + ": " + db.err().describe());
+      std::cerr << "atoll export: skipped " << path << ": " << db.err().describe() << "\n";
       continue;
     }
     keeper_source source{path, std::move(*db), nullptr};
