@@ -2,11 +2,13 @@
 #include "runtime/actor_id.hpp"
 
 #include <algorithm>
+#include <map>
 #include <optional>
 
 #include <caf/all.hpp>
 
 #include "actors/messages.hpp"
+#include "actors/placement.hpp"
 #include "actors/pseudo_gradient.hpp"
 #include "actors/quorum.hpp"
 #include "runtime/digest.hpp"
@@ -441,22 +443,21 @@ void resume_from(self_ptr self, const wire::message& msg) {
   advance(self);
 }
 
-// load_from_every_keeper: once every keeper of the Membership answered, the newest round.
+// load_from_every_keeper: once every keeper of the Membership answered, the newest round
+// (placement::resume_source).
 void resume_when_every_keeper_answered(self_ptr self) {
   auto& st = self->state;
-  if (st.loaded || st.keepers.empty()) return;
-  const auto round_of = [](const wire::message& m) -> std::optional<std::uint64_t> {
-    const auto reply = m.envelope().getLoadReply();
-    if (!reply.getFound() || m.tensors().size() != 2) return std::nullopt;
-    return reply.getRound();
-  };
-  wire::message_ptr newest;  // held here: resume_from clears the replies
-  for (const auto& keeper : st.keepers) {
-    auto it = st.load_replies.find(keeper);
-    if (it == st.load_replies.end()) return;
-    if (!newest || round_of(*it->second) > round_of(*newest)) newest = it->second;
+  if (st.loaded) return;
+  std::map<std::string, std::optional<std::uint64_t>> answered;
+  for (const auto& [keeper, reply] : st.load_replies) {
+    const auto load = reply->envelope().getLoadReply();
+    const bool found = load.getFound() && reply->tensors().size() == 2;
+    answered[keeper] = found ? std::optional<std::uint64_t>(load.getRound()) : std::nullopt;
   }
-  resume_from(self, *newest);
+  const auto source = placement::resume_source(st.keepers, answered);
+  if (!source) return;
+  const auto reply = st.load_replies.at(*source);  // held here: resume_from clears the replies
+  resume_from(self, *reply);
 }
 
 void on_load_reply(self_ptr self, const wire::message_ptr& msg) {

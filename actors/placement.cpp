@@ -71,4 +71,19 @@ std::vector<std::string> commit_keepers(bool on_nodes, const std::string& first_
   return keepers;
 }
 
+std::optional<std::string> resume_source(const std::vector<std::string>& keepers,
+                                         const std::map<std::string, std::optional<std::uint64_t>>& answered) {
+  std::optional<std::string> chosen;
+  std::optional<std::uint64_t> newest;
+  for (const auto& keeper : keepers) {
+    auto it = answered.find(keeper);
+    if (it == answered.end()) return std::nullopt;
+    if (!chosen || it->second > newest) {  // an empty optional is older than any round
+      chosen = keeper;
+      newest = it->second;
+    }
+  }
+  return chosen;
+}
+
 }  // namespace atl::placement

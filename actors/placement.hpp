@@ -15,6 +15,8 @@
 // Hosts are "node/N" ids (runtime/actor_id.hpp); a stored placement that is not one (a
 // damaged snapshot) counts as gone.
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -62,5 +64,13 @@ keeper_choice choose_replica_keeper(std::uint32_t number, const std::string& cur
 // keeper/2 once both are placed, keeper/0 standing in for each one missing, so a committed
 // round is on two machines whenever two can hold it.
 std::vector<std::string> commit_keepers(bool on_nodes, const std::string& first_host, const std::string& second_host);
+
+// A starting coordinator that asks every keeper it commits to (storage.keepers = nodes,
+// where keeper/0 may be behind): `answered` maps each keeper that replied to the round it
+// holds (nullopt: none found). Returns the keeper to resume from once every one of
+// `keepers` answered: the newest round, the first in `keepers` order on a tie, or any
+// keeper when none holds a round (a new run). nullopt while one has not answered yet.
+std::optional<std::string> resume_source(const std::vector<std::string>& keepers,
+                                         const std::map<std::string, std::optional<std::uint64_t>>& answered);
 
 }  // namespace atl::placement

@@ -153,5 +153,38 @@ TEST(Placement, CommitsGoToTwoMachinesAndOnNodesLeaveTheHeadOutOnceTwoCanKeep) {
         << r.on_nodes << " '" << r.first << "' '" << r.second << "'";
 }
 
+TEST(Placement, AStartingCoordinatorResumesFromTheNewestRoundOnceEveryKeeperAnswered) {
+  using answers = std::map<std::string, std::optional<std::uint64_t>>;
+  struct row {
+    const char* name;
+    std::vector<std::string> keepers;
+    answers answered;
+    std::optional<std::string> expected;
+  };
+  const std::vector<row> rows = {
+      {"nobody answered yet", {"keeper/1", "keeper/2"}, {}, std::nullopt},
+      {"one still to answer", {"keeper/1", "keeper/2"}, {{"keeper/2", 7}}, std::nullopt},
+      {"the newest wins",
+       {"keeper/0", "keeper/1", "keeper/2"},
+       {{"keeper/0", 3}, {"keeper/1", 9}, {"keeper/2", 8}},
+       "keeper/1"},
+      {"a round beats none found", {"keeper/1", "keeper/2"}, {{"keeper/1", std::nullopt}, {"keeper/2", 0}}, "keeper/2"},
+      {"a tie: the first in Membership order",
+       {"keeper/2", "keeper/1"},
+       {{"keeper/1", 5}, {"keeper/2", 5}},
+       "keeper/2"},
+      {"none holds a round: a new run",
+       {"keeper/1", "keeper/2"},
+       {{"keeper/1", std::nullopt}, {"keeper/2", std::nullopt}},
+       "keeper/1"},
+      {"an answer from a keeper no longer committed to is not waited for nor used",
+       {"keeper/2"},
+       {{"keeper/1", 12}, {"keeper/2", 4}},
+       "keeper/2"},
+      {"no keepers", {}, {{"keeper/1", 1}}, std::nullopt},
+  };
+  for (const auto& r : rows) EXPECT_EQ(resume_source(r.keepers, r.answered), r.expected) << r.name;
+}
+
 }  // namespace
 }  // namespace atl::placement
