@@ -79,6 +79,7 @@ void send_commit(self_ptr self) {
 void start_commit(self_ptr self) {
   auto& st = self->state;
   st.acked.clear();
+  st.writing.clear();
   st.commit_tries = 0;
   log_debug(fragment_name(st) + ": committing round " + std::to_string(st.rounds->committed_round()) + ", " +
             std::to_string(std::chrono::duration<double>(st.now() - st.last_contribution).count()) +
@@ -256,30 +257,16 @@ void report_round(self_ptr self, const std::vector<std::string>& contributors, s
   st.mail->send(st.cfg.registry, st.epoch, out);
 }
 
-void release(self_ptr self, const std::vector<std::string>& contributors) {
-  auto& st = self->state;
-  const auto& result = st.rounds->result();
-  const auto round = st.rounds->committed_round();
-  // Low-bit results: the round's encoded change, which every contributor adds to its copy
-  // of the previous theta_global (round_tracker.hpp); else theta_global itself. Either way
-  // one set of frames is shared by every result. A committed DiLoCo round's theta_global
-  // is what its commit carried: those frames and their digest serve again (a ddp average
-  // was never committed).
-  std::optional<coordinator_state::committing_frames> committed;
-  if (st.committing && st.committing->round == round && st.rounds->rule() == round_tracker::update_rule::nesterov)
-    committed = std::move(st.committing);
-  st.committing.reset();  // the messages hold what they share
-  const auto theta = committed ? committed->theta : wire::tensor::from_floats_hashed(result.data(), result.size());
-  const std::uint64_t digest = *theta.checksum;
-  std::optional<round_update_frames> update;
-  if (const auto* u = st.rounds->released_update()) update = make_round_update_frames(encoded_values(*u));
-  // The registry hears of the round before any worker can: a worker's WorkerDone after its
-  // last result must not reach the registry before the round that result belongs to.
-  report_round(self, contributors, digest);
-  advance(self);  // the next round opens first (results carry its epoch); it resets the counters
-  // Workers in this process last: one that finishes on its result may end the process (a
-  // node whose workers are done exits), and by then every other result is on its link.
-  auto receivers = contributors;
+// The result of `round` to every one of `receivers`: whole (the encoded change in `update`
+// when there is one, else theta_global), provisional (the same, held unapplied until the
+// round is committed), or a confirmation of the provisional one (no tensors). One set of
+// frames is shared by every result. Workers in this process last: one that finishes on its
+// result may end the process (a node whose workers are done exits), and by then every other
+// result is on its link.
+enum class result_form { whole, provisional, confirmation };
+
+void send_results(coordinator_state& st, std::vector<std::string> receivers, std::uint64_t round, std::uint64_t epoch,
+                  const wire::tensor& theta, const std::optional<round_update_frames>& update, result_form form) {
   std::stable_partition(receivers.begin(), receivers.end(),
                         [&](const std::string& w) { return !st.mail->delivers_in_process(w); });
   for (const auto& worker : receivers) {
@@ -287,11 +274,63 @@ void release(self_ptr self, const std::vector<std::string>& contributors) {
     auto r = out.envelope.initRoundResult();
     r.setFragment(st.cfg.fragment);
     r.setRound(round);
-    r.setDigest(digest);
-    if (update) put_round_update(r, *update, out);
-    else out.tensors.push_back(theta);
-    st.mail->send(worker, st.rounds->open_epoch(), out);
+    r.setDigest(*theta.checksum);
+    r.setProvisional(form == result_form::provisional);
+    r.setConfirms(form == result_form::confirmation);
+    if (form != result_form::confirmation) {
+      if (update) put_round_update(r, *update, out);
+      else out.tensors.push_back(theta);
+    }
+    st.mail->send(worker, epoch, out);
   }
+}
+
+std::optional<round_update_frames> released_update_frames(const coordinator_state& st) {
+  if (const auto* u = st.rounds->released_update()) return make_round_update_frames(encoded_values(*u));
+  return std::nullopt;
+}
+
+// Early results: once every keeper has the whole CommitRequest (its `writing` notice), a
+// DiLoCo round's result goes to its contributors while the keepers write it, so that the
+// results travel during the keepers' write, fdatasync and acknowledgement instead of after
+// them, and do not slow the commit's own bytes; release() then only confirms it. Nobody
+// applies a round before every keeper has it on disk (S4).
+void send_provisional_results_once_received(self_ptr self) {
+  auto& st = self->state;
+  const auto round = st.rounds->committed_round();
+  if (!st.cfg.early_results || round == 0 || st.rounds->rule() != round_tracker::update_rule::nesterov ||
+      st.provisional_round == round)
+    return;
+  for (const auto& keeper : st.keepers)
+    if (!st.writing.count(keeper) && !st.acked.count(keeper)) return;
+  send_results(st, st.rounds->contributors(), round, st.epoch, frames_to_commit(st).theta, released_update_frames(st),
+               result_form::provisional);
+  st.provisional_round = round;
+  ATL_FAULT_POINT("coordinator.provisional");
+}
+
+void release(self_ptr self, const std::vector<std::string>& contributors) {
+  auto& st = self->state;
+  const auto& result = st.rounds->result();
+  const auto round = st.rounds->committed_round();
+  // Low-bit results: the round's encoded change, which every contributor adds to its copy
+  // of the previous theta_global (round_tracker.hpp); else theta_global itself. A committed
+  // DiLoCo round's theta_global is what its commit carried: those frames and their digest
+  // serve again (a ddp average was never committed).
+  std::optional<coordinator_state::committing_frames> committed;
+  if (st.committing && st.committing->round == round && st.rounds->rule() == round_tracker::update_rule::nesterov)
+    committed = std::move(st.committing);
+  st.committing.reset();  // the messages hold what they share
+  const auto theta = committed ? committed->theta : wire::tensor::from_floats_hashed(result.data(), result.size());
+  const bool confirm = st.provisional_round == round;
+  st.provisional_round.reset();
+  // The registry hears of the round before any worker can: a worker's WorkerDone after its
+  // last result must not reach the registry before the round that result belongs to.
+  report_round(self, contributors, *theta.checksum);
+  advance(self);  // the next round opens first (results carry its epoch); it resets the counters
+  const auto form = confirm ? result_form::confirmation : result_form::whole;
+  send_results(st, contributors, round, st.rounds->open_epoch(), theta,
+               confirm ? std::nullopt : released_update_frames(st), form);
 }
 
 // Round `round` is round_deadline old. The quorum policy closes it with the contributions
@@ -391,6 +430,11 @@ void on_commit_ack(self_ptr self, const wire::message_ptr& msg) {
   const auto ack = msg->envelope().getCommitAck();
   if (st.rounds->current_phase() != round_tracker::phase::committing || ack.getRound() != st.rounds->committed_round())
     return;  // a duplicate or late ack: the round was already settled
+  if (ack.getWriting()) {  // a keeper has the whole request: not an acknowledgement
+    st.writing.insert(msg->sender());
+    send_provisional_results_once_received(self);
+    return;
+  }
   if (!ack.getOk()) {  // the tick sends it again
     log_error(fragment_name(st) + ": " + msg->sender() + " refused round " + std::to_string(ack.getRound()) + ": " +
               ack.getError().cStr() + "; retrying");
@@ -557,6 +601,7 @@ coordinator_config coordinator_config_for(const run_config& run, std::uint32_t f
   if (codec && !cc.average_only) cc.result_codec = *codec;
   cc.result_chunk = static_cast<std::size_t>(run.codec_chunk);
   cc.load_from_every_keeper = run.keepers == "nodes";
+  cc.early_results = run.early_results;
   return cc;
 }
 

@@ -21,6 +21,10 @@
 //   round complete       -> CommitRequest -> every keeper of the Membership (the head's,
 //                           and a replica on a node) -> CommitAck(ok) from all of them
 //                           -> open next round -> RoundResult(theta_global) to every contributor
+//   CommitAck(writing)   -> a keeper has the whole request; once every keeper has it and
+//                           early_results: RoundResult(provisional) to every contributor,
+//                           and after the acks only a RoundResult (confirms, no tensors):
+//                           contributors apply what they hold then
 //   CommitAck(not ok), or none within commit_retry -> sent again until acknowledged,
 //                           waiting twice as long after each unanswered try, plus the
 //                           time its bytes take on a slow link (a resend only adds to the
@@ -32,7 +36,7 @@
 //   confirm (node agent) -> MembershipRequest: a restarted registry placed us again
 //   after each release   -> RoundReport -> registry (workers send their RoundAck there too)
 // Every participant receives the same bytes of theta_global, which makes S1 hold by
-// construction; the keeper commits those bytes before anyone sees them (S2, S4).
+// construction; the keepers commit those bytes before anyone applies them (S2, S4).
 #include <chrono>
 #include <map>
 #include <memory>
@@ -75,6 +79,10 @@ struct coordinator_config {
   // two replicas run), so a new coordinator asks every keeper of its Membership and resumes
   // from the newest round. Otherwise keeper/0 holds every committed round.
   bool load_from_every_keeper = false;
+  // diloco.early_results: a DiLoCo round's result goes out provisional while its keepers
+  // write it (once each has the whole request) and is confirmed once every keeper has it.
+  // Off here, so that a caller that does not ask gets the result after the commit, whole.
+  bool early_results = false;
 };
 
 // The coordinator of `fragment` for a run configured by `run`.
@@ -105,6 +113,7 @@ struct coordinator_state {
   int commit_tries = 0;  // CommitRequests of the committing round sent so far
   std::vector<std::string> keepers;  // every one must acknowledge a commit (from the Membership)
   std::set<std::string> acked;  // keepers that acknowledged the committing round
+  std::set<std::string> writing;  // keepers that said they have the whole committing round
   // The committing round's theta_global and momentum as frames, copied and hashed once:
   // shared by every keeper's CommitRequest (and its resends) and, fp32, by every result.
   struct committing_frames {
@@ -112,6 +121,8 @@ struct coordinator_state {
     wire::tensor theta, momentum;
   };
   std::optional<committing_frames> committing;
+  // The committing round whose result went out provisional: release() confirms it.
+  std::optional<std::uint64_t> provisional_round;
   const caf::actor_clock* clock = nullptr;  // steady, or simulated in the protocol fault tests
   std::chrono::steady_clock::time_point now() const { return clock->now(); }
   std::uint64_t round_bytes = 0;

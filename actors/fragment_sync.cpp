@@ -14,13 +14,20 @@ status fragment_sync::expect(phase wanted, const char* op) const {
 
 void fragment_sync::ask() {
   if (phase_ == phase::fetching) fetch_.cancel();
+  drop_provisional();  // a round reopened by a resend is released again
   phase_ = phase::asking;
+}
+
+void fragment_sync::drop_provisional() {
+  provisional_ = {};
+  has_provisional_ = false;
 }
 
 void fragment_sync::start_fetch(state_fetch fetch, std::uint64_t epoch) {
   fetch_ = std::move(fetch);
   fetch_epoch_ = epoch;
   pending_ = {};
+  drop_provisional();
   phase_ = phase::fetching;
 }
 
@@ -31,6 +38,7 @@ void fragment_sync::adopt(std::uint64_t round, std::uint64_t epoch, std::vector<
   epoch_ = epoch;
   pending_ = {};
   result_ = {};
+  drop_provisional();
   phase_ = phase::synced;
 }
 
@@ -38,6 +46,7 @@ status fragment_sync::contribute(std::uint64_t round, std::int64_t merge_at, enc
   if (auto err = expect(phase::synced, "contribute")) return err;
   pending_ = std::move(bytes);
   pending_round_ = round;
+  drop_provisional();
   merge_at_ = merge_at;
   phase_ = phase::awaiting_result;
   return {};
@@ -60,6 +69,39 @@ bool fragment_sync::result_arrived(std::uint64_t round, std::uint64_t epoch, std
 expected<bool> fragment_sync::update_arrived(std::uint64_t round, std::uint64_t epoch, const std::vector<float>& change,
                                              std::uint64_t digest) {
   if (phase_ != phase::awaiting_result || round != pending_round_) return false;  // duplicate or stale
+  auto values = applied(round, change, digest);
+  if (!values) return values.err();
+  return result_arrived(round, epoch, std::move(*values));
+}
+
+bool fragment_sync::provisional_arrived(std::uint64_t round, std::vector<float> values, std::uint64_t digest) {
+  if (phase_ != phase::awaiting_result || round != pending_round_) return false;  // duplicate or stale
+  provisional_ = std::move(values);
+  provisional_round_ = round;
+  provisional_digest_ = digest;
+  has_provisional_ = true;
+  return true;
+}
+
+expected<bool> fragment_sync::provisional_update_arrived(std::uint64_t round, const std::vector<float>& change,
+                                                         std::uint64_t digest) {
+  if (phase_ != phase::awaiting_result || round != pending_round_) return false;  // duplicate or stale
+  auto values = applied(round, change, digest);
+  if (!values) return values.err();
+  return provisional_arrived(round, std::move(*values), digest);
+}
+
+expected<bool> fragment_sync::confirmed(std::uint64_t round, std::uint64_t epoch, std::uint64_t digest) {
+  if (phase_ != phase::awaiting_result || round != pending_round_) return false;  // duplicate or stale
+  if (!has_provisional_ || provisional_round_ != round || provisional_digest_ != digest)
+    return make_error(errc::not_ready, "round " + std::to_string(round) + " committed, but its result is not here");
+  auto values = std::move(provisional_);
+  drop_provisional();
+  return result_arrived(round, epoch, std::move(values));
+}
+
+expected<std::vector<float>> fragment_sync::applied(std::uint64_t round, const std::vector<float>& change,
+                                                    std::uint64_t digest) const {
   if (theta_global_.empty())
     return make_error(errc::not_ready, "no theta_global to apply round " + std::to_string(round) + " to");
   if (change.size() != theta_global_.size())
@@ -73,13 +115,14 @@ expected<bool> fragment_sync::update_arrived(std::uint64_t round, std::uint64_t 
   if (digest64(values.data(), values.size() * sizeof(float)) != digest)
     return make_error(errc::digest_mismatch,
                       "round " + std::to_string(round) + " applied to theta_global of round " + std::to_string(round_));
-  return result_arrived(round, epoch, std::move(values));
+  return values;
 }
 
 expected<std::vector<float>> fragment_sync::take_result() {
   if (auto err = expect(phase::result_ready, "take_result")) return err;
   round_ = result_round_;
   pending_ = {};
+  drop_provisional();
   phase_ = phase::synced;
   theta_global_ = std::move(result_);
   return theta_global_;
@@ -100,6 +143,7 @@ fragment_sync::on_state fragment_sync::state_arrived(std::uint64_t round, std::u
     case phase::awaiting_result:
       if (round + 1 == pending_round_) {
         epoch_ = std::max(epoch_, epoch);
+        drop_provisional();  // the round is done again, maybe with other contributions
         return on_state::send_again;
       }
       // It committed our round before it died, without releasing it.

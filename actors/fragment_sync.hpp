@@ -10,6 +10,11 @@
 //   (synced r) --contributed(round q)--> [awaiting_result q] --result of q--> [result_ready q]
 //   [awaiting_result q] --low-bit result of q: kept theta_global + change, digest ok--> [result_ready q]
 //   [result_ready q] --take_result: merged (DiLoCo) or applied (ddp)--> (synced q)
+//   [awaiting_result q] --provisional result of q (early results)--> itself, the result held
+//   [awaiting_result q] --confirmation of q, held result with its digest--> [result_ready q]
+//   [awaiting_result q] --confirmation of q, nothing held--> not_ready (the caller asks)
+//   (a held result is dropped by ask, a fetch, adopt, take_result, the next contribution,
+//   and a state of q's base round: its coordinator was re-placed and does q again)
 //
 //   [awaiting_result] --Refusal(duplicate)--> itself (the contribution counted)
 //   [awaiting_result] --Refusal(stale_epoch) from a newer epoch--> itself, sent again in it
@@ -66,6 +71,16 @@ class fragment_sync {
   // (size), not_finite (the sum), digest_mismatch (not the coordinator's bits).
   expected<bool> update_arrived(std::uint64_t round, std::uint64_t epoch, const std::vector<float>& change,
                                 std::uint64_t digest);
+  // Early results: the awaited round's result, sent while that round commits, is held and
+  // not applied (false: not the awaited round). A later one of the same round replaces it
+  // (a re-placed coordinator redoing the round). The update form checks as update_arrived.
+  bool provisional_arrived(std::uint64_t round, std::vector<float> values, std::uint64_t digest);
+  expected<bool> provisional_update_arrived(std::uint64_t round, const std::vector<float>& change,
+                                            std::uint64_t digest);
+  // The round committed: the held result of `round` becomes the result (awaiting_result ->
+  // result_ready). false: not the awaited round (a duplicate or stale confirmation);
+  // not_ready: no result of that round and digest is held (lost, or refused).
+  expected<bool> confirmed(std::uint64_t round, std::uint64_t epoch, std::uint64_t digest);
   // result_ready -> synced at the result's round, which becomes the kept theta_global;
   // returns the result's values.
   expected<std::vector<float>> take_result();
@@ -107,6 +122,10 @@ class fragment_sync {
 
  private:
   status expect(phase wanted, const char* op) const;
+  // The kept theta_global plus a round's change, checked (update_arrived's errors).
+  expected<std::vector<float>> applied(std::uint64_t round, const std::vector<float>& change,
+                                       std::uint64_t digest) const;
+  void drop_provisional();
 
   phase phase_ = phase::asking;
   std::uint64_t round_ = 0;
@@ -119,6 +138,11 @@ class fragment_sync {
   time_point sent_at_{};
   std::vector<float> result_;
   std::uint64_t result_round_ = 0;
+  // A provisional result (early results), held until its round's confirmation.
+  std::vector<float> provisional_;
+  std::uint64_t provisional_round_ = 0;
+  std::uint64_t provisional_digest_ = 0;
+  bool has_provisional_ = false;
   std::vector<float> theta_global_;  // empty until a state is adopted
   bool seed_held_ = false;  // the last StateHeld said seedHeld
   state_fetch fetch_;

@@ -178,6 +178,21 @@ void on_refusal(self_ptr self, const wire::message_ptr& msg) {
   }
 }
 
+// A result that cannot be taken is refused; if it was the awaited round's (and `ask`), the
+// committed state is asked for instead: it brings this worker to the round with the
+// coordinator's bits.
+void refuse_result(self_ptr self, const wire::message& msg, std::size_t f, std::uint64_t round, const error& err,
+                   bool ask = true) {
+  auto& st = self->state;
+  log_warn(st.cfg.id + ": refused the result of fragment " + std::to_string(f) + " round " + std::to_string(round) +
+           ": " + err.describe());
+  st.mail->refuse(msg, err, st.epoch);
+  auto& frag = st.fragments[f];
+  if (!ask || !frag.waiting_for_result() || frag.pending_round() != round) return;
+  request_state(self, f);
+  unblock(self);  // as after a refusal: training goes on until f's next sync point
+}
+
 // A low-bit result: the round's change of theta_global (actors/round_tracker.hpp). One
 // that cannot be applied here (malformed, non-finite, or not reaching the coordinator's
 // digest) is refused, and the committed state is asked for instead: it brings this
@@ -189,18 +204,32 @@ void on_update(self_ptr self, const wire::message_ptr& msg, std::size_t f, std::
     return;
   }
   auto& frag = st.fragments[f];
-  const bool awaited = frag.waiting_for_result() && frag.pending_round() == round;
+  const auto result = msg->envelope().getRoundResult();
   auto change = take_round_update(*msg, st.model->fragment_size(f));
-  auto taken = change ? frag.update_arrived(round, msg->epoch(), *change, msg->envelope().getRoundResult().getDigest())
-                      : expected<bool>(change.err());
-  if (!taken) {
-    log_warn(st.cfg.id + ": refused the result of fragment " + std::to_string(f) + " round " + std::to_string(round) +
-             ": " + taken.err().describe());
-    st.mail->refuse(*msg, taken.err(), st.epoch);
-    if (!awaited) return;
-    request_state(self, f);
-    return unblock(self);  // as after a refusal: training goes on until f's next sync point
+  if (!change) return refuse_result(self, *msg, f, round, change.err());
+  if (result.getProvisional()) {
+    // Held until its round is committed; one that cannot be applied is refused here, and
+    // its confirmation then finds nothing held (the state is asked for then).
+    auto held = frag.provisional_update_arrived(round, *change, result.getDigest());
+    if (!held) refuse_result(self, *msg, f, round, held.err(), /*ask=*/false);
+    return;
   }
+  auto taken = frag.update_arrived(round, msg->epoch(), *change, result.getDigest());
+  if (!taken) return refuse_result(self, *msg, f, round, taken.err());
+  if (!*taken) return;  // duplicate or stale
+  st.epoch = std::max(st.epoch, msg->epoch());
+  st.steps->result_arrived(self, f);
+}
+
+// Early results: every keeper has the round whose result this worker holds; apply it.
+void on_confirmation(self_ptr self, const wire::message_ptr& msg, std::size_t f, std::uint64_t round) {
+  auto& st = self->state;
+  if (f >= st.fragments.size() || !msg->tensors().empty()) {
+    st.mail->refuse(*msg, make_error(errc::tensor_mismatch, "confirmation of fragment " + std::to_string(f)), st.epoch);
+    return;
+  }
+  auto taken = st.fragments[f].confirmed(round, msg->epoch(), msg->envelope().getRoundResult().getDigest());
+  if (!taken) return refuse_result(self, *msg, f, round, taken.err());
   if (!*taken) return;  // duplicate or stale
   st.epoch = std::max(st.epoch, msg->epoch());
   st.steps->result_arrived(self, f);
@@ -209,6 +238,8 @@ void on_update(self_ptr self, const wire::message_ptr& msg, std::size_t f, std::
 void on_global(self_ptr self, const wire::message_ptr& msg) {
   auto& st = self->state;
   const auto env = msg->envelope();
+  if (env.isRoundResult() && env.getRoundResult().getConfirms())
+    return on_confirmation(self, msg, env.getRoundResult().getFragment(), env.getRoundResult().getRound());
   if (env.isRoundResult() && env.getRoundResult().getIsUpdate())
     return on_update(self, msg, env.getRoundResult().getFragment(), env.getRoundResult().getRound());
   const bool is_state = env.isFragmentState();
@@ -224,6 +255,10 @@ void on_global(self_ptr self, const wire::message_ptr& msg) {
     return;
   }
   if (is_state) return on_state(self, msg, f, round);
+  if (env.getRoundResult().getProvisional()) {
+    st.fragments[f].provisional_arrived(round, msg->tensors()[0].to_floats(), env.getRoundResult().getDigest());
+    return;  // applied once its round is committed
+  }
   if (!st.fragments[f].result_arrived(round, msg->epoch(), msg->tensors()[0].to_floats()))
     return;  // duplicate or stale
   st.epoch = std::max(st.epoch, msg->epoch());

@@ -40,6 +40,9 @@ const std::vector<knob>& knobs() {
       {"diloco.codec_chunk", &C::codec_chunk, 8, 1 << 24, "values", "values sharing one scale (int8, fp4)"},
       {"diloco.error_feedback", &C::error_feedback, 0, 0, "",
        "add what quantization lost to the next contribution of the fragment"},
+      {"diloco.early_results", &C::early_results, 0, 0, "",
+       "send a round's result once every keeper has its commit, while they write it, and a confirmation once "
+       "they all acknowledged it (workers apply it then); false: the result goes out after the commit"},
       {"diloco.result_timeout_ms", &C::result_timeout_ms, 0, 3.6e6, "ms",
        "a worker waiting this long for a round's result sends its contribution again (0: 2 x cluster.lease_ms)"},
       {"diloco.round_deadline_ms", &C::round_deadline_ms, 0, 3.6e6, "ms",

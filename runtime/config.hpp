@@ -36,6 +36,7 @@ struct run_config {
   std::int64_t codec_chunk = 256;
   bool error_feedback = false;
   std::int64_t result_timeout_ms = 0;  // 0: 2 x cluster.lease_ms
+  bool early_results = true;  // results travel while the round commits, applied once committed
   std::int64_t round_deadline_ms = 0;  // 0: a round waits for every participant
   std::int64_t state_chunk_values = 1 << 20;  // larger fragments go to joiners in chunks
   double outer_lr = 0.7;

@@ -10,6 +10,9 @@
 //
 // The points (grep ATL_FAULT_POINT for where each sits):
 //   coordinator.committed   the keeper acknowledged round r; no worker has its result yet
+//                           (early results: each holds it provisional, unconfirmed)
+//   coordinator.provisional round r's results went out provisional; every keeper has its
+//                           commit and may or may not have written it yet
 //   keeper.written          round r is durable; the coordinator has no acknowledgement
 //   worker.contributed      a contribution is sent; its result has not come
 //

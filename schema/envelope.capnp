@@ -152,14 +152,20 @@ enum PseudoGradientCodec { fp32 @0; bf16 @1; fp16 @2; int8 @3; fp4e2m1 @4; }
 # With a low-bit diloco.codec the tensors are instead the round's update of
 # theta_global (isUpdate), encoded as a contribution is: a participant adds the decoded
 # update to its copy of the previous theta_global, which must then have `digest`.
+# Early results (diloco.early_results): the result goes out `provisional` while the keepers
+# write the round (once each said CommitAck.writing), and the participant holds it
+# unapplied; once every keeper acknowledged the round, a `confirms` result (no tensors,
+# the same round and digest) lets it apply what it holds.
 struct RoundResult {
-  fragment @0 :UInt32;
-  round    @1 :UInt64;
-  digest   @2 :UInt64;
-  isUpdate @3 :Bool;
-  codec    @4 :PseudoGradientCodec;
-  chunk    @5 :UInt32;     # values per scale (int8, fp4)
-  count    @6 :UInt64;     # values encoded
+  fragment    @0 :UInt32;
+  round       @1 :UInt64;
+  digest      @2 :UInt64;
+  isUpdate    @3 :Bool;
+  codec       @4 :PseudoGradientCodec;
+  chunk       @5 :UInt32;  # values per scale (int8, fp4)
+  count       @6 :UInt64;  # values encoded
+  provisional @7 :Bool;    # not committed yet: hold it, do not apply it
+  confirms    @8 :Bool;    # committed: apply the provisional result of this round and digest
 }
 # worker -> registry: the round of fragment `fragment` it now holds, and the digest of its
 # theta_global copy (the registry's views show them).
@@ -209,12 +215,15 @@ struct CommitRequest {
   fragment @0 :UInt32;
   round    @1 :UInt64;
 }
+# `writing`: not an acknowledgement but a notice that the whole request is in and being
+# written (the coordinator's link is free for the round's early results).
 struct CommitAck {
   fragment @0 :UInt32;
   round    @1 :UInt64;
   digest   @2 :UInt64;
   ok       @3 :Bool;
   error    @4 :Text;
+  writing  @5 :Bool;
 }
 # coordinator -> keeper: newest committed state of a fragment.
 struct LoadRequest { fragment @0 :UInt32; }

@@ -60,20 +60,35 @@ void expect_survivors_finish_and_agree(const std::string& ep, std::vector<std::u
   testing::expect_every_round_kept(ep, total_rounds);
 }
 
-// The coordinator dies after the keeper acknowledged round 5 and before any worker got its
-// result. The re-placed coordinator reloads round 5 and announces it; the survivors, which
-// still wait on round 5, adopt it: nobody applies round 5 twice or skips it (S2).
-TEST(FaultPoints, ACoordinatorKilledBetweenCommitAndReleaseLosesNoRound) {
+// Kills the coordinator's node at `point` (the 5th pass); the survivors must finish with
+// the keeper's bytes at the final round and every round kept, after a re-placement.
+void expect_a_coordinator_killed_at_loses_no_round(const std::string& point) {
   testing::temp_dir dir;
   const std::string head_dir = dir.sub("head");
   subprocess head(testing::fast_lease_head(head_dir), dir.sub("head.log"));
   const std::string ep = testing::wait_for_endpoint(head_dir, head);
   ASSERT_FALSE(ep.empty()) << head.output();
-  auto nodes = three_nodes(ep, dir, 0, "coordinator.committed@5");
-  expect_killed_at(*nodes[0], "coordinator.committed");
+  auto nodes = three_nodes(ep, dir, 0, point + "@5");
+  expect_killed_at(*nodes[0], point);
   expect_survivors_finish_and_agree(ep, nodes, nodes[0].get(), head);
   EXPECT_NE(head.output().find("re-placed on"), std::string::npos) << head.output();
   testing::shut_down(ep, head);
+}
+
+// The coordinator dies after the keeper acknowledged round 5 and before any worker got its
+// result confirmed (early results: they hold it provisional). The re-placed coordinator
+// reloads round 5 and announces it; the survivors, which still wait on round 5, adopt it:
+// nobody applies round 5 twice or skips it (S2).
+TEST(FaultPoints, ACoordinatorKilledBetweenCommitAndReleaseLosesNoRound) {
+  expect_a_coordinator_killed_at_loses_no_round("coordinator.committed");
+}
+
+// Early results: the coordinator dies once round 5's results went out provisional, while
+// the keeper writes it (it may or may not have acknowledged it yet). The survivors hold a
+// result nobody confirmed: they must not apply it. The re-placed coordinator resumes from
+// whatever round the keeper has, and every survivor ends with the keeper's bytes (S1, S2).
+TEST(FaultPoints, ACoordinatorKilledWithItsResultsProvisionalLosesNoRound) {
+  expect_a_coordinator_killed_at_loses_no_round("coordinator.provisional");
 }
 
 // The keeper (in the head) dies after round 5 is durable and before its acknowledgement

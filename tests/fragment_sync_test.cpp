@@ -2,6 +2,7 @@
 // decisions one row per case.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <limits>
 
 #include "actors/fragment_sync.hpp"
@@ -250,6 +251,92 @@ TEST(FragmentSync, WithoutAnAdoptedStateALowBitResultIsNotReady) {
   auto arrived = s.update_arrived(5, 2, {1.0f}, 0);
   ASSERT_FALSE(arrived);
   EXPECT_EQ(arrived.err().code, errc::not_ready);
+}
+
+// Early results: a provisional result is held, not ready, until its round is confirmed
+// with the same digest; the confirmation is what makes it the result.
+TEST(FragmentSync, AProvisionalResultIsHeldUntilItsRoundIsConfirmed) {
+  auto s = awaiting(5);
+  const std::vector<float> after = {1.5f, 1.0f};
+  EXPECT_FALSE(s.provisional_arrived(4, after, digest_of(after))) << "another round's";
+  ASSERT_TRUE(s.provisional_arrived(5, after, digest_of(after)));
+  EXPECT_EQ(s.current(), P::awaiting_result) << "held, not applied";
+  EXPECT_FALSE(s.has_result());
+  auto other = s.confirmed(4, 9, digest_of(after));
+  ASSERT_TRUE(other);
+  EXPECT_FALSE(*other) << "a confirmation of another round is not ours";
+  auto confirmed = s.confirmed(5, 9, digest_of(after));
+  ASSERT_TRUE(confirmed) << confirmed.err().describe();
+  EXPECT_TRUE(*confirmed);
+  EXPECT_EQ(s.current(), P::result_ready);
+  EXPECT_EQ(s.epoch(), 9u) << "the confirmation's epoch: the round opened after the commit";
+  EXPECT_EQ(*s.take_result(), after);
+  auto again = s.confirmed(5, 9, digest_of(after));
+  ASSERT_TRUE(again);
+  EXPECT_FALSE(*again) << "a duplicate confirmation";
+}
+
+// A later provisional result of the same round replaces the held one: a re-placed
+// coordinator redoing the round confirms its own.
+TEST(FragmentSync, ALaterProvisionalResultOfTheRoundReplacesTheHeldOne) {
+  auto s = awaiting(5);
+  const std::vector<float> first = {1.5f, 1.0f}, second = {2.5f, 0.0f};
+  ASSERT_TRUE(s.provisional_arrived(5, first, digest_of(first)));
+  ASSERT_TRUE(s.provisional_arrived(5, second, digest_of(second)));
+  auto stale = s.confirmed(5, 3, digest_of(first));
+  ASSERT_FALSE(stale);
+  EXPECT_EQ(stale.err().code, errc::not_ready);
+  ASSERT_TRUE(s.confirmed(5, 3, digest_of(second)));
+  EXPECT_EQ(*s.take_result(), second);
+}
+
+// A confirmation that finds nothing to apply is not_ready (the worker then asks for the
+// committed state), and changes nothing; so does one after the held result was dropped.
+TEST(FragmentSync, AConfirmationWithoutItsHeldResultIsNotReadyAndChangesNothing) {
+  const std::vector<float> after = {1.5f, 1.0f};
+  struct row {
+    const char* name;
+    std::function<void(fragment_sync&)> before;
+  };
+  const row rows[] = {
+      {"nothing held", [](fragment_sync&) {}},
+      {"held for another digest", [&](fragment_sync& s) { s.provisional_arrived(5, after, digest_of(after) ^ 1u); }},
+      {"dropped by a state request",
+       [&](fragment_sync& s) {
+         s.provisional_arrived(5, after, digest_of(after));
+         s.ask();
+         EXPECT_EQ(s.state_arrived(4, 3), fragment_sync::on_state::send_again_and_resume);
+       }},
+      {"dropped when a re-placed coordinator reopens the round",
+       [&](fragment_sync& s) {
+         s.provisional_arrived(5, after, digest_of(after));
+         EXPECT_EQ(s.state_arrived(4, 3), fragment_sync::on_state::send_again);
+       }},
+  };
+  for (const auto& r : rows) {
+    auto s = awaiting(5);
+    r.before(s);
+    auto confirmed = s.confirmed(5, 3, digest_of(after));
+    ASSERT_FALSE(confirmed) << r.name;
+    EXPECT_EQ(confirmed.err().code, errc::not_ready) << r.name;
+    EXPECT_EQ(s.current(), P::awaiting_result) << r.name;
+  }
+}
+
+// A provisional low-bit result is checked as a whole one is: what cannot be applied is
+// refused at once (typed) and nothing is held.
+TEST(FragmentSync, AProvisionalLowBitResultIsCheckedWhenItArrives) {
+  auto s = awaiting(5);  // kept theta_global {1, 2}
+  const std::vector<float> change = {0.5f, -1.0f}, after = {1.5f, 1.0f};
+  auto bad = s.provisional_update_arrived(5, change, digest_of(after) ^ 1u);
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.err().code, errc::digest_mismatch);
+  EXPECT_FALSE(s.confirmed(5, 3, digest_of(after))) << "nothing was held";
+  auto held = s.provisional_update_arrived(5, change, digest_of(after));
+  ASSERT_TRUE(held && *held);
+  EXPECT_EQ(s.current(), P::awaiting_result);
+  ASSERT_TRUE(s.confirmed(5, 3, digest_of(after)));
+  EXPECT_EQ(*s.take_result(), after);
 }
 
 }  // namespace

@@ -9,7 +9,9 @@
 // catches up from it, as after a node's lease ran out. A killed worker is replaced by a
 // new node's worker, which joins mid-run.
 // Half the seeds also give rounds a deadline (diloco.round_deadline_ms), so rounds close
-// without the workers whose messages were lost or late.
+// without the workers whose messages were lost or late; half send early results
+// (diloco.early_results: provisional results during the commit, then confirmations), so
+// those are dropped, duplicated and reordered too.
 //
 // Each seed must:
 //   L1  finish every worker within 10 simulated minutes (the fault-free run takes ~0 s);
@@ -49,6 +51,7 @@ struct fault_plan {
   double drop = 0, duplicate = 0, delay = 0;  // per message
   std::uint64_t kill_after = 0;  // messages sent before a coordinator dies; 0: never
   std::chrono::milliseconds round_deadline{0};  // diloco.round_deadline_ms of the coordinators
+  bool early_results = false;  // diloco.early_results of the coordinators
 };
 
 fault_plan plan_for(std::mt19937_64& rng) {
@@ -56,6 +59,7 @@ fault_plan plan_for(std::mt19937_64& rng) {
   fault_plan plan{rate(rng), rate(rng), rate(rng), 0, std::chrono::milliseconds(0)};
   if (rng() % 2) plan.kill_after = 50 + rng() % 400;
   if (rng() % 2) plan.round_deadline = std::chrono::milliseconds(500 + rng() % 3000);
+  plan.early_results = rng() % 2;
   return plan;
 }
 
@@ -210,6 +214,7 @@ seed_outcome run_seed(std::uint64_t seed) {
     cc.min_workers = min_workers;
     cc.outer = {0.7f, 0.9f};
     cc.round_deadline = plan.round_deadline;
+    cc.early_results = plan.early_results;
     cc.state_chunk_values = static_cast<std::size_t>(run.state_chunk_values);
     cc.result_codec = codec_kind::int8;  // low-bit both ways, as coordinator_config_for sets for this run
     cc.result_chunk = static_cast<std::size_t>(run.codec_chunk);

@@ -175,11 +175,13 @@ class ProtocolTest : public ::testing::Test {
   }
 
   caf::actor spawn_coordinator(std::size_t min_workers, outer_options outer = {0.7f, 0.9f},
-                               std::chrono::milliseconds round_deadline = std::chrono::milliseconds(0)) {
+                               std::chrono::milliseconds round_deadline = std::chrono::milliseconds(0),
+                               bool early_results = false) {
     coordinator_config cc;
     cc.min_workers = min_workers;
     cc.outer = outer;
     cc.round_deadline = round_deadline;
+    cc.early_results = early_results;
     auto c = sys_.spawn(coordinator_actor, static_cast<transport*>(&net_), cluster_.get(), cc);
     dir_.add("coord/0", c);
     return c;
@@ -299,7 +301,8 @@ class DirectComparison : public ProtocolTest {
   std::vector<std::uint64_t> run_actors(std::uint32_t workers, run_config run) {
     std::vector<std::string> ids;
     for (std::uint32_t r = 0; r < workers; ++r) ids.push_back("worker/" + std::to_string(r + 1) + ".0");
-    spawn_coordinator(workers, {static_cast<float>(run.outer_lr), static_cast<float>(run.outer_momentum)});
+    spawn_coordinator(workers, {static_cast<float>(run.outer_lr), static_cast<float>(run.outer_momentum)},
+                      std::chrono::milliseconds(0), run.early_results);
     send_membership(1, ids);
     replica_factory factory = [](const run_config&, const replica_spec& s) {
       return std::make_unique<fake_replica>(s.rank);
@@ -331,6 +334,7 @@ TEST_F(DirectComparison, HOneWithLrOneAndNoMomentumIsParameterAveragingBitForBit
   run.outer_lr = 1.0;
   run.outer_momentum = 0.0;
   run.eval_every = 1000;
+  ASSERT_TRUE(run.early_results) << "the default: each result provisional, then confirmed";
   const auto got = run_actors(3, run);
   const auto want = direct_diloco(3, 1, 6, {1.0f, 0.0f});
   ASSERT_EQ(got.size(), want.size());
@@ -357,6 +361,7 @@ TEST_F(DirectComparison, OneFragmentWithoutOverlapIsPlainDiLoCoBitForBit) {
   run.alpha = 0.0;
   run.codec = "fp32";
   run.eval_every = 1000;
+  run.early_results = false;  // each result whole, after the commit
   const auto got = run_actors(2, run);
   const auto want = direct_diloco(2, 5, 20, {0.7f, 0.9f});
   ASSERT_EQ(got.size(), 4u);
@@ -387,9 +392,29 @@ class FencingTest : public ProtocolTest {
   // A StateRequest carrying parameters: a fresh coordinator seeds round 0 from them.
   void request_state_with(const std::vector<float>& init) { request_state_as(as_worker_, init); }
 
+  // keeper/1 as a probe: it sees the CommitRequests and answers only as the test says.
+  void place_replica_probe() { dir_.add("keeper/1", sys_.spawn(probe_actor, &replica_obs_)); }
+  // Its CommitAck of `round`, or (writing) its notice that it has the whole request.
+  void ack_as_replica(std::uint64_t round, bool writing = false) {
+    wire::outgoing out;
+    auto ack = out.envelope.initCommitAck();
+    ack.setFragment(0);
+    ack.setRound(round);
+    ack.setOk(!writing);
+    ack.setWriting(writing);
+    as_replica_.send("coord/0", 1, out);
+  }
+  std::size_t commits_seen() {  // by the replica probe; callers hold replica_obs_.mu or wait_for it
+    std::size_t n = 0;
+    for (const auto& m : replica_obs_.received) n += m->envelope().isCommitRequest();
+    return n;
+  }
+
   mailer as_worker_;
   observations worker_obs_;
   caf::actor worker_probe_;
+  mailer as_replica_{net_, "keeper/1", "cluster-test"};
+  observations replica_obs_;
 };
 
 TEST_F(FencingTest, ContributionsForTheWrongRoundOrEpochAreRefusedWithTypedErrors) {
@@ -598,39 +623,74 @@ TEST_F(FencingTest, ARoundPastItsDeadlineWithoutAMajorityKeepsWaiting) {
 // Keeper replication: with a replica in the Membership, a round (the seed included) is
 // released only once both keepers acknowledged it; the head's alone is not enough.
 TEST_F(FencingTest, ARoundIsReleasedOnlyWhenEveryKeeperAcknowledgedIt) {
-  observations replica_obs;
-  dir_.add("keeper/1", sys_.spawn(probe_actor, &replica_obs));
-  mailer as_replica(net_, "keeper/1", "cluster-test");
-  auto ack_as_replica = [&](std::uint64_t round) {
-    wire::outgoing out;
-    auto ack = out.envelope.initCommitAck();
-    ack.setFragment(0);
-    ack.setRound(round);
-    ack.setOk(true);
-    as_replica.send("coord/0", 1, out);
-  };
-  auto commits_seen = [&] {
-    std::size_t n = 0;
-    for (const auto& m : replica_obs.received) n += m->envelope().isCommitRequest();
-    return n;
-  };
+  place_replica_probe();
   spawn_coordinator(1, {1.0f, 0.0f});
   send_membership(1, {"worker/x"}, 0, {"keeper/0", "keeper/1"});
   request_state_with({1.0f, 2.0f, 3.0f});
-  ASSERT_TRUE(replica_obs.wait_for([&] { return commits_seen() >= 1; })) << "the replica got no commit of round 0";
+  ASSERT_TRUE(replica_obs_.wait_for([&] { return commits_seen() >= 1; })) << "the replica got no commit of round 0";
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_EQ(received_count(), 0u) << "round 0 released with only the head's keeper";
   ack_as_replica(0);
   ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.received.size() == 1; }));
 
   contribute(1, 1, {0.5f, 0.0f, 0.0f});
-  ASSERT_TRUE(replica_obs.wait_for([&] { return commits_seen() >= 2; }));
+  ASSERT_TRUE(replica_obs_.wait_for([&] { return commits_seen() >= 2; }));
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_EQ(received_count(), 1u) << "round 1 released with only the head's keeper";
   ack_as_replica(1);
   ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.received.size() == 2; }));
   std::lock_guard<std::mutex> lock(worker_obs_.mu);
   EXPECT_TRUE(worker_obs_.received[1]->envelope().isRoundResult());
+}
+
+// Early results: a round's result reaches its contributor while the keepers write it
+// (once every keeper said it has the whole request), marked provisional; the confirmation
+// (no tensors, the same round and digest) follows only once every keeper acknowledged the
+// round, so nobody applies a round that is not durable.
+TEST_F(FencingTest, EarlyResultsAreConfirmedOnlyWhenEveryKeeperAcknowledgedTheRound) {
+  place_replica_probe();
+  spawn_coordinator(1, {1.0f, 0.0f}, std::chrono::milliseconds(0), /*early_results=*/true);
+  send_membership(1, {"worker/x"}, 0, {"keeper/0", "keeper/1"});
+  request_state_with({1.0f, 2.0f, 3.0f});
+  ASSERT_TRUE(replica_obs_.wait_for([&] { return commits_seen() >= 1; }));
+  ack_as_replica(0);
+  ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.received.size() == 1; }));  // the seeded state
+
+  contribute(1, 1, {0.5f, 0.0f, 0.0f});  // lr 1, no momentum: theta - delta
+  ASSERT_TRUE(replica_obs_.wait_for([&] { return commits_seen() >= 2; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(received_count(), 1u) << "results sent before every keeper had the whole commit";
+  ack_as_replica(1, /*writing=*/true);  // the replica has it and writes it (the head's keeper says so itself)
+  ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.received.size() == 2; }))
+      << "no provisional result while the round is written";
+  std::uint64_t digest = 0;
+  {
+    std::lock_guard<std::mutex> lock(worker_obs_.mu);
+    const auto& held = worker_obs_.received[1];
+    ASSERT_TRUE(held->envelope().isRoundResult());
+    const auto r = held->envelope().getRoundResult();
+    EXPECT_EQ(r.getRound(), 1u);
+    EXPECT_TRUE(r.getProvisional());
+    EXPECT_FALSE(r.getConfirms());
+    const std::vector<float> expected = {0.5f, 2.0f, 3.0f};
+    ASSERT_EQ(held->tensors().size(), 1u);
+    EXPECT_EQ(held->tensors()[0].to_floats(), expected);
+    EXPECT_EQ(r.getDigest(), digest64(expected.data(), expected.size() * sizeof(float)));
+    digest = r.getDigest();
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(received_count(), 2u) << "round 1 confirmed with only the head's keeper";
+  ack_as_replica(1);
+  ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.received.size() == 3; }));
+  std::lock_guard<std::mutex> lock(worker_obs_.mu);
+  const auto& confirmation = worker_obs_.received[2];
+  ASSERT_TRUE(confirmation->envelope().isRoundResult());
+  const auto r = confirmation->envelope().getRoundResult();
+  EXPECT_EQ(r.getRound(), 1u);
+  EXPECT_TRUE(r.getConfirms());
+  EXPECT_FALSE(r.getProvisional());
+  EXPECT_EQ(r.getDigest(), digest);
+  EXPECT_TRUE(confirmation->tensors().empty()) << "a confirmation carries no tensor";
 }
 
 // storage.keepers = nodes: the head's keeper falls behind while the two replicas hold the
@@ -777,9 +837,15 @@ TEST_F(ProtocolTest, TheKeeperFencesCommitsOfReplacedCoordinatorsAndServesChunks
   auto acks = [&] {
     std::vector<std::pair<bool, std::string>> out;
     for (const auto& m : coord_obs.received)
-      if (m->envelope().isCommitAck())
+      if (m->envelope().isCommitAck() && !m->envelope().getCommitAck().getWriting())
         out.emplace_back(m->envelope().getCommitAck().getOk(), m->envelope().getCommitAck().getError());
     return out;
+  };
+  auto writing_notices = [&] {
+    std::size_t n = 0;
+    for (const auto& m : coord_obs.received)
+      n += m->envelope().isCommitAck() && m->envelope().getCommitAck().getWriting();
+    return n;
   };
   commit(3, 1, {1.0f, 2.0f});
   ASSERT_TRUE(coord_obs.wait_for([&] { return acks().size() == 1; }));
@@ -794,6 +860,7 @@ TEST_F(ProtocolTest, TheKeeperFencesCommitsOfReplacedCoordinatorsAndServesChunks
   ASSERT_TRUE(coord_obs.wait_for([&] { return acks().size() == 4; }));
   {
     std::lock_guard<std::mutex> lock(coord_obs.mu);
+    EXPECT_EQ(writing_notices(), 4u) << "each well-formed request is announced before it is written";
     const auto a = acks();
     EXPECT_TRUE(a[0].first);
     EXPECT_FALSE(a[1].first);
