@@ -22,22 +22,28 @@ bounds alone, the disk bound also for new files. Gloo keeps nothing; an Atoll ro
 released, so it can be no faster than the disk bound.
 
 Atoll runs twice per row: over CURVE (every cluster's default) and over plain TCP
-(`atoll local --plain-links`), since Gloo's TCP transport encrypts nothing.
+(`atoll local --plain-links`), since Gloo's TCP transport encrypts nothing. With
+`--early-results on,off` also with and without diloco.early_results (results sent while
+the round commits, applied on a confirmation once it is durable; on by default).
 
-Writes DIR/results.json: [{size_mb, workers, codec, links, atoll_gbps, gloo_gbps, tcp_bound_gbps,
+Writes DIR/results.json: [{size_mb, workers, codec, links, early_results, atoll_gbps, gloo_gbps, tcp_bound_gbps,
 commit_disk_bound_gbps, atoll_round_s, atoll_release_s (the median of the first term),
-atoll_coordinator_share, atoll_average_s, atoll_commit_s, atoll_results_s, rounds_measured}]
+atoll_coordinator_share, atoll_average_s, atoll_commit_s, atoll_keeper_write_s, atoll_results_s,
+rounds_measured}]
 and prints a table. GB/s = 1e9 bytes per second. Where a round's time goes, medians over
 rounds 2..R: atoll_average_s (last contribution in -> the commit starts: decode, average,
 outer step, encode the result), atoll_commit_s (the commit starts -> the slower keeper's
 acknowledgement: copy and digest of theta and momentum, transfer, write, fdatasync; both
-from the coordinator's debug log) and atoll_results_s (release -> the last worker's
-acknowledgement: results to the workers, applied and checked).
+from the coordinator's debug log; atoll_keeper_write_s is the slower keeper's write and
+fdatasync within it, from the keepers' debug logs) and atoll_results_s (release -> the last
+worker's acknowledgement: results to the workers, applied and checked; with early results
+only the confirmation travels then).
 """
 import argparse
 import json
 import multiprocessing as mp
 import os
+import queue
 import re
 import shutil
 import socket
@@ -177,7 +183,20 @@ def gloo_gbps(size_bytes, world, repeats=5):
     procs = [mp.Process(target=_gloo_rank, args=(r, world, port, size_bytes // 4, repeats, out)) for r in range(world)]
     for p in procs:
         p.start()
-    median = out.get(timeout=600)
+    deadline = time.monotonic() + 600
+    median = None
+    while median is None:
+        try:
+            median = out.get(timeout=1)
+        except queue.Empty:
+            # A rank that died (no torch in this Python, a port taken) would leave the
+            # others waiting for it: say so at once instead of at the deadline.
+            failed = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
+            if failed or time.monotonic() > deadline:
+                for p in procs:
+                    p.kill()
+                sys.exit(f"averaging.py: Gloo's all-reduce failed (rank exit codes {failed or 'none, timed out'}); "
+                         f"it needs torch for {sys.executable} (Debian: python3-torch, run by /usr/bin/python3)")
     for p in procs:
         p.join()
     return size_bytes / median / 1e9
@@ -194,6 +213,7 @@ def mlp_width(size_bytes):
 COMMITTING = re.compile(r"^\[\s*([0-9.]+) .*coordinator \d+: committing round (\d+), ([0-9.]+) s after the last "
                         r"contribution")
 ACKNOWLEDGED = re.compile(r"^\[\s*([0-9.]+) .*coordinator \d+: keeper/\d+ acknowledged round (\d+) ")
+WROTE = re.compile(r"keeper: wrote fragment \d+ round (\d+) \(\d+ MiB\) in ([0-9.]+) s")
 
 
 def fmt_s(seconds):
@@ -205,12 +225,14 @@ def commit_phases(log_dir):
     lines): last contribution in -> the commit starts (average, outer step, encoding), and
     the commit starts -> the last keeper's acknowledgement (copy and digest, transfer, write,
     fdatasync)."""
-    averages, commits = [], []
+    averages, commits, writes = [], [], {}
     for name in sorted(os.listdir(log_dir)) if os.path.isdir(log_dir) else []:
         started, acked = {}, {}
         with open(os.path.join(log_dir, name), errors="replace") as f:
             for line in f:
-                if m := COMMITTING.match(line):
+                if m := WROTE.search(line):  # a keeper's write and fdatasync: the slower keeper's counts
+                    writes[int(m[1])] = max(writes.get(int(m[1]), 0.0), float(m[2]))
+                elif m := COMMITTING.match(line):
                     started[int(m[2])] = float(m[1])
                     if int(m[2]) >= 2:
                         averages.append(float(m[3]))
@@ -218,10 +240,10 @@ def commit_phases(log_dir):
                     acked[int(m[2])] = float(m[1])  # the last one wins: the slower keeper
         commits += [acked[r] - t for r, t in started.items() if r >= 2 and r in acked]
     median = lambda xs: statistics.median(xs) if xs else None
-    return median(averages), median(commits)
+    return median(averages), median(commits), median([t for r, t in writes.items() if r >= 2])
 
 
-def atoll_run(atoll, run_dir, size_bytes, workers, codec, rounds, links="curve"):
+def atoll_run(atoll, run_dir, size_bytes, workers, codec, rounds, links="curve", early_results=True):
     sync_every = 2
     cmd = [atoll, "local", "--nodes", str(workers), "--example", "mlp", "--steps", str(sync_every * rounds),
            "--run-dir", run_dir,
@@ -235,7 +257,8 @@ def atoll_run(atoll, run_dir, size_bytes, workers, codec, rounds, links="curve")
            "--set", f"net.max_frame_mb={max(64, 2 * size_bytes // MIB)}",
            "--set", f"run.min_workers={workers}",
            "--set", "run.threads_per_worker=1",
-           "--set", "cluster.lease_ms=120000"]
+           "--set", "cluster.lease_ms=120000",
+           "--set", f"diloco.early_results={'true' if early_results else 'false'}"]
     if links == "plain":
         cmd.append("--plain-links")
     if os.path.exists(run_dir):
@@ -267,11 +290,11 @@ def atoll_run(atoll, run_dir, size_bytes, workers, codec, rounds, links="curve")
     if not times:
         sys.exit(f"averaging: no complete round after the first in {run_dir}")
     median = statistics.median(times)
-    average_s, commit_s = commit_phases(os.path.join(run_dir, "logs"))
+    average_s, commit_s, write_s = commit_phases(os.path.join(run_dir, "logs"))
     return {"atoll_round_s": median, "atoll_gbps": size_bytes / median / 1e9,
             "atoll_release_s": statistics.median(releases),
             "atoll_coordinator_share": statistics.median(commit_shares), "rounds_measured": len(times),
-            "atoll_average_s": average_s, "atoll_commit_s": commit_s,
+            "atoll_average_s": average_s, "atoll_commit_s": commit_s, "atoll_keeper_write_s": write_s,
             "atoll_results_s": statistics.median(helds),
             "run_wall_s": time.time() - started}
 
@@ -290,6 +313,9 @@ def main():
     ap.add_argument("--links", default="curve,plain",
                     help="Atoll's links: curve (encrypted, the default of every cluster) and/or plain "
                          "(`atoll local --plain-links`: unencrypted TCP, as Gloo's)")
+    ap.add_argument("--early-results", default="on",
+                    help="diloco.early_results: on (the default: results travel while the round commits) "
+                         "and/or off (results after the commit), e.g. on,off for both, run by run")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     results = []
@@ -304,33 +330,41 @@ def main():
             continue
         for workers in [int(w) for w in args.workers.split(",")]:
             gloo = gloo_gbps(size, workers)
-            for codec, links in [(c, l) for l in args.links.split(",") for c in args.codecs.split(",")]:
-                run_dir = os.path.join(args.out, f"run-{size_mb}-{workers}-{codec}-{links}")
-                a = atoll_run(args.atoll, run_dir, size, workers, codec, args.rounds, links)
+            grid = [(c, l, e) for l in args.links.split(",") for c in args.codecs.split(",")
+                    for e in args.early_results.split(",")]
+            for codec, links, early in grid:
+                if early not in ("on", "off"):
+                    sys.exit(f"averaging.py: --early-results takes on and/or off, not {early!r}")
+                run_dir = os.path.join(args.out, f"run-{size_mb}-{workers}-{codec}-{links}-{early}")
+                a = atoll_run(args.atoll, run_dir, size, workers, codec, args.rounds, links, early == "on")
                 shutil.rmtree(run_dir, ignore_errors=True)  # the keeper's copies are large
                 row = {"size_mb": size_mb, "workers": workers, "codec": codec, "links": links,
+                       "early_results": early == "on",
                        "atoll_gbps": a["atoll_gbps"], "gloo_gbps": gloo, "tcp_bound_gbps": tcp,
                        "commit_disk_bound_gbps": disk,
                        "atoll_round_s": a["atoll_round_s"], "atoll_release_s": a["atoll_release_s"],
                        "atoll_coordinator_share": a["atoll_coordinator_share"],
                        "atoll_average_s": a["atoll_average_s"], "atoll_commit_s": a["atoll_commit_s"],
-                       "atoll_results_s": a["atoll_results_s"],
+                       "atoll_results_s": a["atoll_results_s"], "atoll_keeper_write_s": a["atoll_keeper_write_s"],
                        "rounds_measured": a["rounds_measured"]}
                 results.append(row)
-                print(f"averaging: {size_mb} MiB, M={workers}, {codec}, {links} links: atoll {a['atoll_gbps']:.3f} GB/s "
+                print(f"averaging: {size_mb} MiB, M={workers}, {codec}, {links} links, early results {early}: "
+                      f"atoll {a['atoll_gbps']:.3f} GB/s "
                       f"({a['atoll_round_s']:.3f} s/round; last contribution to release {a['atoll_release_s']:.3f} s, "
                       f"{a['atoll_coordinator_share']:.0%}; average {fmt_s(a['atoll_average_s'])}, "
-                      f"commit {fmt_s(a['atoll_commit_s'])}, results {fmt_s(a['atoll_results_s'])}), "
+                      f"commit {fmt_s(a['atoll_commit_s'])} (keeper write {fmt_s(a['atoll_keeper_write_s'])}), "
+                      f"results {fmt_s(a['atoll_results_s'])}), "
                       f"gloo {gloo:.3f} GB/s, tcp bound {tcp:.3f} GB/s, commit disk bound {disk:.3f} GB/s", flush=True)
                 with open(os.path.join(args.out, "results.json"), "w") as f:
                     json.dump(results, f, indent=1)
     if args.bounds_only:
         return
-    print("\n| MiB | M | codec | links | Atoll GB/s | Gloo GB/s | TCP bound GB/s | commit disk bound GB/s "
-          "| Atoll / Gloo | Atoll / TCP |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("\n| MiB | M | codec | links | early results | Atoll GB/s | Gloo GB/s | TCP bound GB/s "
+          "| commit disk bound GB/s | Atoll / Gloo | Atoll / TCP |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
-        print(f"| {r['size_mb']} | {r['workers']} | {r['codec']} | {r['links']} | {r['atoll_gbps']:.3f} | "
+        print(f"| {r['size_mb']} | {r['workers']} | {r['codec']} | {r['links']} | "
+              f"{'on' if r['early_results'] else 'off'} | {r['atoll_gbps']:.3f} | "
               f"{r['gloo_gbps']:.3f} | "
               f"{r['tcp_bound_gbps']:.3f} | {r['commit_disk_bound_gbps']:.3f} | {r['atoll_gbps'] / r['gloo_gbps']:.2f} | "
               f"{r['atoll_gbps'] / r['tcp_bound_gbps']:.2f} |")
