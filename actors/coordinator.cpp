@@ -216,10 +216,10 @@ void on_contribution(self_ptr self, const wire::message_ptr& msg) {
     return;
   }
   const auto arrived = st.now();
-  auto values = take_contribution(*msg, st.rounds->theta().size());
-  if (!values) {
-    log_warn(fragment_name(st) + ": refused contribution of " + msg->sender() + ": " + values.err().describe());
-    st.mail->refuse(*msg, values.err(), refusal_epoch(st));
+  auto values = st.rounds->contribution_buffer();
+  if (auto err = take_contribution(*msg, st.rounds->theta().size(), values)) {
+    log_warn(fragment_name(st) + ": refused contribution of " + msg->sender() + ": " + err.describe());
+    st.mail->refuse(*msg, err, refusal_epoch(st));
     return;
   }
   if (st.rounds->contributors().empty()) {
@@ -227,7 +227,7 @@ void on_contribution(self_ptr self, const wire::message_ptr& msg) {
     if (st.cfg.round_deadline.count() > 0)
       self->delayed_send(self, st.cfg.round_deadline, deadline_atom::value, st.rounds->open_round());
   }
-  auto done = st.rounds->add(msg->sender(), msg->epoch(), c.getRound(), std::move(*values), c.getWeight());
+  auto done = st.rounds->add(msg->sender(), msg->epoch(), c.getRound(), std::move(values), c.getWeight());
   if (!done) {
     if (done.err().code == errc::not_participant) st.refused_outside.insert(msg->sender());
     log_warn(fragment_name(st) + ": refused contribution of " + msg->sender() + ": " + done.err().describe());

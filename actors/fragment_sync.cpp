@@ -19,8 +19,19 @@ void fragment_sync::ask() {
 }
 
 void fragment_sync::drop_provisional() {
+  recycle(std::move(provisional_));
   provisional_ = {};
   has_provisional_ = false;
+}
+
+void fragment_sync::recycle(std::vector<float> buffer) {
+  if (buffer.capacity() > spare_.capacity()) spare_ = std::move(buffer);
+}
+
+std::vector<float> fragment_sync::recycled_buffer() {
+  auto buffer = std::move(spare_);
+  spare_ = {};
+  return buffer;
 }
 
 void fragment_sync::start_fetch(state_fetch fetch, std::uint64_t epoch) {
@@ -33,6 +44,7 @@ void fragment_sync::start_fetch(state_fetch fetch, std::uint64_t epoch) {
 
 void fragment_sync::adopt(std::uint64_t round, std::uint64_t epoch, std::vector<float> theta_global) {
   fetch_.cancel();  // a transfer of an older round, if any, is moot
+  recycle(std::move(theta_global_));
   theta_global_ = std::move(theta_global);
   round_ = round;
   epoch_ = epoch;
@@ -101,31 +113,37 @@ expected<bool> fragment_sync::confirmed(std::uint64_t round, std::uint64_t epoch
 }
 
 expected<std::vector<float>> fragment_sync::applied(std::uint64_t round, const std::vector<float>& change,
-                                                    std::uint64_t digest) const {
+                                                    std::uint64_t digest) {
   if (theta_global_.empty())
     return make_error(errc::not_ready, "no theta_global to apply round " + std::to_string(round) + " to");
   if (change.size() != theta_global_.size())
     return make_error(errc::tensor_mismatch,
                       std::to_string(change.size()) + " values, fragment has " + std::to_string(theta_global_.size()));
-  std::vector<float> values(change.size());
+  auto values = recycled_buffer();
+  values.resize(change.size());
   for (std::size_t i = 0; i < values.size(); ++i)
     values[i] = theta_global_[i] + change[i];  // the coordinator's addition
+  status refused;
   if (!all_finite(values.data(), values.size()))
-    return make_error(errc::not_finite, "round " + std::to_string(round) + " applied to theta_global");
-  if (digest64(values.data(), values.size() * sizeof(float)) != digest)
-    return make_error(errc::digest_mismatch,
-                      "round " + std::to_string(round) + " applied to theta_global of round " + std::to_string(round_));
-  return values;
+    refused = make_error(errc::not_finite, "round " + std::to_string(round) + " applied to theta_global");
+  else if (digest64(values.data(), values.size() * sizeof(float)) != digest)
+    refused = make_error(errc::digest_mismatch, "round " + std::to_string(round) +
+                                                    " applied to theta_global of round " + std::to_string(round_));
+  if (!refused) return values;
+  recycle(std::move(values));
+  return refused;
 }
 
-expected<std::vector<float>> fragment_sync::take_result() {
+expected<const std::vector<float>*> fragment_sync::take_result() {
   if (auto err = expect(phase::result_ready, "take_result")) return err;
   round_ = result_round_;
   pending_ = {};
   drop_provisional();
   phase_ = phase::synced;
+  recycle(std::move(theta_global_));
   theta_global_ = std::move(result_);
-  return theta_global_;
+  result_ = {};
+  return &theta_global_;
 }
 
 fragment_sync::on_state fragment_sync::state_arrived(std::uint64_t round, std::uint64_t epoch) {

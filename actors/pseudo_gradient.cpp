@@ -21,10 +21,10 @@ void put_tensors(encoded_values&& values, wire::outgoing& msg) {
     msg.tensors.push_back(wire::tensor::from_floats(values.scales.data(), values.scales.size()));
 }
 
-// `what` names the message in errors ("contribution", "round update").
-expected<std::vector<float>> take_tensors(const wire::message& msg, schema::PseudoGradientCodec codec,
-                                          std::uint32_t chunk, std::uint64_t count, std::size_t expected_count,
-                                          const char* what) {
+// Decodes into `out` (its memory reused). `what` names the message in errors
+// ("contribution", "round update").
+status take_tensors(const wire::message& msg, schema::PseudoGradientCodec codec, std::uint32_t chunk,
+                    std::uint64_t count, std::size_t expected_count, const char* what, std::vector<float>& out) {
   const auto kind = static_cast<codec_kind>(codec);
   if (kind > codec_kind::fp4) return make_error(errc::tensor_mismatch, std::string(what) + " with an unknown codec");
   if (count != expected_count)
@@ -42,7 +42,8 @@ expected<std::vector<float>> take_tensors(const wire::message& msg, schema::Pseu
       return make_error(errc::tensor_mismatch, std::string("fp32 ") + what + " of " +
                                                    std::to_string(tensors[0].data.size()) + " bytes for " +
                                                    std::to_string(expected_count) + " values");
-    return tensors[0].to_floats();
+    tensors[0].copy_floats_to(out);
+    return {};
   }
   encoded_values enc;
   enc.kind = kind;
@@ -50,9 +51,8 @@ expected<std::vector<float>> take_tensors(const wire::message& msg, schema::Pseu
   enc.chunk = scaled ? chunk : 0;
   enc.payload = tensors[0].data.to_vector();
   if (scaled) enc.scales = tensors[1].to_floats();
-  std::vector<float> out(expected_count);
-  if (auto err = decode(enc, out.data())) return err;
-  return out;
+  out.resize(expected_count);
+  return decode(enc, out.data());
 }
 
 // The codec fields of a Contribution or a RoundResult, and the tensors behind them.
@@ -70,9 +70,9 @@ void put_contribution(schema::Contribution::Builder c, encoded_values&& values, 
   put_encoded(c, std::move(values), msg);
 }
 
-expected<std::vector<float>> take_contribution(const wire::message& msg, std::size_t expected_count) {
+status take_contribution(const wire::message& msg, std::size_t expected_count, std::vector<float>& into) {
   const auto c = msg.envelope().getContribution();
-  return take_tensors(msg, c.getCodec(), c.getChunk(), c.getCount(), expected_count, "contribution");
+  return take_tensors(msg, c.getCodec(), c.getChunk(), c.getCount(), expected_count, "contribution", into);
 }
 
 void put_round_update(schema::RoundResult::Builder r, encoded_values&& values, wire::outgoing& msg) {
@@ -98,14 +98,14 @@ void put_round_update(schema::RoundResult::Builder r, const round_update_frames&
   msg.tensors.insert(msg.tensors.end(), frames.tensors.begin(), frames.tensors.end());
 }
 
-expected<std::vector<float>> take_round_update(const wire::message& msg, std::size_t expected_count) {
+status take_round_update(const wire::message& msg, std::size_t expected_count, std::vector<float>& into) {
   const auto r = msg.envelope().getRoundResult();
-  auto values = take_tensors(msg, r.getCodec(), r.getChunk(), r.getCount(), expected_count, "round update");
-  if (!values) return values;
-  for (float v : *values)
+  if (auto err = take_tensors(msg, r.getCodec(), r.getChunk(), r.getCount(), expected_count, "round update", into))
+    return err;
+  for (float v : into)
     if (!std::isfinite(v))
       return make_error(errc::not_finite, "round update of fragment " + std::to_string(r.getFragment()));
-  return values;
+  return {};
 }
 
 }  // namespace atl

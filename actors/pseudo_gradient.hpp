@@ -13,15 +13,17 @@ namespace atl {
 // Fills the contribution's codec fields and appends its tensors to `msg`.
 void put_contribution(schema::Contribution::Builder c, encoded_values&& values, wire::outgoing& msg);
 
-// Decodes a received contribution to fp32, checking it has `expected_count` values.
-// Typed errors: tensor_mismatch (shape, sizes, codec), not_finite.
-expected<std::vector<float>> take_contribution(const wire::message& msg, std::size_t expected_count);
+// Decodes a received contribution to fp32 into `into`, checking it has `expected_count`
+// values. Typed errors: tensor_mismatch (shape, sizes, codec), not_finite. `into` reuses its
+// memory: a fragment-sized buffer allocated afresh costs a page fault per 4 KiB, which at
+// 64 MiB took 0.3 s of system time on the VMs measured (tools/bench/averaging.py).
+status take_contribution(const wire::message& msg, std::size_t expected_count, std::vector<float>& into);
 
 // The same for a RoundResult that carries an update (isUpdate): sets isUpdate and the codec
 // fields; take_round_update also refuses an update that decodes to NaN or infinity
 // (not_finite), which would poison every copy of theta_global it is added to.
 void put_round_update(schema::RoundResult::Builder r, encoded_values&& values, wire::outgoing& msg);
-expected<std::vector<float>> take_round_update(const wire::message& msg, std::size_t expected_count);
+status take_round_update(const wire::message& msg, std::size_t expected_count, std::vector<float>& into);
 
 // A round update's codec fields and frames, made once: every worker's RoundResult shares
 // the frames' bytes instead of copying the payload.

@@ -43,7 +43,7 @@ status round_tracker::open(std::uint64_t epoch, std::vector<std::string> partici
   if (participants.empty()) return make_error(errc::not_ready, "a round needs participants");
   epoch_ = epoch;
   participants_ = std::set<std::string>(participants.begin(), participants.end());
-  contributions_.clear();
+  recycle_contributions();
   phase_ = phase::collecting;
   return {};
 }
@@ -148,8 +148,20 @@ void round_tracker::publish_encoded(const std::vector<float>& previous) {
 status round_tracker::committed() {
   if (phase_ != phase::committing) return wrong_phase("committed", phase_);
   phase_ = phase::ready;
-  contributions_.clear();
+  recycle_contributions();
   return {};
+}
+
+void round_tracker::recycle_contributions() {
+  for (auto& [_, c] : contributions_) spare_contributions_.push_back(std::move(c.first));
+  contributions_.clear();
+}
+
+std::vector<float> round_tracker::contribution_buffer() {
+  if (spare_contributions_.empty()) return {};
+  auto buffer = std::move(spare_contributions_.back());
+  spare_contributions_.pop_back();
+  return buffer;
 }
 
 std::vector<std::string> round_tracker::contributors() const {

@@ -72,9 +72,13 @@ class round_tracker {
   const std::vector<float>& momentum() const { return momentum_; }
   const std::set<std::string>& participants() const { return participants_; }
   std::vector<std::string> contributors() const;
+  // A buffer of an earlier round's contribution (or an empty one) to decode the next
+  // contribution into: contributions are fragment-sized, and kept like scratch_ below.
+  std::vector<float> contribution_buffer();
 
  private:
   expected<bool> finish_if_complete();
+  void recycle_contributions();  // contributions_ emptied, their buffers kept
   void publish_encoded(const std::vector<float>& previous);
 
   std::uint32_t fragment_;
@@ -97,6 +101,7 @@ class round_tracker {
   struct {
     std::vector<float> average, previous, change, decoded;
   } scratch_;
+  std::vector<std::vector<float>> spare_contributions_;
 };
 
 const char* to_string(round_tracker::phase p);

@@ -205,16 +205,17 @@ void on_update(self_ptr self, const wire::message_ptr& msg, std::size_t f, std::
   }
   auto& frag = st.fragments[f];
   const auto result = msg->envelope().getRoundResult();
-  auto change = take_round_update(*msg, st.model->fragment_size(f));
-  if (!change) return refuse_result(self, *msg, f, round, change.err());
+  auto& change = st.decoded_update;
+  if (auto err = take_round_update(*msg, st.model->fragment_size(f), change))
+    return refuse_result(self, *msg, f, round, err);
   if (result.getProvisional()) {
     // Held until its round is committed; one that cannot be applied is refused here, and
     // its confirmation then finds nothing held (the state is asked for then).
-    auto held = frag.provisional_update_arrived(round, *change, result.getDigest());
+    auto held = frag.provisional_update_arrived(round, change, result.getDigest());
     if (!held) refuse_result(self, *msg, f, round, held.err(), /*ask=*/false);
     return;
   }
-  auto taken = frag.update_arrived(round, msg->epoch(), *change, result.getDigest());
+  auto taken = frag.update_arrived(round, msg->epoch(), change, result.getDigest());
   if (!taken) return refuse_result(self, *msg, f, round, taken.err());
   if (!*taken) return;  // duplicate or stale
   st.epoch = std::max(st.epoch, msg->epoch());
@@ -255,12 +256,13 @@ void on_global(self_ptr self, const wire::message_ptr& msg) {
     return;
   }
   if (is_state) return on_state(self, msg, f, round);
+  auto values = st.fragments[f].recycled_buffer();
+  msg->tensors()[0].copy_floats_to(values);
   if (env.getRoundResult().getProvisional()) {
-    st.fragments[f].provisional_arrived(round, msg->tensors()[0].to_floats(), env.getRoundResult().getDigest());
+    st.fragments[f].provisional_arrived(round, std::move(values), env.getRoundResult().getDigest());
     return;  // applied once its round is committed
   }
-  if (!st.fragments[f].result_arrived(round, msg->epoch(), msg->tensors()[0].to_floats()))
-    return;  // duplicate or stale
+  if (!st.fragments[f].result_arrived(round, msg->epoch(), std::move(values))) return;  // duplicate or stale
   st.epoch = std::max(st.epoch, msg->epoch());
   st.steps->result_arrived(self, f);
 }

@@ -65,6 +65,7 @@ struct worker_state {
   std::unique_ptr<fragment_schedule> schedule;
   std::unique_ptr<step_strategy> steps;  // DiLoCo or ddp
   std::vector<fragment_sync> fragments;  // theta_global itself is kept by the replica
+  std::vector<float> decoded_update;  // a low-bit result's change, decoded (reused round to round)
   std::uint64_t epoch = 0;
   std::int64_t step = 0;
   std::int64_t last_eval_step = -1;

@@ -35,7 +35,7 @@ class ddp_steps final : public step_strategy {
       if (!frag.has_result()) return;
     for (std::size_t f = 0; f < st.fragments.size(); ++f) {
       auto average = st.fragments[f].take_result();
-      st.model->write_gradients(f, average->data());
+      st.model->write_gradients(f, (*average)->data());
     }
     st.model->apply_gradients(st.step);
     st.step++;

@@ -31,7 +31,7 @@ bool merge_due_results(worker_self self, bool all) {
       return false;
     }
     auto result = frag.take_result();
-    st.model->merge_global(f, result->data(), static_cast<float>(st.cfg.run.alpha));
+    st.model->merge_global(f, (*result)->data(), static_cast<float>(st.cfg.run.alpha));
   }
   return true;
 }

@@ -47,6 +47,11 @@ std::vector<float> tensor::to_floats() const {
   return std::vector<float>(values, values + data.size() / sizeof(float));
 }
 
+void tensor::copy_floats_to(std::vector<float>& out) const {
+  const auto* values = reinterpret_cast<const float*>(data.data());
+  out.assign(values, values + data.size() / sizeof(float));
+}
+
 outgoing::outgoing() : envelope(nullptr) { envelope = builder_.initRoot<schema::Envelope>(); }
 
 frames encode(outgoing& msg) {

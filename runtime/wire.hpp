@@ -56,6 +56,8 @@ struct tensor {
   std::size_t numel() const;
   // Copies float32 bytes out. Precondition: dtype is FLOAT32.
   std::vector<float> to_floats() const;
+  // The same into `out`, reusing its memory (no page faults when it is large enough).
+  void copy_floats_to(std::vector<float>& out) const;
 };
 
 std::size_t dtype_size(schema::DType dtype);

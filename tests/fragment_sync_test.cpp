@@ -54,7 +54,7 @@ TEST(FragmentSync, ARoundTripFromAskingToMerged) {
   EXPECT_FALSE(s.result_arrived(5, 6, {1.0f, 2.0f})) << "a duplicate";
   auto values = s.take_result();
   ASSERT_TRUE(values);
-  EXPECT_EQ(*values, (std::vector<float>{1.0f, 2.0f}));
+  EXPECT_EQ(**values, (std::vector<float>{1.0f, 2.0f}));
   EXPECT_EQ(s.current(), P::synced);
   EXPECT_EQ(s.round(), 5u);
   EXPECT_EQ(s.pending().count, 0u);
@@ -208,12 +208,49 @@ TEST(FragmentSync, ALowBitResultIsTheKeptThetaGlobalPlusItsChange) {
   EXPECT_EQ(s.current(), P::result_ready);
   auto values = s.take_result();
   ASSERT_TRUE(values);
-  EXPECT_EQ(*values, after);
+  EXPECT_EQ(**values, after);
   // The next round's change applies to what was taken.
   ASSERT_FALSE(s.contribute(6, 20, some_bytes()));
   arrived = s.update_arrived(6, 3, {1.0f, 1.0f}, digest_of({2.5f, 2.0f}));
   ASSERT_TRUE(arrived && *arrived);
-  EXPECT_EQ(*s.take_result(), (std::vector<float>{2.5f, 2.0f}));
+  EXPECT_EQ(**s.take_result(), (std::vector<float>{2.5f, 2.0f}));
+}
+
+// Fragment-sized buffers go round instead of being allocated afresh each round (a fresh
+// one is faulted in page by page): a result lands in the memory of the theta_global that
+// a result before it replaced.
+TEST(FragmentSync, AResultReusesTheMemoryOfTheThetaGlobalItReplaced) {
+  fragment_sync s;
+  std::vector<float> adopted = {1.0f, 2.0f};
+  const float* adopted_memory = adopted.data();
+  s.adopt(4, 3, std::move(adopted));
+  EXPECT_TRUE(s.recycled_buffer().empty()) << "nothing replaced yet";
+  ASSERT_FALSE(s.contribute(5, 10, some_bytes()));
+  auto arrived = s.update_arrived(5, 3, {0.5f, 0.5f}, digest_of({1.5f, 2.5f}));
+  ASSERT_TRUE(arrived && *arrived);
+  ASSERT_TRUE(s.take_result());  // round 5 replaces the adopted state, whose memory is kept
+  ASSERT_FALSE(s.contribute(6, 20, some_bytes()));
+  arrived = s.update_arrived(6, 3, {0.5f, 0.5f}, digest_of({2.0f, 3.0f}));
+  ASSERT_TRUE(arrived && *arrived);
+  const auto taken = s.take_result();
+  ASSERT_TRUE(taken);
+  EXPECT_EQ((*taken)->data(), adopted_memory);
+  EXPECT_EQ(**taken, (std::vector<float>{2.0f, 3.0f}));
+  // A whole result is copied into the spare the worker asks for: round 5's memory now.
+  const auto spare = s.recycled_buffer();
+  EXPECT_EQ(spare.size(), 2u);
+  EXPECT_NE(spare.data(), adopted_memory);
+  EXPECT_TRUE(s.recycled_buffer().empty()) << "one spare, handed out once";
+}
+
+// A refused low-bit result gives its buffer back: the next one reuses it.
+TEST(FragmentSync, ARefusedLowBitResultKeepsItsBufferForTheNext) {
+  auto s = awaiting(5);
+  const auto refused = s.update_arrived(5, 3, {0.5f, 0.5f}, 42);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.err().code, errc::digest_mismatch);
+  const auto kept = s.recycled_buffer();
+  EXPECT_EQ(kept.size(), 2u);
 }
 
 TEST(FragmentSync, ALowBitResultThatCannotBeAppliedIsTypedAndChangesNothing) {
@@ -270,7 +307,7 @@ TEST(FragmentSync, AProvisionalResultIsHeldUntilItsRoundIsConfirmed) {
   EXPECT_TRUE(*confirmed);
   EXPECT_EQ(s.current(), P::result_ready);
   EXPECT_EQ(s.epoch(), 9u) << "the confirmation's epoch: the round opened after the commit";
-  EXPECT_EQ(*s.take_result(), after);
+  EXPECT_EQ(**s.take_result(), after);
   auto again = s.confirmed(5, 9, digest_of(after));
   ASSERT_TRUE(again);
   EXPECT_FALSE(*again) << "a duplicate confirmation";
@@ -287,7 +324,7 @@ TEST(FragmentSync, ALaterProvisionalResultOfTheRoundReplacesTheHeldOne) {
   ASSERT_FALSE(stale);
   EXPECT_EQ(stale.err().code, errc::not_ready);
   ASSERT_TRUE(s.confirmed(5, 3, digest_of(second)));
-  EXPECT_EQ(*s.take_result(), second);
+  EXPECT_EQ(**s.take_result(), second);
 }
 
 // A confirmation that finds nothing to apply is not_ready (the worker then asks for the
@@ -336,7 +373,7 @@ TEST(FragmentSync, AProvisionalLowBitResultIsCheckedWhenItArrives) {
   ASSERT_TRUE(held && *held);
   EXPECT_EQ(s.current(), P::awaiting_result);
   ASSERT_TRUE(s.confirmed(5, 3, digest_of(after)));
-  EXPECT_EQ(*s.take_result(), after);
+  EXPECT_EQ(**s.take_result(), after);
 }
 
 }  // namespace

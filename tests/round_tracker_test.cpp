@@ -33,6 +33,25 @@ TEST(RoundTracker, ARoundCompletesWhenEveryParticipantContributed) {
   EXPECT_EQ(t.current_phase(), round_tracker::phase::ready);
 }
 
+// Contributions are fragment-sized: a finished round's buffers are handed out again for
+// the next round's contributions instead of being allocated (and faulted in) afresh.
+TEST(RoundTracker, AFinishedRoundsContributionBuffersAreReused) {
+  auto t = seeded_at_round_zero();
+  EXPECT_TRUE(t.contribution_buffer().empty()) << "no round finished yet";
+  ASSERT_FALSE(t.open(7, {"w/a", "w/b"}));
+  std::vector<float> a = {0.5f, 1.0f}, b = {1.5f, -1.0f};
+  const float* memory[] = {a.data(), b.data()};
+  ASSERT_TRUE(t.add("w/a", 7, 1, std::move(a), 1.0f));
+  ASSERT_TRUE(t.add("w/b", 7, 1, std::move(b), 1.0f));
+  EXPECT_TRUE(t.contribution_buffer().empty()) << "still the committing round's";
+  ASSERT_FALSE(t.committed());
+  const auto first = t.contribution_buffer(), second = t.contribution_buffer();
+  EXPECT_EQ(first.size(), 2u);
+  EXPECT_TRUE((first.data() == memory[0] && second.data() == memory[1]) ||
+              (first.data() == memory[1] && second.data() == memory[0]));
+  EXPECT_TRUE(t.contribution_buffer().empty()) << "two contributions, two buffers";
+}
+
 TEST(RoundTracker, AContributionFromAnOlderEpochIsRefused) {
   auto t = seeded_at_round_zero();
   ASSERT_FALSE(t.open(7, {"w/a"}));
