@@ -298,8 +298,8 @@ std::optional<round_update_frames> released_update_frames(const coordinator_stat
 void send_provisional_results_once_received(self_ptr self) {
   auto& st = self->state;
   const auto round = st.rounds->committed_round();
-  if (!st.cfg.early_results || round == 0 || st.rounds->rule() != round_tracker::update_rule::nesterov ||
-      st.provisional_round == round)
+  if (!st.cfg.early_results || st.rounds->current_phase() != round_tracker::phase::committing || round == 0 ||
+      st.rounds->rule() != round_tracker::update_rule::nesterov || st.provisional_round == round)
     return;
   for (const auto& keeper : st.keepers)
     if (!st.writing.count(keeper) && !st.acked.count(keeper)) return;
@@ -373,6 +373,7 @@ void on_membership(self_ptr self, const wire::message_ptr& msg) {
   if (first) request_startup_state(self);  // now the keepers
   if (st.cfg.load_from_every_keeper) resume_when_every_keeper_answered(self);  // one removed may have been awaited
   finish_commit_if_acked(self);
+  send_provisional_results_once_received(self);  // the keeper not yet writing may be the one removed
   if (st.rounds->current_phase() == round_tracker::phase::collecting) {
     const auto participants = st.rounds->participants();
     for (const auto& p : participants) {

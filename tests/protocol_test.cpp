@@ -693,6 +693,55 @@ TEST_F(FencingTest, EarlyResultsAreConfirmedOnlyWhenEveryKeeperAcknowledgedTheRo
   EXPECT_TRUE(confirmation->tensors().empty()) << "a confirmation carries no tensor";
 }
 
+// A keeper that never said `writing` is dropped by a Membership (its node died): the
+// keepers left all have the round, so its results go out early then, rather than whole
+// after the commit; the confirmation still waits for the acknowledgement of every keeper left.
+TEST_F(FencingTest, EarlyResultsGoOutWhenTheKeeperNotYetWritingIsDropped) {
+  place_replica_probe();
+  observations dropped_obs;
+  dir_.add("keeper/2", sys_.spawn(probe_actor, &dropped_obs));
+  mailer as_dropped(net_, "keeper/2", "cluster-test");
+  const auto ack_as_dropped = [&](std::uint64_t round) {
+    wire::outgoing out;
+    auto ack = out.envelope.initCommitAck();
+    ack.setFragment(0);
+    ack.setRound(round);
+    ack.setOk(true);
+    as_dropped.send("coord/0", 1, out);
+  };
+  spawn_coordinator(1, {1.0f, 0.0f}, std::chrono::milliseconds(0), /*early_results=*/true);
+  send_membership(1, {"worker/x"}, 0, {"keeper/1", "keeper/2"});
+  request_state_with({1.0f, 2.0f, 3.0f});
+  ASSERT_TRUE(replica_obs_.wait_for([&] { return commits_seen() >= 1; }));
+  ack_as_replica(0);
+  ack_as_dropped(0);
+  ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.received.size() == 1; }));  // the seeded state
+
+  contribute(1, 1, {0.5f, 0.0f, 0.0f});
+  ASSERT_TRUE(replica_obs_.wait_for([&] { return commits_seen() >= 2; }));
+  ack_as_replica(1, /*writing=*/true);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(received_count(), 1u) << "results sent while keeper/2 had not said it has the round";
+  send_membership(2, {"worker/x"}, 0, {"keeper/1"});  // keeper/2's node is gone
+  ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.received.size() == 2; }))
+      << "no early result once every keeper left has the round";
+  {
+    std::lock_guard<std::mutex> lock(worker_obs_.mu);
+    const auto r = worker_obs_.received[1]->envelope().getRoundResult();
+    EXPECT_EQ(r.getRound(), 1u);
+    EXPECT_TRUE(r.getProvisional());
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(received_count(), 2u) << "confirmed before keeper/1 acknowledged";
+  ack_as_replica(1);
+  ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.received.size() == 3; }));
+  std::lock_guard<std::mutex> lock(worker_obs_.mu);
+  const auto r = worker_obs_.received[2]->envelope().getRoundResult();
+  EXPECT_EQ(r.getRound(), 1u);
+  EXPECT_TRUE(r.getConfirms());
+  EXPECT_TRUE(worker_obs_.received[2]->tensors().empty());
+}
+
 // storage.keepers = nodes: the head's keeper falls behind while the two replicas hold the
 // commits, and comes back into a Membership when one replica is gone. A new coordinator asks
 // every keeper of its Membership, waits for all of them (one not answering holds it until
@@ -1184,6 +1233,49 @@ TEST_F(WorkerRecoveryTest, AnAnnouncedNewerStateIsAdopted) {
   EXPECT_EQ(obs_.adopted[1].worker, "worker/1.0");
   EXPECT_EQ(obs_.adopted[1].digest, digest64(theta.data(), theta.size() * sizeof(float)));
   EXPECT_TRUE(obs_.digests.empty());
+}
+
+// Early results at the worker: a confirmation that carries tensors is malformed and
+// refused (tensor_mismatch), changing nothing; one that finds no held result of its round
+// (the provisional one was lost or refused) is refused as not_ready, and the worker asks
+// for the committed state, which brings it to the round with the coordinator's bits.
+TEST_F(WorkerRecoveryTest, AConfirmationWithTensorsIsRefusedAndOneWithNothingHeldAsksForTheState) {
+  spawn_worker(600000);  // the timeout must not be what asks
+  ASSERT_TRUE(coord_obs_.wait_for([&] { return coord_obs_.received.size() >= 1; }));
+  send_state(0);
+  ASSERT_TRUE(coord_obs_.wait_for([&] { return seen_locked().second >= 1; }));  // contributed to round 1
+  const auto confirm = [&](bool with_tensor) {
+    wire::outgoing out;
+    auto r = out.envelope.initRoundResult();
+    r.setFragment(0);
+    r.setRound(1);
+    r.setDigest(42);
+    r.setConfirms(true);
+    const std::vector<float> values = {1.0f, 2.0f};
+    if (with_tensor) out.tensors.push_back(wire::tensor::from_floats(values.data(), values.size()));
+    as_coordinator_.send("worker/1.0", 1, out);
+  };
+  confirm(/*with_tensor=*/true);
+  ASSERT_TRUE(coord_obs_.wait_for([&] { return coord_obs_.refusals.size() == 1; }));
+  {
+    std::lock_guard<std::mutex> lock(coord_obs_.mu);
+    EXPECT_EQ(coord_obs_.refusals[0], errc::tensor_mismatch);
+    EXPECT_EQ(seen_locked().first, 1) << "a malformed confirmation made the worker ask";
+  }
+  {
+    std::lock_guard<std::mutex> lock(obs_.mu);
+    EXPECT_TRUE(obs_.digests.empty()) << "a malformed confirmation was taken";
+  }
+
+  confirm(/*with_tensor=*/false);  // nothing provisional is held
+  ASSERT_TRUE(coord_obs_.wait_for([&] { return coord_obs_.refusals.size() == 2 && seen_locked().first >= 2; }))
+      << "no StateRequest after a confirmation of nothing held";
+  {
+    std::lock_guard<std::mutex> lock(coord_obs_.mu);
+    EXPECT_EQ(coord_obs_.refusals[1], errc::not_ready);
+  }
+  std::lock_guard<std::mutex> lock(obs_.mu);
+  EXPECT_TRUE(obs_.digests.empty()) << "a round merged without its result";
 }
 
 // Refused as stale_epoch (its round opened in a newer epoch): the worker sends the same
