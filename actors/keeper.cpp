@@ -166,6 +166,9 @@ caf::behavior keeper_behavior(self_ptr self) {
                 std::to_string(std::chrono::duration<double>(std::chrono::steady_clock::now() - writing).count()) +
                 " s");
             if (!result) raise_writer_epoch(self, cp.fragment, cp.epoch);
+            // A committed round is the fragment's newest: a replica need not catch it up any
+            // more (and stops asking a source that may have died since it was placed).
+            if (!result) st.missing.erase(cp.fragment);
             if (!result && cp.round > 0) ATL_FAULT_POINT("keeper.written");
             ack.setOk(!result);
             ack.setError(result.describe());

@@ -15,7 +15,8 @@
 // well and release a round only when every keeper acknowledged it. On start it catches up:
 //   catching_up --LoadRequest(p) to its source, every second, for each fragment not yet
 //                answered--> LoadReply(p) from the source -> committed here (if newer)
-//   caught up: every fragment answered (commits are taken all along)
+//   caught up: every fragment answered, or committed here by its coordinator (commits are
+//   taken all along, and a committed round is the newest: the source is not asked again)
 // A LoadReply from anyone but its source, or after catching up, is refused.
 //
 // Chunks (a worker resyncing a large fragment): ChunkRequest(fragment, round, offset,

@@ -865,6 +865,51 @@ TEST_F(ProtocolTest, AReplicaKeeperCatchesUpFromItsSource) {
   EXPECT_FALSE(replica_store->latest(1)->has_value());
 }
 
+// A replica's source that never answers (its node died after the replica was placed) is
+// asked every second for the fragments still missing, but no longer for one a coordinator
+// has committed to the replica since: that round is the fragment's newest.
+TEST_F(ProtocolTest, AReplicaStopsAskingItsSourceForAFragmentCommittedToIt) {
+  observations source_obs, coord_obs;
+  dir_.add("keeper/9", sys_.spawn(probe_actor, &source_obs));  // silent
+  dir_.add("coord/0", sys_.spawn(probe_actor, &coord_obs));
+  auto storage = std::make_shared<keeper_storage>();
+  storage->db = make_memory_store();
+  storage->checkpoints = std::make_unique<checkpoint_store>(*storage->db, 10);
+  dir_.add("keeper/1", sys_.spawn(keeper_replica_actor, static_cast<transport*>(&net_), std::string("keeper/1"),
+                                  cluster_.get(), storage, std::string("keeper/9"), std::uint32_t{2}));
+  const auto asked = [&](std::uint32_t fragment) {  // LoadRequests so far; source_obs.mu held
+    std::size_t n = 0;
+    for (const auto& m : source_obs.received)
+      n += m->envelope().isLoadRequest() && m->envelope().getLoadRequest().getFragment() == fragment;
+    return n;
+  };
+  ASSERT_TRUE(source_obs.wait_for([&] { return asked(0) >= 2 && asked(1) >= 2; })) << "not asked again";
+
+  mailer as_coordinator(net_, "coord/0", cluster_.get());
+  wire::outgoing out;
+  auto req = out.envelope.initCommitRequest();
+  req.setFragment(0);
+  req.setRound(4);
+  const std::vector<float> theta = {1.0f, 2.0f}, momentum = {0.0f, 0.0f};
+  out.tensors.push_back(wire::tensor::from_floats(theta.data(), theta.size()));
+  out.tensors.push_back(wire::tensor::from_floats(momentum.data(), momentum.size()));
+  as_coordinator.send("keeper/1", 5, out);
+  ASSERT_TRUE(coord_obs.wait_for([&] {
+    for (const auto& m : coord_obs.received)
+      if (m->envelope().isCommitAck() && m->envelope().getCommitAck().getOk()) return true;
+    return false;
+  }));
+  std::size_t fragment0_then = 0, fragment1_then = 0;
+  {
+    std::lock_guard<std::mutex> lock(source_obs.mu);
+    fragment0_then = asked(0);
+    fragment1_then = asked(1);
+  }
+  ASSERT_TRUE(source_obs.wait_for([&] { return asked(1) >= fragment1_then + 2; })) << "fragment 1 no longer asked";
+  std::lock_guard<std::mutex> lock(source_obs.mu);
+  EXPECT_EQ(asked(0), fragment0_then) << "fragment 0 was committed here: its source was asked again";
+}
+
 // S5 at the keeper: once a coordinator of epoch 5 loaded, a commit from epoch 3 (the one it
 // replaced, whose messages may still arrive) is refused as stale_epoch and changes nothing,
 // unless it repeats the latest round with the same bytes. Chunks are served from a stored
