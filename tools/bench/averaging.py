@@ -11,7 +11,13 @@ sends every worker its result.
 
     time = (last contribution in -> release, from the coordinator's RoundReport)
          + (release -> the last worker's acknowledgement, both stamped by the head)
-    throughput = fragment fp32 bytes / time        (median over rounds 2..R)
+    throughput = fragment fp32 bytes / time        (median over rounds W+1..R)
+
+W (`--warmup-rounds`, default 1) rounds are not measured: the first includes start-up, and
+the next few fault in the processes' heaps, which grow for about ten rounds at 64 MiB
+before a round's buffers are all reused (each fresh page is a fault; Gloo's baseline
+reuses one tensor after one warm-up all-reduce). `--rounds 20 --warmup-rounds 10`
+measures the steady state a long run sees.
 
 Beside it, in the same run: Gloo's all-reduce of the same bytes across M processes
 (torch.distributed from python3-torch, loopback TCP), the raw TCP bound: one socket
@@ -29,9 +35,9 @@ the round commits, applied on a confirmation once it is durable; on by default).
 Writes DIR/results.json: [{size_mb, workers, codec, links, early_results, atoll_gbps, gloo_gbps, tcp_bound_gbps,
 commit_disk_bound_gbps, atoll_round_s, atoll_release_s (the median of the first term),
 atoll_coordinator_share, atoll_average_s, atoll_commit_s, atoll_keeper_write_s, atoll_results_s,
-rounds_measured}]
+rounds_measured, warmup_rounds}]
 and prints a table. GB/s = 1e9 bytes per second. Where a round's time goes, medians over
-rounds 2..R: atoll_average_s (last contribution in -> the commit starts: decode, average,
+rounds W+1..R: atoll_average_s (last contribution in -> the commit starts: decode, average,
 outer step, encode the result), atoll_commit_s (the commit starts -> the slower keeper's
 acknowledgement: copy and digest of theta and momentum, transfer, write, fdatasync; both
 from the coordinator's debug log; atoll_keeper_write_s is the slower keeper's write and
@@ -220,8 +226,8 @@ def fmt_s(seconds):
     return "?" if seconds is None else f"{seconds:.3f} s"
 
 
-def commit_phases(log_dir):
-    """Medians over rounds 2.. of the coordinator's debug log (each process stamps its own
+def commit_phases(log_dir, first):
+    """Medians over rounds `first`.. of the coordinator's debug log (each process stamps its own
     lines): last contribution in -> the commit starts (average, outer step, encoding), and
     the commit starts -> the last keeper's acknowledgement (copy and digest, transfer, write,
     fdatasync)."""
@@ -234,16 +240,16 @@ def commit_phases(log_dir):
                     writes[int(m[1])] = max(writes.get(int(m[1]), 0.0), float(m[2]))
                 elif m := COMMITTING.match(line):
                     started[int(m[2])] = float(m[1])
-                    if int(m[2]) >= 2:
+                    if int(m[2]) >= first:
                         averages.append(float(m[3]))
                 elif m := ACKNOWLEDGED.match(line):
                     acked[int(m[2])] = float(m[1])  # the last one wins: the slower keeper
-        commits += [acked[r] - t for r, t in started.items() if r >= 2 and r in acked]
+        commits += [acked[r] - t for r, t in started.items() if r >= first and r in acked]
     median = lambda xs: statistics.median(xs) if xs else None
-    return median(averages), median(commits), median([t for r, t in writes.items() if r >= 2])
+    return median(averages), median(commits), median([t for r, t in writes.items() if r >= first])
 
 
-def atoll_run(atoll, run_dir, size_bytes, workers, codec, rounds, links="curve", early_results=True):
+def atoll_run(atoll, run_dir, size_bytes, workers, codec, rounds, links="curve", early_results=True, warmup=1):
     sync_every = 2
     cmd = [atoll, "local", "--nodes", str(workers), "--example", "mlp", "--steps", str(sync_every * rounds),
            "--run-dir", run_dir,
@@ -279,8 +285,8 @@ def atoll_run(atoll, run_dir, size_bytes, workers, codec, rounds, links="curve",
                 acks.setdefault(j["round"], []).append(j["time"])
     times, commit_shares, releases, helds = [], [], [], []
     for r, rep in sorted(released.items()):
-        if r < 2 or len(acks.get(r, [])) < workers:
-            continue  # round 1 includes start-up
+        if r <= warmup or len(acks.get(r, [])) < workers:
+            continue  # round 1 includes start-up, the next ones fault in heaps
         held = max(acks[r]) - rep["time"]
         total = rep["since_last_contribution_s"] + max(0.0, held)
         times.append(total)
@@ -288,9 +294,9 @@ def atoll_run(atoll, run_dir, size_bytes, workers, codec, rounds, links="curve",
         helds.append(max(0.0, held))
         commit_shares.append(rep["since_last_contribution_s"] / total if total > 0 else 0.0)
     if not times:
-        sys.exit(f"averaging: no complete round after the first in {run_dir}")
+        sys.exit(f"averaging: no complete round after the first {warmup} in {run_dir}")
     median = statistics.median(times)
-    average_s, commit_s, write_s = commit_phases(os.path.join(run_dir, "logs"))
+    average_s, commit_s, write_s = commit_phases(os.path.join(run_dir, "logs"), warmup + 1)
     return {"atoll_round_s": median, "atoll_gbps": size_bytes / median / 1e9,
             "atoll_release_s": statistics.median(releases),
             "atoll_coordinator_share": statistics.median(commit_shares), "rounds_measured": len(times),
@@ -306,7 +312,9 @@ def main():
     ap.add_argument("--sizes", default="16,64,256", help="fragment sizes in MiB")
     ap.add_argument("--workers", default="2,4")
     ap.add_argument("--codecs", default="fp32,int8")
-    ap.add_argument("--rounds", type=int, default=6, help="rounds per Atoll run (the first is not measured)")
+    ap.add_argument("--rounds", type=int, default=6, help="rounds per Atoll run")
+    ap.add_argument("--warmup-rounds", type=int, default=1,
+                    help="rounds not measured at the start of each Atoll run (start-up, heaps faulted in)")
     ap.add_argument("--bounds-only", action="store_true",
                     help="print the TCP bound and the commit's disk bound (overwriting a spare, and "
                          "writing a new file) for each size; run neither Atoll nor Gloo")
@@ -317,6 +325,8 @@ def main():
                     help="diloco.early_results: on (the default: results travel while the round commits) "
                          "and/or off (results after the commit), e.g. on,off for both, run by run")
     args = ap.parse_args()
+    if not 1 <= args.warmup_rounds < args.rounds:
+        sys.exit(f"averaging.py: --warmup-rounds must be at least 1 and below --rounds ({args.rounds})")
     os.makedirs(args.out, exist_ok=True)
     results = []
     for size_mb in [int(s) for s in args.sizes.split(",")]:
@@ -336,7 +346,8 @@ def main():
                 if early not in ("on", "off"):
                     sys.exit(f"averaging.py: --early-results takes on and/or off, not {early!r}")
                 run_dir = os.path.join(args.out, f"run-{size_mb}-{workers}-{codec}-{links}-{early}")
-                a = atoll_run(args.atoll, run_dir, size, workers, codec, args.rounds, links, early == "on")
+                a = atoll_run(args.atoll, run_dir, size, workers, codec, args.rounds, links, early == "on",
+                              args.warmup_rounds)
                 shutil.rmtree(run_dir, ignore_errors=True)  # the keeper's copies are large
                 row = {"size_mb": size_mb, "workers": workers, "codec": codec, "links": links,
                        "early_results": early == "on",
@@ -346,7 +357,7 @@ def main():
                        "atoll_coordinator_share": a["atoll_coordinator_share"],
                        "atoll_average_s": a["atoll_average_s"], "atoll_commit_s": a["atoll_commit_s"],
                        "atoll_results_s": a["atoll_results_s"], "atoll_keeper_write_s": a["atoll_keeper_write_s"],
-                       "rounds_measured": a["rounds_measured"]}
+                       "rounds_measured": a["rounds_measured"], "warmup_rounds": args.warmup_rounds}
                 results.append(row)
                 print(f"averaging: {size_mb} MiB, M={workers}, {codec}, {links} links, early results {early}: "
                       f"atoll {a['atoll_gbps']:.3f} GB/s "
