@@ -75,8 +75,8 @@ def atoll_run(atoll, out, name, steps, sets):
     done = [r for r in records if r.get("type") == "worker_done"]
     rounds = sum(1 for r in records if r.get("type") == "round")
     return {"s_per_step": statistics.median(per_step) if per_step else None,
-            "wall_s": done[0]["wall_seconds"] if done else None,
-            "wait_s": done[0].get("wait_seconds") if done else None,
+            "wall_s": done[0]["wall_s"] if done else None,
+            "wait_s": done[0].get("wait_s") if done else None,
             "rounds": rounds, "launcher_s": time.time() - started}
 
 
