@@ -3,6 +3,8 @@
 // worker per device and supervises them.
 //
 //   registering --Welcome--> running --every worker finished--> done (quits normally)
+//   running, hosting a keeper replica --every worker finished--> stays running (serving the
+//            keeper) until the Shutdown the registry sends when the run finishes
 //   registering: Hello every heartbeat interval until a Welcome (the head may start later)
 //   running: the link to the head came back (a restarted head) -> workers resend what they
 //            wait on (messages in flight through the old head are lost)

@@ -54,13 +54,7 @@ void set_run_phase(self_ptr self, run_phase to) {
 }
 
 void shut_down_cluster(self_ptr self) {
-  auto& st = self->state;
-  for (const auto& [id, n] : st.nodes) {
-    if (!takes_part(n.state)) continue;
-    wire::outgoing bye;
-    bye.envelope.initShutdown().setReason("atoll down");
-    st.mail->send(node_actor_id(id), st.snap.epoch, bye);
-  }
+  stop_every_node(self, "atoll down");
   log_info("registry: shutting down on request");
   self->delayed_send(self, std::chrono::milliseconds(300), stop_atom::value);  // let replies flush
 }
@@ -182,6 +176,18 @@ bool a_merged_round_is_unreported(const registry_state& st) {
 
 }  // namespace
 
+void send_shutdown(self_ptr self, std::uint32_t node, const std::string& reason) {
+  auto& st = self->state;
+  wire::outgoing bye;
+  bye.envelope.initShutdown().setReason(reason);
+  st.mail->send(node_actor_id(node), st.snap.epoch, bye);
+}
+
+void stop_every_node(self_ptr self, const std::string& reason) {
+  for (const auto& [id, n] : self->state.nodes)
+    if (takes_part(n.state)) send_shutdown(self, id, reason);
+}
+
 bool any_worker_done(const registry_state& st) {
   return std::any_of(st.workers.begin(), st.workers.end(), [](const auto& w) { return w.second.done; });
 }
@@ -248,6 +254,9 @@ void maybe_finish(self_ptr self) {
   if (!st.workers_done_at) st.workers_done_at = st.now();
   if (a_merged_round_is_unreported(st) && st.now() - *st.workers_done_at < unreported_round_grace) return;
   set_run_phase(self, run_phase::finished);
+  // A node whose workers finished stays while it hosts a keeper replica (its disk may hold
+  // the only copies of the newest rounds besides the other replica's): it stops now.
+  stop_every_node(self, run_finished_reason);
   const auto finished =
       std::count_if(st.workers.begin(), st.workers.end(), [](const auto& w) { return w.second.done; });
   json summary = {{"val_loss", st.last_val_loss},

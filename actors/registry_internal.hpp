@@ -22,8 +22,13 @@ using self_ptr = caf::stateful_actor<registry_state>*;
 void persist(self_ptr self);
 // The Membership to every placed coordinator.
 void publish_membership(self_ptr self);
-// training -> finished once no live node has a worker still training.
+// training -> finished once no live node has a worker still training; then every node
+// still there is told to stop (run_finished_reason).
 void maybe_finish(self_ptr self);
+inline constexpr const char* run_finished_reason = "run finished";
+// Shutdown(reason) to node/N; to every node that takes part.
+void send_shutdown(self_ptr self, std::uint32_t node, const std::string& reason);
+void stop_every_node(self_ptr self, const std::string& reason);
 // syncing -> active once each of the node's workers acknowledged a round.
 void mark_synced_if_all_acked(self_ptr self, std::uint32_t node_id);
 

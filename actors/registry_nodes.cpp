@@ -203,6 +203,9 @@ void on_heartbeat(self_ptr self, const wire::message_ptr& msg) {
     if (n.refused.size() < traffic_counters::reasons) n.refused.push_back(count);
   n.handshakes_failed = hb.getHandshakesFailed();
   n.worker_restarts = hb.getWorkerRestarts();
+  // Still there after the run finished: the Shutdown sent then was lost, or this node came
+  // back (a restarted head, a partition). Each heartbeat gets one until the node stops.
+  if (st.phase == run_phase::finished) send_shutdown(self, it->first, run_finished_reason);
 }
 
 // A node's proxy went down: its lease ran out (no heartbeat for cluster.lease_ms).
@@ -245,9 +248,7 @@ expected<json> start_leave(self_ptr self, const std::string& argument) {
     return make_error(errc::not_ready, "leave: node " + argument + " is " + to_string(st.nodes.at(*id).state));
   log_info("registry: node " + argument + " is draining (atoll leave)");
   after_membership_change(self);
-  wire::outgoing bye;
-  bye.envelope.initShutdown().setReason("atoll leave");
-  st.mail->send(node_actor_id(*id), st.snap.epoch, bye);
+  send_shutdown(self, *id, "atoll leave");
   return json{{"node_id", *id}, {"state", "draining"}};
 }
 

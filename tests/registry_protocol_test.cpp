@@ -318,6 +318,34 @@ TEST_F(RegistryProtocol, TheRunFinishesOnceTheRoundsItsWorkersMergedAreReported)
   EXPECT_EQ(stored().run_state, "finished") << "past the grace";
 }
 
+// A node whose workers finished may stay, to host a keeper replica, until the run finishes.
+// Then the registry tells every node still there to stop, and tells one again at each
+// heartbeat: a lost Shutdown must not keep a node up forever.
+TEST_F(RegistryProtocol, WhenTheRunFinishesEveryNodeStillThereIsToldToStop) {
+  hello("node/pending-a");
+  hello("node/pending-b");
+  ASSERT_EQ(stored().run_state, "training");
+  seen_.clear();
+  send_as("worker/1.0", [](auto e) { e.initWorkerDone().setSteps(10); });
+  run_for(1s, {1, 2});
+  ASSERT_EQ(stored().run_state, "training") << "worker/2.0 still trains";
+  EXPECT_TRUE(take(schema::Envelope::SHUTDOWN, "node/1").empty()) << "node/1 was stopped while the run trained";
+
+  send_as("worker/2.0", [](auto e) { e.initWorkerDone().setSteps(10); });
+  ASSERT_EQ(stored().run_state, "finished");
+  for (const auto* node : {"node/1", "node/2"}) {
+    const auto shutdowns = take(schema::Envelope::SHUTDOWN, node);
+    ASSERT_EQ(shutdowns.size(), 1u) << node;
+    EXPECT_STREQ(shutdowns[0]->envelope().getShutdown().getReason().cStr(), "run finished");
+  }
+
+  seen_.clear();
+  heartbeat(1);
+  sched_.run();
+  EXPECT_EQ(take(schema::Envelope::SHUTDOWN, "node/1").size(), 1u) << "a heartbeat after the finish";
+  EXPECT_TRUE(take(schema::Envelope::SHUTDOWN, "node/2").empty()) << "node/2 did not heartbeat";
+}
+
 // A worker that got a round by state transfer (a joiner, a resync) says so: the views show
 // the round it holds, but only a merged result makes its node active (it takes part).
 TEST_F(RegistryProtocol, AnAdoptedStateShowsInTheViewsButOnlyAMergedResultMakesANodeActive) {
