@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <thread>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -26,6 +27,31 @@ using testing::rounds_with;
 using testing::shut_down;
 using testing::subprocess;
 using namespace std::chrono_literals;
+
+// Fragment 0's rounds in each keeper store that exists under `paths`, read after the
+// processes are gone: round -> store -> digest.
+std::map<std::uint64_t, std::map<std::string, std::string>> fragment0_copies(const std::vector<std::string>& paths) {
+  std::map<std::uint64_t, std::map<std::string, std::string>> copies;
+  for (const auto& path : paths) {
+    auto db = open_rocksdb_store(path);
+    if (!db) continue;
+    checkpoint_store store(**db, 100);
+    auto stored = store.list();
+    EXPECT_TRUE(stored) << path;
+    if (!stored) continue;
+    for (const auto& c : *stored)
+      if (c.fragment == 0) copies[c.round][path] = digest_hex(c.digest);
+  }
+  return copies;
+}
+
+// The head's store and keeper-1 and keeper-2 under each node's run dir DIR/nodeK.
+std::vector<std::string> keeper_stores(const testing::temp_dir& dir, const std::string& head_dir, std::size_t nodes) {
+  std::vector<std::string> paths = {head_dir + "/db"};
+  for (std::size_t i = 0; i < nodes; ++i)
+    for (const char* keeper : {"/keeper-1", "/keeper-2"}) paths.push_back(dir.sub("node" + std::to_string(i)) + keeper);
+  return paths;
+}
 
 // SIGKILL the node hosting coord/0 mid-run. Its lease expires, the registry re-places the
 // coordinator on a survivor, which reloads the committed state from the keeper; the
@@ -443,26 +469,14 @@ TEST(Failover, WithKeepersOnNodesNoTensorCrossesTheHeadAndAKilledReplicaMovesNod
 
   // Every store's rounds, read after the processes are gone: each round from 1 to 40 is on
   // two machines at least, and every copy of a round holds the same bytes.
-  std::map<std::uint64_t, std::map<std::string, std::string>> copies;  // round -> store -> digest
-  const auto read_store = [&](const std::string& path) {
-    auto db = open_rocksdb_store(path);
-    if (!db) return;
-    checkpoint_store store(**db, 100);
-    auto stored = store.list();
-    ASSERT_TRUE(stored) << path;
-    for (const auto& c : *stored)
-      if (c.fragment == 0) copies[c.round][path] = digest_hex(c.digest);
-  };
-  read_store(head_dir + "/db");
-  for (std::size_t i = 0; i < nodes.size(); ++i)
-    for (const char* keeper : {"/keeper-1", "/keeper-2"}) read_store(dir.sub("node" + std::to_string(i)) + keeper);
+  const auto copies = fragment0_copies(keeper_stores(dir, head_dir, nodes.size()));
   for (std::uint64_t round = 1; round <= 40; ++round) {
-    const auto& held = copies[round];
+    const auto& held = copies.count(round) ? copies.at(round) : std::map<std::string, std::string>{};
     EXPECT_GE(held.size(), 2u) << "round " << round << " is on fewer than two machines";
     for (const auto& [path, digest] : held) EXPECT_EQ(digest, held.begin()->second) << path << " round " << round;
   }
-  ASSERT_FALSE(copies[40].empty());
-  EXPECT_EQ(copies[40].begin()->second, final_digest);
+  ASSERT_TRUE(copies.count(40));
+  EXPECT_EQ(copies.at(40).begin()->second, final_digest);
 
   // The export reads the replicas under the run dir: the head's store alone is behind.
   auto [code, out] = testing::run_command(
@@ -480,7 +494,72 @@ TEST(Failover, WithKeepersOnNodesNoTensorCrossesTheHeadAndAKilledReplicaMovesNod
   const auto last = std::find_if(listed.begin(), listed.end(), [](const json& r) { return r["round"] == 40; });
   ASSERT_NE(last, listed.end()) << listed.dump();
   EXPECT_EQ((*last)["digest"], final_digest);
-  EXPECT_EQ((*last)["stores"].size(), copies[40].size()) << last->dump();
+  EXPECT_EQ((*last)["stores"].size(), copies.at(40).size()) << last->dump();
+}
+
+// With storage.keepers = nodes, the two replica hosts finish their steps while a third
+// worker has not: its node (no run dir, so it cannot keep) is SIGSTOPped within its lease,
+// and rounds close at their deadline without it. The replicas hold the only two copies of
+// the newest rounds, so their nodes stay, serving them, until the run finishes; then the
+// registry stops them and every process exits cleanly without `atoll down`. (Before, they
+// left with their workers: the head's keeper, behind, was all that was left, and the chaos
+// bench saw such a run never finish.)
+TEST(Failover, WithKeepersOnNodesTheReplicaHostsStayUntilTheLastWorkerFinishes) {
+  testing::temp_dir dir;
+  const std::string head_dir = dir.sub("head");
+  subprocess head(
+      mlp_head(head_dir, 16000,
+               {"--set", "cluster.heartbeat_ms=300", "--set", "cluster.lease_ms=60000", "--set",
+                "diloco.round_deadline_ms=1000", "--set", "storage.keep_rounds=100", "--set", "storage.keepers=nodes"}),
+      dir.sub("head.log"));
+  const std::string ep = testing::wait_for_endpoint(head_dir, head);
+  ASSERT_FALSE(ep.empty()) << head.output();
+  auto nodes = testing::join_nodes(ATOLL_BIN, ep, 2, dir, true);
+  // Training starts with these two, so coord/0 is on one of them, not on the node stopped.
+  ASSERT_TRUE(testing::eventually([&] { return ask(ep, "status")["state"] == "training"; }, 60s, 20ms))
+      << head.output();
+  subprocess third({ATOLL_BIN, "join", "--head", ep, "--threads", "1"}, dir.sub("third.log"));
+  ASSERT_TRUE(testing::eventually(
+      [&] {
+        for (const auto& m : ask(ep, "members"))
+          if (m["node_id"] == 3) return m["state"] == "active";
+        return false;
+      },
+      60s, 20ms))
+      << head.output();
+  third.signal(SIGSTOP);
+
+  const auto done_of = [&](const std::string& id) {
+    const json status = ask(ep, "status");  // held: a range over a temporary's member dangles
+    for (const auto& w : status["workers"])
+      if (w["id"] == id) return w["done"].get<bool>();
+    return false;
+  };
+  ASSERT_TRUE(testing::eventually([&] { return done_of("worker/1.0") && done_of("worker/2.0"); }, 120s, 50ms))
+      << head.output();
+  std::this_thread::sleep_for(2s);  // past several heartbeats: a node on its way out has left
+  EXPECT_EQ(ask(ep, "status")["state"], "training") << "worker/3.0 has steps left";
+  for (auto& n : nodes) EXPECT_TRUE(n->running()) << "a replica host left with its workers\n" << n->output();
+
+  third.signal(SIGCONT);
+  EXPECT_EQ(third.wait(120s), 0) << third.output() << head.output();
+  for (auto& n : nodes) EXPECT_EQ(n->wait(30s), 0) << "not stopped when the run finished\n" << n->output();
+  const json fragments = ask(ep, "fragments");
+  const int final_round = fragments[0]["round"];
+  // worker/3.0 caught up to the final round from the replicas, which had to be there.
+  EXPECT_EQ(agreeing_at_final_round(fragments), 3) << fragments.dump();
+  EXPECT_EQ(fragments[0]["keeper_round"], final_round) << fragments.dump();
+  shut_down(ep, head);
+
+  // Every round is on both replicas with the same bytes.
+  const auto copies = fragment0_copies(keeper_stores(dir, head_dir, nodes.size()));
+  for (int round = 1; round <= final_round; ++round) {
+    const auto held = copies.find(static_cast<std::uint64_t>(round));
+    ASSERT_NE(held, copies.end()) << "round " << round << " is on no disk";
+    EXPECT_GE(held->second.size(), 2u) << "round " << round << " is on fewer than two machines";
+    for (const auto& [path, digest] : held->second)
+      EXPECT_EQ(digest, held->second.begin()->second) << path << " round " << round;
+  }
 }
 
 }  // namespace
