@@ -225,8 +225,9 @@ void on_worker_down(self_ptr self, const caf::down_msg& down) {
   bool all_finished = !st.workers.empty();
   for (const auto& w : st.workers) all_finished = all_finished && w.finished;
   if (!all_finished) return;
-  // A keeper replica's disk may hold the only second copy of the newest rounds (with
-  // storage.keepers = nodes, the only copies): it leaves with the run, not with our workers.
+  // A keeper replica's disk holds one of the two copies of the newest rounds (with
+  // storage.keepers = nodes, one of the only two), which a worker still training may need:
+  // it leaves when the run finishes, not with our workers.
   if (!st.keepers.empty()) {
     log_info("every worker finished; the node stays while it hosts a keeper replica, until the run finishes");
     return;

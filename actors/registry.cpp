@@ -254,8 +254,8 @@ void maybe_finish(self_ptr self) {
   if (!st.workers_done_at) st.workers_done_at = st.now();
   if (a_merged_round_is_unreported(st) && st.now() - *st.workers_done_at < unreported_round_grace) return;
   set_run_phase(self, run_phase::finished);
-  // A node whose workers finished stays while it hosts a keeper replica (its disk may hold
-  // the only copies of the newest rounds besides the other replica's): it stops now.
+  // Nodes whose workers finished may still be up, hosting a keeper replica until now
+  // (actors/node_agent.cpp): every node still there stops.
   stop_every_node(self, run_finished_reason);
   const auto finished =
       std::count_if(st.workers.begin(), st.workers.end(), [](const auto& w) { return w.second.done; });
