@@ -18,12 +18,16 @@ error wrong_phase(const char* op, round_tracker::phase p) {
 }
 }  // namespace
 
-status round_tracker::restore(std::uint64_t round, std::vector<float> theta, std::vector<float> momentum) {
+status round_tracker::restore(std::uint64_t round, std::vector<float> theta, std::vector<float> momentum,
+                              std::vector<float> residual) {
   if (phase_ != phase::unseeded) return wrong_phase("restore", phase_);
   if (theta.size() != momentum.size()) return make_error(errc::tensor_mismatch, "theta and momentum sizes differ");
+  if (!residual.empty() && residual.size() != theta.size())
+    return make_error(errc::tensor_mismatch, "theta and residual sizes differ");
   round_ = round;
-  theta_ = std::move(theta);
-  momentum_ = std::move(momentum);
+  state_.theta = std::move(theta);
+  state_.momentum = std::move(momentum);
+  state_.residual = std::move(residual);
   phase_ = phase::ready;
   return {};
 }
@@ -32,8 +36,9 @@ status round_tracker::seed(std::vector<float> theta) {
   if (phase_ != phase::unseeded) return wrong_phase("seed", phase_);
   if (!all_finite(theta.data(), theta.size())) return make_error(errc::not_finite, "initial parameters");
   round_ = 0;
-  momentum_.assign(theta.size(), 0.0f);
-  theta_ = std::move(theta);
+  state_.momentum.assign(theta.size(), 0.0f);
+  state_.residual.clear();
+  state_.theta = std::move(theta);
   phase_ = phase::committing;
   return {};
 }
@@ -74,9 +79,9 @@ expected<bool> round_tracker::add(const std::string& worker, std::uint64_t epoch
   if (!participants_.count(worker))
     return make_error(errc::not_participant, worker + " is not in round " + std::to_string(round));
   if (contributions_.count(worker)) return make_error(errc::duplicate, worker + " already contributed");
-  if (delta.size() != theta_.size())
+  if (delta.size() != state_.theta.size())
     return make_error(errc::tensor_mismatch,
-                      std::to_string(delta.size()) + " values, fragment has " + std::to_string(theta_.size()));
+                      std::to_string(delta.size()) + " values, fragment has " + std::to_string(state_.theta.size()));
   if (!all_finite(delta.data(), delta.size())) return make_error(errc::not_finite, "contribution of " + worker);
   contributions_.emplace(worker, std::make_pair(std::move(delta), weight));
   return finish_if_complete();
@@ -105,13 +110,10 @@ expected<bool> round_tracker::finish_if_complete() {
   if (contributions_.size() < participants_.size()) return false;
   std::vector<weighted_input> inputs;
   for (const auto& [_, c] : contributions_) inputs.push_back({c.first.data(), c.second});  // sorted by worker id
-  auto& avg = rule_ == update_rule::nesterov ? scratch_.average : average_;
-  if (auto st = weighted_average(inputs, theta_.size(), avg)) return st;
   if (rule_ == update_rule::nesterov) {
-    const bool encoded = result_codec_ != codec_kind::fp32;
-    if (encoded) scratch_.previous = theta_;
-    nesterov_step(opt_, theta_.data(), momentum_.data(), avg.data(), theta_.size());
-    if (encoded) publish_encoded(scratch_.previous);
+    if (auto st = apply_outer_round(outer_, inputs, state_, scratch_, update_)) return st;
+  } else if (auto st = weighted_average(inputs, state_.theta.size(), average_)) {
+    return st;
   }
   round_ += 1;
   phase_ = phase::committing;
@@ -119,30 +121,8 @@ expected<bool> round_tracker::finish_if_complete() {
 }
 
 void round_tracker::encode_results(codec_kind kind, std::size_t chunk) {
-  result_codec_ = kind;
-  result_chunk_ = chunk;
-}
-
-// theta_ holds the exact step from `previous`; it becomes previous + decode(encode(change)).
-void round_tracker::publish_encoded(const std::vector<float>& previous) {
-  const std::size_t n = theta_.size();
-  if (residual_.size() != n) residual_.assign(n, 0.0f);
-  auto& change = scratch_.change;
-  auto& decoded = scratch_.decoded;
-  change.resize(n);
-  decoded.resize(n);
-  for (std::size_t i = 0; i < n; ++i) change[i] = theta_[i] - previous[i] + residual_[i];
-  encoded_values enc;
-  if (encode(result_codec_, change.data(), n, result_chunk_, enc) || decode(enc, decoded.data())) {
-    update_.reset();  // theta itself is released: exact, and the residual is spent
-    residual_.assign(n, 0.0f);
-    return;
-  }
-  for (std::size_t i = 0; i < n; ++i) {
-    theta_[i] = previous[i] + decoded[i];  // the very addition each participant makes
-    residual_[i] = change[i] - decoded[i];
-  }
-  update_ = std::move(enc);
+  outer_.result_codec = kind;
+  outer_.result_chunk = chunk;
 }
 
 status round_tracker::committed() {

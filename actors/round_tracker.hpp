@@ -17,7 +17,8 @@
 // error-feedback residual of earlier rounds, is encoded, and theta becomes the previous
 // theta plus the decoded change. A participant that adds the same decoded bytes to its
 // copy of the previous theta reaches the same bits; the residual keeps theta within one
-// quantization step of the exact outer trajectory (the momentum stays exact).
+// quantization step of the exact outer trajectory (the momentum stays exact). The step is
+// runtime/algorithm/outer_round.hpp's, which keepers run again on the logged inputs.
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -27,6 +28,7 @@
 
 #include "runtime/algorithm/codec.hpp"
 #include "runtime/algorithm/outer_optimizer.hpp"
+#include "runtime/algorithm/outer_round.hpp"
 
 namespace atl {
 
@@ -38,10 +40,14 @@ class round_tracker {
   enum class update_rule { nesterov, average_only };
 
   round_tracker(std::uint32_t fragment, outer_options opt, update_rule rule = update_rule::nesterov)
-      : fragment_(fragment), opt_(opt), rule_(rule) {}
+      : fragment_(fragment), rule_(rule) {
+    outer_.outer = opt;
+  }
 
-  // A committed state loaded from a keeper (restart) or the first worker's parameters.
-  status restore(std::uint64_t round, std::vector<float> theta, std::vector<float> momentum);
+  // A committed state loaded from a keeper (restart). `residual` (empty: zeros) is the
+  // low-bit results' error feedback, which the keepers replay with the same step.
+  status restore(std::uint64_t round, std::vector<float> theta, std::vector<float> momentum,
+                 std::vector<float> residual = {});
   status seed(std::vector<float> theta);  // unseeded -> committing round 0
   status open(std::uint64_t epoch, std::vector<std::string> participants);  // ready -> collecting
   // Returns true when the round became complete (and moved to committing).
@@ -62,14 +68,20 @@ class round_tracker {
   std::uint64_t committed_round() const { return round_; }
   std::uint64_t open_round() const { return round_ + 1; }
   std::uint64_t open_epoch() const { return epoch_; }
-  const std::vector<float>& theta() const { return theta_; }
+  const std::vector<float>& theta() const { return state_.theta; }
   // What a completed round releases: theta (nesterov) or the average (average_only).
-  const std::vector<float>& result() const { return rule_ == update_rule::nesterov ? theta_ : average_; }
+  const std::vector<float>& result() const { return rule_ == update_rule::nesterov ? state_.theta : average_; }
+  // The last completed round's averaged pseudo-gradient (nesterov rounds): what a round
+  // log record carries instead of the contributions when it is the smaller of the two.
+  const std::vector<float>& last_average() const { return scratch_.average; }
+  // How rounds turn their average into theta (the outer optimizer and the result codec).
+  const outer_rule& rule_of_rounds() const { return outer_; }
   update_rule rule() const { return rule_; }
   // The last completed round's encoded change of theta, or null: release theta itself
   // (fp32 results, or an encoding that failed, which then changed nothing).
   const encoded_values* released_update() const { return update_ ? &*update_ : nullptr; }
-  const std::vector<float>& momentum() const { return momentum_; }
+  const std::vector<float>& momentum() const { return state_.momentum; }
+  const std::vector<float>& residual() const { return state_.residual; }
   const std::set<std::string>& participants() const { return participants_; }
   std::vector<std::string> contributors() const;
   // A buffer of an earlier round's contribution (or an empty one) to decode the next
@@ -79,28 +91,22 @@ class round_tracker {
  private:
   expected<bool> finish_if_complete();
   void recycle_contributions();  // contributions_ emptied, their buffers kept
-  void publish_encoded(const std::vector<float>& previous);
 
   std::uint32_t fragment_;
-  outer_options opt_;
+  outer_rule outer_;
   update_rule rule_;
   std::vector<float> average_;  // last completed round's average (average_only)
   phase phase_ = phase::unseeded;
   std::uint64_t round_ = 0;  // last committed (or committing, in phase committing) round
   std::uint64_t epoch_ = 0;  // epoch of the open round
-  std::vector<float> theta_, momentum_;
+  outer_state state_;  // theta, momentum and the result codec's residual
   std::set<std::string> participants_;
   std::map<std::string, std::pair<std::vector<float>, float>> contributions_;  // sorted by worker id
-  codec_kind result_codec_ = codec_kind::fp32;
-  std::size_t result_chunk_ = 0;
-  std::vector<float> residual_;  // what the published theta still owes the exact one
   std::optional<encoded_values> update_;
   // Fragment-sized working memory of a round, kept from one round to the next: allocated
   // afresh, every round faulted in and zeroed four fragments of pages, which at 256 MiB
   // took most of an int8 round's averaging (the heap's free top is given back between).
-  struct {
-    std::vector<float> average, previous, change, decoded;
-  } scratch_;
+  outer_scratch scratch_;
   std::vector<std::vector<float>> spare_contributions_;
 };
 

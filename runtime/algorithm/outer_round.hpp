@@ -1,0 +1,56 @@
+#pragma once
+// One outer round applied to a fragment's state: the step that a coordinator takes when a
+// round completes and that every keeper takes again from the round's logged inputs
+// (storage/round_record.hpp). It is one function so that the two cannot drift: a keeper
+// checks the theta_global it reaches against the digest the coordinator logged.
+//
+//   average  = sum_i w_i x_i / sum_i w_i        (weighted_average; the caller's order)
+//   momentum, theta = Nesterov step on average  (nesterov_step)
+//   low-bit results: change = theta - previous + residual, sent = decode(encode(change)),
+//                    theta = previous + sent, residual = change - sent
+//
+// The residual (error feedback of the published change) is part of the state: a keeper
+// that replays a round needs it as much as theta and momentum, and a coordinator that
+// resumes from a keeper takes it over so that its next encoded change is the keeper's.
+#include <cstddef>
+#include <optional>
+#include <vector>
+
+#include "runtime/algorithm/codec.hpp"
+#include "runtime/algorithm/outer_optimizer.hpp"
+#include "runtime/expected.hpp"
+
+namespace atl {
+
+// How a round turns its average into the next theta_global: the run's outer optimizer and
+// the codec its results are published in (fp32: theta itself, no residual).
+struct outer_rule {
+  outer_options outer;
+  codec_kind result_codec = codec_kind::fp32;
+  std::size_t result_chunk = 0;
+};
+
+// theta_global, the outer momentum and the result codec's residual (empty: zeros).
+struct outer_state {
+  std::vector<float> theta, momentum, residual;
+};
+
+// Fragment-sized working memory, kept by the caller from one round to the next (a fresh
+// 64 MiB vector costs a page fault per 4 KiB, about 0.3 s of system time on these VMs).
+struct outer_scratch {
+  std::vector<float> average, previous, change, decoded;
+};
+
+// Applies one round whose averaged pseudo-gradient is `average` (state.theta.size()
+// values). `published` receives the encoded change that participants add to the previous
+// theta, or is reset when theta itself is published (fp32 results, or an encoding that
+// failed: then theta is exact and the residual is spent).
+void apply_outer_average(const outer_rule& rule, const float* average, outer_state& state, outer_scratch& scratch,
+                         std::optional<encoded_values>& published);
+
+// weighted_average of `inputs` into scratch.average, then apply_outer_average. Typed errors
+// of weighted_average (no inputs, a weight that is not positive and finite) change nothing.
+status apply_outer_round(const outer_rule& rule, const std::vector<weighted_input>& inputs, outer_state& state,
+                         outer_scratch& scratch, std::optional<encoded_values>& published);
+
+}  // namespace atl
