@@ -84,8 +84,15 @@ const std::vector<knob>& knobs() {
       {"cluster.restart_backoff_ms", &C::restart_backoff_ms, 0, 3.6e6, "ms",
        "first restart delay, doubled for each restart in the window (at most 30 s)"},
       {"storage.keep_rounds", &C::keep_rounds, 1, 1e6, "rounds",
-       "committed rounds kept per fragment (a keeper holds one more record per fragment on disk: the spare its next "
-       "commit overwrites)"},
+       "committed rounds kept readable per fragment (the snapshot before the oldest and the round log after it; a "
+       "keeper also holds one spare file per fragment and kind, which its next write overwrites)"},
+      {"storage.sync", &C::sync, 0, 0, "",
+       "when a keeper acknowledges a round record: replicated (in its write-ahead log, not fdatasynced: two keepers "
+       "on two nodes survive the loss of either) or fsync (fdatasynced first)",
+       "replicated|fsync"},
+      {"storage.snapshot_every", &C::snapshot_every, 1, 1e6, "rounds",
+       "rounds between a keeper's full fp32 snapshots of a fragment (theta, momentum, residual); reads replay the "
+       "round log since the last one"},
       {"storage.keepers", &C::keepers, 0, 0, "",
        "where every commit goes: head (the head's keeper and a replica on a node), or nodes (two replicas on two "
        "nodes, so no tensor crosses the head's link; the head's keeper stands in while fewer than two nodes can "

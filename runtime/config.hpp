@@ -66,6 +66,8 @@ struct run_config {
   // [storage]
   std::int64_t keep_rounds = 5;
   std::string keepers = "head";  // head | nodes (two keepers on nodes; the head's out of the round path)
+  std::string sync = "replicated";  // replicated | fsync (round records fdatasynced before the ack)
+  std::int64_t snapshot_every = 10;  // rounds between a keeper's full snapshots of a fragment
   // [net]
   std::int64_t max_frame_mb = 1024;  // the head drops a peer that sends a bigger frame
 };

@@ -1,11 +1,28 @@
 #pragma once
-// Committed fragment state, by (fragment, round), on a kv_store.
+// Committed fragment state, by (fragment, round), on a kv_store: full snapshots of the
+// state, and between them the round log (storage/round_record.hpp), whose records a read
+// replays onto the snapshot before them.
 //
-// Layout: column `fragments`, key "f/<fragment:08x>/r/<round:016x>" -> record;
+// Layout: column `fragments`, key "f/<fragment:08x>/r/<round:016x>" -> snapshot
+//                                  (theta, momentum, residual after the round);
+//                             key "f/<fragment:08x>/l/<round:016x>" -> round record
+//                                  (the round's inputs and the digest it reaches);
 //         column `manifest`,  key "latest/<fragment:08x>" -> round (decimal).
-// A commit writes the record, moves the manifest and prunes round (r - keep_rounds) in
-// one atomic, synced batch, so a crash leaves either the old or the new round as latest.
-// Records carry a digest of theta and are checked on load (restores are bit-exact).
+// A commit (a snapshot as the new latest round) or an append (a round record) writes the
+// value, moves the manifest and prunes in one atomic batch, so a crash leaves either the
+// old or the new round as latest. Snapshots carry a digest of their bytes and records a
+// checksum, both checked on every read; a replayed round must reach the theta digest its
+// record names (restores are bit-exact).
+//
+// Pruning keeps every round of the last keep_rounds readable: the newest snapshot at or
+// before the oldest of them, every snapshot after it, and the log after it. With
+// snapshots every snapshot_every rounds that is at most keep_rounds / snapshot_every + 2
+// snapshots and the records since the oldest, whatever the run's length.
+//
+// Durability (storage.sync): `fsync` fdatasyncs every value and batch before it returns;
+// `replicated` leaves round records and their batches in the page cache and RocksDB's
+// WAL (a process crash loses nothing, a machine crash may lose what this keeper holds,
+// and the other keeper, on another node, still holds it). Snapshots are always synced.
 //
 // On a store with a files directory (RocksDB), the record's bytes go to a file of their
 // own first (storage/value_files.hpp: written once, durable before the batch), and the
@@ -24,6 +41,7 @@
 #include <vector>
 
 #include "storage/kv_store.hpp"
+#include "storage/round_record.hpp"
 
 namespace atl {
 
@@ -33,6 +51,7 @@ struct fragment_checkpoint {
   std::uint64_t epoch = 0;
   std::vector<float> theta;  // theta_global of the fragment after the round
   std::vector<float> momentum;  // outer Nesterov buffer, same size as theta
+  std::vector<float> residual = {};  // the result codec's error feedback; empty: zeros
 };
 
 // A round to commit, pointing at values the caller keeps alive for the call: a keeper
@@ -43,7 +62,8 @@ struct checkpoint_view {
   std::uint64_t epoch = 0;
   const float* theta = nullptr;
   const float* momentum = nullptr;
-  std::size_t count = 0;  // values in theta, and in momentum
+  const float* residual = nullptr;  // null: zeros
+  std::size_t count = 0;  // values in theta, momentum and residual
   // digest64 of theta when the caller has it (a received frame's checked checksum):
   // then no commit hashes theta again.
   std::optional<std::uint64_t> theta_digest;
@@ -62,16 +82,43 @@ struct checkpoint_summary {
   std::size_t params;
 };
 
+enum class sync_mode { fsync, replicated };
+
+struct log_options {
+  sync_mode sync = sync_mode::fsync;
+  std::uint64_t snapshot_every = 10;  // rounds between a keeper's snapshots
+};
+
+struct run_config;
+// storage.sync and storage.snapshot_every of a (validated) run configuration.
+log_options log_options_for(const run_config& run);
+
+// What a fragment's store holds, for `atollctl checkpoints` and the disk bound.
+struct fragment_storage {
+  std::uint32_t fragment = 0;
+  std::size_t snapshots = 0;
+  std::size_t log_records = 0;
+  std::uint64_t bytes = 0;  // of snapshots and records together
+};
+
 // Whether commits reach the disk, for `atollctl status`: a full disk shows up here.
 struct storage_health {
   bool failing = false;  // the last commit failed
   std::uint64_t failed_commits = 0;
   std::string last_error;  // of the last failed commit
+  std::uint64_t logged_bytes = 0;  // round records' input bytes appended (commit bytes per keeper)
+  std::uint64_t logged_records = 0;
 };
 
 class checkpoint_store {
  public:
-  checkpoint_store(kv_store& store, std::uint64_t keep_rounds) : store_(store), keep_(keep_rounds) {}
+  checkpoint_store(kv_store& store, std::uint64_t keep_rounds, log_options options = {})
+      : store_(store), keep_(keep_rounds), options_(options) {}
+  const log_options& options() const { return options_; }
+  // Whether a keeper that reached `round` by the log writes a snapshot of it.
+  bool snapshot_due(std::uint64_t round) const {
+    return options_.snapshot_every > 0 && round % options_.snapshot_every == 0;
+  }
 
   // Refuses a round that is not newer than the latest committed one (S3), with two
   // exceptions. The latest round again with the same bytes is acknowledged without a write
@@ -87,11 +134,23 @@ class checkpoint_store {
   // took 30 to 100 ms here, time the coordinator waited for. Files left by a crash
   // between the two are swept at the next process's first removal.
   status commit_keeping_files(const checkpoint_view& cp);
+  // A round record as the new latest round: it must follow the latest round (not_ready
+  // when this store is behind: it could not replay it). The latest round again with the
+  // same theta digest is acknowledged without a write (a retry); from a newer epoch with
+  // another digest it replaces the latest round (as commit() does).
+  status append_keeping_files(const round_record& record);
+  // A snapshot of a round this store already holds (a keeper that applied the log).
+  status snapshot_keeping_files(const checkpoint_view& cp);
   void remove_unnamed_files();
   expected<std::optional<fragment_checkpoint>> latest(std::uint32_t fragment) const;
   // The latest committed round of a fragment, from the manifest alone (no values read).
   expected<std::optional<std::uint64_t>> latest_round(std::uint32_t fragment) const;
+  // A round's state: its snapshot, or the snapshot before it with the log replayed onto it.
   expected<std::optional<fragment_checkpoint>> load(std::uint32_t fragment, std::uint64_t round) const;
+  // What the store says of one round without reading a value file (null: not stored).
+  expected<std::optional<checkpoint_summary>> summary(std::uint32_t fragment, std::uint64_t round) const;
+  // Snapshots, records and their bytes, by fragment.
+  expected<std::vector<fragment_storage>> storage_use() const;
   // Every stored round of every fragment, oldest first; reads no value file.
   expected<std::vector<checkpoint_summary>> list() const;
   // The same (fragment, round) pairs from the keys alone: no value is read or hashed.
@@ -104,7 +163,17 @@ class checkpoint_store {
   static expected<fragment_checkpoint> decode(const std::string& bytes);
 
  private:
-  status write_and_commit(const checkpoint_view& cp);
+  status write_and_commit(const checkpoint_view& cp, bool move_manifest, std::vector<std::string> erase);
+  void note_health(const status& result);
+  // The stored value and the batch that makes it latest, with the manifest moved and the
+  // fragment pruned; `erase` keys go too (a replaced round's other form).
+  status write_batch(std::uint32_t fragment, std::uint64_t round, const std::string& key, const std::string& value,
+                     bool move_manifest, bool sync, std::vector<std::string> erase = {});
+  // Keys of the fragment to erase so that the last keep_rounds rounds before `latest` stay
+  // readable (see the header).
+  expected<std::vector<std::string>> prunable(std::uint32_t fragment, std::uint64_t latest,
+                                              const std::string& adding) const;
+  expected<std::string> write_log_file(const round_record& record);
   // A stored value as encode() wrote it: inline, or read from the file it names.
   expected<std::string> record_bytes(const std::string& stored) const;
   // Writes the record to its file, straight from cp's values; returns the reference the
@@ -117,13 +186,15 @@ class checkpoint_store {
 
   kv_store& store_;
   std::uint64_t keep_;
+  log_options options_;
   bool committed_ = false;
   bool swept_ = false;
   // Files that committed batches named no longer, by fragment, until remove_unnamed_files().
-  std::vector<std::pair<std::uint32_t, std::string>> unnamed_files_;
-  // One of them per fragment is kept for that fragment's next record to overwrite
-  // (value_files::write_durably with a spare): one record's size of disk per fragment.
-  std::map<std::uint32_t, std::string> spare_files_;
+  std::vector<std::pair<std::pair<std::uint32_t, char>, std::string>> unnamed_files_;
+  // One of them per fragment and kind (snapshot, log record) is kept for the next value of
+  // that kind to overwrite (value_files::write_durably with a spare): one value's size of
+  // disk per fragment and kind.
+  std::map<std::pair<std::uint32_t, char>, std::string> spare_files_;
   mutable std::mutex health_mu_;
   storage_health health_;  // guarded by health_mu_
 };

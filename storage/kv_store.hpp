@@ -26,8 +26,9 @@ struct kv_write {
 class kv_store {
  public:
   virtual ~kv_store() = default;
-  // All writes or none; durable when it returns success.
-  virtual status commit(const std::vector<kv_write>& batch) = 0;
+  // All writes or none; durable when it returns success. `sync` false (storage.sync =
+  // replicated): in the write-ahead log, which survives the process but not the machine.
+  virtual status commit(const std::vector<kv_write>& batch, bool sync = true) = 0;
   virtual expected<std::optional<std::string>> get(column family, const std::string& key) const = 0;
   // Keys with `prefix`, in key order.
   virtual expected<std::vector<std::pair<std::string, std::string>>> scan(column family,

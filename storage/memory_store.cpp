@@ -8,7 +8,7 @@ namespace {
 
 class memory_store : public kv_store {
  public:
-  status commit(const std::vector<kv_write>& batch) override {
+  status commit(const std::vector<kv_write>& batch, bool /*sync*/ = true) override {
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& w : batch) {
       auto& m = data_[static_cast<int>(w.family)];

@@ -60,7 +60,7 @@ class rocksdb_store : public kv_store {
 
   ~rocksdb_store() override { close(); }
 
-  status commit(const std::vector<kv_write>& batch) override {
+  status commit(const std::vector<kv_write>& batch, bool sync = true) override {
     if (read_only_) return make_error(errc::storage_failure, "commit: " + path_ + " is open read-only");
     std::uint64_t bytes = 0;
     for (const auto& w : batch) bytes += w.key.size() + w.value.size();
@@ -77,7 +77,7 @@ class rocksdb_store : public kv_store {
       if (!s.ok()) return storage_error("batch", s);
     }
     rocksdb::WriteOptions wo;
-    wo.sync = true;  // acknowledged only once on disk (RELIABILITY.md S4)
+    wo.sync = sync;  // acknowledged only once on disk (RELIABILITY.md S4), unless replicated
     auto s = db_.db->Write(wo, &wb);
     if (!s.ok()) {
       close();  // reopened by the next commit; the failed batch stays unacknowledged

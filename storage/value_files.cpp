@@ -49,8 +49,9 @@ status sync_directory(const std::string& dir) {
   return rc == 0 ? status{} : failure("fsync", dir, err);
 }
 
-// writev until every piece is written (a call may write less than asked), then fdatasync.
-status write_all(int fd, std::vector<iovec> left, const std::string& path) {
+// writev until every piece is written (a call may write less than asked), then fdatasync
+// if `flush`.
+status write_all(int fd, std::vector<iovec> left, const std::string& path, bool flush) {
   std::size_t first = 0;
   while (first < left.size()) {
     const auto count = static_cast<int>(std::min<std::size_t>(left.size() - first, IOV_MAX));
@@ -65,7 +66,7 @@ status write_all(int fd, std::vector<iovec> left, const std::string& path) {
       left[first].iov_len -= written;
     }
   }
-  if (::fdatasync(fd) != 0) return failure("fdatasync", path, errno);
+  if (flush && ::fdatasync(fd) != 0) return failure("fdatasync", path, errno);
   return {};
 }
 
@@ -87,6 +88,11 @@ status write_durably(const std::string& dir, const std::string& name, const std:
 
 status write_durably(const std::string& dir, const std::string& name, const std::vector<piece>& pieces,
                      const std::string& spare) {
+  return write(dir, name, pieces, spare, true);
+}
+
+status write(const std::string& dir, const std::string& name, const std::vector<piece>& pieces,
+             const std::string& spare, bool flush) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return make_error(errc::storage_failure, "create " + dir + ": " + ec.message());
@@ -106,10 +112,10 @@ status write_durably(const std::string& dir, const std::string& name, const std:
   const int fd = reused ? ::open(tmp.c_str(), O_WRONLY | O_CLOEXEC)
                         : ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return failure(reused ? "open" : "create", tmp, errno);
-  auto written = write_all(fd, std::move(vecs), tmp);
+  auto written = write_all(fd, std::move(vecs), tmp, flush);
   ::close(fd);
   if (!written && ::rename(tmp.c_str(), path.c_str()) != 0) written = failure("rename", tmp, errno);
-  if (!written) written = sync_directory(dir);
+  if (!written && flush) written = sync_directory(dir);
   if (written) {
     ::unlink(tmp.c_str());
     ::unlink(path.c_str());

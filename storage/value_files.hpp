@@ -37,6 +37,11 @@ status write_durably(const std::string& dir, const std::string& name, const std:
 status write_durably(const std::string& dir, const std::string& name, const std::vector<piece>& pieces,
                      const std::string& spare);
 status write_durably(const std::string& dir, const std::string& name, const std::string& bytes);
+// write_durably without fdatasync and the directory's fsync when `flush` is false
+// (storage.sync = replicated): the file survives the process, not the machine. A file cut
+// short by a crash is refused by its record's checksum when read.
+status write(const std::string& dir, const std::string& name, const std::vector<piece>& pieces,
+             const std::string& spare, bool flush);
 
 // The whole of DIR/NAME; a missing file is errc::storage_failure.
 expected<std::string> read(const std::string& dir, const std::string& name);

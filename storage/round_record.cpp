@@ -1,0 +1,211 @@
+#include "storage/round_record.hpp"
+
+#include <cstring>
+
+#include "runtime/digest.hpp"
+
+namespace atl {
+namespace {
+
+constexpr char magic[4] = {'A', 'T', 'R', 'L'};
+constexpr std::uint32_t version = 1;
+// Inputs a record may name: more contributors than any run has workers, and a bound on
+// what a corrupt count can make decode allocate.
+constexpr std::uint32_t max_inputs = 1 << 16;
+constexpr std::uint32_t max_worker_name = 256;
+
+template <class T>
+void put(std::string& out, const T& v) {
+  out.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+template <class T>
+bool take(const std::string& in, std::size_t& pos, T& v) {
+  if (pos + sizeof v > in.size()) return false;
+  std::memcpy(&v, in.data() + pos, sizeof v);
+  pos += sizeof v;
+  return true;
+}
+
+std::size_t expected_scales(codec_kind kind, std::uint64_t count, std::uint32_t chunk) {
+  const bool scaled = kind == codec_kind::int8 || kind == codec_kind::fp4;
+  return scaled ? scale_count(kind, count, chunk) * sizeof(float) : 0;
+}
+
+}  // namespace
+
+std::uint64_t round_record::input_bytes() const {
+  std::uint64_t total = 0;
+  for (const auto& in : inputs) total += in.payload.size() + in.scales.size();
+  return total;
+}
+
+bool log_the_average(std::uint64_t contribution_bytes, std::uint64_t count) {
+  return contribution_bytes > count * sizeof(float);
+}
+
+status check_record(const round_record& r) {
+  auto bad = [&](const std::string& why) {
+    return make_error(errc::tensor_mismatch, "round record of fragment " + std::to_string(r.fragment) + " round " +
+                                                 std::to_string(r.round) + ": " + why);
+  };
+  if (r.inputs.empty()) return bad("no inputs");
+  if (r.inputs.size() > max_inputs) return bad(std::to_string(r.inputs.size()) + " inputs");
+  if (r.averaged && (r.inputs.size() != 1 || r.inputs[0].codec != codec_kind::fp32))
+    return bad("an averaged record has one fp32 input");
+  if (r.rule.result_codec > codec_kind::fp4) return bad("unknown result codec");
+  for (const auto& in : r.inputs) {
+    if (in.codec > codec_kind::fp4) return bad("unknown codec of " + in.worker);
+    if (in.worker.size() > max_worker_name)
+      return bad("a worker name of " + std::to_string(in.worker.size()) + " bytes");
+    const bool scaled = in.codec == codec_kind::int8 || in.codec == codec_kind::fp4;
+    if (scaled && in.chunk == 0) return bad(in.worker + "'s chunk is 0");
+    if (in.payload.size() != payload_bytes(in.codec, r.count))
+      return bad(std::string(to_string(in.codec)) + " input of " + in.worker + " has " +
+                 std::to_string(in.payload.size()) + " bytes for " + std::to_string(r.count) + " values");
+    if (in.scales.size() != expected_scales(in.codec, r.count, in.chunk))
+      return bad(in.worker + "'s scales have " + std::to_string(in.scales.size()) + " bytes");
+  }
+  return {};
+}
+
+encoded_record::encoded_record(const round_record& r) {
+  header_.append(magic, 4);
+  put(header_, version);
+  put(header_, r.fragment);
+  put(header_, r.round);
+  put(header_, r.epoch);
+  put(header_, r.count);
+  put(header_, r.theta_digest);
+  put(header_, r.rule.outer.lr);
+  put(header_, r.rule.outer.momentum);
+  put(header_, static_cast<std::uint8_t>(r.rule.result_codec));
+  put(header_, static_cast<std::uint32_t>(r.rule.result_chunk));
+  put(header_, static_cast<std::uint8_t>(r.averaged));
+  put(header_, static_cast<std::uint32_t>(r.inputs.size()));
+  for (const auto& in : r.inputs) {
+    put(header_, static_cast<std::uint32_t>(in.worker.size()));
+    header_.append(in.worker);
+    put(header_, in.weight);
+    put(header_, static_cast<std::uint8_t>(in.codec));
+    put(header_, in.chunk);
+    put(header_, static_cast<std::uint64_t>(in.payload.size()));
+    put(header_, static_cast<std::uint64_t>(in.scales.size()));
+  }
+  pieces_.push_back({header_.data(), header_.size()});
+  for (const auto& in : r.inputs) {
+    pieces_.push_back({in.payload.data(), in.payload.size()});
+    pieces_.push_back({in.scales.data(), in.scales.size()});
+  }
+  digest_stream d;
+  for (const auto& p : pieces_) d.update(p.data, p.size);
+  checksum_ = d.finish();
+  pieces_.push_back({&checksum_, sizeof checksum_});
+}
+
+std::string encoded_record::joined() const {
+  std::string out;
+  for (const auto& p : pieces_) out.append(static_cast<const char*>(p.data), p.size);
+  return out;
+}
+
+expected<round_record> decode_record(const std::string& in) {
+  auto corrupt = [](const std::string& why) {
+    return make_error(errc::storage_failure, "corrupt round record: " + why);
+  };
+  if (in.size() < 4 + sizeof(std::uint64_t) || std::memcmp(in.data(), magic, 4) != 0) return corrupt("bad magic");
+  std::uint64_t stored = 0;
+  std::memcpy(&stored, in.data() + in.size() - sizeof stored, sizeof stored);
+  if (digest64(in.data(), in.size() - sizeof stored) != stored)
+    return make_error(errc::checksum_mismatch, "round record: the checksum does not match its bytes");
+  const std::size_t end = in.size() - sizeof stored;
+  round_record r;
+  std::size_t pos = 4;
+  std::uint32_t v = 0, result_chunk = 0, inputs = 0;
+  std::uint8_t result_codec = 0, averaged = 0;
+  if (!take(in, pos, v) || v != version) return corrupt("unknown version");
+  if (!take(in, pos, r.fragment) || !take(in, pos, r.round) || !take(in, pos, r.epoch) || !take(in, pos, r.count) ||
+      !take(in, pos, r.theta_digest) || !take(in, pos, r.rule.outer.lr) || !take(in, pos, r.rule.outer.momentum) ||
+      !take(in, pos, result_codec) || !take(in, pos, result_chunk) || !take(in, pos, averaged) ||
+      !take(in, pos, inputs))
+    return corrupt("truncated header");
+  if (inputs > max_inputs) return corrupt(std::to_string(inputs) + " inputs");
+  r.rule.result_codec = static_cast<codec_kind>(result_codec);
+  r.rule.result_chunk = result_chunk;
+  r.averaged = averaged != 0;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> sizes;
+  for (std::uint32_t i = 0; i < inputs; ++i) {
+    round_input ri;
+    std::uint32_t name = 0;
+    std::uint8_t codec = 0;
+    std::uint64_t payload = 0, scales = 0;
+    if (!take(in, pos, name) || name > max_worker_name || pos + name > end) return corrupt("truncated input name");
+    ri.worker.assign(in.data() + pos, name);
+    pos += name;
+    if (!take(in, pos, ri.weight) || !take(in, pos, codec) || !take(in, pos, ri.chunk) || !take(in, pos, payload) ||
+        !take(in, pos, scales))
+      return corrupt("truncated input header");
+    ri.codec = static_cast<codec_kind>(codec);
+    sizes.emplace_back(payload, scales);
+    r.inputs.push_back(std::move(ri));
+  }
+  for (std::size_t i = 0; i < r.inputs.size(); ++i) {
+    const auto [payload, scales] = sizes[i];
+    if (payload > end - pos || scales > end - pos - payload) return corrupt("sizes do not add up");
+    const auto* at = reinterpret_cast<const std::uint8_t*>(in.data()) + pos;
+    r.inputs[i].payload = byte_buffer(at, at + payload);
+    r.inputs[i].scales = byte_buffer(at + payload, at + payload + scales);
+    pos += payload + scales;
+  }
+  if (pos != end) return corrupt("trailing bytes");
+  if (auto err = check_record(r)) return corrupt(err.message);
+  return r;
+}
+
+namespace {
+
+// One input decoded to fp32 into `out`, as the coordinator decoded the contribution.
+status decode_input(const round_input& in, std::uint64_t count, std::vector<float>& out) {
+  out.resize(count);
+  if (in.codec == codec_kind::fp32) {
+    if (count) std::memcpy(out.data(), in.payload.data(), count * sizeof(float));
+    return {};
+  }
+  encoded_values enc;
+  enc.kind = in.codec;
+  enc.count = count;
+  enc.chunk = in.codec == codec_kind::int8 || in.codec == codec_kind::fp4 ? in.chunk : 0;
+  enc.payload = in.payload.to_vector();
+  enc.scales.resize(in.scales.size() / sizeof(float));
+  if (!enc.scales.empty()) std::memcpy(enc.scales.data(), in.scales.data(), in.scales.size());
+  return decode(enc, out.data());
+}
+
+}  // namespace
+
+status apply_record(const round_record& record, outer_state& state, record_scratch& scratch) {
+  if (state.theta.size() != record.count)
+    return make_error(errc::tensor_mismatch, "round record of " + std::to_string(record.count) +
+                                                 " values for a fragment of " + std::to_string(state.theta.size()));
+  if (auto err = check_record(record)) return err;
+  scratch.inputs.resize(record.inputs.size());
+  std::vector<weighted_input> weighted;
+  for (std::size_t i = 0; i < record.inputs.size(); ++i) {
+    if (auto err = decode_input(record.inputs[i], record.count, scratch.inputs[i])) return err;
+    weighted.push_back({scratch.inputs[i].data(), record.inputs[i].weight});
+  }
+  std::optional<encoded_values> published;
+  if (record.averaged) {
+    apply_outer_average(record.rule, scratch.inputs[0].data(), state, scratch.outer, published);
+  } else if (auto err = apply_outer_round(record.rule, weighted, state, scratch.outer, published)) {
+    return err;
+  }
+  const auto digest = digest64(state.theta.data(), state.theta.size() * sizeof(float));
+  if (digest != record.theta_digest)
+    return make_error(errc::digest_mismatch, "fragment " + std::to_string(record.fragment) + " round " +
+                                                 std::to_string(record.round) + ": replay reached theta_global " +
+                                                 digest_hex(digest) + ", the coordinator logged " +
+                                                 digest_hex(record.theta_digest));
+  return {};
+}
+
+}  // namespace atl

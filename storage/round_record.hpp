@@ -1,0 +1,91 @@
+#pragma once
+// The round log's record: what a committed outer round averaged and how, so that a keeper
+// reaches the round's theta_global, momentum and residual by running the coordinator's own
+// step (runtime/algorithm/outer_round.hpp) on its copy of the previous round's state.
+//
+// Inputs, as received: each contributor's encoded pseudo-gradient and weight, in worker-id
+// order (the order the coordinator averaged them in), or, when that is fewer bytes, the
+// round's fp32 average (log_the_average). With fp4 and two workers the record is a quarter
+// of one fp32 fragment; the fp32 theta and momentum it replaces were two.
+// Decision: fragment, round, epoch, the outer rule, and the digest of the theta_global the
+// round reaches; applying the record checks it (digest_mismatch otherwise).
+//
+// Stored form (little-endian): header, then each input's payload and scales bytes in order,
+// then digest64 of everything before it. decode() checks that checksum first
+// (checksum_mismatch) and every size against the codec (storage_failure), so a flipped byte
+// or a truncated file is refused, never replayed.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/algorithm/codec.hpp"
+#include "runtime/algorithm/outer_round.hpp"
+#include "runtime/byte_buffer.hpp"
+#include "runtime/expected.hpp"
+
+namespace atl {
+
+struct round_input {
+  std::string worker;  // empty for the average
+  float weight = 1.0f;
+  codec_kind codec = codec_kind::fp32;
+  std::uint32_t chunk = 0;  // values per scale (int8, fp4)
+  byte_buffer payload;  // the codes (fp32: the values' bytes)
+  byte_buffer scales;  // fp32 scales (int8, fp4); empty otherwise
+};
+
+struct round_record {
+  std::uint32_t fragment = 0;
+  std::uint64_t round = 0;
+  std::uint64_t epoch = 0;
+  std::uint64_t count = 0;  // values in the fragment
+  std::uint64_t theta_digest = 0;  // digest64 of theta_global after the round
+  outer_rule rule;
+  bool averaged = false;  // one fp32 input: the round's average
+  std::vector<round_input> inputs;
+
+  // Bytes of the inputs (what a keeper writes and receives beyond a small header).
+  std::uint64_t input_bytes() const;
+};
+
+// Whether a round logs its fp32 average rather than its encoded contributions: only when
+// the contributions are more bytes (fp32 with two or more workers; int8 with five or more).
+bool log_the_average(std::uint64_t contribution_bytes, std::uint64_t count);
+
+// Every input has the sizes its codec gives for `count` values, and there is one.
+status check_record(const round_record& record);
+
+// The stored form as pieces that point into the record's buffers: header, bytes, checksum.
+// The pieces are valid while `record` and the returned object live.
+class encoded_record {
+ public:
+  explicit encoded_record(const round_record& record);
+  struct piece {
+    const void* data;
+    std::size_t size;
+  };
+  const std::vector<piece>& pieces() const { return pieces_; }
+  std::string joined() const;
+
+ private:
+  std::string header_;
+  std::uint64_t checksum_ = 0;
+  std::vector<piece> pieces_;
+};
+
+expected<round_record> decode_record(const std::string& bytes);
+
+// Working memory for apply_record, kept between rounds.
+struct record_scratch {
+  outer_scratch outer;
+  std::vector<std::vector<float>> inputs;
+};
+
+// Applies `record` to `state` (the fragment's state after round record.round - 1) with the
+// coordinator's step. Errors: tensor_mismatch (the state has another size), a codec's
+// decode error, digest_mismatch (the theta_global reached is not the one the coordinator
+// logged: `state` then holds what this keeper computed, and must be discarded).
+status apply_record(const round_record& record, outer_state& state, record_scratch& scratch);
+
+}  // namespace atl
