@@ -7,6 +7,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/commit_record.hpp"
 #include "actors/messages.hpp"
 #include "actors/placement.hpp"
 #include "actors/pseudo_gradient.hpp"
@@ -43,34 +44,103 @@ bool membership_ready(const coordinator_state& st) {
   return quorum::members_suffice(policy_view(st), policy_options(st));
 }
 
+// The committing round's record: the contributions it averaged, as received and in the
+// order they were averaged in (worker id), or its fp32 average when that is fewer bytes.
+round_record record_of_round(const coordinator_state& st, std::uint64_t theta_digest) {
+  round_record r;
+  r.fragment = st.cfg.fragment;
+  r.round = st.rounds->committed_round();
+  r.epoch = st.epoch;
+  r.count = st.rounds->theta().size();
+  r.theta_digest = theta_digest;
+  r.rule = st.rounds->rule_of_rounds();
+  std::uint64_t bytes = 0;
+  for (const auto& worker : st.rounds->contributors()) {
+    const auto& msg = *st.round_inputs.at(worker);
+    const auto c = msg.envelope().getContribution();
+    round_input in;
+    in.worker = worker;
+    in.weight = c.getWeight();
+    in.codec = static_cast<codec_kind>(c.getCodec());
+    in.chunk = c.getChunk();
+    in.payload = msg.tensors()[0].data;  // take_contribution checked the frames
+    if (msg.tensors().size() > 1) in.scales = msg.tensors()[1].data;
+    bytes += in.payload.size() + in.scales.size();
+    r.inputs.push_back(std::move(in));
+  }
+  if (log_the_average(bytes, r.count)) {
+    const auto& average = st.rounds->last_average();
+    round_input in;
+    const auto* first = reinterpret_cast<const std::uint8_t*>(average.data());
+    in.payload = byte_buffer(first, first + average.size() * sizeof(float));
+    r.inputs = {std::move(in)};
+    r.averaged = true;
+  }
+  return r;
+}
+
 // The committing round's frames (state::committing), made once per round.
 const coordinator_state::committing_frames& frames_to_commit(coordinator_state& st) {
   const auto round = st.rounds->committed_round();
   if (!st.committing || st.committing->round != round) {
     const auto& theta = st.rounds->theta();
-    const auto& momentum = st.rounds->momentum();
-    st.committing =
-        coordinator_state::committing_frames{round, wire::tensor::from_floats_hashed(theta.data(), theta.size()),
-                                             wire::tensor::from_floats_hashed(momentum.data(), momentum.size())};
+    coordinator_state::committing_frames c;
+    c.round = round;
+    if (round == 0) {
+      const auto& momentum = st.rounds->momentum();
+      c.theta = wire::tensor::from_floats_hashed(theta.data(), theta.size());
+      c.theta_digest = *c.theta->checksum;
+      c.tensors = {*c.theta, wire::tensor::from_floats_hashed(momentum.data(), momentum.size())};
+    } else {
+      c.theta_digest = digest64(theta.data(), theta.size() * sizeof(float));
+      c.record = record_of_round(st, c.theta_digest);
+      c.tensors = record_tensors(*c.record);
+    }
+    for (const auto& t : c.tensors) c.bytes += t.data.size();
+    st.committing = std::move(c);
   }
   return *st.committing;
 }
 
-// The committing round to every keeper that has not acknowledged it yet (one copy of
-// theta and momentum, shared by the messages).
+// theta_global of the committing round as a frame (fp32 results carry it), made once.
+const wire::tensor& committing_theta(coordinator_state& st) {
+  auto& c = const_cast<coordinator_state::committing_frames&>(frames_to_commit(st));
+  if (!c.theta) c.theta = wire::tensor::from_floats_hashed(st.rounds->theta().data(), st.rounds->theta().size());
+  return *c.theta;
+}
+
+// The committing round's full state as frames (theta, momentum, and the residual when
+// there is one), made once: for keepers that cannot follow its record.
+const std::vector<wire::tensor>& committing_full_state(coordinator_state& st) {
+  auto& c = const_cast<coordinator_state::committing_frames&>(frames_to_commit(st));
+  if (c.full_state.empty()) {
+    const auto& momentum = st.rounds->momentum();
+    const auto& residual = st.rounds->residual();
+    c.full_state = {committing_theta(st), wire::tensor::from_floats_hashed(momentum.data(), momentum.size())};
+    if (!residual.empty()) c.full_state.push_back(wire::tensor::from_floats(residual.data(), residual.size()));
+  }
+  return c.full_state;
+}
+
+// The committing round to one keeper: its record, or the full state to a keeper behind.
+void send_commit_to(coordinator_state& st, const std::string& keeper) {
+  const auto& frames = frames_to_commit(st);
+  wire::outgoing out;
+  auto req = out.envelope.initCommitRequest();
+  const bool full = !frames.record || st.behind.count(keeper);
+  if (!full) put_commit_record(req, *frames.record);
+  req.setFragment(st.cfg.fragment);
+  req.setRound(frames.round);
+  out.tensors = full ? (frames.record ? committing_full_state(st) : frames.tensors) : frames.tensors;
+  st.mail->send(keeper, st.epoch, out);
+}
+
+// The committing round to every keeper that has not acknowledged it yet (one copy of the
+// frames, shared by the messages).
 void send_commit(self_ptr self) {
   auto& st = self->state;
-  for (const auto& keeper : st.keepers) {
-    if (st.acked.count(keeper)) continue;
-    const auto& frames = frames_to_commit(st);
-    wire::outgoing out;
-    auto req = out.envelope.initCommitRequest();
-    req.setFragment(st.cfg.fragment);
-    req.setRound(frames.round);
-    out.tensors.push_back(frames.theta);
-    out.tensors.push_back(frames.momentum);
-    st.mail->send(keeper, st.epoch, out);
-  }
+  for (const auto& keeper : st.keepers)
+    if (!st.acked.count(keeper)) send_commit_to(st, keeper);
   st.commit_sent = st.now();
   st.commit_tries++;
 }
@@ -80,6 +150,7 @@ void start_commit(self_ptr self) {
   auto& st = self->state;
   st.acked.clear();
   st.writing.clear();
+  st.behind.clear();
   st.commit_tries = 0;
   log_debug(fragment_name(st) + ": committing round " + std::to_string(st.rounds->committed_round()) + ", " +
             std::to_string(std::chrono::duration<double>(st.now() - st.last_contribution).count()) +
@@ -154,6 +225,7 @@ void advance(self_ptr self) {
   }
   st.round_bytes = 0;
   st.refused_outside.clear();
+  st.round_inputs.clear();
   std::vector<wire::message_ptr> still_waiting;
   for (const auto& req : st.waiting) {
     if (is_participant(st, req->sender())) send_state(self, req->sender());
@@ -228,6 +300,7 @@ void on_contribution(self_ptr self, const wire::message_ptr& msg) {
       self->delayed_send(self, st.cfg.round_deadline, deadline_atom::value, st.rounds->open_round());
   }
   auto done = st.rounds->add(msg->sender(), msg->epoch(), c.getRound(), std::move(values), c.getWeight());
+  if (done) st.round_inputs[msg->sender()] = msg;
   if (!done) {
     if (done.err().code == errc::not_participant) st.refused_outside.insert(msg->sender());
     log_warn(fragment_name(st) + ": refused contribution of " + msg->sender() + ": " + done.err().describe());
@@ -266,7 +339,8 @@ void report_round(self_ptr self, const std::vector<std::string>& contributors, s
 enum class result_form { whole, provisional, confirmation };
 
 void send_results(coordinator_state& st, std::vector<std::string> receivers, std::uint64_t round, std::uint64_t epoch,
-                  const wire::tensor& theta, const std::optional<round_update_frames>& update, result_form form) {
+                  std::uint64_t digest, const wire::tensor* theta, const std::optional<round_update_frames>& update,
+                  result_form form) {
   std::stable_partition(receivers.begin(), receivers.end(),
                         [&](const std::string& w) { return !st.mail->delivers_in_process(w); });
   for (const auto& worker : receivers) {
@@ -274,12 +348,12 @@ void send_results(coordinator_state& st, std::vector<std::string> receivers, std
     auto r = out.envelope.initRoundResult();
     r.setFragment(st.cfg.fragment);
     r.setRound(round);
-    r.setDigest(*theta.checksum);
+    r.setDigest(digest);
     r.setProvisional(form == result_form::provisional);
     r.setConfirms(form == result_form::confirmation);
     if (form != result_form::confirmation) {
       if (update) put_round_update(r, *update, out);
-      else out.tensors.push_back(theta);
+      else if (theta) out.tensors.push_back(*theta);
     }
     st.mail->send(worker, epoch, out);
   }
@@ -303,10 +377,18 @@ void send_provisional_results_once_received(self_ptr self) {
     return;
   for (const auto& keeper : st.keepers)
     if (!st.writing.count(keeper) && !st.acked.count(keeper)) return;
-  send_results(st, st.rounds->contributors(), round, st.epoch, frames_to_commit(st).theta, released_update_frames(st),
-               result_form::provisional);
+  const auto update = released_update_frames(st);
+  send_results(st, st.rounds->contributors(), round, st.epoch, frames_to_commit(st).theta_digest,
+               update ? nullptr : &committing_theta(st), update, result_form::provisional);
   st.provisional_round = round;
   ATL_FAULT_POINT("coordinator.provisional");
+}
+
+// Whether the round's result went out provisional (release only confirms it), and the
+// encoded change a whole result carries (none: theta itself).
+std::pair<bool, std::optional<round_update_frames>> confirm_or_update(const coordinator_state& st,
+                                                                      std::uint64_t round) {
+  return {st.provisional_round == round, released_update_frames(st)};
 }
 
 void release(self_ptr self, const std::vector<std::string>& contributors) {
@@ -317,20 +399,27 @@ void release(self_ptr self, const std::vector<std::string>& contributors) {
   // of the previous theta_global (round_tracker.hpp); else theta_global itself. A committed
   // DiLoCo round's theta_global is what its commit carried: those frames and their digest
   // serve again (a ddp average was never committed).
-  std::optional<coordinator_state::committing_frames> committed;
-  if (st.committing && st.committing->round == round && st.rounds->rule() == round_tracker::update_rule::nesterov)
-    committed = std::move(st.committing);
+  const bool nesterov = st.rounds->rule() == round_tracker::update_rule::nesterov;
+  const auto update = confirm_or_update(st, round);
+  std::optional<wire::tensor> theta;  // what a result carries without an update
+  std::uint64_t digest = 0;
+  if (nesterov) {
+    digest = frames_to_commit(st).theta_digest;
+    if (!update.second) theta = committing_theta(st);
+  } else {
+    theta = wire::tensor::from_floats_hashed(result.data(), result.size());
+    digest = *theta->checksum;
+  }
   st.committing.reset();  // the messages hold what they share
-  const auto theta = committed ? committed->theta : wire::tensor::from_floats_hashed(result.data(), result.size());
-  const bool confirm = st.provisional_round == round;
+  const bool confirm = update.first;
   st.provisional_round.reset();
   // The registry hears of the round before any worker can: a worker's WorkerDone after its
   // last result must not reach the registry before the round that result belongs to.
-  report_round(self, contributors, *theta.checksum);
+  report_round(self, contributors, digest);
   advance(self);  // the next round opens first (results carry its epoch); it resets the counters
   const auto form = confirm ? result_form::confirmation : result_form::whole;
-  send_results(st, contributors, round, st.rounds->open_epoch(), theta,
-               confirm ? std::nullopt : released_update_frames(st), form);
+  send_results(st, contributors, round, st.rounds->open_epoch(), digest, theta ? &*theta : nullptr,
+               confirm ? std::nullopt : update.second, form);
 }
 
 // Round `round` is round_deadline old. The quorum policy closes it with the contributions
@@ -436,6 +525,14 @@ void on_commit_ack(self_ptr self, const wire::message_ptr& msg) {
     send_provisional_results_once_received(self);
     return;
   }
+  if (!ack.getOk() && ack.getBehind() && !st.behind.count(msg->sender()) &&
+      std::find(st.keepers.begin(), st.keepers.end(), msg->sender()) != st.keepers.end()) {
+    log_info(fragment_name(st) + ": " + msg->sender() + " lacks round " + std::to_string(ack.getRound() - 1) +
+             "; sending it round " + std::to_string(ack.getRound()) + "'s full state");
+    st.behind.insert(msg->sender());
+    send_commit_to(st, msg->sender());
+    return;
+  }
   if (!ack.getOk()) {  // the tick sends it again
     log_error(fragment_name(st) + ": " + msg->sender() + " refused round " + std::to_string(ack.getRound()) + ": " +
               ack.getError().cStr() + "; retrying");
@@ -475,8 +572,10 @@ void resume_from(self_ptr self, const wire::message& msg) {
   st.loaded = true;
   st.load_replies.clear();
   const auto reply = msg.envelope().getLoadReply();
-  if (reply.getFound() && msg.tensors().size() == 2) {
-    auto err = st.rounds->restore(reply.getRound(), msg.tensors()[0].to_floats(), msg.tensors()[1].to_floats());
+  const auto& t = msg.tensors();
+  if (reply.getFound() && (t.size() == 2 || t.size() == 3)) {
+    auto err = st.rounds->restore(reply.getRound(), t[0].to_floats(), t[1].to_floats(),
+                                  t.size() == 3 ? t[2].to_floats() : std::vector<float>{});
     if (err) log_error(fragment_name(st) + ": restore failed: " + err.describe());
     else {
       log_info(fragment_name(st) + ": resumed at committed round " + std::to_string(reply.getRound()) + " from " +
@@ -496,7 +595,7 @@ void resume_when_every_keeper_answered(self_ptr self) {
   std::map<std::string, std::optional<std::uint64_t>> answered;
   for (const auto& [keeper, reply] : st.load_replies) {
     const auto load = reply->envelope().getLoadReply();
-    const bool found = load.getFound() && reply->tensors().size() == 2;
+    const bool found = load.getFound() && (reply->tensors().size() == 2 || reply->tensors().size() == 3);
     answered[keeper] = found ? std::optional<std::uint64_t>(load.getRound()) : std::nullopt;
   }
   const auto source = placement::resume_source(st.keepers, answered);
@@ -642,8 +741,8 @@ caf::behavior coordinator_actor(caf::stateful_actor<coordinator_state>* self, tr
         // A commit not acknowledged for a whole tick: refused, or the request or its ack
         // was lost (a head that died). The keeper acknowledges a repeat of the same bytes.
         if (st.rounds->current_phase() == round_tracker::phase::committing &&
-            st.now() - st.commit_sent >= commit_retry_after(st.cfg.commit_retry, st.commit_tries,
-                                                            2 * st.rounds->theta().size() * sizeof(float))) {
+            st.now() - st.commit_sent >=
+                commit_retry_after(st.cfg.commit_retry, st.commit_tries, frames_to_commit(st).bytes)) {
           log_debug(fragment_name(st) + ": round " + std::to_string(st.rounds->committed_round()) +
                     " not acknowledged by every keeper; sending it again (try " + std::to_string(st.commit_tries + 1) +
                     ")");

@@ -18,13 +18,17 @@
 //   Contribution early   -> (for the round about to open, from a member) held until it opens
 //   Contribution         -> decoded to fp32 (any codec) -> round_tracker.add (typed Refusal on
 //                           any fence)
-//   round complete       -> CommitRequest -> every keeper of the Membership (the head's,
-//                           and a replica on a node) -> CommitAck(ok) from all of them
-//                           -> open next round -> RoundResult(theta_global) to every contributor
+//   round complete       -> CommitRequest(the round's record: its inputs as received, or
+//                           its fp32 average when smaller, and the digest of theta_global;
+//                           round 0: theta and momentum) -> every keeper of the Membership
+//                           (the head's, and a replica on a node) -> CommitAck(ok) from all
+//                           of them -> open next round -> RoundResult to every contributor
 //   CommitAck(writing)   -> a keeper has the whole request; once every keeper has it and
 //                           early_results: RoundResult(provisional) to every contributor,
 //                           and after the acks only a RoundResult (confirms, no tensors):
 //                           contributors apply what they hold then
+//   CommitAck(behind)    -> that keeper lacks the round before the record: it gets the
+//                           round's full state (theta, momentum, residual) at once
 //   CommitAck(not ok), or none within commit_retry -> sent again until acknowledged,
 //                           waiting twice as long after each unanswered try, plus the
 //                           time its bytes take on a slow link (a resend only adds to the
@@ -53,6 +57,7 @@
 #include "runtime/config.hpp"
 #include "runtime/transport.hpp"
 #include "runtime/wire.hpp"
+#include "storage/round_record.hpp"
 
 namespace atl {
 
@@ -107,6 +112,9 @@ struct coordinator_state {
   // StateRequests are held until a round includes them.
   std::set<std::string> refused_outside;
   std::map<std::string, wire::message_ptr> early;  // contributions for the round about to open
+  // The open round's accepted contributions as received: the round log's record forwards
+  // their frames to the keepers.
+  std::map<std::string, wire::message_ptr> round_inputs;
   std::chrono::steady_clock::time_point round_started;
   std::chrono::steady_clock::time_point last_contribution;  // arrival of the round's latest one
   std::chrono::steady_clock::time_point commit_sent;  // of the last CommitRequest
@@ -114,11 +122,20 @@ struct coordinator_state {
   std::vector<std::string> keepers;  // every one must acknowledge a commit (from the Membership)
   std::set<std::string> acked;  // keepers that acknowledged the committing round
   std::set<std::string> writing;  // keepers that said they have the whole committing round
-  // The committing round's theta_global and momentum as frames, copied and hashed once:
-  // shared by every keeper's CommitRequest (and its resends) and, fp32, by every result.
+  // Keepers that could not follow the committing round's record (they lack the round
+  // before: a new replica, or one a killed coordinator left behind): sent the full state.
+  std::set<std::string> behind;
+  // What the committing round sends, made once: its record and the record's frames (the
+  // seed: theta and momentum), shared by every keeper's CommitRequest and its resends; the
+  // digest of theta_global; and theta as a frame, made only when a result carries it (fp32).
   struct committing_frames {
     std::uint64_t round = 0;
-    wire::tensor theta, momentum;
+    std::uint64_t theta_digest = 0;
+    std::optional<round_record> record;  // empty for the seed
+    std::vector<wire::tensor> tensors;
+    std::uint64_t bytes = 0;  // of the tensors
+    std::optional<wire::tensor> theta;
+    std::vector<wire::tensor> full_state;  // theta, momentum, residual: for keepers behind
   };
   std::optional<committing_frames> committing;
   // The committing round whose result went out provisional: release() confirms it.

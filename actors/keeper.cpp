@@ -4,6 +4,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/commit_record.hpp"
 #include "actors/messages.hpp"
 #include "runtime/actor_id.hpp"
 #include "runtime/digest.hpp"
@@ -36,16 +37,21 @@ void on_catch_up(self_ptr self, const wire::message_ptr& msg) {
   }
   if (!st.missing.count(reply.getFragment())) return;  // a duplicate answer: already caught up
   st.missing.erase(reply.getFragment());
-  if (!reply.getFound() || msg->tensors().size() != 2) return;
-  fragment_checkpoint cp{reply.getFragment(), reply.getRound(), msg->epoch(), msg->tensors()[0].to_floats(),
-                         msg->tensors()[1].to_floats()};
-  auto latest = st.store->latest(cp.fragment);
-  if (latest && *latest && (*latest)->round >= cp.round) return;
-  if (auto err = st.store->commit(cp))
+  const auto& t = msg->tensors();
+  if (!reply.getFound() || t.size() < 2 || t.size() > 3) return;
+  fragment_checkpoint cp{reply.getFragment(), reply.getRound(),
+                         msg->epoch(),        t[0].to_floats(),
+                         t[1].to_floats(),    t.size() == 3 ? t[2].to_floats() : std::vector<float>{}};
+  auto latest = st.store->latest_round(cp.fragment);
+  if (latest && *latest && **latest >= cp.round) return;
+  if (auto err = st.store->commit(cp)) {
     log_error("keeper: catching up fragment " + std::to_string(cp.fragment) + " failed: " + err.describe());
-  else
-    log_info("keeper: caught up fragment " + std::to_string(cp.fragment) + " at round " + std::to_string(cp.round) +
-             " from " + st.source);
+    return;
+  }
+  log_info("keeper: caught up fragment " + std::to_string(cp.fragment) + " at round " + std::to_string(cp.round) +
+           " from " + st.source);
+  st.followed[cp.fragment] = {
+      cp.round, cp.epoch, {std::move(cp.theta), std::move(cp.momentum), std::move(cp.residual)}};
 }
 
 void raise_writer_epoch(self_ptr self, std::uint32_t fragment, std::uint64_t epoch) {
@@ -53,16 +59,26 @@ void raise_writer_epoch(self_ptr self, std::uint32_t fragment, std::uint64_t epo
   e = std::max(e, epoch);
 }
 
+// What the fence looks at in a commit: a snapshot's or a round record's.
+struct commit_identity {
+  std::uint32_t fragment = 0;
+  std::uint64_t round = 0;
+  std::uint64_t epoch = 0;
+  std::uint64_t theta_digest = 0;
+};
+
 // S5 for commits: a CommitRequest from an epoch older than the coordinator that loaded from
 // this keeper or committed to it since (a coordinator re-placed after its node died; the
 // old one's messages may still arrive) is refused, unless it repeats the latest round with
-// the same bytes. The stored epoch counts too, so a restarted keeper keeps the fence; it
-// is read once per fragment, and the stored record only for a stale commit (the common
-// commit reads no checkpoint).
-status fence_commit(self_ptr self, const checkpoint_view& cp) {
+// the same theta. The stored epoch counts too, so a restarted keeper keeps the fence; it
+// is read once per fragment from the latest round's summary (no value file is read).
+status fence_commit(self_ptr self, const commit_identity& cp) {
   auto& st = self->state;
   if (st.epoch_loaded.insert(cp.fragment).second) {
-    auto stored = st.store->latest(cp.fragment);
+    auto round = st.store->latest_round(cp.fragment);
+    expected<std::optional<checkpoint_summary>> stored = std::optional<checkpoint_summary>{};
+    if (!round) stored = round.err();
+    else if (*round) stored = st.store->summary(cp.fragment, **round);
     if (!stored) {
       st.epoch_loaded.erase(cp.fragment);
       return stored.err();
@@ -71,9 +87,13 @@ status fence_commit(self_ptr self, const checkpoint_view& cp) {
   }
   const std::uint64_t floor = st.writer_epoch[cp.fragment];
   if (cp.epoch >= floor) return {};
-  auto latest = st.store->latest(cp.fragment);
+  auto latest = st.store->latest_round(cp.fragment);
   if (!latest) return latest.err();
-  if (*latest && (*latest)->round == cp.round && cp.same_values(**latest)) return {};
+  if (*latest && **latest == cp.round) {
+    auto stored = st.store->summary(cp.fragment, cp.round);
+    if (!stored) return stored.err();
+    if (*stored && (*stored)->digest == cp.theta_digest) return {};
+  }
   return make_error(errc::stale_epoch, "commit of fragment " + std::to_string(cp.fragment) + " round " +
                                            std::to_string(cp.round) + " from epoch " + std::to_string(cp.epoch) +
                                            ": a coordinator of epoch " + std::to_string(floor) + " took over");
@@ -83,16 +103,183 @@ status fence_commit(self_ptr self, const checkpoint_view& cp) {
 // message keeps alive while the keeper writes them).
 expected<checkpoint_view> commit_values(const wire::message& msg) {
   const auto& t = msg.tensors();
-  if (t.size() != 2) return make_error(errc::tensor_mismatch, "commit needs theta and momentum tensors");
-  if (t[0].dtype != schema::DType::FLOAT32 || t[1].dtype != schema::DType::FLOAT32)
-    return make_error(errc::tensor_mismatch, "commit tensors must be fp32");
-  if (t[0].data.size() != t[1].data.size()) return make_error(errc::tensor_mismatch, "theta and momentum sizes differ");
+  if (t.size() != 2 && t.size() != 3)
+    return make_error(errc::tensor_mismatch, "commit needs theta, momentum and perhaps residual tensors");
+  for (const auto& frame : t)
+    if (frame.dtype != schema::DType::FLOAT32) return make_error(errc::tensor_mismatch, "commit tensors must be fp32");
+  for (const auto& frame : t)
+    if (frame.data.size() != t[0].data.size())
+      return make_error(errc::tensor_mismatch, "theta, momentum and residual sizes differ");
   checkpoint_view v;
   v.theta = reinterpret_cast<const float*>(t[0].data.data());
   v.momentum = reinterpret_cast<const float*>(t[1].data.data());
+  if (t.size() == 3) v.residual = reinterpret_cast<const float*>(t[2].data.data());
   v.count = t[0].data.size() / sizeof(float);
   v.theta_digest = t[0].checksum;  // decode checked the frame against it
   return v;
+}
+
+// The notice that a commit's whole request is in: the coordinator may send the round's
+// early results now, while this keeper writes (they no longer compete with its bytes).
+void say_writing(self_ptr self, const wire::message& msg, std::uint32_t fragment, std::uint64_t round) {
+  wire::outgoing notice;
+  auto w = notice.envelope.initCommitAck();
+  w.setFragment(fragment);
+  w.setRound(round);
+  w.setWriting(true);
+  self->state.mail->send(msg.sender(), msg.epoch(), notice);
+}
+
+void say_committed(self_ptr self, const wire::message& msg, std::uint32_t fragment, std::uint64_t round,
+                   std::uint64_t digest, const status& result) {
+  wire::outgoing out;
+  auto ack = out.envelope.initCommitAck();
+  ack.setFragment(fragment);
+  ack.setRound(round);
+  ack.setOk(!result);
+  ack.setError(result.describe());
+  ack.setBehind(result.code == errc::not_ready);
+  ack.setDigest(digest);
+  self->state.mail->send(msg.sender(), msg.epoch(), out);
+}
+
+// A round committed here is the fragment's newest: a replica need not catch it up any more
+// (and stops asking a source that may have died since it was placed).
+void note_committed(self_ptr self, std::uint32_t fragment, std::uint64_t epoch) {
+  raise_writer_epoch(self, fragment, epoch);
+  self->state.missing.erase(fragment);
+}
+
+// Round 0 (the seed) or a full state: a snapshot, synced, that becomes the followed state.
+void on_full_commit(self_ptr self, const wire::message_ptr& msg) {
+  auto& st = self->state;
+  const auto req = msg->envelope().getCommitRequest();
+  auto values = commit_values(*msg);
+  if (!values) {
+    say_committed(self, *msg, req.getFragment(), req.getRound(), 0, values.err());
+    return;
+  }
+  say_writing(self, *msg, req.getFragment(), req.getRound());
+  checkpoint_view cp = *values;
+  cp.fragment = req.getFragment();
+  cp.round = req.getRound();
+  cp.epoch = msg->epoch();
+  const auto writing = std::chrono::steady_clock::now();
+  auto result = fence_commit(self, {cp.fragment, cp.round, cp.epoch, cp.digest_of_theta()});
+  if (!result) result = st.store->commit_keeping_files(cp);
+  log_debug("keeper: wrote fragment " + std::to_string(cp.fragment) + " round " + std::to_string(cp.round) + " (" +
+            std::to_string(msg->tensors().size() * cp.count * sizeof(float)) + " bytes of full state) in " +
+            std::to_string(std::chrono::duration<double>(std::chrono::steady_clock::now() - writing).count()) + " s");
+  if (!result) note_committed(self, cp.fragment, cp.epoch);
+  if (result)
+    log_error("keeper: commit of fragment " + std::to_string(cp.fragment) + " round " + std::to_string(cp.round) +
+              " failed: " + result.describe());
+  say_committed(self, *msg, cp.fragment, cp.round, cp.digest_of_theta(), result);
+  st.store->remove_unnamed_files();  // after the ack: the coordinator need not wait for it
+  if (result) return;
+  auto& f = st.followed[cp.fragment];
+  f.round = cp.round;
+  f.epoch = cp.epoch;
+  f.state.theta.assign(cp.theta, cp.theta + cp.count);
+  f.state.momentum.assign(cp.momentum, cp.momentum + cp.count);
+  if (cp.residual) f.state.residual.assign(cp.residual, cp.residual + cp.count);
+  else f.state.residual.clear();
+}
+
+// After a record's ack: this keeper's copy of the fragment's state moves to its round, by
+// the coordinator's own step, or is read anew from the store (snapshot plus log) when the
+// copy is not the round before. A snapshot follows every storage.snapshot_every rounds.
+void follow_record(self_ptr self, const wire::message& msg, const round_record& record) {
+  auto& st = self->state;
+  const auto fragment = record.fragment;
+  const auto where = "fragment " + std::to_string(fragment) + " round " + std::to_string(record.round);
+  auto it = st.followed.find(fragment);
+  status result;
+  if (it != st.followed.end() && it->second.round + 1 == record.round) {
+    result = apply_record(record, it->second.state, st.scratch);
+    it->second.round = record.round;
+    it->second.epoch = record.epoch;
+  } else {
+    auto loaded = st.store->load(fragment, record.round);
+    if (!loaded) result = loaded.err();
+    else if (!*loaded) result = make_error(errc::storage_failure, where + " is not in the store it was appended to");
+    else
+      st.followed[fragment] = {
+          record.round,
+          record.epoch,
+          {std::move((*loaded)->theta), std::move((*loaded)->momentum), std::move((*loaded)->residual)}};
+  }
+  if (result) {
+    st.followed.erase(fragment);
+    if (result.code == errc::digest_mismatch) st.replay_mismatches++;
+    log_error("keeper: " + where + " does not replay: " + result.describe());
+    st.mail->refuse(msg, result, msg.epoch());
+    return;
+  }
+  if (!st.store->snapshot_due(record.round)) return;
+  const auto& f = st.followed.at(fragment);
+  checkpoint_view snap;
+  snap.fragment = fragment;
+  snap.round = f.round;
+  snap.epoch = f.epoch;
+  snap.theta = f.state.theta.data();
+  snap.momentum = f.state.momentum.data();
+  snap.residual = f.state.residual.empty() ? nullptr : f.state.residual.data();
+  snap.count = f.state.theta.size();
+  snap.theta_digest = record.theta_digest;
+  const auto started = std::chrono::steady_clock::now();
+  if (auto err = st.store->snapshot_keeping_files(snap))
+    log_error("keeper: snapshot of " + where + " failed (the log still holds it): " + err.describe());
+  else
+    log_debug("keeper: snapshot of " + where + " in " +
+              std::to_string(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()) + " s");
+  st.store->remove_unnamed_files();
+}
+
+// A round's record: appended to the log (durable as storage.sync says), acknowledged, then
+// followed.
+void on_logged_commit(self_ptr self, const wire::message_ptr& msg) {
+  auto& st = self->state;
+  const auto req = msg->envelope().getCommitRequest();
+  auto record = take_commit_record(*msg);
+  if (!record) {
+    say_committed(self, *msg, req.getFragment(), req.getRound(), 0, record.err());
+    return;
+  }
+  say_writing(self, *msg, record->fragment, record->round);
+  const auto writing = std::chrono::steady_clock::now();
+  auto result = fence_commit(self, {record->fragment, record->round, record->epoch, record->theta_digest});
+  if (!result) result = st.store->append_keeping_files(*record);
+  // How long the append took: the averaging bench splits a commit's time with it.
+  log_debug("keeper: wrote fragment " + std::to_string(record->fragment) + " round " + std::to_string(record->round) +
+            " (" + std::to_string(record->input_bytes()) + " bytes logged) in " +
+            std::to_string(std::chrono::duration<double>(std::chrono::steady_clock::now() - writing).count()) + " s");
+  if (!result) note_committed(self, record->fragment, record->epoch);
+  if (!result && record->round > 0) ATL_FAULT_POINT("keeper.written");
+  if (result && result.code != errc::not_ready)
+    log_error("keeper: commit of fragment " + std::to_string(record->fragment) + " round " +
+              std::to_string(record->round) + " failed: " + result.describe());
+  say_committed(self, *msg, record->fragment, record->round, record->theta_digest, result);
+  st.store->remove_unnamed_files();
+  const auto followed = st.followed.find(record->fragment);
+  const bool already = followed != st.followed.end() && followed->second.round == record->round &&
+                       followed->second.epoch >= record->epoch;  // a retry of what it follows
+  if (!result && !already) follow_record(self, *msg, *record);
+}
+
+// The state a LoadRequest gets: the followed copy when it is the latest round, else the
+// store's (snapshot plus log).
+expected<std::optional<fragment_checkpoint>> latest_state(self_ptr self, std::uint32_t fragment) {
+  auto& st = self->state;
+  auto round = st.store->latest_round(fragment);
+  if (!round) return round.err();
+  auto it = st.followed.find(fragment);
+  if (*round && it != st.followed.end() && it->second.round == **round) {
+    const auto& f = it->second;
+    return std::optional<fragment_checkpoint>{
+        fragment_checkpoint{fragment, f.round, f.epoch, f.state.theta, f.state.momentum, f.state.residual}};
+  }
+  return st.store->latest(fragment);
 }
 
 // Values a ChunkReply carries at most (16 MiB), whatever the request asks.
@@ -133,57 +320,13 @@ caf::behavior keeper_behavior(self_ptr self) {
           // Never answered: two actors refusing each other's refusals would never stop.
           log_warn("keeper: refusal from " + msg->sender() + ": " + env.getRefusal().getMessage().cStr());
         } else if (env.isCommitRequest()) {
-          const auto req = env.getCommitRequest();
-          wire::outgoing out;
-          auto ack = out.envelope.initCommitAck();
-          ack.setFragment(req.getFragment());
-          ack.setRound(req.getRound());
-          auto values = commit_values(*msg);
-          if (!values) {
-            ack.setOk(false);
-            ack.setError(values.err().describe());
-          } else {
-            // The request is in: the coordinator may send the round's early results now,
-            // while this keeper writes (they no longer compete with the commit's bytes).
-            wire::outgoing notice;
-            auto w = notice.envelope.initCommitAck();
-            w.setFragment(req.getFragment());
-            w.setRound(req.getRound());
-            w.setWriting(true);
-            st.mail->send(msg->sender(), msg->epoch(), notice);
-            checkpoint_view cp = *values;
-            cp.fragment = req.getFragment();
-            cp.round = req.getRound();
-            cp.epoch = msg->epoch();
-            const auto writing = std::chrono::steady_clock::now();
-            auto result = fence_commit(self, cp);
-            if (!result) result = st.store->commit_keeping_files(cp);
-            // How long the write and fdatasync took: the averaging bench splits a commit's
-            // time with it.
-            log_debug(
-                "keeper: wrote fragment " + std::to_string(cp.fragment) + " round " + std::to_string(cp.round) + " (" +
-                std::to_string(2 * cp.count * sizeof(float) >> 20) + " MiB) in " +
-                std::to_string(std::chrono::duration<double>(std::chrono::steady_clock::now() - writing).count()) +
-                " s");
-            if (!result) raise_writer_epoch(self, cp.fragment, cp.epoch);
-            // A committed round is the fragment's newest: a replica need not catch it up any
-            // more (and stops asking a source that may have died since it was placed).
-            if (!result) st.missing.erase(cp.fragment);
-            if (!result && cp.round > 0) ATL_FAULT_POINT("keeper.written");
-            ack.setOk(!result);
-            ack.setError(result.describe());
-            ack.setDigest(cp.digest_of_theta());
-            if (result)
-              log_error("keeper: commit of fragment " + std::to_string(cp.fragment) + " round " +
-                        std::to_string(cp.round) + " failed: " + result.describe());
-          }
-          st.mail->send(msg->sender(), msg->epoch(), out);
-          st.store->remove_unnamed_files();  // after the ack: the coordinator need not wait for it
+          if (env.getCommitRequest().getLogged()) on_logged_commit(self, msg);
+          else on_full_commit(self, msg);
         } else if (env.isLoadRequest()) {
           const auto fragment = env.getLoadRequest().getFragment();
           // A coordinator starting in this epoch: commits from older ones are refused now.
           if (is_kind(msg->sender(), actor_kind::coordinator)) raise_writer_epoch(self, fragment, msg->epoch());
-          auto cp = st.store->latest(fragment);
+          auto cp = latest_state(self, fragment);
           if (!cp) {
             st.mail->refuse(*msg, cp.err(), msg->epoch());
             return;
@@ -196,6 +339,8 @@ caf::behavior keeper_behavior(self_ptr self) {
             reply.setRound((*cp)->round);
             out.tensors.push_back(wire::tensor::from_floats((*cp)->theta.data(), (*cp)->theta.size()));
             out.tensors.push_back(wire::tensor::from_floats((*cp)->momentum.data(), (*cp)->momentum.size()));
+            if (!(*cp)->residual.empty())
+              out.tensors.push_back(wire::tensor::from_floats((*cp)->residual.data(), (*cp)->residual.size()));
           }
           st.mail->send(msg->sender(), msg->epoch(), out);
         } else {

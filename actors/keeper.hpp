@@ -1,15 +1,24 @@
 #pragma once
-// Checkpoint keeper actor ("keeper/N"): stores committed fragment state in RocksDB
-// (storage/checkpoint_store) and serves it.
+// Checkpoint keeper actor ("keeper/N"): a follower of the fragments' coordinators. It
+// stores committed rounds in RocksDB (storage/checkpoint_store: snapshots and the round
+// log) and serves them.
 //
-// Protocol: CommitRequest(fragment, round; tensors theta, momentum)
-//             -> synced WriteBatch -> CommitAck(ok, digest)  (ok=false with the error)
-//           LoadRequest(fragment) -> LoadReply(found, round; tensors theta, momentum)
-// A commit is acknowledged only after the write is on disk; a failed write leaves the
-// previous round as the latest and is reported, never acknowledged. The same round again
-// with the same bytes is acknowledged (a retry whose ack was lost). A commit from an epoch
-// older than the newest coordinator that loaded or committed here is refused
-// (stale_epoch): that coordinator was re-placed.
+// Protocol: CommitRequest(logged: the round's record)
+//             -> CommitAck(writing) -> record appended (storage.sync) -> CommitAck(ok, digest)
+//             -> then, off the coordinator's path: the record applied to this keeper's copy of
+//                the fragment's state with the coordinator's step (apply_record), its theta
+//                digest checked, and a snapshot written every storage.snapshot_every rounds
+//           CommitRequest(not logged: round 0, tensors theta, momentum) -> a snapshot, synced
+//           LoadRequest(fragment) -> LoadReply(found, round; theta, momentum[, residual])
+// A commit is acknowledged only once durable; a failed write leaves the previous round as
+// the latest and is reported, never acknowledged. The same round again with the same
+// digest is acknowledged (a retry whose ack was lost). A commit from an epoch older than
+// the newest coordinator that loaded or committed here is refused (stale_epoch): that
+// coordinator was re-placed. A record this keeper cannot follow (it holds no state, or an
+// older round) is refused as not_ready and sent again by the coordinator, by which time a
+// catching-up replica has the state. A record that replays to another digest is reported
+// to the coordinator as digest_mismatch, and this keeper drops its copy of that state
+// (the next record reloads it from the store, whose read checks every digest again).
 //
 // Replica ("keeper/1" on a node, placed by the registry): the coordinators commit to it as
 // well and release a round only when every keeper acknowledged it. On start it catches up:
@@ -33,6 +42,7 @@
 #include "runtime/transport.hpp"
 #include "storage/checkpoint_store.hpp"
 #include "storage/kv_store.hpp"
+#include "storage/round_record.hpp"
 
 namespace atl {
 
@@ -40,6 +50,13 @@ namespace atl {
 struct keeper_storage {
   std::unique_ptr<kv_store> db;
   std::unique_ptr<checkpoint_store> checkpoints;
+};
+
+// A fragment's state as this keeper last reached it, kept to apply the next record to.
+struct followed_fragment {
+  std::uint64_t round = 0;
+  std::uint64_t epoch = 0;
+  outer_state state;
 };
 
 struct keeper_state {
@@ -51,6 +68,9 @@ struct keeper_state {
   std::optional<fragment_checkpoint> served;  // the round whose chunks were asked for last
   std::map<std::uint32_t, std::uint64_t> writer_epoch;  // newest coordinator epoch per fragment
   std::set<std::uint32_t> epoch_loaded;  // fragments whose stored epoch is in writer_epoch
+  std::map<std::uint32_t, followed_fragment> followed;
+  record_scratch scratch;
+  std::uint64_t replay_mismatches = 0;  // records whose replay missed their digest
   static inline const char* name = "keeper";
 };
 

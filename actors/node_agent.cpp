@@ -156,7 +156,8 @@ void on_place_keeper(self_ptr self, const wire::message_ptr& msg) {
     return;
   }
   storage->db = std::move(*db);
-  storage->checkpoints = std::make_unique<checkpoint_store>(*storage->db, static_cast<std::size_t>(st.run.keep_rounds));
+  storage->checkpoints = std::make_unique<checkpoint_store>(*storage->db, static_cast<std::size_t>(st.run.keep_rounds),
+                                                            log_options_for(st.run));
   auto k = self->spawn(keeper_replica_actor, st.net, id, st.mail->cluster(), storage, std::string(place.getSource()),
                        static_cast<std::uint32_t>(st.run.fragments));
   st.local->add(id, k);

@@ -130,6 +130,11 @@ std::string prometheus_text(const json& status, const json& members) {
   w.sample("atoll_keeper_healthy", {}, storage.value("ok", true));
   w.family("atoll_keeper_failed_commits_total", "counter", "commits the head's keeper could not write");
   w.sample("atoll_keeper_failed_commits_total", {}, storage.value("failed_commits", json(0)));
+  w.family("atoll_keeper_logged_bytes_total", "counter",
+           "bytes of round inputs the head's keeper appended to its round log (commit bytes per keeper)");
+  w.sample("atoll_keeper_logged_bytes_total", {}, storage.value("logged_bytes", json(0)));
+  w.family("atoll_keeper_stored_bytes", "gauge", "bytes of snapshots and round records the head's keeper holds");
+  w.sample("atoll_keeper_stored_bytes", {}, storage.value("stored_bytes", json(0)));
 
   const auto link = status.value("head_link", json::object());
   w.family("atoll_head_link_bytes_total", "counter", "bytes on the head's link: in, out, relayed between nodes");

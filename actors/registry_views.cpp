@@ -55,7 +55,25 @@ json refusals(const registry_state& st) {
 json storage(const registry_state& st) {
   if (!st.deps.checkpoints) return json::object();
   const auto h = st.deps.checkpoints->health();
-  return {{"ok", !h.failing}, {"failed_commits", h.failed_commits}, {"last_error", h.last_error}};
+  json out = {{"ok", !h.failing},
+              {"failed_commits", h.failed_commits},
+              {"last_error", h.last_error},
+              {"logged_bytes", h.logged_bytes},
+              {"logged_records", h.logged_records}};
+  // What the head's keeper holds: snapshots, round records and their bytes (bounded by
+  // storage.keep_rounds and storage.snapshot_every).
+  if (auto use = st.deps.checkpoints->storage_use()) {
+    std::uint64_t snapshots = 0, records = 0, bytes = 0;
+    for (const auto& f : *use) {
+      snapshots += f.snapshots;
+      records += f.log_records;
+      bytes += f.bytes;
+    }
+    out["snapshots"] = snapshots;
+    out["log_records"] = records;
+    out["stored_bytes"] = bytes;
+  }
+  return out;
 }
 
 json round_durations(const registry_state& st) {

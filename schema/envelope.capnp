@@ -211,9 +211,30 @@ struct ControlReply { ok @0 :Bool; json @1 :Text; }
 struct Shutdown { reason @0 :Text; }
 
 # coordinator -> keeper: commit (theta_global, momentum) of a round. Two tensors.
+# coordinator -> keeper. Round 0 (the seed) and anything not `logged`: the tensors are
+# theta_global and momentum, and the result codec's residual when there is one: the full
+# state (also what a keeper that answered `behind` is sent). A `logged` request is the round log's record
+# (storage/round_record.hpp): the round's inputs, each one's tensors in order (its payload,
+# then the fp32 scales for int8 and fp4), or one fp32 input, the round's average
+# (`averaged`); the outer rule; and the digest of the theta_global the round reaches.
 struct CommitRequest {
-  fragment @0 :UInt32;
-  round    @1 :UInt64;
+  fragment    @0 :UInt32;
+  round       @1 :UInt64;
+  logged      @2 :Bool;
+  thetaDigest @3 :UInt64;
+  count       @4 :UInt64;   # values in the fragment
+  outerLr     @5 :Float32;
+  outerMomentum @6 :Float32;
+  resultCodec @7 :PseudoGradientCodec;
+  resultChunk @8 :UInt32;
+  averaged    @9 :Bool;
+  inputs      @10 :List(RoundInput);
+}
+struct RoundInput {
+  worker @0 :Text;
+  weight @1 :Float32;
+  codec  @2 :PseudoGradientCodec;
+  chunk  @3 :UInt32;
 }
 # `writing`: not an acknowledgement but a notice that the whole request is in and being
 # written (the coordinator's link is free for the round's early results).
@@ -224,10 +245,12 @@ struct CommitAck {
   ok       @3 :Bool;
   error    @4 :Text;
   writing  @5 :Bool;
+  behind   @6 :Bool;   # refused: this keeper does not hold the round before; send the full state
 }
 # coordinator -> keeper: newest committed state of a fragment.
 struct LoadRequest { fragment @0 :UInt32; }
-# keeper -> coordinator: `found` with two tensors (theta_global, momentum), or none.
+# keeper -> coordinator: `found` with the tensors theta_global and momentum, and a third,
+# the result codec's residual, when it is not all zeros; or none.
 struct LoadReply {
   fragment @0 :UInt32;
   found    @1 :Bool;

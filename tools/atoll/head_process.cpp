@@ -155,7 +155,7 @@ int run_head(const head_options& opt) {
     std::cerr << "atoll up: " << security.err().describe() << "\n";
     return 2;
   }
-  checkpoint_store checkpoints(**db, static_cast<std::uint64_t>(cfg->keep_rounds));
+  checkpoint_store checkpoints(**db, static_cast<std::uint64_t>(cfg->keep_rounds), log_options_for(*cfg));
   directory local;
   cluster_identity cluster(snap->cluster_id);
   shared_routes routes;  // the registry's PeerTable, read by the ingress

@@ -96,6 +96,10 @@ void print_human(const std::string& command, const json& body) {
     else if (storage.value("failed_commits", 0) > 0)
       std::cout << "storage: ok again after " << str(storage["failed_commits"])
                 << " failed commit(s); last: " << str(storage["last_error"]) << "\n";
+    if (storage.contains("stored_bytes"))
+      std::cout << "head's keeper: " << str(storage["snapshots"]) << " snapshot(s) and " << str(storage["log_records"])
+                << " round record(s) on disk, " << str(storage["stored_bytes"]) << " B; "
+                << str(storage.value("logged_bytes", json(0))) << " B of round inputs logged since it started\n";
     std::cout << "refused messages:";
     if (body["refused"]["total"].empty()) std::cout << " none";
     for (const auto& [process, counts] : body["refused"].items())
