@@ -227,6 +227,7 @@ void follow_record(self_ptr self, const wire::message& msg, const round_record& 
   snap.residual = f.state.residual.empty() ? nullptr : f.state.residual.data();
   snap.count = f.state.theta.size();
   snap.theta_digest = record.theta_digest;
+  ATL_FAULT_POINT("keeper.snapshotting");
   const auto started = std::chrono::steady_clock::now();
   if (auto err = st.store->snapshot_keeping_files(snap))
     log_error("keeper: snapshot of " + where + " failed (the log still holds it): " + err.describe());

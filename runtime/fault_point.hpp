@@ -14,6 +14,7 @@
 //   coordinator.provisional round r's results went out provisional; every keeper has its
 //                           commit and may or may not have written it yet
 //   keeper.written          round r is durable; the coordinator has no acknowledgement
+//   keeper.snapshotting     round r is acknowledged and applied; its snapshot is not written
 //   worker.contributed      a contribution is sent; its result has not come
 //
 // Failing points, for what cannot be done at all rather than a crash:

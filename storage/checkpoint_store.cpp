@@ -408,22 +408,27 @@ void checkpoint_store::remove_unnamed_files() {
   const std::string dir = store_.files_dir();
   if (dir.empty()) return;
   for (auto& [slot, name] : unnamed_files_) {
-    auto& spare = spare_files_[slot];
-    if (spare.empty()) spare = std::move(name);  // the next value of its kind overwrites it
+    auto& spares = spare_files_[slot];
+    if (spares.size() < spares_kept(slot.second)) spares.push_back(std::move(name));  // overwritten next
     else value_files::remove(dir, name);
   }
   unnamed_files_.clear();
   if (committed_ && !swept_) sweep_unlisted_files();
 }
 
+std::size_t checkpoint_store::spares_kept(char kind) const {
+  return kind == log_kind ? static_cast<std::size_t>(std::min<std::uint64_t>(options_.snapshot_every, 64)) + 1 : 1;
+}
+
 namespace {
 
-// Takes the spare file of a fragment's kind of value, if any (reused or removed by the write).
-std::string take_spare(std::map<std::pair<std::uint32_t, char>, std::string>& spares, std::uint32_t f, char kind) {
+// Takes a spare file of a fragment's kind of value, if any (reused or removed by the write).
+std::string take_spare(std::map<std::pair<std::uint32_t, char>, std::vector<std::string>>& spares, std::uint32_t f,
+                       char kind) {
   std::string spare;
-  if (auto it = spares.find({f, kind}); it != spares.end()) {
-    spare = std::move(it->second);
-    spares.erase(it);
+  if (auto it = spares.find({f, kind}); it != spares.end() && !it->second.empty()) {
+    spare = std::move(it->second.back());
+    it->second.pop_back();
   }
   return spare;
 }
@@ -464,7 +469,7 @@ void checkpoint_store::sweep_unlisted_files() {
   std::set<std::string> named;
   for (const auto& [key, value] : *rows)
     if (auto name = file_of(value); !name.empty()) named.insert(name);
-  for (const auto& [slot, name] : spare_files_) named.insert(name);
+  for (const auto& [slot, names] : spare_files_) named.insert(names.begin(), names.end());
   value_files::remove_unlisted(store_.files_dir(), named);
 }
 

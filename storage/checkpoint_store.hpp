@@ -191,10 +191,14 @@ class checkpoint_store {
   bool swept_ = false;
   // Files that committed batches named no longer, by fragment, until remove_unnamed_files().
   std::vector<std::pair<std::pair<std::uint32_t, char>, std::string>> unnamed_files_;
-  // One of them per fragment and kind (snapshot, log record) is kept for the next value of
-  // that kind to overwrite (value_files::write_durably with a spare): one value's size of
-  // disk per fragment and kind.
-  std::map<std::pair<std::uint32_t, char>, std::string> spare_files_;
+  // Some of them, by fragment and kind (snapshot, round record), are kept for the next
+  // values of that kind to overwrite (value_files::write with a spare): a fresh file's
+  // pages cost a fault each on these VMs (a new 32 MiB record took 0.13 s to write without
+  // fdatasync; see spares_kept()), an overwritten one's are in the page cache already.
+  std::map<std::pair<std::uint32_t, char>, std::vector<std::string>> spare_files_;
+  // How many spares of a kind a fragment keeps: round records are pruned up to
+  // snapshot_every at a time, and each round writes one; snapshots one at a time.
+  std::size_t spares_kept(char kind) const;
   mutable std::mutex health_mu_;
   storage_health health_;  // guarded by health_mu_
 };

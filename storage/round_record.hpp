@@ -50,7 +50,8 @@ struct round_record {
 };
 
 // Whether a round logs its fp32 average rather than its encoded contributions: only when
-// the contributions are more bytes (fp32 with two or more workers; int8 with five or more).
+// the contributions are more bytes (fp32 from two workers on; int8 from four on, with the
+// scales of 256-value chunks; fp4 from nine on).
 bool log_the_average(std::uint64_t contribution_bytes, std::uint64_t count);
 
 // Every input has the sizes its codec gives for `count` values, and there is one.

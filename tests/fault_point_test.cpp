@@ -114,6 +114,32 @@ TEST(FaultPoints, AKeeperKilledBetweenWriteAndAckIsRestartedAndTheRetryIsAcknowl
   testing::shut_down(ep, *head);
 }
 
+// The head's keeper dies as it starts its second snapshot (round 6, storage.snapshot_every
+// = 3), after acknowledging the round. The restarted head's keeper reads round 6 back from
+// the snapshot of round 3 and the round log after it (replayed, digests checked), and the
+// run finishes with every worker at the keeper's digest.
+TEST(FaultPoints, AKeeperKilledDuringItsSnapshotRestartsFromTheLogAndTheRunFinishes) {
+  testing::temp_dir dir;
+  const std::string head_dir = dir.sub("head");
+  auto head = std::make_unique<subprocess>(
+      testing::mlp_head(head_dir, 16000,
+                        {"--set", "cluster.heartbeat_ms=300", "--set", "cluster.lease_ms=2000", "--set",
+                         "storage.keep_rounds=100", "--set", "storage.snapshot_every=3"}),
+      dir.sub("head.log"),
+      std::vector<std::pair<std::string, std::string>>{{"ATOLL_FAULT_POINT", "keeper.snapshotting@2"}});
+  const std::string ep = testing::wait_for_endpoint(head_dir, *head);
+  ASSERT_FALSE(ep.empty()) << head->output();
+  auto nodes = three_nodes(ep, dir, -1, "");
+  expect_killed_at(*head, "keeper.snapshotting");
+
+  std::remove((head_dir + "/head.endpoint").c_str());
+  head = std::make_unique<subprocess>(std::vector<std::string>{ATOLL_BIN, "up", "--listen", ep, "--run-dir", head_dir},
+                                      dir.sub("head2.log"));
+  ASSERT_EQ(testing::wait_for_endpoint(head_dir, *head), ep) << head->output();
+  expect_survivors_finish_and_agree(ep, nodes, nullptr, *head);
+  testing::shut_down(ep, *head);
+}
+
 // A node dies right after its worker sent its round-5 contribution (worker and node are
 // one process). Its lease runs out, the round completes with the survivors.
 TEST(FaultPoints, AWorkerKilledMidRoundIsDroppedAndTheRoundCompletesWithoutIt) {

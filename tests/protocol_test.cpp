@@ -2,6 +2,7 @@
 // through the in-memory transport (full encode and ingress on every message), with a
 // deterministic fake replica instead of LibTorch. A probe actor stands in for the
 // registry and records what the actors report.
+#include <algorithm>
 #include <cmath>
 #include <condition_variable>
 #include <cstring>
@@ -12,10 +13,12 @@
 #include <gtest/gtest.h>
 #include <caf/all.hpp>
 
+#include "actors/commit_record.hpp"
 #include "actors/coordinator.hpp"
 #include "actors/keeper.hpp"
 #include "actors/messages.hpp"
 #include "actors/pseudo_gradient.hpp"
+#include "actors/round_tracker.hpp"
 #include "actors/worker.hpp"
 #include "runtime/digest.hpp"
 #include "storage/checkpoint_store.hpp"
@@ -908,6 +911,127 @@ TEST_F(ProtocolTest, AReplicaStopsAskingItsSourceForAFragmentCommittedToIt) {
   ASSERT_TRUE(source_obs.wait_for([&] { return asked(1) >= fragment1_then + 2; })) << "fragment 1 no longer asked";
   std::lock_guard<std::mutex> lock(source_obs.mu);
   EXPECT_EQ(asked(0), fragment0_then) << "fragment 0 was committed here: its source was asked again";
+}
+
+// The keeper as the round log's follower: a record it cannot follow (nothing held, or a
+// round missing before it) is refused as behind and changes nothing; a full state gives it
+// a base; a record that follows is acknowledged with its digest, and the keeper then holds
+// the coordinator's theta, momentum and residual (LoadReply). A record whose replay misses
+// its logged digest is reported to the coordinator as digest_mismatch, and the state it
+// leaves is never served.
+TEST_F(ProtocolTest, AKeeperFollowsTheRoundLogAndIsSentTheFullStateWhenBehind) {
+  observations coord_obs;
+  dir_.add("coord/0", sys_.spawn(probe_actor, &coord_obs));
+  mailer as_coordinator(net_, "coord/0", cluster_.get());
+  // Rounds 1 to 3 of a coordinator: one worker, int8 contributions, int8 results.
+  round_tracker tracker(0, {0.7f, 0.9f});
+  tracker.encode_results(codec_kind::int8, 2);
+  ASSERT_FALSE(tracker.seed({1.0f, -2.0f, 0.5f, 4.0f}));
+  ASSERT_FALSE(tracker.committed());
+  const auto seed_theta = tracker.theta();
+  std::vector<round_record> records;
+  std::vector<std::vector<float>> thetas, momenta, residuals;
+  for (std::uint64_t r = 1; r <= 3; ++r) {
+    ASSERT_FALSE(tracker.open(1, {"worker/1.0"}));
+    const std::vector<float> delta = {0.1f * r, -0.2f, 0.3f, 0.05f};
+    encoded_values enc;
+    ASSERT_FALSE(encode(codec_kind::int8, delta.data(), delta.size(), 2, enc));
+    std::vector<float> decoded(delta.size());
+    ASSERT_FALSE(decode(enc, decoded.data()));
+    ASSERT_TRUE(tracker.add("worker/1.0", 1, r, decoded, 1.0f));
+    round_record rec;
+    rec.round = r;
+    rec.count = delta.size();
+    rec.rule = tracker.rule_of_rounds();
+    rec.theta_digest = digest64(tracker.theta().data(), tracker.theta().size() * sizeof(float));
+    rec.inputs.push_back({"worker/1.0", 1.0f, codec_kind::int8, 2, byte_buffer(enc.payload),
+                          byte_buffer(reinterpret_cast<const std::uint8_t*>(enc.scales.data()),
+                                      reinterpret_cast<const std::uint8_t*>(enc.scales.data() + enc.scales.size()))});
+    records.push_back(rec);
+    thetas.push_back(tracker.theta());
+    momenta.push_back(tracker.momentum());
+    residuals.push_back(tracker.residual());
+    ASSERT_FALSE(tracker.committed());
+  }
+  auto send_record = [&](const round_record& rec) {
+    wire::outgoing out;
+    put_commit_record(out.envelope.initCommitRequest(), rec);
+    out.tensors = record_tensors(rec);
+    as_coordinator.send("keeper/0", 1, out);
+  };
+  auto acks = [&] {  // (round, ok, behind, digest) of every acknowledgement so far
+    std::vector<std::tuple<std::uint64_t, bool, bool, std::uint64_t>> out;
+    for (const auto& m : coord_obs.received)
+      if (m->envelope().isCommitAck() && !m->envelope().getCommitAck().getWriting()) {
+        const auto a = m->envelope().getCommitAck();
+        out.emplace_back(a.getRound(), a.getOk(), a.getBehind(), a.getDigest());
+      }
+    return out;
+  };
+  send_record(records[0]);  // nothing held yet
+  ASSERT_TRUE(coord_obs.wait_for([&] { return acks().size() == 1; }));
+  {
+    std::lock_guard<std::mutex> lock(coord_obs.mu);
+    EXPECT_FALSE(std::get<1>(acks()[0]));
+    EXPECT_TRUE(std::get<2>(acks()[0])) << "a keeper with nothing to apply round 1 to is behind";
+  }
+  {
+    wire::outgoing out;  // the seed: the full state of round 0
+    auto req = out.envelope.initCommitRequest();
+    req.setFragment(0);
+    req.setRound(0);
+    const std::vector<float> zeros(seed_theta.size(), 0.0f);
+    out.tensors.push_back(wire::tensor::from_floats(seed_theta.data(), seed_theta.size()));
+    out.tensors.push_back(wire::tensor::from_floats(zeros.data(), zeros.size()));
+    as_coordinator.send("keeper/0", 1, out);
+  }
+  send_record(records[0]);
+  send_record(records[2]);  // round 2 is missing here
+  ASSERT_TRUE(coord_obs.wait_for([&] { return acks().size() == 4; }));
+  {
+    std::lock_guard<std::mutex> lock(coord_obs.mu);
+    const auto a = acks();
+    EXPECT_TRUE(std::get<1>(a[1])) << "the seed";
+    EXPECT_TRUE(std::get<1>(a[2])) << "round 1 follows the seed";
+    EXPECT_EQ(std::get<3>(a[2]), records[0].theta_digest);
+    EXPECT_FALSE(std::get<1>(a[3]));
+    EXPECT_TRUE(std::get<2>(a[3])) << "round 3 without round 2 is behind";
+  }
+  send_record(records[1]);
+  send_record(records[2]);
+  ASSERT_TRUE(coord_obs.wait_for([&] { return acks().size() == 6; }));
+  {
+    wire::outgoing load;
+    load.envelope.initLoadRequest().setFragment(0);
+    as_coordinator.send("keeper/0", 1, load);
+  }
+  const auto load_reply = [&]() -> wire::message_ptr {
+    for (const auto& m : coord_obs.received)
+      if (m->envelope().isLoadReply()) return m;
+    return nullptr;
+  };
+  ASSERT_TRUE(coord_obs.wait_for([&] { return load_reply() != nullptr; }));
+  {
+    std::lock_guard<std::mutex> lock(coord_obs.mu);
+    const auto reply = load_reply();
+    EXPECT_EQ(reply->envelope().getLoadReply().getRound(), 3u);
+    ASSERT_EQ(reply->tensors().size(), 3u) << "theta, momentum and the residual";
+    EXPECT_EQ(reply->tensors()[0].to_floats(), thetas[2]);
+    EXPECT_EQ(reply->tensors()[1].to_floats(), momenta[2]);
+    EXPECT_EQ(reply->tensors()[2].to_floats(), residuals[2]);
+  }
+  // Round 4 whose logged digest is not what its inputs give.
+  auto wrong = records[2];
+  wrong.round = 4;
+  wrong.theta_digest ^= 1;
+  send_record(wrong);
+  const auto mismatch = [&] {
+    return std::count(coord_obs.refusals.begin(), coord_obs.refusals.end(), errc::digest_mismatch) > 0;
+  };
+  ASSERT_TRUE(coord_obs.wait_for(mismatch)) << "the keeper did not report the replay that missed its digest";
+  auto served = checkpoints_.latest(0);
+  ASSERT_FALSE(served) << "a round whose replay misses its digest must not be served";
+  EXPECT_EQ(served.err().code, errc::digest_mismatch);
 }
 
 // S5 at the keeper: once a coordinator of epoch 5 loaded, a commit from epoch 3 (the one it

@@ -5,9 +5,11 @@ For each fragment size (MiB of fp32), worker count M and codec, runs `atoll loca
 nodes training the mlp example sized so that its single fragment has that many bytes,
 syncing every 2 steps. Each round then goes through the real path: M worker processes
 send their contributions over ZeroMQ to the coordinator on one node, which decodes,
-averages, applies the outer step, commits to both keepers (the head's and the replica on a
-node: each writes theta and momentum, twice the fragment, to disk and fdatasyncs) and
-sends every worker its result.
+averages, applies the outer step, commits the round's record to both keepers (the head's
+and the replica on a node: each appends the round's inputs, the encoded contributions or
+their fp32 average whichever is smaller, to its round log; storage.sync = replicated, the
+default, acknowledges from the write-ahead log, fsync after an fdatasync) and sends every
+worker its result.
 
     time = (last contribution in -> release, from the coordinator's RoundReport)
          + (release -> the last worker's acknowledgement, both stamped by the head)
@@ -30,12 +32,13 @@ released, so it can be no faster than the disk bound.
 Atoll runs twice per row: over CURVE (every cluster's default) and over plain TCP
 (`atoll local --plain-links`), since Gloo's TCP transport encrypts nothing. With
 `--early-results on,off` also with and without diloco.early_results (results sent while
-the round commits, applied on a confirmation once it is durable; on by default).
+the round commits, applied on a confirmation once it is durable; on by default). `--sync
+replicated,fsync` runs each row in both durability modes (default: replicated).
 
-Writes DIR/results.json: [{size_mb, workers, codec, links, early_results, atoll_gbps, gloo_gbps, tcp_bound_gbps,
+Writes DIR/results.json: [{size_mb, workers, codec, links, early_results, sync, atoll_gbps, gloo_gbps, tcp_bound_gbps,
 commit_disk_bound_gbps, atoll_round_s, atoll_release_s (the median of the first term),
 atoll_coordinator_share, atoll_average_s, atoll_commit_s, atoll_keeper_write_s, atoll_results_s,
-rounds_measured, warmup_rounds}]
+commit_bytes_per_keeper, rounds_measured, warmup_rounds}]
 and prints a table. GB/s = 1e9 bytes per second. Where a round's time goes, medians over
 rounds W+1..R: atoll_average_s (last contribution in -> the commit starts: decode, average,
 outer step, encode the result), atoll_commit_s (the commit starts -> the slower keeper's
@@ -219,7 +222,7 @@ def mlp_width(size_bytes):
 COMMITTING = re.compile(r"^\[\s*([0-9.]+) .*coordinator \d+: committing round (\d+), ([0-9.]+) s after the last "
                         r"contribution")
 ACKNOWLEDGED = re.compile(r"^\[\s*([0-9.]+) .*coordinator \d+: keeper/\d+ acknowledged round (\d+) ")
-WROTE = re.compile(r"keeper: wrote fragment \d+ round (\d+) \(\d+ MiB\) in ([0-9.]+) s")
+WROTE = re.compile(r"keeper: wrote fragment \d+ round (\d+) \((\d+) bytes[^)]*\) in ([0-9.]+) s")
 
 
 def fmt_s(seconds):
@@ -231,13 +234,14 @@ def commit_phases(log_dir, first):
     lines): last contribution in -> the commit starts (average, outer step, encoding), and
     the commit starts -> the last keeper's acknowledgement (copy and digest, transfer, write,
     fdatasync)."""
-    averages, commits, writes = [], [], {}
+    averages, commits, writes, written = [], [], {}, {}
     for name in sorted(os.listdir(log_dir)) if os.path.isdir(log_dir) else []:
         started, acked = {}, {}
         with open(os.path.join(log_dir, name), errors="replace") as f:
             for line in f:
-                if m := WROTE.search(line):  # a keeper's write and fdatasync: the slower keeper's counts
-                    writes[int(m[1])] = max(writes.get(int(m[1]), 0.0), float(m[2]))
+                if m := WROTE.search(line):  # a keeper's write (and fdatasync): the slower keeper's counts
+                    writes[int(m[1])] = max(writes.get(int(m[1]), 0.0), float(m[3]))
+                    written[int(m[1])] = max(written.get(int(m[1]), 0), int(m[2]))
                 elif m := COMMITTING.match(line):
                     started[int(m[2])] = float(m[1])
                     if int(m[2]) >= first:
@@ -246,10 +250,12 @@ def commit_phases(log_dir, first):
                     acked[int(m[2])] = float(m[1])  # the last one wins: the slower keeper
         commits += [acked[r] - t for r, t in started.items() if r >= first and r in acked]
     median = lambda xs: statistics.median(xs) if xs else None
-    return median(averages), median(commits), median([t for r, t in writes.items() if r >= first])
+    return (median(averages), median(commits), median([t for r, t in writes.items() if r >= first]),
+            median([b for r, b in written.items() if r >= first]))
 
 
-def atoll_run(atoll, run_dir, size_bytes, workers, codec, rounds, links="curve", early_results=True, warmup=1):
+def atoll_run(atoll, run_dir, size_bytes, workers, codec, rounds, links="curve", early_results=True, warmup=1,
+              sync="replicated"):
     sync_every = 2
     cmd = [atoll, "local", "--nodes", str(workers), "--example", "mlp", "--steps", str(sync_every * rounds),
            "--run-dir", run_dir,
@@ -264,7 +270,8 @@ def atoll_run(atoll, run_dir, size_bytes, workers, codec, rounds, links="curve",
            "--set", f"run.min_workers={workers}",
            "--set", "run.threads_per_worker=1",
            "--set", "cluster.lease_ms=120000",
-           "--set", f"diloco.early_results={'true' if early_results else 'false'}"]
+           "--set", f"diloco.early_results={'true' if early_results else 'false'}",
+           "--set", f"storage.sync={sync}"]
     if links == "plain":
         cmd.append("--plain-links")
     if os.path.exists(run_dir):
@@ -296,11 +303,12 @@ def atoll_run(atoll, run_dir, size_bytes, workers, codec, rounds, links="curve",
     if not times:
         sys.exit(f"averaging: no complete round after the first {warmup} in {run_dir}")
     median = statistics.median(times)
-    average_s, commit_s, write_s = commit_phases(os.path.join(run_dir, "logs"), warmup + 1)
+    average_s, commit_s, write_s, commit_bytes = commit_phases(os.path.join(run_dir, "logs"), warmup + 1)
     return {"atoll_round_s": median, "atoll_gbps": size_bytes / median / 1e9,
             "atoll_release_s": statistics.median(releases),
             "atoll_coordinator_share": statistics.median(commit_shares), "rounds_measured": len(times),
             "atoll_average_s": average_s, "atoll_commit_s": commit_s, "atoll_keeper_write_s": write_s,
+            "commit_bytes_per_keeper": commit_bytes,
             "atoll_results_s": statistics.median(helds),
             "run_wall_s": time.time() - started}
 
@@ -321,6 +329,8 @@ def main():
     ap.add_argument("--links", default="curve,plain",
                     help="Atoll's links: curve (encrypted, the default of every cluster) and/or plain "
                          "(`atoll local --plain-links`: unencrypted TCP, as Gloo's)")
+    ap.add_argument("--sync", default="replicated",
+                    help="storage.sync: replicated (the default) and/or fsync, e.g. replicated,fsync")
     ap.add_argument("--early-results", default="on",
                     help="diloco.early_results: on (the default: results travel while the round commits) "
                          "and/or off (results after the commit), e.g. on,off for both, run by run")
@@ -340,17 +350,20 @@ def main():
             continue
         for workers in [int(w) for w in args.workers.split(",")]:
             gloo = gloo_gbps(size, workers)
-            grid = [(c, l, e) for l in args.links.split(",") for c in args.codecs.split(",")
-                    for e in args.early_results.split(",")]
-            for codec, links, early in grid:
+            grid = [(c, l, e, s) for l in args.links.split(",") for c in args.codecs.split(",")
+                    for e in args.early_results.split(",") for s in args.sync.split(",")]
+            for codec, links, early, sync in grid:
                 if early not in ("on", "off"):
                     sys.exit(f"averaging.py: --early-results takes on and/or off, not {early!r}")
-                run_dir = os.path.join(args.out, f"run-{size_mb}-{workers}-{codec}-{links}-{early}")
+                if sync not in ("replicated", "fsync"):
+                    sys.exit(f"averaging.py: --sync takes replicated and/or fsync, not {sync!r}")
+                run_dir = os.path.join(args.out, f"run-{size_mb}-{workers}-{codec}-{links}-{early}-{sync}")
                 a = atoll_run(args.atoll, run_dir, size, workers, codec, args.rounds, links, early == "on",
-                              args.warmup_rounds)
+                              args.warmup_rounds, sync)
                 shutil.rmtree(run_dir, ignore_errors=True)  # the keeper's copies are large
                 row = {"size_mb": size_mb, "workers": workers, "codec": codec, "links": links,
-                       "early_results": early == "on",
+                       "early_results": early == "on", "sync": sync,
+                       "commit_bytes_per_keeper": a["commit_bytes_per_keeper"],
                        "atoll_gbps": a["atoll_gbps"], "gloo_gbps": gloo, "tcp_bound_gbps": tcp,
                        "commit_disk_bound_gbps": disk,
                        "atoll_round_s": a["atoll_round_s"], "atoll_release_s": a["atoll_release_s"],
@@ -359,23 +372,26 @@ def main():
                        "atoll_results_s": a["atoll_results_s"], "atoll_keeper_write_s": a["atoll_keeper_write_s"],
                        "rounds_measured": a["rounds_measured"], "warmup_rounds": args.warmup_rounds}
                 results.append(row)
-                print(f"averaging: {size_mb} MiB, M={workers}, {codec}, {links} links, early results {early}: "
+                print(f"averaging: {size_mb} MiB, M={workers}, {codec}, {links} links, early results {early}, "
+                      f"sync {sync}: "
                       f"atoll {a['atoll_gbps']:.3f} GB/s "
                       f"({a['atoll_round_s']:.3f} s/round; last contribution to release {a['atoll_release_s']:.3f} s, "
                       f"{a['atoll_coordinator_share']:.0%}; average {fmt_s(a['atoll_average_s'])}, "
-                      f"commit {fmt_s(a['atoll_commit_s'])} (keeper write {fmt_s(a['atoll_keeper_write_s'])}), "
+                      f"commit {fmt_s(a['atoll_commit_s'])} (keeper write {fmt_s(a['atoll_keeper_write_s'])}, "
+                      f"{a['commit_bytes_per_keeper']} bytes a keeper), "
                       f"results {fmt_s(a['atoll_results_s'])}), "
                       f"gloo {gloo:.3f} GB/s, tcp bound {tcp:.3f} GB/s, commit disk bound {disk:.3f} GB/s", flush=True)
                 with open(os.path.join(args.out, "results.json"), "w") as f:
                     json.dump(results, f, indent=1)
     if args.bounds_only:
         return
-    print("\n| MiB | M | codec | links | early results | Atoll GB/s | Gloo GB/s | TCP bound GB/s "
-          "| commit disk bound GB/s | Atoll / Gloo | Atoll / TCP |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("\n| MiB | M | codec | links | early results | sync | commit MiB/keeper | Atoll GB/s | Gloo GB/s "
+          "| TCP bound GB/s | commit disk bound GB/s | Atoll / Gloo | Atoll / TCP |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
+        mib = "?" if r["commit_bytes_per_keeper"] is None else f"{r['commit_bytes_per_keeper'] / MIB:.1f}"
         print(f"| {r['size_mb']} | {r['workers']} | {r['codec']} | {r['links']} | "
-              f"{'on' if r['early_results'] else 'off'} | {r['atoll_gbps']:.3f} | "
+              f"{'on' if r['early_results'] else 'off'} | {r['sync']} | {mib} | {r['atoll_gbps']:.3f} | "
               f"{r['gloo_gbps']:.3f} | "
               f"{r['tcp_bound_gbps']:.3f} | {r['commit_disk_bound_gbps']:.3f} | {r['atoll_gbps'] / r['gloo_gbps']:.2f} | "
               f"{r['atoll_gbps'] / r['tcp_bound_gbps']:.2f} |")
