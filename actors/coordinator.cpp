@@ -127,7 +127,7 @@ void send_commit_to(coordinator_state& st, const std::string& keeper) {
   const auto& frames = frames_to_commit(st);
   wire::outgoing out;
   auto req = out.envelope.initCommitRequest();
-  const bool full = !frames.record || st.behind.count(keeper);
+  const bool full = !frames.record || st.commit.needs_full_state(keeper);
   if (!full) put_commit_record(req, *frames.record);
   req.setFragment(st.cfg.fragment);
   req.setRound(frames.round);
@@ -139,19 +139,14 @@ void send_commit_to(coordinator_state& st, const std::string& keeper) {
 // frames, shared by the messages).
 void send_commit(self_ptr self) {
   auto& st = self->state;
-  for (const auto& keeper : st.keepers)
-    if (!st.acked.count(keeper)) send_commit_to(st, keeper);
-  st.commit_sent = st.now();
-  st.commit_tries++;
+  for (const auto& keeper : st.commit.unacknowledged()) send_commit_to(st, keeper);
+  st.commit.sent(st.now());
 }
 
 // A round entered phase committing: no keeper has it yet.
 void start_commit(self_ptr self) {
   auto& st = self->state;
-  st.acked.clear();
-  st.writing.clear();
-  st.behind.clear();
-  st.commit_tries = 0;
+  st.commit.start(st.rounds->committed_round(), frames_to_commit(st).bytes);
   log_debug(fragment_name(st) + ": committing round " + std::to_string(st.rounds->committed_round()) + ", " +
             std::to_string(std::chrono::duration<double>(st.now() - st.last_contribution).count()) +
             " s after the last contribution arrived");
@@ -172,8 +167,9 @@ void send_state(self_ptr self, const std::string& worker) {
   } else {
     fs.setCount(theta.size());
     fs.setDigest(digest64(theta.data(), theta.size() * sizeof(float)));
-    auto keepers = fs.initKeepers(static_cast<unsigned>(st.keepers.size()));
-    for (unsigned i = 0; i < st.keepers.size(); ++i) keepers.set(i, st.keepers[i]);
+    const auto& every = st.commit.keepers();
+    auto keepers = fs.initKeepers(static_cast<unsigned>(every.size()));
+    for (unsigned i = 0; i < every.size(); ++i) keepers.set(i, every[i]);
   }
   st.mail->send(worker, st.rounds->open_epoch(), out);
 }
@@ -375,8 +371,7 @@ void send_provisional_results_once_received(self_ptr self) {
   if (!st.cfg.early_results || st.rounds->current_phase() != round_tracker::phase::committing || round == 0 ||
       st.rounds->rule() != round_tracker::update_rule::nesterov || st.provisional_round == round)
     return;
-  for (const auto& keeper : st.keepers)
-    if (!st.writing.count(keeper) && !st.acked.count(keeper)) return;
+  if (!st.commit.every_keeper_has_it()) return;
   const auto update = released_update_frames(st);
   send_results(st, st.rounds->contributors(), round, st.epoch, frames_to_commit(st).theta_digest,
                update ? nullptr : &committing_theta(st), update, result_form::provisional);
@@ -456,9 +451,10 @@ void on_membership(self_ptr self, const wire::message_ptr& msg) {
   st.has_membership = true;
   // The keepers a commit needs. A keeper removed (its node died) no longer holds a round
   // up; one added gets the committing round at the next tick.
-  st.keepers.clear();
-  for (const auto k : m.getKeepers()) st.keepers.push_back(k);
-  if (st.keepers.empty()) st.keepers.push_back(st.cfg.keeper);
+  std::vector<std::string> keepers;
+  for (const auto k : m.getKeepers()) keepers.push_back(k);
+  if (keepers.empty()) keepers.push_back(st.cfg.keeper);
+  st.commit.set_keepers(std::move(keepers));
   if (first) request_startup_state(self);  // now the keepers
   if (st.cfg.load_from_every_keeper) resume_when_every_keeper_answered(self);  // one removed may have been awaited
   finish_commit_if_acked(self);
@@ -491,7 +487,7 @@ void report_progress(self_ptr self) {
   const bool committing = phase == round_tracker::phase::committing;
   const auto round = committing ? st.rounds->committed_round() : st.rounds->open_round();
   const auto key = std::string(to_string(phase)) + "/" + std::to_string(round) + "/" +
-                   std::to_string(contributors.size()) + "/" + std::to_string(st.acked.size());
+                   std::to_string(contributors.size()) + "/" + std::to_string(st.commit.acknowledged().size());
   if (key != st.progress_key) {
     st.progress_key = key;
     st.progress_since = st.now();
@@ -508,8 +504,8 @@ void report_progress(self_ptr self) {
       p.setOpenForS(static_cast<float>(std::chrono::duration<double>(st.now() - st.round_started).count()));
   }
   if (committing) {
-    fill_names(p.initKeepers(static_cast<unsigned>(st.keepers.size())), st.keepers);
-    fill_names(p.initAcked(static_cast<unsigned>(st.acked.size())), st.acked);
+    fill_names(p.initKeepers(static_cast<unsigned>(st.commit.keepers().size())), st.commit.keepers());
+    fill_names(p.initAcked(static_cast<unsigned>(st.commit.acknowledged().size())), st.commit.acknowledged());
   }
   p.setPhaseForS(static_cast<float>(std::chrono::duration<double>(st.now() - st.progress_since).count()));
   st.mail->send(st.cfg.registry, st.epoch, out);
@@ -520,39 +516,44 @@ void on_commit_ack(self_ptr self, const wire::message_ptr& msg) {
   const auto ack = msg->envelope().getCommitAck();
   if (st.rounds->current_phase() != round_tracker::phase::committing || ack.getRound() != st.rounds->committed_round())
     return;  // a duplicate or late ack: the round was already settled
-  if (ack.getWriting()) {  // a keeper has the whole request: not an acknowledgement
-    st.writing.insert(msg->sender());
-    send_provisional_results_once_received(self);
-    return;
+  using answer = commit_barrier::answer;
+  const auto what = ack.getWriting()  ? answer::writing
+                    : ack.getOk()     ? answer::acknowledged
+                    : ack.getBehind() ? answer::behind
+                                      : answer::refused;
+  switch (st.commit.on_answer(msg->sender(), ack.getRound(), what)) {
+    case commit_barrier::action::early_results: send_provisional_results_once_received(self); break;
+    case commit_barrier::action::send_full_state:
+      log_info(fragment_name(st) + ": " + msg->sender() + " lacks round " + std::to_string(ack.getRound() - 1) +
+               "; sending it round " + std::to_string(ack.getRound()) + "'s full state");
+      send_commit_to(st, msg->sender());
+      break;
+    case commit_barrier::action::committed:
+      log_debug(fragment_name(st) + ": " + msg->sender() + " acknowledged round " + std::to_string(ack.getRound()) +
+                " (" + std::to_string(st.commit.tries()) + " tries; " +
+                std::to_string(std::chrono::duration<double>(st.now() - st.commit.last_sent()).count()) +
+                " s after the last)");
+      finish_commit_if_acked(self);
+      break;
+    case commit_barrier::action::none:
+      if (what == answer::refused)  // sent again when a retry is due
+        log_error(fragment_name(st) + ": " + msg->sender() + " refused round " + std::to_string(ack.getRound()) + ": " +
+                  ack.getError().cStr() + "; retrying");
+      else if (what == answer::acknowledged)
+        log_debug(fragment_name(st) + ": " + msg->sender() + " acknowledged round " + std::to_string(ack.getRound()) +
+                  " (" + std::to_string(st.commit.tries()) + " tries; " +
+                  std::to_string(std::chrono::duration<double>(st.now() - st.commit.last_sent()).count()) +
+                  " s after the last)");
+      break;
   }
-  if (!ack.getOk() && ack.getBehind() && !st.behind.count(msg->sender()) &&
-      std::find(st.keepers.begin(), st.keepers.end(), msg->sender()) != st.keepers.end()) {
-    log_info(fragment_name(st) + ": " + msg->sender() + " lacks round " + std::to_string(ack.getRound() - 1) +
-             "; sending it round " + std::to_string(ack.getRound()) + "'s full state");
-    st.behind.insert(msg->sender());
-    send_commit_to(st, msg->sender());
-    return;
-  }
-  if (!ack.getOk()) {  // the tick sends it again
-    log_error(fragment_name(st) + ": " + msg->sender() + " refused round " + std::to_string(ack.getRound()) + ": " +
-              ack.getError().cStr() + "; retrying");
-    return;
-  }
-  if (std::find(st.keepers.begin(), st.keepers.end(), msg->sender()) == st.keepers.end()) return;  // not ours
-  st.acked.insert(msg->sender());
-  log_debug(fragment_name(st) + ": " + msg->sender() + " acknowledged round " + std::to_string(ack.getRound()) + " (" +
-            std::to_string(st.commit_tries) + " tries; " +
-            std::to_string(std::chrono::duration<double>(st.now() - st.commit_sent).count()) + " s after the last)");
-  finish_commit_if_acked(self);
 }
 
 // Every keeper has the committing round on disk: it is committed. Round 0 (the seed) opens
 // the first round; any other is released to its contributors.
 void finish_commit_if_acked(self_ptr self) {
   auto& st = self->state;
-  if (st.rounds->current_phase() != round_tracker::phase::committing) return;
-  for (const auto& keeper : st.keepers)
-    if (!st.acked.count(keeper)) return;
+  if (st.rounds->current_phase() != round_tracker::phase::committing || !st.commit.committed()) return;
+  st.commit.finish();
   const auto round = st.rounds->committed_round();
   const auto contributors = st.rounds->contributors();
   (void)st.rounds->committed();
@@ -598,7 +599,7 @@ void resume_when_every_keeper_answered(self_ptr self) {
     const bool found = load.getFound() && (reply->tensors().size() == 2 || reply->tensors().size() == 3);
     answered[keeper] = found ? std::optional<std::uint64_t>(load.getRound()) : std::nullopt;
   }
-  const auto source = placement::resume_source(st.keepers, answered);
+  const auto source = placement::resume_source(st.commit.keepers(), answered);
   if (!source) return;
   const auto reply = st.load_replies.at(*source);  // held here: resume_from clears the replies
   resume_from(self, *reply);
@@ -611,7 +612,8 @@ void on_load_reply(self_ptr self, const wire::message_ptr& msg) {
     resume_from(self, *msg);
     return;
   }
-  if (std::find(st.keepers.begin(), st.keepers.end(), msg->sender()) == st.keepers.end()) return;
+  const auto& keepers = st.commit.keepers();
+  if (std::find(keepers.begin(), keepers.end(), msg->sender()) == keepers.end()) return;
   st.load_replies[msg->sender()] = msg;
   resume_when_every_keeper_answered(self);
 }
@@ -672,7 +674,7 @@ void request_startup_state(self_ptr self) {
   if (!st.has_membership) {
     request_membership(self);
   } else if (!st.loaded) {
-    const auto targets = st.cfg.load_from_every_keeper ? st.keepers : std::vector<std::string>{st.cfg.keeper};
+    const auto targets = st.cfg.load_from_every_keeper ? st.commit.keepers() : std::vector<std::string>{st.cfg.keeper};
     for (const auto& keeper : targets) {
       if (st.load_replies.count(keeper)) continue;
       wire::outgoing out;
@@ -683,11 +685,6 @@ void request_startup_state(self_ptr self) {
 }
 
 }  // namespace
-
-std::chrono::milliseconds commit_retry_after(std::chrono::milliseconds base, int tries, std::uint64_t bytes) {
-  const auto transfer = std::chrono::milliseconds(static_cast<std::int64_t>(1e3 * bytes / commit_floor_bytes_per_s));
-  return base * (1 << std::clamp(tries - 1, 0, 5)) + transfer;
-}
 
 coordinator_config coordinator_config_for(const run_config& run, std::uint32_t fragment) {
   coordinator_config cc;
@@ -710,7 +707,7 @@ caf::behavior coordinator_actor(caf::stateful_actor<coordinator_state>* self, tr
   auto& st = self->state;
   st.cfg = cfg;
   st.clock = &self->clock();
-  st.keepers = {cfg.keeper};  // until the Membership names them
+  st.commit.set_keepers({cfg.keeper});  // until the Membership names them
   st.mail = std::make_unique<mailer>(*net, coordinator_id(cfg.fragment), cluster_id);
   st.rounds = std::make_unique<round_tracker>(
       cfg.fragment, cfg.outer,
@@ -741,11 +738,10 @@ caf::behavior coordinator_actor(caf::stateful_actor<coordinator_state>* self, tr
         // A commit not acknowledged for a whole tick: refused, or the request or its ack
         // was lost (a head that died). The keeper acknowledges a repeat of the same bytes.
         if (st.rounds->current_phase() == round_tracker::phase::committing &&
-            st.now() - st.commit_sent >=
-                commit_retry_after(st.cfg.commit_retry, st.commit_tries, frames_to_commit(st).bytes)) {
+            st.commit.retry_due(st.now(), st.cfg.commit_retry)) {
           log_debug(fragment_name(st) + ": round " + std::to_string(st.rounds->committed_round()) +
-                    " not acknowledged by every keeper; sending it again (try " + std::to_string(st.commit_tries + 1) +
-                    ")");
+                    " not acknowledged by every keeper; sending it again (try " +
+                    std::to_string(st.commit.tries() + 1) + ")");
           send_commit(self);
         }
         if (st.has_membership) report_progress(self);

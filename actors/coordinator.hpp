@@ -52,6 +52,7 @@
 #include <caf/actor_clock.hpp>
 #include <caf/stateful_actor.hpp>
 
+#include "actors/commit_barrier.hpp"
 #include "actors/round_tracker.hpp"
 #include "runtime/actor_id.hpp"
 #include "runtime/config.hpp"
@@ -117,14 +118,9 @@ struct coordinator_state {
   std::map<std::string, wire::message_ptr> round_inputs;
   std::chrono::steady_clock::time_point round_started;
   std::chrono::steady_clock::time_point last_contribution;  // arrival of the round's latest one
-  std::chrono::steady_clock::time_point commit_sent;  // of the last CommitRequest
-  int commit_tries = 0;  // CommitRequests of the committing round sent so far
-  std::vector<std::string> keepers;  // every one must acknowledge a commit (from the Membership)
-  std::set<std::string> acked;  // keepers that acknowledged the committing round
-  std::set<std::string> writing;  // keepers that said they have the whole committing round
-  // Keepers that could not follow the committing round's record (they lack the round
-  // before: a new replica, or one a killed coordinator left behind): sent the full state.
-  std::set<std::string> behind;
+  // The committing round's keepers (every one must acknowledge it; from the Membership),
+  // their answers, and its retries (actors/commit_barrier.hpp).
+  commit_barrier commit;
   // What the committing round sends, made once: its record and the record's frames (the
   // seed: theta and momentum), shared by every keeper's CommitRequest and its resends; the
   // digest of theta_global; and theta as a frame, made only when a result carries it (fp32).
@@ -147,14 +143,6 @@ struct coordinator_state {
   std::chrono::steady_clock::time_point progress_since;  // when progress_key last changed
   static inline const char* name = "coordinator";
 };
-
-// How long after try number `tries` (1 = the first send) an unacknowledged commit of
-// `bytes` is sent again: base, 2 base, 4 base ... at most 32 base, plus the time the bytes
-// take at commit_floor_bytes_per_s. A commit is lost only with a connection (a head that
-// restarts), so a resend must not land on keepers still receiving or writing the first copy:
-// each one adds a whole copy's work (the averaging bench at 64 MiB sent every commit twice).
-constexpr double commit_floor_bytes_per_s = 8e6;  // a 64 Mbit/s link
-std::chrono::milliseconds commit_retry_after(std::chrono::milliseconds base, int tries, std::uint64_t bytes = 0);
 
 caf::behavior coordinator_actor(caf::stateful_actor<coordinator_state>* self, transport* net, std::string cluster_id,
                                 coordinator_config cfg);
