@@ -2,7 +2,11 @@
 // round_tracker and keepers that replay its records reaching the same bits over hundreds of
 // rounds; a store that rebuilds any kept round from a snapshot plus the log, refuses what
 // it cannot follow, and stays bounded.
+#include <sys/mount.h>
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -392,6 +396,49 @@ TEST(RoundLog, AThousandRoundsLeaveABoundedStore) {
   std::size_t files = 0;
   for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator((*db)->files_dir())) ++files;
   EXPECT_LE(files, (*use)[0].snapshots + (*use)[0].log_records + 10 + 1 + 1);
+}
+
+// A full disk refuses an append (storage_full) and a snapshot alike, and leaves every round
+// readable as it was; once space returns, both go on from where they stopped (root: mounts
+// a 16 MiB tmpfs).
+TEST(RoundLog, AFullDiskRefusesAnAppendAndASnapshotAndLeavesTheLogReadable) {
+  if (::geteuid() != 0) GTEST_SKIP() << "mounting a tmpfs needs root";
+  const auto run = run_rounds(4, codec_kind::int8, codec_kind::int8, 17, 4096);
+  testing::temp_dir dir;
+  const std::string mnt = dir.sub("tmpfs");
+  std::filesystem::create_directories(mnt);
+  if (::mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=16m") != 0) GTEST_SKIP() << "cannot mount a tmpfs";
+  {
+    auto db = open_rocksdb_store(mnt + "/db");
+    ASSERT_TRUE(db) << db.err().describe();
+    checkpoint_store store(**db, 100, {sync_mode::replicated, 0});
+    ASSERT_FALSE(store.commit_keeping_files(view_of(run.states[0], 0, 0, 0)));
+    ASSERT_FALSE(store.append_keeping_files(run.records[0]));
+    {
+      std::FILE* f = std::fopen((mnt + "/filler").c_str(), "wb");
+      std::vector<char> block(1 << 20, 'x');
+      while (std::fwrite(block.data(), 1, block.size(), f) == block.size() && std::fflush(f) == 0) {}
+      std::fclose(f);
+    }
+    auto full = store.append_keeping_files(run.records[1]);
+    EXPECT_EQ(full.code, errc::storage_full) << full.describe();
+    EXPECT_TRUE(store.health().failing);
+    auto snap = store.snapshot_keeping_files(view_of(run.states[1], 0, 1, 1));
+    EXPECT_EQ(snap.code, errc::storage_full) << snap.describe();
+    auto latest = store.latest_round(0);
+    ASSERT_TRUE(latest && *latest);
+    EXPECT_EQ(**latest, 1u);  // round 2 was not appended
+    expect_loads(store, 1, run.states[1]);
+
+    std::remove((mnt + "/filler").c_str());
+    store.remove_unnamed_files();
+    ASSERT_FALSE(store.append_keeping_files(run.records[1]));
+    ASSERT_FALSE(store.snapshot_keeping_files(view_of(run.states[2], 0, 2, 2)));
+    ASSERT_FALSE(store.append_keeping_files(run.records[2]));
+    EXPECT_FALSE(store.health().failing);
+    expect_loads(store, 3, run.states[3]);
+  }
+  ::umount2(mnt.c_str(), MNT_DETACH);
 }
 
 }  // namespace
