@@ -17,7 +17,7 @@ if [ -n "$hits" ]; then
 fi
 decisions=(
   actors/quorum actors/membership actors/placement actors/fragment_sync actors/state_fetch
-  actors/round_tracker actors/round_explain actors/restart_budget actors/commit_barrier
+  actors/round_tracker actors/round_explain actors/restart_budget actors/commit_barrier actors/held_requests
   runtime/algorithm/outer_optimizer runtime/algorithm/outer_round runtime/algorithm/codec
   storage/round_record
 )

@@ -1,0 +1,58 @@
+#pragma once
+// What a coordinator does with a StateRequest or a Contribution that its open round cannot
+// take now: answer it, take it, or hold it until a round opens that includes its sender.
+// Pure decisions over facts the coordinator gathers (no I/O, no clock), each with its
+// reason, so that the table tests name why.
+//
+//   StateRequest:
+//     answer_in_round       loaded, the members suffice, a round is collecting, the sender
+//                           is a participant that has not contributed
+//     answer_outside_round  DiLoCo, loaded, a round is collecting, the sender is a member
+//                           outside it whose contribution to it was not refused: it may be a
+//                           participant of another fragment's round and must train to reach
+//                           it (held here, it would wait on this round, which (streaming)
+//                           waits on that round's result, which waits on it)
+//     hold                  anything else: answered when a round opens that includes it
+//   Contribution:
+//     hold_early            for the round about to open (ready, the next round, from a
+//                           member), or anything before the state is loaded or seeded; at
+//                           most max_early senders (a sender already held replaces its own)
+//     take                  everything else: the round tracker fences it (typed refusals)
+#include <cstddef>
+
+namespace atl::held_requests {
+
+struct state_request_facts {
+  bool loaded = false;  // the keeper answered the LoadRequest
+  bool members_suffice = false;  // quorum::members_suffice
+  bool collecting = false;  // a round is open
+  bool nesterov = true;  // DiLoCo (not ddp)
+  bool participant = false;  // of the open round
+  bool contributed = false;  // to the open round
+  bool member = false;  // of the current epoch
+  bool refused_outside = false;  // its contribution to the open round was refused as not_participant
+};
+
+enum class state_verdict { answer_in_round, answer_outside_round, hold };
+state_verdict decide(const state_request_facts& f);
+
+// Contributions held before their round opens: one per sender, at most this many senders.
+constexpr std::size_t max_early = 4096;
+
+struct contribution_facts {
+  bool loaded = false;
+  bool seeded = false;  // the round tracker is past unseeded
+  bool ready = false;  // between rounds
+  bool for_next_round = false;  // it names the round about to open
+  bool member = false;
+  bool sender_held = false;  // a contribution of this sender is held already
+  std::size_t held = 0;  // senders held
+};
+
+enum class contribution_verdict { hold_early, take };
+contribution_verdict decide(const contribution_facts& f);
+
+const char* to_string(state_verdict v);
+const char* to_string(contribution_verdict v);
+
+}  // namespace atl::held_requests
