@@ -211,7 +211,7 @@ void follow_record(self_ptr self, const wire::message& msg, const round_record& 
   }
   if (result) {
     st.followed.erase(fragment);
-    if (result.code == errc::digest_mismatch) st.replay_mismatches++;
+    if (result.code == errc::digest_mismatch) st.store->note_replay_mismatch();
     log_error("keeper: " + where + " does not replay: " + result.describe());
     st.mail->refuse(msg, result, msg.epoch());
     return;

@@ -70,7 +70,6 @@ struct keeper_state {
   std::set<std::uint32_t> epoch_loaded;  // fragments whose stored epoch is in writer_epoch
   std::map<std::uint32_t, followed_fragment> followed;
   record_scratch scratch;
-  std::uint64_t replay_mismatches = 0;  // records whose replay missed their digest
   static inline const char* name = "keeper";
 };
 

@@ -133,6 +133,9 @@ std::string prometheus_text(const json& status, const json& members) {
   w.family("atoll_keeper_logged_bytes_total", "counter",
            "bytes of round inputs the head's keeper appended to its round log (commit bytes per keeper)");
   w.sample("atoll_keeper_logged_bytes_total", {}, storage.value("logged_bytes", json(0)));
+  w.family("atoll_keeper_replay_mismatches_total", "counter",
+           "round records whose replay on the head's keeper missed the coordinator's digest");
+  w.sample("atoll_keeper_replay_mismatches_total", {}, storage.value("replay_mismatches", json(0)));
   w.family("atoll_keeper_stored_bytes", "gauge", "bytes of snapshots and round records the head's keeper holds");
   w.sample("atoll_keeper_stored_bytes", {}, storage.value("stored_bytes", json(0)));
 

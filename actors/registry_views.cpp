@@ -59,7 +59,8 @@ json storage(const registry_state& st) {
               {"failed_commits", h.failed_commits},
               {"last_error", h.last_error},
               {"logged_bytes", h.logged_bytes},
-              {"logged_records", h.logged_records}};
+              {"logged_records", h.logged_records},
+              {"replay_mismatches", h.replay_mismatches}};
   // What the head's keeper holds: snapshots, round records and their bytes (bounded by
   // storage.keep_rounds and storage.snapshot_every).
   if (auto use = st.deps.checkpoints->storage_use()) {

@@ -473,6 +473,11 @@ void checkpoint_store::sweep_unlisted_files() {
   value_files::remove_unlisted(store_.files_dir(), named);
 }
 
+void checkpoint_store::note_replay_mismatch() {
+  std::lock_guard<std::mutex> lock(health_mu_);
+  health_.replay_mismatches++;
+}
+
 storage_health checkpoint_store::health() const {
   std::lock_guard<std::mutex> lock(health_mu_);
   return health_;

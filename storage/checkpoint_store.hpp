@@ -108,6 +108,7 @@ struct storage_health {
   std::string last_error;  // of the last failed commit
   std::uint64_t logged_bytes = 0;  // round records' input bytes appended (commit bytes per keeper)
   std::uint64_t logged_records = 0;
+  std::uint64_t replay_mismatches = 0;  // records whose replay here missed their digest
 };
 
 class checkpoint_store {
@@ -158,6 +159,8 @@ class checkpoint_store {
   expected<std::vector<checkpoint_summary>> stored_rounds() const;
   // Thread-safe: the keeper commits while the registry reports.
   storage_health health() const;
+  // The keeper found a record whose replay misses its logged digest (digest_mismatch).
+  void note_replay_mismatch();
 
   static std::string encode(const checkpoint_view& cp);
   static expected<fragment_checkpoint> decode(const std::string& bytes);

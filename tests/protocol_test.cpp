@@ -1029,6 +1029,7 @@ TEST_F(ProtocolTest, AKeeperFollowsTheRoundLogAndIsSentTheFullStateWhenBehind) {
     return std::count(coord_obs.refusals.begin(), coord_obs.refusals.end(), errc::digest_mismatch) > 0;
   };
   ASSERT_TRUE(coord_obs.wait_for(mismatch)) << "the keeper did not report the replay that missed its digest";
+  EXPECT_EQ(checkpoints_.health().replay_mismatches, 1u) << "counted for /metrics";
   auto served = checkpoints_.latest(0);
   ASSERT_FALSE(served) << "a round whose replay misses its digest must not be served";
   EXPECT_EQ(served.err().code, errc::digest_mismatch);
