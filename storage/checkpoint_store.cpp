@@ -9,6 +9,7 @@
 
 #include "runtime/config.hpp"
 #include "runtime/digest.hpp"
+#include "storage/binary_fields.hpp"
 #include "storage/value_files.hpp"
 
 namespace atl {
@@ -32,17 +33,8 @@ std::string value_file(char kind, std::uint32_t f, std::uint64_t r, std::uint64_
   return "f" + hex(f, 8) + "-r" + hex(r, 16) + "-e" + hex(epoch, 16) + (kind == log_kind ? ".atrl" : ".atck");
 }
 
-template <class T>
-void put(std::string& out, const T& v) {
-  out.append(reinterpret_cast<const char*>(&v), sizeof v);
-}
-template <class T>
-bool take(const std::string& in, std::size_t& pos, T& v) {
-  if (pos + sizeof v > in.size()) return false;
-  std::memcpy(&v, in.data() + pos, sizeof v);
-  pos += sizeof v;
-  return true;
-}
+using binary_fields::put;
+using binary_fields::take;
 
 // A key of column `fragments`: which fragment and round, and a snapshot's or a record's.
 struct parsed_key {

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "runtime/digest.hpp"
+#include "storage/binary_fields.hpp"
 
 namespace atl {
 namespace {
@@ -14,17 +15,8 @@ constexpr std::uint32_t version = 1;
 constexpr std::uint32_t max_inputs = 1 << 16;
 constexpr std::uint32_t max_worker_name = 256;
 
-template <class T>
-void put(std::string& out, const T& v) {
-  out.append(reinterpret_cast<const char*>(&v), sizeof v);
-}
-template <class T>
-bool take(const std::string& in, std::size_t& pos, T& v) {
-  if (pos + sizeof v > in.size()) return false;
-  std::memcpy(&v, in.data() + pos, sizeof v);
-  pos += sizeof v;
-  return true;
-}
+using binary_fields::put;
+using binary_fields::take;
 
 std::size_t expected_scales(codec_kind kind, std::uint64_t count, std::uint32_t chunk) {
   const bool scaled = kind == codec_kind::int8 || kind == codec_kind::fp4;

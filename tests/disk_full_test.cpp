@@ -3,7 +3,6 @@
 // the latest committed round stays readable, `atollctl status` names the problem, and
 // once space returns the keeper commits again by itself and the run finishes in
 // agreement. Needs root for mount (CI runs as root); skipped otherwise.
-#include <sys/mount.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -14,6 +13,7 @@
 
 #include "storage/checkpoint_store.hpp"
 #include "tests/cluster_helpers.hpp"
+#include "tests/full_disk.hpp"
 
 namespace atl {
 namespace {
@@ -23,36 +23,8 @@ using testing::ask;
 using testing::subprocess;
 using namespace std::chrono_literals;
 
-class tmpfs_mount {
- public:
-  tmpfs_mount(const std::string& path, const char* size) : path_(path) {
-    const std::string opts = std::string("size=") + size;
-    mounted_ = ::mount("tmpfs", path.c_str(), "tmpfs", 0, opts.c_str()) == 0;
-  }
-  ~tmpfs_mount() {
-    if (mounted_) ::umount2(path_.c_str(), MNT_DETACH);
-  }
-  bool mounted() const { return mounted_; }
-
- private:
-  std::string path_;
-  bool mounted_ = false;
-};
-
-// Writes 1 MiB blocks until the file system refuses; returns the bytes written.
-std::size_t fill(const std::string& file) {
-  std::FILE* f = std::fopen(file.c_str(), "wb");
-  if (!f) return 0;
-  std::vector<char> block(1 << 20, 'x');
-  std::size_t total = 0;
-  while (true) {
-    const std::size_t n = std::fwrite(block.data(), 1, block.size(), f);
-    total += n;
-    if (n < block.size() || std::fflush(f) != 0) break;
-  }
-  std::fclose(f);
-  return total;
-}
+using testing::fill;
+using testing::tmpfs_mount;
 
 std::int64_t latest_round(const std::string& head) {
   const json cps = ask(head, "checkpoints");

@@ -2,7 +2,6 @@
 // round_tracker and keepers that replay its records reaching the same bits over hundreds of
 // rounds; a store that rebuilds any kept round from a snapshot plus the log, refuses what
 // it cannot follow, and stays bounded.
-#include <sys/mount.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -18,6 +17,7 @@
 #include "runtime/digest.hpp"
 #include "storage/checkpoint_store.hpp"
 #include "storage/round_record.hpp"
+#include "tests/full_disk.hpp"
 #include "tests/test_dir.hpp"
 
 namespace atl {
@@ -407,19 +407,15 @@ TEST(RoundLog, AFullDiskRefusesAnAppendAndASnapshotAndLeavesTheLogReadable) {
   testing::temp_dir dir;
   const std::string mnt = dir.sub("tmpfs");
   std::filesystem::create_directories(mnt);
-  if (::mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=16m") != 0) GTEST_SKIP() << "cannot mount a tmpfs";
+  testing::tmpfs_mount tmpfs(mnt, "16m");
+  if (!tmpfs.mounted()) GTEST_SKIP() << "cannot mount a tmpfs";
   {
     auto db = open_rocksdb_store(mnt + "/db");
     ASSERT_TRUE(db) << db.err().describe();
     checkpoint_store store(**db, 100, {sync_mode::replicated, 0});
     ASSERT_FALSE(store.commit_keeping_files(view_of(run.states[0], 0, 0, 0)));
     ASSERT_FALSE(store.append_keeping_files(run.records[0]));
-    {
-      std::FILE* f = std::fopen((mnt + "/filler").c_str(), "wb");
-      std::vector<char> block(1 << 20, 'x');
-      while (std::fwrite(block.data(), 1, block.size(), f) == block.size() && std::fflush(f) == 0) {}
-      std::fclose(f);
-    }
+    testing::fill(mnt + "/filler");
     auto full = store.append_keeping_files(run.records[1]);
     EXPECT_EQ(full.code, errc::storage_full) << full.describe();
     EXPECT_TRUE(store.health().failing);
@@ -438,7 +434,6 @@ TEST(RoundLog, AFullDiskRefusesAnAppendAndASnapshotAndLeavesTheLogReadable) {
     EXPECT_FALSE(store.health().failing);
     expect_loads(store, 3, run.states[3]);
   }
-  ::umount2(mnt.c_str(), MNT_DETACH);
 }
 
 }  // namespace

@@ -1,4 +1,3 @@
-#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,6 +12,7 @@
 #include "runtime/digest.hpp"
 #include "storage/checkpoint_store.hpp"
 #include "storage/registry_store.hpp"
+#include "tests/full_disk.hpp"
 #include "tests/test_dir.hpp"
 
 namespace atl {
@@ -42,18 +42,14 @@ TEST(CheckpointStore, AFullDiskRefusesACommitAndTheStoreRecoversWhenSpaceReturns
   testing::temp_dir dir;
   const std::string mnt = dir.sub("tmpfs");
   std::filesystem::create_directories(mnt);
-  if (::mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=16m") != 0) GTEST_SKIP() << "cannot mount a tmpfs";
+  testing::tmpfs_mount tmpfs(mnt, "16m");
+  if (!tmpfs.mounted()) GTEST_SKIP() << "cannot mount a tmpfs";
   {
     auto db = open_rocksdb_store(mnt + "/db");
     ASSERT_TRUE(db) << db.err().describe();
     checkpoint_store store(**db, 5);
     ASSERT_FALSE(store.commit({0, 1, 1, {1, 2, 3}, {0, 0, 0}}));
-    {
-      std::FILE* f = std::fopen((mnt + "/filler").c_str(), "wb");
-      std::vector<char> block(1 << 20, 'x');
-      while (std::fwrite(block.data(), 1, block.size(), f) == block.size() && std::fflush(f) == 0) {}
-      std::fclose(f);
-    }
+    testing::fill(mnt + "/filler");
     auto full = store.commit({0, 2, 1, {4, 5, 6}, {0, 0, 0}});
     EXPECT_EQ(full.code, errc::storage_full) << full.describe();
     EXPECT_NE(full.message.find("disk is full"), std::string::npos);
@@ -68,7 +64,6 @@ TEST(CheckpointStore, AFullDiskRefusesACommitAndTheStoreRecoversWhenSpaceReturns
     EXPECT_EQ(store.health().failed_commits, 1u);
     EXPECT_EQ((*store.latest(0))->round, 2u);
   }
-  ::umount2(mnt.c_str(), MNT_DETACH);
 }
 
 TEST(CheckpointStore, ARoundCommittedToRocksDbRestoresBitExactAfterReopen) {
