@@ -120,7 +120,11 @@ expected<round_record> decode_record(const std::string& in) {
       !take(in, pos, result_codec) || !take(in, pos, result_chunk) || !take(in, pos, averaged) ||
       !take(in, pos, inputs))
     return corrupt("truncated header");
+  // take() reads up to the string's end, which holds the checksum: a header that reaches
+  // into it is cut short (and would make the sizes below wrap around).
+  if (pos > end) return corrupt("truncated header");
   if (inputs > max_inputs) return corrupt(std::to_string(inputs) + " inputs");
+  if (averaged > 1) return corrupt("the averaged flag is " + std::to_string(averaged));
   r.rule.result_codec = static_cast<codec_kind>(result_codec);
   r.rule.result_chunk = result_chunk;
   r.averaged = averaged != 0;
@@ -136,6 +140,7 @@ expected<round_record> decode_record(const std::string& in) {
     if (!take(in, pos, ri.weight) || !take(in, pos, codec) || !take(in, pos, ri.chunk) || !take(in, pos, payload) ||
         !take(in, pos, scales))
       return corrupt("truncated input header");
+    if (pos > end) return corrupt("truncated input header");
     ri.codec = static_cast<codec_kind>(codec);
     sizes.emplace_back(payload, scales);
     r.inputs.push_back(std::move(ri));
