@@ -66,6 +66,15 @@ void print_checkpoints(const json& rows) {
   std::cout << "atoll export (no --round) writes: " << (latest.empty() ? "nothing yet" : latest) << "\n";
 }
 
+// What the head's keeper holds on disk (snapshots and the round log, bounded by
+// storage.keep_rounds and storage.snapshot_every): the status view's `storage`.
+void print_keeper_storage(const json& storage) {
+  if (!storage.contains("stored_bytes")) return;
+  std::cout << "head's keeper: " << str(storage["snapshots"]) << " snapshot(s) and " << str(storage["log_records"])
+            << " round record(s) on disk, " << str(storage["stored_bytes"]) << " B; "
+            << str(storage.value("logged_bytes", json(0))) << " B of round inputs logged since it started\n";
+}
+
 void print_human(const std::string& command, const json& body) {
   if (command == "status") {
     std::cout << "cluster " << str(body["cluster_id"]) << "  state " << str(body["state"]) << "  epoch "
@@ -96,10 +105,7 @@ void print_human(const std::string& command, const json& body) {
     else if (storage.value("failed_commits", 0) > 0)
       std::cout << "storage: ok again after " << str(storage["failed_commits"])
                 << " failed commit(s); last: " << str(storage["last_error"]) << "\n";
-    if (storage.contains("stored_bytes"))
-      std::cout << "head's keeper: " << str(storage["snapshots"]) << " snapshot(s) and " << str(storage["log_records"])
-                << " round record(s) on disk, " << str(storage["stored_bytes"]) << " B; "
-                << str(storage.value("logged_bytes", json(0))) << " B of round inputs logged since it started\n";
+    print_keeper_storage(storage);
     std::cout << "refused messages:";
     if (body["refused"]["total"].empty()) std::cout << " none";
     for (const auto& [process, counts] : body["refused"].items())
@@ -219,6 +225,13 @@ int main(int argc, char** argv) {
     }
     if (as_json) std::cout << body.dump(2) << "\n";
     else print_human(watch ? "status" : command, body);
+    if (!as_json && command == "checkpoints") {  // and what they take on the keeper's disk
+      auto status = atl::control_request(head, "status", "", std::chrono::milliseconds(timeout_ms), security);
+      if (status && status->ok) {
+        auto parsed = json::parse(status->json, nullptr, false);
+        if (!parsed.is_discarded()) print_keeper_storage(parsed.value("storage", json::object()));
+      }
+    }
     if (watch) {
       std::cout << std::string(40, '-') << std::endl;
       std::this_thread::sleep_for(std::chrono::seconds(1));

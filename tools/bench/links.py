@@ -148,7 +148,8 @@ def run_one(atoll, keys, out, name, extra, steps, mbit, keepers):
             "bytes_sent_per_worker": sum(d["bytes_sent"] for d in done) / len(done),
             "bytes_received_per_worker": sum(d["bytes_received"] for d in done) / len(done),
             "head_link_bytes": summary.get("head_link_bytes", 0),
-            "head_tensor_bytes": summary.get("head_tensor_bytes", 0), "keepers": keepers}, watch.samples
+            "head_tensor_bytes": summary.get("head_tensor_bytes", 0),
+            "head_relayed_tensor_bytes": summary.get("head_relayed_tensor_bytes", 0), "keepers": keepers}, watch.samples
 
 
 def plot(traces, path):
@@ -216,7 +217,8 @@ def main():
                       f"{r['compute_utilisation']:.3f}, val {r['val_loss']:.4f}, "
                       f"{r['bytes_sent_per_worker'] / 1e6:.1f} MB sent + {r['bytes_received_per_worker'] / 1e6:.1f} MB "
                       f"received per worker, head link {r['head_link_bytes'] / 1e6:.1f} MB "
-                      f"(tensors {r['head_tensor_bytes'] / 1e6:.1f} MB)", flush=True)
+                      f"(tensors {r['head_tensor_bytes'] / 1e6:.1f} MB in or out, "
+                      f"{r['head_relayed_tensor_bytes'] / 1e6:.1f} MB relayed between nodes)", flush=True)
                 with open(os.path.join(args.out, "summary.json"), "w") as f:
                     json.dump({"runs": runs, "steps": args.steps, "nodes": NODES,
                                "model": "shakespeare GPT, 0.83M parameters, 8 sequences of 64 per step",
