@@ -1,5 +1,6 @@
 #include "actors/keeper.hpp"
 
+#include <algorithm>
 #include <chrono>
 
 #include <caf/all.hpp>
@@ -237,6 +238,16 @@ void follow_record(self_ptr self, const wire::message& msg, const round_record& 
   st.store->remove_unnamed_files();
 }
 
+// How long after a record's acknowledgement the keeper applies it (keeper.hpp).
+constexpr std::chrono::milliseconds follow_delay{50};
+
+// Applies the records acknowledged so far, in order.
+void follow_pending(self_ptr self) {
+  auto pending = std::move(self->state.to_follow);
+  self->state.to_follow.clear();
+  for (const auto& [msg, record] : pending) follow_record(self, *msg, record);
+}
+
 // A round's record: appended to the log (durable as storage.sync says), acknowledged, then
 // followed.
 void on_logged_commit(self_ptr self, const wire::message_ptr& msg) {
@@ -263,9 +274,18 @@ void on_logged_commit(self_ptr self, const wire::message_ptr& msg) {
   say_committed(self, *msg, record->fragment, record->round, record->theta_digest, result);
   st.store->remove_unnamed_files();
   const auto followed = st.followed.find(record->fragment);
-  const bool already = followed != st.followed.end() && followed->second.round == record->round &&
-                       followed->second.epoch >= record->epoch;  // a retry of what it follows
-  if (!result && !already) follow_record(self, *msg, *record);
+  const bool followed_already = followed != st.followed.end() && followed->second.round == record->round &&
+                                followed->second.epoch >= record->epoch;  // a retry of what it follows
+  const bool pending_already = std::any_of(st.to_follow.begin(), st.to_follow.end(), [&](const auto& p) {
+    return p.second.fragment == record->fragment && p.second.round == record->round &&
+           p.second.theta_digest == record->theta_digest;
+  });
+  if (result || followed_already || pending_already) return;
+  st.to_follow.emplace_back(msg, std::move(*record));
+  if (!st.follow_scheduled) {
+    st.follow_scheduled = true;
+    self->delayed_send(self, follow_delay, follow_atom::value);
+  }
 }
 
 // The state a LoadRequest gets: the followed copy when it is the latest round, else the
@@ -313,6 +333,8 @@ caf::behavior keeper_behavior(self_ptr self) {
       [=](const wire::message_ptr& msg) {
         auto& st = self->state;
         const auto env = msg->envelope();
+        // Anything but the next record reads or replaces the followed state: bring it up to date.
+        if (!(env.isCommitRequest() && env.getCommitRequest().getLogged())) follow_pending(self);
         if (env.isLoadReply() && !st.source.empty()) {
           on_catch_up(self, msg);
         } else if (env.isChunkRequest()) {
@@ -347,6 +369,10 @@ caf::behavior keeper_behavior(self_ptr self) {
         } else {
           st.mail->refuse(*msg, make_error(errc::unexpected_message, wire::kind_name(msg->kind())), msg->epoch());
         }
+      },
+      [=](follow_atom) {
+        self->state.follow_scheduled = false;
+        follow_pending(self);
       },
       [=](tick_atom) {  // a replica asks again until every fragment is answered
         if (self->state.missing.empty()) return;

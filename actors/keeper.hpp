@@ -10,6 +10,9 @@
 //                digest checked, and a snapshot written every storage.snapshot_every rounds
 //           CommitRequest(not logged: round 0, tensors theta, momentum) -> a snapshot, synced
 //           LoadRequest(fragment) -> LoadReply(found, round; theta, momentum[, residual])
+// The apply waits follow_delay after the acknowledgement (the round's results are then
+// being applied by the workers on the same cores), and always happens before this keeper
+// reads its copy of a fragment's state for anything else.
 // A commit is acknowledged only once durable; a failed write leaves the previous round as
 // the latest and is reported, never acknowledged. The same round again with the same
 // digest is acknowledged (a retry whose ack was lost). A commit from an epoch older than
@@ -69,6 +72,11 @@ struct keeper_state {
   std::map<std::uint32_t, std::uint64_t> writer_epoch;  // newest coordinator epoch per fragment
   std::set<std::uint32_t> epoch_loaded;  // fragments whose stored epoch is in writer_epoch
   std::map<std::uint32_t, followed_fragment> followed;
+  // Records acknowledged and not applied yet, in order (each with the message whose frames
+  // it points into): applied follow_delay after the first, or before anything that reads
+  // the followed state, so that the apply's CPU does not compete with the round's release.
+  std::vector<std::pair<wire::message_ptr, round_record>> to_follow;
+  bool follow_scheduled = false;
   record_scratch scratch;
   static inline const char* name = "keeper";
 };

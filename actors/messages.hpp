@@ -13,6 +13,7 @@ using restart_atom = caf::atom_constant<caf::atom("restart")>;  // node agent: r
 using confirm_atom = caf::atom_constant<caf::atom("confirm")>;  // coordinator: ask the registry again
 using view_atom = caf::atom_constant<caf::atom("view")>;  // registry: a control command, in process
 using resend_atom = caf::atom_constant<caf::atom("resend")>;  // worker: the link dropped; resend
+using follow_atom = caf::atom_constant<caf::atom("follow")>;  // keeper: apply the records it acknowledged
 using renew_atom = caf::atom_constant<caf::atom("renew")>;  // lease proxy: its node heartbeat
 using deadline_atom = caf::atom_constant<caf::atom("deadline")>;  // coordinator: a round's deadline
 
