@@ -270,11 +270,13 @@ status checkpoint_store::append_keeping_files(const round_record& record) {
       return make_error(errc::wrong_round,
                         "round " + std::to_string(r) + " is not newer than committed " + std::to_string(**committed));
     // A successor coordinator redoing a round that its predecessor left on some keepers only.
+    const auto no_base =
+        make_error(errc::not_ready, "round " + std::to_string(r) + " of fragment " + std::to_string(f) +
+                                        " replaces one whose predecessor is not stored here");
+    if (r == 0) return no_base;
     auto base = summary(f, r - 1);
     if (!base) return base.err();
-    if (r == 0 || !*base)
-      return make_error(errc::not_ready, "round " + std::to_string(r) + " of fragment " + std::to_string(f) +
-                                             " replaces one whose predecessor is not stored here");
+    if (!*base) return no_base;
     erase.push_back(record_key(f, r));  // a snapshot of the replaced round
   } else if (**committed + 1 != r) {
     if (**committed > r)
