@@ -46,10 +46,21 @@ round_record record_of_round(const coordinator_state& st, std::uint64_t theta_di
   return r;
 }
 
+// The record's frames. Contributions go out as the frames they arrived in, whose checksums
+// the transport checked on receipt: hashing them again would be one more pass over every
+// input on the commit's path. Only the average is a new frame.
+std::vector<wire::tensor> frames_of_record(const coordinator_state& st, const round_record& record) {
+  if (record.averaged) return record_tensors(record);
+  std::vector<wire::tensor> out;
+  for (const auto& in : record.inputs)
+    for (const auto& t : st.round_inputs.at(in.worker)->tensors()) out.push_back(t);
+  return out;
+}
+
 }  // namespace
 
 // The committing round's frames (state::committing), made once per round.
-const coordinator_state::committing_frames& frames_to_commit(coordinator_state& st) {
+coordinator_state::committing_frames& frames_to_commit(coordinator_state& st) {
   const auto round = st.rounds->committed_round();
   if (!st.committing || st.committing->round != round) {
     const auto& theta = st.rounds->theta();
@@ -63,7 +74,7 @@ const coordinator_state::committing_frames& frames_to_commit(coordinator_state& 
     } else {
       c.theta_digest = digest64(theta.data(), theta.size() * sizeof(float));
       c.record = record_of_round(st, c.theta_digest);
-      c.tensors = record_tensors(*c.record);
+      c.tensors = frames_of_record(st, *c.record);
     }
     for (const auto& t : c.tensors) c.bytes += t.data.size();
     st.committing = std::move(c);
@@ -73,7 +84,7 @@ const coordinator_state::committing_frames& frames_to_commit(coordinator_state& 
 
 // theta_global of the committing round as a frame (fp32 results carry it), made once.
 const wire::tensor& committing_theta(coordinator_state& st) {
-  auto& c = const_cast<coordinator_state::committing_frames&>(frames_to_commit(st));
+  auto& c = frames_to_commit(st);
   if (!c.theta) c.theta = wire::tensor::from_floats_hashed(st.rounds->theta().data(), st.rounds->theta().size());
   return *c.theta;
 }
@@ -81,7 +92,7 @@ const wire::tensor& committing_theta(coordinator_state& st) {
 // The committing round's full state as frames (theta, momentum, and the residual when
 // there is one), made once: for keepers that cannot follow its record.
 const std::vector<wire::tensor>& committing_full_state(coordinator_state& st) {
-  auto& c = const_cast<coordinator_state::committing_frames&>(frames_to_commit(st));
+  auto& c = frames_to_commit(st);
   if (c.full_state.empty()) {
     const auto& momentum = st.rounds->momentum();
     const auto& residual = st.rounds->residual();

@@ -30,7 +30,7 @@ void resume_when_every_keeper_answered(self_ptr self);
 void on_load_reply(self_ptr self, const wire::message_ptr& msg);
 
 // coordinator_commit.cpp
-const coordinator_state::committing_frames& frames_to_commit(coordinator_state& st);
+coordinator_state::committing_frames& frames_to_commit(coordinator_state& st);
 const wire::tensor& committing_theta(coordinator_state& st);
 void start_commit(self_ptr self);
 void send_commit(self_ptr self);

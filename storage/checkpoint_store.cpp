@@ -5,7 +5,6 @@
 #include <cstring>
 #include <filesystem>
 #include <set>
-#include <tuple>
 
 #include "runtime/config.hpp"
 #include "runtime/digest.hpp"
@@ -112,13 +111,6 @@ checkpoint_view checkpoint_view::of(const fragment_checkpoint& cp) {
   v.residual = cp.residual.empty() ? nullptr : cp.residual.data();
   v.count = cp.theta.size();
   return v;
-}
-
-bool checkpoint_view::same_values(const fragment_checkpoint& cp) const {
-  const std::size_t bytes = count * sizeof(float);
-  return cp.theta.size() == count && cp.momentum.size() == count &&
-         (count == 0 ||
-          (std::memcmp(cp.theta.data(), theta, bytes) == 0 && std::memcmp(cp.momentum.data(), momentum, bytes) == 0));
 }
 
 std::uint64_t checkpoint_view::digest_of_theta() const {
@@ -583,19 +575,14 @@ expected<std::optional<fragment_checkpoint>> checkpoint_store::latest(std::uint3
 expected<std::vector<checkpoint_summary>> checkpoint_store::stored_rounds() const {
   auto keys = store_.scan_keys(column::fragments, "f/");
   if (!keys) return keys.err();
-  std::vector<checkpoint_summary> out;
+  std::set<std::pair<std::uint32_t, std::uint64_t>> rounds;  // a snapshot and a record of one round: once
   for (const auto& key : *keys) {
     auto parsed = parse_key(key);
     if (!parsed) return parsed.err();
-    // A round held as a snapshot and as a record is one round (keys sort by kind first).
-    const bool seen = std::any_of(out.begin(), out.end(), [&](const checkpoint_summary& s) {
-      return s.fragment == parsed->fragment && s.round == parsed->round;
-    });
-    if (!seen) out.push_back({parsed->fragment, parsed->round, 0, 0, 0});
+    rounds.insert({parsed->fragment, parsed->round});
   }
-  std::sort(out.begin(), out.end(), [](const checkpoint_summary& a, const checkpoint_summary& b) {
-    return std::tie(a.fragment, a.round) < std::tie(b.fragment, b.round);
-  });
+  std::vector<checkpoint_summary> out;
+  for (const auto& [fragment, round] : rounds) out.push_back({fragment, round, 0, 0, 0});
   return out;
 }
 

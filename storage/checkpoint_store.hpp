@@ -70,8 +70,6 @@ struct checkpoint_view {
 
   static checkpoint_view of(const fragment_checkpoint& cp);
   std::uint64_t digest_of_theta() const;
-  // Whether theta and momentum hold these values.
-  bool same_values(const fragment_checkpoint& cp) const;
 };
 
 struct checkpoint_summary {
