@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "actors/registry.hpp"
+#include "actors/registry_state.hpp"
 #include "runtime/expected.hpp"
 
 namespace atl::views {

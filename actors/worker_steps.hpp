@@ -9,7 +9,7 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/stateful_actor.hpp>
 
-#include "actors/worker.hpp"
+#include "actors/worker_state.hpp"
 
 namespace atl {
 

@@ -1,0 +1,61 @@
+#pragma once
+// The worker's state (actors/worker.hpp): its phase, model replica, fragment syncs and
+// counters. Its own header so the step strategies (actors/worker_steps.hpp) read it
+// without including the actor.
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <caf/actor_clock.hpp>
+
+#include "actors/fragment_sync.hpp"
+#include "actors/replica.hpp"
+#include "runtime/actor_id.hpp"
+#include "runtime/algorithm/codec.hpp"
+#include "runtime/algorithm/fragment_schedule.hpp"
+#include "runtime/transport.hpp"
+
+namespace atl {
+
+struct worker_config {
+  std::string id;
+  std::string cluster_id;
+  replica_spec spec;
+  run_config run;
+  std::string registry = registry_id();
+  bool run_seeded = false;  // every fragment has a committed round: rank 0 sends no parameters
+};
+
+class step_strategy;  // actors/worker_steps.hpp
+
+struct worker_state {
+  enum class phase { syncing, training, blocked, finished };
+  phase current = phase::syncing;
+  worker_config cfg;
+  codec_kind codec = codec_kind::fp32;
+  std::unique_ptr<mailer> mail;
+  std::unique_ptr<replica> model;
+  std::unique_ptr<fragment_schedule> schedule;
+  std::unique_ptr<step_strategy> steps;  // DiLoCo or ddp
+  std::vector<fragment_sync> fragments;  // theta_global itself is kept by the replica
+  std::vector<float> decoded_update;  // a low-bit result's change, decoded (reused round to round)
+  std::uint64_t epoch = 0;
+  std::int64_t step = 0;
+  std::int64_t last_eval_step = -1;
+  float last_loss = 0;
+  std::uint64_t bytes_received = 0;
+  std::int64_t tokens_since_report = 0;
+  std::int64_t tokens_total = 0;
+  double wait_seconds = 0;  // blocked on results
+  std::chrono::steady_clock::time_point report_time, started, blocked_since;
+  // The actor system's clock: steady time in production, simulated under the
+  // deterministic scheduler of the protocol fault tests.
+  const caf::actor_clock* clock = nullptr;
+  std::chrono::steady_clock::time_point now() const { return clock->now(); }
+  worker_state();
+  ~worker_state();  // step_strategy is complete in worker.cpp
+  static inline const char* name = "worker";
+};
+
+}  // namespace atl
