@@ -16,10 +16,12 @@ void on_round_ack(registry_state& st, worker_view& w, const schema::RoundAck::Re
   if (ack.getFragment() >= st.fragments.size()) return;
   st.fragments[ack.getFragment()].worker_digests[w.id] = {ack.getRound(), ack.getDigest()};
   if (!ack.getAdopted()) w.rounds_acked++;
-  st.metrics.write(ack.getAdopted() ? "adopted" : "ack", {{"fragment", ack.getFragment()},
-                                                          {"round", ack.getRound()},
-                                                          {"worker", w.id},
-                                                          {"digest", digest_hex(ack.getDigest())}});
+  nlohmann::json line = {{"fragment", ack.getFragment()},
+                         {"round", ack.getRound()},
+                         {"worker", w.id},
+                         {"digest", digest_hex(ack.getDigest())}};
+  if (ack.getSinceContributed() > 0) line["since_contributed_s"] = ack.getSinceContributed();
+  st.metrics.write(ack.getAdopted() ? "adopted" : "ack", std::move(line));
 }
 
 void on_progress(registry_state& st, worker_view& w, const schema::Progress::Reader& p) {

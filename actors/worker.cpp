@@ -310,6 +310,7 @@ caf::behavior worker_actor(caf::stateful_actor<worker_state>* self, transport* n
   st.steps = cfg.run.mode == "ddp" ? make_ddp_steps() : make_diloco_steps();
   st.schedule = std::make_unique<fragment_schedule>(cfg.run.sync_every, cfg.run.fragments);
   st.fragments.resize(st.model->fragment_count());
+  st.contributed.resize(st.model->fragment_count());
   if (cfg.run_seeded)  // as if each coordinator had said it holds a seed
     for (auto& frag : st.fragments) frag.held(true);
   st.started = st.report_time = st.now();

@@ -39,6 +39,14 @@ struct worker_state {
   std::unique_ptr<fragment_schedule> schedule;
   std::unique_ptr<step_strategy> steps;  // DiLoCo or ddp
   std::vector<fragment_sync> fragments;  // theta_global itself is kept by the replica
+  // Per fragment, when its latest contribution was first handed to the transport: the
+  // RoundAck says how long before the merge that was, so a round can be timed from the
+  // last worker's send to the last worker's merge with each span on one clock.
+  struct sent_contribution {
+    std::uint64_t round = 0;
+    std::chrono::steady_clock::time_point at;
+  };
+  std::vector<sent_contribution> contributed;
   std::vector<float> decoded_update;  // a low-bit result's change, decoded (reused round to round)
   std::uint64_t epoch = 0;
   std::int64_t step = 0;

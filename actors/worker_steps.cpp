@@ -98,6 +98,8 @@ void acknowledge_round(worker_self self, std::size_t f, std::uint64_t round, con
   ack.setRound(round);
   ack.setDigest(digest64(theta.data(), theta.size() * sizeof(float)));
   ack.setAdopted(adopted);
+  if (!adopted && st.contributed[f].round == round)
+    ack.setSinceContributed(std::chrono::duration<double>(st.now() - st.contributed[f].at).count());
   st.mail->send(st.cfg.registry, st.epoch, out);
 }
 
@@ -107,6 +109,7 @@ void send_contribution(worker_self self, std::size_t f, std::uint64_t round, enc
     log_error(st.cfg.id + ": fragment " + std::to_string(f) + ": " + err.describe());
     return;
   }
+  st.contributed[f] = {round, st.now()};
   send_pending(self, f);
   ATL_FAULT_POINT("worker.contributed");
 }

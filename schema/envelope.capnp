@@ -174,6 +174,8 @@ struct RoundAck {
   round    @1 :UInt64;
   digest   @2 :UInt64;
   adopted  @3 :Bool;       # got by state transfer, not by merging a result: not taking part
+  sinceContributed @4 :Float64;  # seconds from handing this round's contribution to the
+                                 # transport to this ack, on the worker's clock; 0: none
 }
 
 struct Progress {

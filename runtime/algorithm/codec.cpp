@@ -3,31 +3,16 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <thread>
 
 #include "runtime/algorithm/codec_scalar.hpp"
 #include "runtime/algorithm/outer_optimizer.hpp"
+#include "runtime/algorithm/parallel_ranges.hpp"
 
 namespace atl {
 namespace {
 
-// Tensors above this many values are encoded by several threads.
-constexpr std::size_t parallel_threshold = std::size_t{1} << 22;
-
-// Runs fn(begin, end) over [0, n) split into chunk-aligned ranges, in parallel for large n.
-template <class Fn>
-void parallel_chunks(std::size_t n, std::size_t chunk, Fn fn) {
-  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-  if (n < parallel_threshold || hw == 1) {
-    fn(std::size_t{0}, n);
-    return;
-  }
-  const std::size_t chunks = (n + chunk - 1) / chunk;
-  const std::size_t per = (chunks + hw - 1) / hw;
-  std::vector<std::thread> threads;
-  for (std::size_t c = 0; c < chunks; c += per) threads.emplace_back(fn, c * chunk, std::min(n, (c + per) * chunk));
-  for (auto& t : threads) t.join();
-}
+// How the codecs without scales (fp32, bf16, fp16) split a tensor between threads.
+constexpr std::size_t unscaled_step = std::size_t{1} << 16;
 
 using namespace codec_scalar;
 
@@ -84,8 +69,7 @@ std::size_t scale_count(codec_kind kind, std::size_t count, std::size_t chunk) {
   return chunk == 0 ? 0 : (count + chunk - 1) / chunk;
 }
 
-status encode(codec_kind kind, const float* values, std::size_t count, std::size_t chunk, encoded_values& out) {
-  if (!all_finite(values, count)) return make_error(errc::not_finite, "cannot encode NaN or infinity");
+status shape_encoded(codec_kind kind, std::size_t count, std::size_t chunk, encoded_values& out) {
   const bool scaled = kind == codec_kind::int8 || kind == codec_kind::fp4;
   if (scaled && chunk == 0) return make_error(errc::invalid_config, "codec chunk must be positive");
   if (kind == codec_kind::fp4 && chunk % 2 != 0) return make_error(errc::invalid_config, "fp4 chunk must be even");
@@ -94,57 +78,115 @@ status encode(codec_kind kind, const float* values, std::size_t count, std::size
   out.chunk = scaled ? chunk : 0;
   out.payload.assign(payload_bytes(kind, count), 0);
   out.scales.assign(scale_count(kind, count, chunk), 0.0f);
+  return {};
+}
+
+void encode_range(const float* values, std::size_t first, std::size_t n, encoded_values& out) {
   std::uint8_t* p = out.payload.data();
-  switch (kind) {
+  const std::size_t chunk = out.chunk;
+  switch (out.kind) {
     case codec_kind::fp32:
-      if (count) std::memcpy(p, values, count * 4);
+      if (n) std::memcpy(p + 4 * first, values, n * 4);
       break;
     case codec_kind::bf16:
-      for (std::size_t i = 0; i < count; ++i) {
+      for (std::size_t i = 0; i < n; ++i) {
         const auto h = to_bf16(values[i]);
-        p[2 * i] = static_cast<std::uint8_t>(h);
-        p[2 * i + 1] = static_cast<std::uint8_t>(h >> 8);
+        p[2 * (first + i)] = static_cast<std::uint8_t>(h);
+        p[2 * (first + i) + 1] = static_cast<std::uint8_t>(h >> 8);
       }
       break;
     case codec_kind::fp16:
-      for (std::size_t i = 0; i < count; ++i) {
+      for (std::size_t i = 0; i < n; ++i) {
         const auto h = to_fp16(values[i]);
-        p[2 * i] = static_cast<std::uint8_t>(h);
-        p[2 * i + 1] = static_cast<std::uint8_t>(h >> 8);
+        p[2 * (first + i)] = static_cast<std::uint8_t>(h);
+        p[2 * (first + i) + 1] = static_cast<std::uint8_t>(h >> 8);
       }
       break;
     case codec_kind::int8:
-      parallel_chunks(count, chunk, [&](std::size_t begin, std::size_t end) {
-        for (std::size_t c = begin; c < end; c += chunk) {
-          const std::size_t n = std::min(chunk, end - c);
-          const float scale = int8_scale(chunk_max_abs(values + c, n));
-          out.scales[c / chunk] = scale;
-          const float inv = inverse(scale);
-          // Local pointers: a store through a byte pointer may alias anything, and through the
-          // lambda's references GCC reloaded them at every value instead of vectorising.
-          const float* in = values + c;
-          std::uint8_t* q = p + c;
-          for (std::size_t i = 0; i < n; ++i) q[i] = static_cast<std::uint8_t>(to_int8(in[i], inv));
-        }
-      });
+      for (std::size_t c = 0; c < n; c += chunk) {
+        const std::size_t m = std::min(chunk, n - c);
+        const float scale = int8_scale(chunk_max_abs(values + c, m));
+        out.scales[(first + c) / chunk] = scale;
+        const float inv = inverse(scale);
+        // Local pointers: a store through a byte pointer may alias anything, and through
+        // references GCC reloaded them at every value instead of vectorising.
+        const float* in = values + c;
+        std::uint8_t* q = p + first + c;
+        for (std::size_t i = 0; i < m; ++i) q[i] = static_cast<std::uint8_t>(to_int8(in[i], inv));
+      }
       break;
-    case codec_kind::fp4:
-      parallel_chunks(count, chunk, [&](std::size_t begin, std::size_t end) {
-        for (std::size_t c = begin; c < end; c += chunk) {
-          const std::size_t n = std::min(chunk, end - c);
-          const float scale = fp4_scale(chunk_max_abs(values + c, n));
-          out.scales[c / chunk] = scale;
-          const float inv = inverse(scale);
-          for (std::size_t i = 0; i < n; ++i) {
-            const std::size_t k = c + i;
-            const std::uint8_t code = to_fp4(values[k], inv);
-            p[k / 2] |= static_cast<std::uint8_t>(k % 2 == 0 ? code : code << 4);
-          }
+    case codec_kind::fp4:  // first and chunks are even: a chunk starts at a byte's low nibble
+      for (std::size_t c = 0; c < n; c += chunk) {
+        const std::size_t m = std::min(chunk, n - c);
+        const float scale = fp4_scale(chunk_max_abs(values + c, m));
+        out.scales[(first + c) / chunk] = scale;
+        const float inv = inverse(scale);
+        std::uint8_t* pairs = p + (first + c) / 2;
+        for (std::size_t i = 0; i < m; ++i) {
+          const std::uint8_t code = to_fp4(values[c + i], inv);
+          pairs[i / 2] |= static_cast<std::uint8_t>(i % 2 == 0 ? code : code << 4);
         }
-      });
+      }
       break;
   }
+}
+
+status encode(codec_kind kind, const float* values, std::size_t count, std::size_t chunk, encoded_values& out) {
+  if (!all_finite(values, count)) return make_error(errc::not_finite, "cannot encode NaN or infinity");
+  if (auto err = shape_encoded(kind, count, chunk, out)) return err;
+  parallel_ranges(count, out.chunk ? out.chunk : unscaled_step,
+                  [&](std::size_t begin, std::size_t end) { encode_range(values + begin, begin, end - begin, out); });
   return {};
+}
+
+void decode_range(const encoded_values& in, std::size_t first, std::size_t n, float* values) {
+  const std::uint8_t* p = in.payload.data();
+  const std::size_t chunk = in.chunk;
+  switch (in.kind) {
+    case codec_kind::fp32:
+      if (n) std::memcpy(values, p + 4 * first, n * 4);
+      break;
+    case codec_kind::bf16:
+      for (std::size_t i = 0; i < n; ++i) {
+        const std::size_t k = first + i;
+        values[i] = from_bf16(static_cast<std::uint16_t>(p[2 * k] | (p[2 * k + 1] << 8)));
+      }
+      break;
+    case codec_kind::fp16:
+      for (std::size_t i = 0; i < n; ++i) {
+        const std::size_t k = first + i;
+        values[i] = from_fp16(static_cast<std::uint16_t>(p[2 * k] | (p[2 * k + 1] << 8)));
+      }
+      break;
+    // Chunk by chunk: one scale per inner loop lets it vectorise (an index division per
+    // value held int8 to about 2 GB/s). Each value is still code * scale, the very product
+    // a device or an older build computes.
+    case codec_kind::int8:
+      for (std::size_t c = 0; c < n; c += chunk) {
+        const std::size_t m = std::min(chunk, n - c);
+        const float scale = in.scales[(first + c) / chunk];
+        const auto* q = reinterpret_cast<const std::int8_t*>(p + first + c);
+        float* out = values + c;
+        for (std::size_t i = 0; i < m; ++i) out[i] = static_cast<float>(q[i]) * scale;
+      }
+      break;
+    case codec_kind::fp4:
+      for (std::size_t c = 0; c < n; c += chunk) {
+        const std::size_t m = std::min(chunk, n - c);
+        const float scale = in.scales[(first + c) / chunk];
+        float scaled_code[16];  // what each code decodes to in this chunk
+        for (std::uint8_t code = 0; code < 16; ++code) scaled_code[code] = from_fp4(code) * scale;
+        const std::uint8_t* pairs = p + (first + c) / 2;
+        float* out = values + c;
+        std::size_t i = 0;
+        for (; i + 1 < m; i += 2) {
+          out[i] = scaled_code[pairs[i / 2] & 0x0F];
+          out[i + 1] = scaled_code[pairs[i / 2] >> 4];
+        }
+        if (i < m) out[i] = scaled_code[pairs[i / 2] & 0x0F];  // an odd count's last value
+      }
+      break;
+  }
 }
 
 status decode(const encoded_values& in, float* values) {
@@ -158,52 +200,8 @@ status decode(const encoded_values& in, float* values) {
                  (in.kind == codec_kind::fp4 && in.chunk % 2 != 0)))
     return make_error(errc::tensor_mismatch, "scales do not match the chunking");
   if (scaled && !all_finite(in.scales.data(), in.scales.size())) return make_error(errc::not_finite, "scale");
-  const std::uint8_t* p = in.payload.data();
-  switch (in.kind) {
-    case codec_kind::fp32:
-      if (in.count) std::memcpy(values, p, in.count * 4);
-      break;
-    case codec_kind::bf16:
-      for (std::size_t i = 0; i < in.count; ++i)
-        values[i] = from_bf16(static_cast<std::uint16_t>(p[2 * i] | (p[2 * i + 1] << 8)));
-      break;
-    case codec_kind::fp16:
-      for (std::size_t i = 0; i < in.count; ++i)
-        values[i] = from_fp16(static_cast<std::uint16_t>(p[2 * i] | (p[2 * i + 1] << 8)));
-      break;
-    // Chunk by chunk, several threads for large tensors: one scale per inner loop lets it
-    // vectorise (an index division per value held int8 to about 2 GB/s). Each value is
-    // still code * scale, the very product a device or an older build computes.
-    case codec_kind::int8:
-      parallel_chunks(in.count, in.chunk, [&](std::size_t begin, std::size_t end) {
-        for (std::size_t c = begin; c < end; c += in.chunk) {
-          const std::size_t n = std::min(in.chunk, end - c);
-          const float scale = in.scales[c / in.chunk];
-          const auto* q = reinterpret_cast<const std::int8_t*>(p + c);
-          float* out = values + c;
-          for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<float>(q[i]) * scale;
-        }
-      });
-      break;
-    case codec_kind::fp4:  // chunks are even, so a chunk starts at a byte's low nibble
-      parallel_chunks(in.count, in.chunk, [&](std::size_t begin, std::size_t end) {
-        for (std::size_t c = begin; c < end; c += in.chunk) {
-          const std::size_t n = std::min(in.chunk, end - c);
-          const float scale = in.scales[c / in.chunk];
-          float scaled_code[16];  // what each code decodes to in this chunk
-          for (std::uint8_t code = 0; code < 16; ++code) scaled_code[code] = from_fp4(code) * scale;
-          const std::uint8_t* pairs = p + c / 2;
-          float* out = values + c;
-          std::size_t i = 0;
-          for (; i + 1 < n; i += 2) {
-            out[i] = scaled_code[pairs[i / 2] & 0x0F];
-            out[i + 1] = scaled_code[pairs[i / 2] >> 4];
-          }
-          if (i < n) out[i] = scaled_code[pairs[i / 2] & 0x0F];  // an odd count's last value
-        }
-      });
-      break;
-  }
+  parallel_ranges(in.count, scaled ? in.chunk : unscaled_step,
+                  [&](std::size_t begin, std::size_t end) { decode_range(in, begin, end - begin, values + begin); });
   return {};
 }
 

@@ -44,6 +44,17 @@ status encode(codec_kind kind, const float* values, std::size_t count, std::size
 // Refuses payloads and scales whose sizes do not match `count` (hostile input).
 status decode(const encoded_values& in, float* values);
 
+// encode() and decode() a range at a time, for a caller that makes or uses a tensor block
+// by block while the block is in cache (the outer step, runtime/algorithm/outer_round.hpp).
+// shape_encoded sizes `out` for `count` values and checks the chunk as encode() does;
+// encode_range then writes values[0, n) as values [first, first + n) of the tensor, the
+// very bytes encode() writes there. The caller has checked that the values are finite, and
+// `first` (and n, unless the range ends the tensor) is a multiple of the chunk for int8 and
+// fp4. decode_range reads a range of a tensor that decode() would accept (its shape checked).
+status shape_encoded(codec_kind kind, std::size_t count, std::size_t chunk, encoded_values& out);
+void encode_range(const float* values, std::size_t first, std::size_t n, encoded_values& out);
+void decode_range(const encoded_values& in, std::size_t first, std::size_t n, float* values);
+
 // Error feedback (LoCo-style residual): what was meant minus what was sent is added to
 // the next contribution, so quantization errors do not accumulate.
 class error_feedback {

@@ -16,7 +16,7 @@ void nesterov_step(const outer_options& opt, float* theta, float* momentum_buffe
   }
 }
 
-status weighted_average(const std::vector<weighted_input>& inputs, std::size_t n, std::vector<float>& out) {
+expected<std::vector<float>> normalised_weights(const std::vector<weighted_input>& inputs) {
   if (inputs.empty()) return make_error(errc::not_ready, "no contributions to average");
   float total = 0.0f;
   for (const auto& in : inputs) {
@@ -24,10 +24,19 @@ status weighted_average(const std::vector<weighted_input>& inputs, std::size_t n
       return make_error(errc::not_finite, "contribution weight " + std::to_string(in.weight));
     total += in.weight;
   }
+  std::vector<float> weights;
+  for (const auto& in : inputs) weights.push_back(in.weight / total);
+  return weights;
+}
+
+status weighted_average(const std::vector<weighted_input>& inputs, std::size_t n, std::vector<float>& out) {
+  auto weights = normalised_weights(inputs);
+  if (!weights) return weights.err();
   out.assign(n, 0.0f);
-  for (const auto& in : inputs) {
-    const float w = in.weight / total;
-    for (std::size_t i = 0; i < n; ++i) out[i] += w * in.values[i];
+  for (std::size_t k = 0; k < inputs.size(); ++k) {
+    const float w = (*weights)[k];
+    const float* x = inputs[k].values;
+    for (std::size_t i = 0; i < n; ++i) out[i] += w * x[i];
   }
   return {};
 }

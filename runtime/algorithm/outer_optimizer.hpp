@@ -28,8 +28,12 @@ struct weighted_input {
 };
 
 // out = sum_i w_i x_i / sum_i w_i, accumulated in fp32 in the order given (callers sort
-// inputs by worker id so the result does not depend on arrival order).
+// inputs by worker id so the result does not depend on arrival order): out starts at zero
+// and each input adds (w_i / sum w) * x_i in turn.
 status weighted_average(const std::vector<weighted_input>& inputs, std::size_t n, std::vector<float>& out);
+// The factors weighted_average multiplies by, w_i / sum w, in the inputs' order. Refuses no
+// inputs and a weight that is not positive and finite.
+expected<std::vector<float>> normalised_weights(const std::vector<weighted_input>& inputs);
 
 // True when every value is finite.
 bool all_finite(const float* values, std::size_t n);

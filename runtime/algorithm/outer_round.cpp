@@ -1,49 +1,129 @@
 #include "runtime/algorithm/outer_round.hpp"
 
+#include <algorithm>
+
+#include "runtime/algorithm/parallel_ranges.hpp"
+
 namespace atl {
 namespace {
 
-// state.theta holds the exact step from `previous`; it becomes previous + decode(encode(change)).
-void publish_encoded(const outer_rule& rule, const std::vector<float>& previous, outer_state& state,
-                     outer_scratch& scratch, std::optional<encoded_values>& published) {
-  auto& theta = state.theta;
-  auto& residual = state.residual;
-  const std::size_t n = theta.size();
-  if (residual.size() != n) residual.assign(n, 0.0f);
-  auto& change = scratch.change;
-  auto& decoded = scratch.decoded;
-  change.resize(n);
-  decoded.resize(n);
-  for (std::size_t i = 0; i < n; ++i) change[i] = theta[i] - previous[i] + residual[i];
-  encoded_values enc;
-  if (encode(rule.result_codec, change.data(), n, rule.result_chunk, enc) || decode(enc, decoded.data())) {
-    published.reset();  // theta itself is released: exact, and the residual is spent
-    residual.assign(n, 0.0f);
-    return;
+bool scaled(codec_kind kind) { return kind == codec_kind::int8 || kind == codec_kind::fp4; }
+
+// Values in one block: whole result chunks, about 16 K values, so that a block's average,
+// theta, momentum, residual and change stay in the core's cache from the average to the
+// residual (one pass over memory instead of one per step: the step is memory-bound).
+std::size_t block_values(const outer_rule& rule) {
+  constexpr std::size_t target = 16384;
+  const std::size_t chunk = scaled(rule.result_codec) ? rule.result_chunk : 0;
+  if (chunk == 0) return target;
+  return chunk >= target ? chunk : target / chunk * chunk;
+}
+
+// Where a round's average comes from: given, or the inputs averaged here block by block.
+struct average_source {
+  const float* given = nullptr;
+  const std::vector<weighted_input>* inputs = nullptr;
+  std::vector<float> weights;  // the inputs' normalised weights
+};
+
+// One thread's block-sized buffers.
+struct block_buffers {
+  std::vector<float> previous, change, decoded;
+  explicit block_buffers(std::size_t n) : previous(n), change(n), decoded(n) {}
+};
+
+// The block's average: the given one, or weighted_average's sums for these values (zero,
+// then each input's w_i * x_i in order: the same additions, so the same bits), kept in
+// scratch.average for the round's record.
+const float* block_average(const average_source& src, std::size_t first, std::size_t n, float* average) {
+  if (src.given) return src.given + first;
+  float* out = average + first;
+  for (std::size_t i = 0; i < n; ++i) out[i] = 0.0f;
+  for (std::size_t k = 0; k < src.inputs->size(); ++k) {
+    const float w = src.weights[k];
+    const float* x = (*src.inputs)[k].values + first;
+    for (std::size_t i = 0; i < n; ++i) out[i] += w * x[i];
   }
+  return out;
+}
+
+// Publishes block [first, first + n), whose theta holds the exact step from `previous`:
+// theta becomes previous + decode(encode(change)) and the residual what that left out. A
+// change that is not finite is not encoded: the block keeps its exact theta, its residual
+// is spent, and the caller publishes theta itself. Returns whether the block was encoded.
+bool publish_block(std::size_t first, std::size_t n, outer_state& state, block_buffers& buf, encoded_values& enc) {
+  float* theta = state.theta.data() + first;
+  float* residual = state.residual.data() + first;
+  const float* previous = buf.previous.data();
+  float* change = buf.change.data();
+  float* decoded = buf.decoded.data();
+  for (std::size_t i = 0; i < n; ++i) change[i] = theta[i] - previous[i] + residual[i];
+  if (!all_finite(change, n)) {
+    for (std::size_t i = 0; i < n; ++i) residual[i] = 0.0f;
+    return false;
+  }
+  encode_range(change, first, n, enc);
+  decode_range(enc, first, n, decoded);
   for (std::size_t i = 0; i < n; ++i) {
     theta[i] = previous[i] + decoded[i];  // the very addition each participant makes
     residual[i] = change[i] - decoded[i];
   }
-  published = std::move(enc);
+  return true;
+}
+
+// The whole step, block by block and in parallel for large fragments. Every value is
+// computed from its own index only, so the bits do not depend on the blocks or threads
+// (a coordinator and a keeper with other core counts reach the same digest).
+void apply_blocks(const outer_rule& rule, const average_source& src, outer_state& state, outer_scratch& scratch,
+                  std::optional<encoded_values>& published) {
+  const std::size_t n = state.theta.size();
+  if (state.momentum.size() != n) state.momentum.assign(n, 0.0f);
+  if (src.inputs) scratch.average.resize(n);
+  encoded_values enc;
+  bool encoding = rule.result_codec != codec_kind::fp32;
+  if (encoding) {
+    if (state.residual.size() != n) state.residual.assign(n, 0.0f);
+    encoding = !shape_encoded(rule.result_codec, n, rule.result_chunk, enc);  // a bad chunk: theta itself
+  }
+  const std::size_t block = block_values(rule);
+  std::vector<char> failed((n + block - 1) / block, 0);  // per block: its change was not finite
+  parallel_ranges(n, block, [&](std::size_t begin, std::size_t end) {
+    block_buffers buf(encoding ? block : 0);
+    for (std::size_t first = begin; first < end; first += block) {
+      const std::size_t m = std::min(block, end - first);
+      const float* average = block_average(src, first, m, scratch.average.data());
+      float* theta = state.theta.data() + first;
+      if (encoding) std::copy(theta, theta + m, buf.previous.begin());
+      nesterov_step(rule.outer, theta, state.momentum.data() + first, average, m);
+      if (encoding && !publish_block(first, m, state, buf, enc)) failed[first / block] = 1;
+    }
+  });
+  const bool any_failed = std::find(failed.begin(), failed.end(), 1) != failed.end();
+  if (encoding && !any_failed) {
+    published = std::move(enc);
+    return;
+  }
+  published.reset();  // theta itself is released
+  if (rule.result_codec != codec_kind::fp32 && !encoding) state.residual.assign(n, 0.0f);  // spent
 }
 
 }  // namespace
 
 void apply_outer_average(const outer_rule& rule, const float* average, outer_state& state, outer_scratch& scratch,
                          std::optional<encoded_values>& published) {
-  const bool encoded = rule.result_codec != codec_kind::fp32;
-  if (encoded) scratch.previous = state.theta;
-  if (state.momentum.size() != state.theta.size()) state.momentum.assign(state.theta.size(), 0.0f);
-  nesterov_step(rule.outer, state.theta.data(), state.momentum.data(), average, state.theta.size());
-  if (encoded) publish_encoded(rule, scratch.previous, state, scratch, published);
-  else published.reset();
+  average_source src;
+  src.given = average;
+  apply_blocks(rule, src, state, scratch, published);
 }
 
 status apply_outer_round(const outer_rule& rule, const std::vector<weighted_input>& inputs, outer_state& state,
                          outer_scratch& scratch, std::optional<encoded_values>& published) {
-  if (auto err = weighted_average(inputs, state.theta.size(), scratch.average)) return err;
-  apply_outer_average(rule, scratch.average.data(), state, scratch, published);
+  auto weights = normalised_weights(inputs);
+  if (!weights) return weights.err();
+  average_source src;
+  src.inputs = &inputs;
+  src.weights = std::move(*weights);
+  apply_blocks(rule, src, state, scratch, published);
   return {};
 }
 

@@ -36,20 +36,28 @@ struct outer_state {
 };
 
 // Fragment-sized working memory, kept by the caller from one round to the next (a fresh
-// 64 MiB vector costs a page fault per 4 KiB, about 0.3 s of system time on these VMs).
+// 64 MiB vector costs a page fault per 4 KiB, about 0.3 s of system time on these VMs):
+// the last round's average, which a record logs when it is fewer bytes than the inputs.
 struct outer_scratch {
-  std::vector<float> average, previous, change, decoded;
+  std::vector<float> average;
 };
 
 // Applies one round whose averaged pseudo-gradient is `average` (state.theta.size()
 // values). `published` receives the encoded change that participants add to the previous
-// theta, or is reset when theta itself is published (fp32 results, or an encoding that
-// failed: then theta is exact and the residual is spent).
+// theta, or is reset when theta itself is published: fp32 results; a result chunk the
+// codec refuses (theta exact, the residual spent); or a change that is not finite
+// somewhere (the step overflowed): then each block (below) where it is not finite keeps
+// its exact theta and spends its residual, and the other blocks are as encoded.
+//
+// The step runs block by block (a few result chunks: average, Nesterov, encode, decode,
+// residual while the block is in cache) and, for large fragments, on every core; each
+// value depends on its own index only, so the bits are the same whatever the split.
 void apply_outer_average(const outer_rule& rule, const float* average, outer_state& state, outer_scratch& scratch,
                          std::optional<encoded_values>& published);
 
-// weighted_average of `inputs` into scratch.average, then apply_outer_average. Typed errors
-// of weighted_average (no inputs, a weight that is not positive and finite) change nothing.
+// weighted_average of `inputs` into scratch.average (the same additions, so the same bits),
+// then apply_outer_average, fused. Typed errors of weighted_average (no inputs, a weight
+// that is not positive and finite) change nothing.
 status apply_outer_round(const outer_rule& rule, const std::vector<weighted_input>& inputs, outer_state& state,
                          outer_scratch& scratch, std::optional<encoded_values>& published);
 

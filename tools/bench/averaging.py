@@ -11,8 +11,10 @@ their fp32 average whichever is smaller, to its round log; storage.sync = replic
 default, acknowledges from the write-ahead log, fsync after an fdatasync) and sends every
 worker its result.
 
-    time = (last contribution in -> release, from the coordinator's RoundReport)
-         + (release -> the last worker's acknowledgement, both stamped by the head)
+    time = the last worker starts sending its contribution -> the last worker has applied
+           the result (each worker's RoundAck says how long after its send it merged; the
+           head stamps the acks, so both ends are on the head's clock: Gloo's timing
+           includes its transfers, and so does this)
     throughput = fragment fp32 bytes / time        (median over rounds W+1..R)
 
 W (`--warmup-rounds`, default 1) rounds are not measured: the first includes start-up, and
@@ -36,7 +38,8 @@ the round commits, applied on a confirmation once it is durable; on by default).
 replicated,fsync` runs each row in both durability modes (default: replicated).
 
 Writes DIR/results.json: [{size_mb, workers, codec, links, early_results, sync, atoll_gbps, gloo_gbps, tcp_bound_gbps,
-commit_disk_bound_gbps, atoll_round_s, atoll_release_s (the median of the first term),
+commit_disk_bound_gbps, atoll_round_s, atoll_send_s (the last send starts -> the coordinator
+has every contribution), atoll_release_s (-> the round is released, from the RoundReport),
 atoll_coordinator_share, atoll_average_s, atoll_commit_s, atoll_keeper_write_s, atoll_results_s,
 commit_bytes_per_keeper, rounds_measured, warmup_rounds}]
 and prints a table. GB/s = 1e9 bytes per second. Where a round's time goes, medians over
@@ -289,23 +292,29 @@ def atoll_run(atoll, run_dir, size_bytes, workers, codec, rounds, links="curve",
             if j.get("type") == "round":
                 released[j["round"]] = j
             elif j.get("type") == "ack":
-                acks.setdefault(j["round"], []).append(j["time"])
-    times, commit_shares, releases, helds = [], [], [], []
+                # (the head's time of the ack, the worker's seconds since it started sending)
+                acks.setdefault(j["round"], []).append((j["time"], j.get("since_contributed_s")))
+    times, commit_shares, releases, helds, sends = [], [], [], [], []
     for r, rep in sorted(released.items()):
         if r <= warmup or len(acks.get(r, [])) < workers:
             continue  # round 1 includes start-up, the next ones fault in heaps
-        held = max(acks[r]) - rep["time"]
-        total = rep["since_last_contribution_s"] + max(0.0, held)
+        if any(since is None for _, since in acks[r]):
+            sys.exit(f"averaging: round {r}'s acknowledgements do not say when their workers sent (an older atoll?)")
+        merged = max(t for t, _ in acks[r])  # the last worker has applied the result
+        last_send = max(t - since for t, since in acks[r])  # the last worker starts sending
+        last_in = rep["time"] - rep["since_last_contribution_s"]  # the coordinator has every contribution
+        total = merged - last_send
         times.append(total)
+        sends.append(max(0.0, last_in - last_send))
         releases.append(rep["since_last_contribution_s"])
-        helds.append(max(0.0, held))
+        helds.append(max(0.0, merged - rep["time"]))
         commit_shares.append(rep["since_last_contribution_s"] / total if total > 0 else 0.0)
     if not times:
         sys.exit(f"averaging: no complete round after the first {warmup} in {run_dir}")
     median = statistics.median(times)
     average_s, commit_s, write_s, commit_bytes = commit_phases(os.path.join(run_dir, "logs"), warmup + 1)
     return {"atoll_round_s": median, "atoll_gbps": size_bytes / median / 1e9,
-            "atoll_release_s": statistics.median(releases),
+            "atoll_send_s": statistics.median(sends), "atoll_release_s": statistics.median(releases),
             "atoll_coordinator_share": statistics.median(commit_shares), "rounds_measured": len(times),
             "atoll_average_s": average_s, "atoll_commit_s": commit_s, "atoll_keeper_write_s": write_s,
             "commit_bytes_per_keeper": commit_bytes,
@@ -366,7 +375,8 @@ def main():
                        "commit_bytes_per_keeper": a["commit_bytes_per_keeper"],
                        "atoll_gbps": a["atoll_gbps"], "gloo_gbps": gloo, "tcp_bound_gbps": tcp,
                        "commit_disk_bound_gbps": disk,
-                       "atoll_round_s": a["atoll_round_s"], "atoll_release_s": a["atoll_release_s"],
+                       "atoll_round_s": a["atoll_round_s"], "atoll_send_s": a["atoll_send_s"],
+                       "atoll_release_s": a["atoll_release_s"],
                        "atoll_coordinator_share": a["atoll_coordinator_share"],
                        "atoll_average_s": a["atoll_average_s"], "atoll_commit_s": a["atoll_commit_s"],
                        "atoll_results_s": a["atoll_results_s"], "atoll_keeper_write_s": a["atoll_keeper_write_s"],
@@ -375,7 +385,8 @@ def main():
                 print(f"averaging: {size_mb} MiB, M={workers}, {codec}, {links} links, early results {early}, "
                       f"sync {sync}: "
                       f"atoll {a['atoll_gbps']:.3f} GB/s "
-                      f"({a['atoll_round_s']:.3f} s/round; last contribution to release {a['atoll_release_s']:.3f} s, "
+                      f"({a['atoll_round_s']:.3f} s/round; last send to all in {a['atoll_send_s']:.3f} s, "
+                      f"last contribution to release {a['atoll_release_s']:.3f} s, "
                       f"{a['atoll_coordinator_share']:.0%}; average {fmt_s(a['atoll_average_s'])}, "
                       f"commit {fmt_s(a['atoll_commit_s'])} (keeper write {fmt_s(a['atoll_keeper_write_s'])}, "
                       f"{a['commit_bytes_per_keeper']} bytes a keeper), "

@@ -39,7 +39,7 @@ if [ -n "$hits" ]; then
 fi
 # Of our own headers, a pure file includes only other pure files and these header-only ones.
 header_only=(runtime/expected.hpp runtime/byte_buffer.hpp runtime/algorithm/codec_scalar.hpp
-  runtime/algorithm/fragment_schedule.hpp storage/binary_fields.hpp)
+  runtime/algorithm/fragment_schedule.hpp runtime/algorithm/parallel_ranges.hpp storage/binary_fields.hpp)
 allowed=" ${files[*]} ${header_only[*]} "
 bad=""
 for f in "${files[@]}"; do

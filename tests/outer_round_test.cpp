@@ -1,0 +1,172 @@
+// The fused outer step (runtime/algorithm/outer_round.hpp) against the step written out
+// array by array: average, Nesterov, encode, decode, residual. The fused step must reach
+// the same bits whatever its blocks and threads, or coordinators and keepers built before
+// and after it (or on machines with other core counts) would refuse each other's digests.
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "runtime/algorithm/outer_round.hpp"
+#include "tests/random_values.hpp"
+
+namespace atl {
+namespace {
+
+// The step as it reads, one whole-array pass after another.
+void reference_round(const outer_rule& rule, const std::vector<weighted_input>& inputs, outer_state& state,
+                     std::optional<encoded_values>& published) {
+  const std::size_t n = state.theta.size();
+  std::vector<float> average;
+  ASSERT_FALSE(weighted_average(inputs, n, average));
+  if (state.momentum.size() != n) state.momentum.assign(n, 0.0f);
+  const auto previous = state.theta;
+  nesterov_step(rule.outer, state.theta.data(), state.momentum.data(), average.data(), n);
+  published.reset();
+  if (rule.result_codec == codec_kind::fp32) return;
+  if (state.residual.size() != n) state.residual.assign(n, 0.0f);
+  std::vector<float> change(n), decoded(n);
+  for (std::size_t i = 0; i < n; ++i) change[i] = state.theta[i] - previous[i] + state.residual[i];
+  encoded_values enc;
+  ASSERT_FALSE(encode(rule.result_codec, change.data(), n, rule.result_chunk, enc));
+  ASSERT_FALSE(decode(enc, decoded.data()));
+  for (std::size_t i = 0; i < n; ++i) {
+    state.theta[i] = previous[i] + decoded[i];
+    state.residual[i] = change[i] - decoded[i];
+  }
+  published = std::move(enc);
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+struct step_case {
+  const char* name;
+  codec_kind codec;
+  std::size_t chunk;
+  std::size_t values;
+  std::size_t inputs;
+};
+
+TEST(OuterRound, TheFusedStepReachesTheBitsOfTheStepWrittenOutArrayByArray) {
+  // Sizes below and above the threading threshold (4 Mi values), a count that ends inside
+  // a block, and chunks below, at and above a block's 16 Ki values.
+  const step_case cases[] = {
+      {"fp32 results, small", codec_kind::fp32, 0, 40'001, 3},
+      {"int8, chunk 256, threaded", codec_kind::int8, 256, (std::size_t{1} << 22) + 777, 2},
+      {"int8, chunk larger than a block", codec_kind::int8, 50'000, 160'003, 4},
+      {"fp4, chunk 256, odd count", codec_kind::fp4, 256, 70'001, 2},
+      {"fp4, threaded", codec_kind::fp4, 64, (std::size_t{1} << 22) + 3, 3},
+      {"bf16 results", codec_kind::bf16, 0, 33'333, 2},
+      {"fp32 results, threaded", codec_kind::fp32, 0, (std::size_t{1} << 22) + 5, 2},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    outer_rule rule;
+    rule.result_codec = c.codec;
+    rule.result_chunk = c.chunk;
+    outer_state fused{testing::random_values(c.values, 1), {}, {}};
+    outer_state reference = fused;
+    outer_scratch scratch;
+    for (int round = 0; round < 3; ++round) {  // momentum and residual carried over
+      std::vector<std::vector<float>> deltas;
+      std::vector<weighted_input> inputs;
+      for (std::size_t k = 0; k < c.inputs; ++k)
+        deltas.push_back(testing::random_values(c.values, 100 + round * 10 + k, 0.01f));
+      for (std::size_t k = 0; k < c.inputs; ++k) inputs.push_back({deltas[k].data(), 1.0f + static_cast<float>(k)});
+      std::optional<encoded_values> fused_published, reference_published;
+      ASSERT_FALSE(apply_outer_round(rule, inputs, fused, scratch, fused_published));
+      reference_round(rule, inputs, reference, reference_published);
+      EXPECT_TRUE(same_bits(fused.theta, reference.theta)) << "round " << round;
+      EXPECT_TRUE(same_bits(fused.momentum, reference.momentum)) << "round " << round;
+      EXPECT_TRUE(same_bits(fused.residual, reference.residual)) << "round " << round;
+      ASSERT_EQ(fused_published.has_value(), reference_published.has_value());
+      if (fused_published) {
+        EXPECT_EQ(fused_published->payload, reference_published->payload);
+        EXPECT_EQ(fused_published->scales, reference_published->scales);
+      }
+      std::vector<float> average;
+      ASSERT_FALSE(weighted_average(inputs, c.values, average));
+      EXPECT_TRUE(same_bits(scratch.average, average)) << "the logged average";
+    }
+  }
+}
+
+TEST(OuterRound, AKeeperThatReplaysTheLoggedAverageReachesTheSameState) {
+  outer_rule rule;
+  rule.result_codec = codec_kind::int8;
+  rule.result_chunk = 256;
+  const std::size_t n = 100'000;
+  outer_state coordinator{testing::random_values(n, 7), {}, {}};
+  outer_state keeper = coordinator;
+  outer_scratch coordinator_scratch, keeper_scratch;
+  for (int round = 0; round < 4; ++round) {
+    auto a = testing::random_values(n, 20 + round, 0.01f), b = testing::random_values(n, 40 + round, 0.01f);
+    std::optional<encoded_values> from_inputs, from_average;
+    ASSERT_FALSE(
+        apply_outer_round(rule, {{a.data(), 1.0f}, {b.data(), 3.0f}}, coordinator, coordinator_scratch, from_inputs));
+    apply_outer_average(rule, coordinator_scratch.average.data(), keeper, keeper_scratch, from_average);
+    EXPECT_TRUE(same_bits(coordinator.theta, keeper.theta));
+    EXPECT_TRUE(same_bits(coordinator.residual, keeper.residual));
+    ASSERT_TRUE(from_inputs && from_average);
+    EXPECT_EQ(from_inputs->payload, from_average->payload);
+  }
+}
+
+TEST(OuterRound, ABlockWhoseChangeOverflowsPublishesThetaItselfAndSpendsOnlyThatBlocksResidual) {
+  outer_rule rule;
+  rule.outer.lr = 1.0f;
+  rule.outer.momentum = 0.0f;
+  rule.result_codec = codec_kind::int8;
+  rule.result_chunk = 256;
+  const std::size_t n = 3 * 16384;  // three blocks
+  outer_state state{std::vector<float>(n, 0.0f), {}, std::vector<float>(n, 0.25f)};
+  state.theta[16384 + 5] = std::numeric_limits<float>::max();
+  std::vector<float> delta(n, 0.5f);
+  delta[16384 + 5] = -std::numeric_limits<float>::max();  // theta - lr * delta overflows in block 1
+  outer_scratch scratch;
+  std::optional<encoded_values> published;
+  ASSERT_FALSE(apply_outer_round(rule, {{delta.data(), 1.0f}, {delta.data(), 1.0f}}, state, scratch, published));
+  EXPECT_FALSE(published) << "theta itself is released";
+  EXPECT_EQ(state.theta[16384 + 5], std::numeric_limits<float>::infinity());
+  // The overflowing block keeps its exact step (0 - 0.5) and spends its residual...
+  EXPECT_EQ(state.theta[16384], -0.5f);
+  EXPECT_EQ(state.residual[16384], 0.0f);
+  // ...and blocks 0 and 2 are as encoded: previous + decode(encode(-0.5 + 0.25)).
+  for (std::size_t i : {std::size_t{0}, 2 * std::size_t{16384}}) {
+    EXPECT_NEAR(state.theta[i], -0.25f, 1e-6f) << i;
+    EXPECT_NEAR(state.residual[i], 0.0f, 1e-6f) << i;
+  }
+}
+
+TEST(OuterRound, ARefusedResultChunkPublishesExactThetaAndSpendsTheResidual) {
+  outer_rule rule;
+  rule.result_codec = codec_kind::int8;
+  rule.result_chunk = 0;  // int8 needs a chunk
+  outer_state state{std::vector<float>(1000, 1.0f), {}, std::vector<float>(1000, 0.5f)};
+  std::vector<float> delta(1000, 0.1f);
+  outer_scratch scratch;
+  std::optional<encoded_values> published;
+  ASSERT_FALSE(apply_outer_round(rule, {{delta.data(), 1.0f}}, state, scratch, published));
+  EXPECT_FALSE(published);
+  EXPECT_EQ(state.residual, std::vector<float>(1000, 0.0f));
+  EXPECT_FLOAT_EQ(state.theta[0], 1.0f - 0.7f * (0.1f + 0.9f * 0.1f));
+}
+
+TEST(OuterRound, NoInputsOrABadWeightIsRefusedAndChangesNothing) {
+  outer_rule rule;
+  outer_state state{std::vector<float>(10, 1.0f), {}, {}};
+  outer_scratch scratch;
+  std::optional<encoded_values> published;
+  EXPECT_EQ(apply_outer_round(rule, {}, state, scratch, published).code, errc::not_ready);
+  std::vector<float> delta(10, 0.1f);
+  EXPECT_EQ(apply_outer_round(rule, {{delta.data(), 0.0f}}, state, scratch, published).code, errc::not_finite);
+  EXPECT_EQ(state.theta, std::vector<float>(10, 1.0f));
+  EXPECT_TRUE(state.momentum.empty());
+}
+
+}  // namespace
+}  // namespace atl
