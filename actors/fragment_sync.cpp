@@ -70,20 +70,26 @@ void fragment_sync::sent(std::uint64_t seq, time_point now) {
 }
 
 bool fragment_sync::result_arrived(std::uint64_t round, std::uint64_t epoch, std::vector<float> values) {
+  return arrived(round, epoch, std::move(values), std::nullopt);
+}
+
+bool fragment_sync::arrived(std::uint64_t round, std::uint64_t epoch, std::vector<float> values,
+                            std::optional<std::uint64_t> checked_digest) {
   if (phase_ != phase::awaiting_result || round != pending_round_) return false;  // duplicate or stale
   result_ = std::move(values);
   result_round_ = round;
+  result_digest_ = checked_digest;
   epoch_ = epoch;
   phase_ = phase::result_ready;
   return true;
 }
 
-expected<bool> fragment_sync::update_arrived(std::uint64_t round, std::uint64_t epoch, const std::vector<float>& change,
+expected<bool> fragment_sync::update_arrived(std::uint64_t round, std::uint64_t epoch, const encoded_values& change,
                                              std::uint64_t digest) {
   if (phase_ != phase::awaiting_result || round != pending_round_) return false;  // duplicate or stale
   auto values = applied(round, change, digest);
   if (!values) return values.err();
-  return result_arrived(round, epoch, std::move(*values));
+  return arrived(round, epoch, std::move(*values), digest);
 }
 
 bool fragment_sync::provisional_arrived(std::uint64_t round, std::vector<float> values, std::uint64_t digest) {
@@ -92,15 +98,18 @@ bool fragment_sync::provisional_arrived(std::uint64_t round, std::vector<float> 
   provisional_round_ = round;
   provisional_digest_ = digest;
   has_provisional_ = true;
+  provisional_checked_ = false;
   return true;
 }
 
-expected<bool> fragment_sync::provisional_update_arrived(std::uint64_t round, const std::vector<float>& change,
+expected<bool> fragment_sync::provisional_update_arrived(std::uint64_t round, const encoded_values& change,
                                                          std::uint64_t digest) {
   if (phase_ != phase::awaiting_result || round != pending_round_) return false;  // duplicate or stale
   auto values = applied(round, change, digest);
   if (!values) return values.err();
-  return provisional_arrived(round, std::move(*values), digest);
+  provisional_arrived(round, std::move(*values), digest);
+  provisional_checked_ = true;
+  return true;
 }
 
 expected<bool> fragment_sync::confirmed(std::uint64_t round, std::uint64_t epoch, std::uint64_t digest) {
@@ -108,25 +117,40 @@ expected<bool> fragment_sync::confirmed(std::uint64_t round, std::uint64_t epoch
   if (!has_provisional_ || provisional_round_ != round || provisional_digest_ != digest)
     return make_error(errc::not_ready, "round " + std::to_string(round) + " committed, but its result is not here");
   auto values = std::move(provisional_);
+  const auto checked = provisional_checked_ ? std::optional<std::uint64_t>(digest) : std::nullopt;
   drop_provisional();
-  return result_arrived(round, epoch, std::move(values));
+  return arrived(round, epoch, std::move(values), checked);
 }
 
-expected<std::vector<float>> fragment_sync::applied(std::uint64_t round, const std::vector<float>& change,
+expected<std::vector<float>> fragment_sync::applied(std::uint64_t round, const encoded_values& change,
                                                     std::uint64_t digest) {
   if (theta_global_.empty())
     return make_error(errc::not_ready, "no theta_global to apply round " + std::to_string(round) + " to");
-  if (change.size() != theta_global_.size())
+  if (change.count != theta_global_.size())
     return make_error(errc::tensor_mismatch,
-                      std::to_string(change.size()) + " values, fragment has " + std::to_string(theta_global_.size()));
+                      std::to_string(change.count) + " values, fragment has " + std::to_string(theta_global_.size()));
+  if (auto err = check_encoded(change)) return err;
   auto values = recycled_buffer();
-  values.resize(change.size());
-  for (std::size_t i = 0; i < values.size(); ++i)
-    values[i] = theta_global_[i] + change[i];  // the coordinator's addition
+  values.resize(change.count);
+  // Block by block, in one pass over memory: decode a block of the change, add it, test
+  // the sum and hash it while it is in cache (a block is whole chunks of any codec).
+  const std::size_t block = change.chunk ? std::max<std::size_t>(1, 16384 / change.chunk) * change.chunk : 16384;
+  std::vector<float> decoded(std::min(block, values.size()));
+  digest_stream hash;
+  bool finite = true;
+  for (std::size_t first = 0; first < values.size() && finite; first += block) {
+    const std::size_t n = std::min(block, values.size() - first);
+    decode_range(change, first, n, decoded.data());
+    float* out = values.data() + first;
+    const float* theta = theta_global_.data() + first;
+    const float* add = decoded.data();
+    for (std::size_t i = 0; i < n; ++i) out[i] = theta[i] + add[i];  // the coordinator's addition
+    finite = all_finite(out, n);
+    hash.update(out, n * sizeof(float));
+  }
   status refused;
-  if (!all_finite(values.data(), values.size()))
-    refused = make_error(errc::not_finite, "round " + std::to_string(round) + " applied to theta_global");
-  else if (digest64(values.data(), values.size() * sizeof(float)) != digest)
+  if (!finite) refused = make_error(errc::not_finite, "round " + std::to_string(round) + " applied to theta_global");
+  else if (hash.finish() != digest)
     refused = make_error(errc::digest_mismatch, "round " + std::to_string(round) +
                                                     " applied to theta_global of round " + std::to_string(round_));
   if (!refused) return values;

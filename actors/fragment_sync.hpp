@@ -33,6 +33,7 @@
 // decoded change to the same bits gives every participant the coordinator's bits.
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "actors/state_fetch.hpp"
@@ -69,14 +70,15 @@ class fragment_sync {
   // The same for a low-bit result: the result is the kept theta_global plus `change`.
   // Typed errors, changing nothing: not_ready (no theta_global kept), tensor_mismatch
   // (size), not_finite (the sum), digest_mismatch (not the coordinator's bits).
-  expected<bool> update_arrived(std::uint64_t round, std::uint64_t epoch, const std::vector<float>& change,
+  // `change` is encoded as it came (check_encoded passed): it is decoded block by block as
+  // it is added, and the sum's digest taken in the same pass.
+  expected<bool> update_arrived(std::uint64_t round, std::uint64_t epoch, const encoded_values& change,
                                 std::uint64_t digest);
   // Early results: the awaited round's result, sent while that round commits, is held and
   // not applied (false: not the awaited round). A later one of the same round replaces it
   // (a re-placed coordinator redoing the round). The update form checks as update_arrived.
   bool provisional_arrived(std::uint64_t round, std::vector<float> values, std::uint64_t digest);
-  expected<bool> provisional_update_arrived(std::uint64_t round, const std::vector<float>& change,
-                                            std::uint64_t digest);
+  expected<bool> provisional_update_arrived(std::uint64_t round, const encoded_values& change, std::uint64_t digest);
   // The round committed: the held result of `round` becomes the result (awaiting_result ->
   // result_ready). false: not the awaited round (a duplicate or stale confirmation);
   // not_ready: no result of that round and digest is held (lost, or refused).
@@ -121,6 +123,9 @@ class fragment_sync {
   std::uint64_t pending_round() const { return pending_round_; }
   std::uint64_t pending_seq() const { return pending_seq_; }
   const std::vector<float>& result() const { return result_; }  // while result_ready
+  // The result's digest when it was checked against the coordinator's on arrival (an update,
+  // or a confirmed early result): the worker's RoundAck need not hash it again.
+  std::optional<std::uint64_t> result_digest() const { return result_digest_; }
   state_fetch& fetch() { return fetch_; }
   std::uint64_t fetch_epoch() const { return fetch_epoch_; }
   void chunk_asked(time_point now) { chunk_asked_at_ = now; }
@@ -128,7 +133,10 @@ class fragment_sync {
  private:
   status expect(phase wanted, const char* op) const;
   // The kept theta_global plus a round's change, checked (update_arrived's errors).
-  expected<std::vector<float>> applied(std::uint64_t round, const std::vector<float>& change, std::uint64_t digest);
+  expected<std::vector<float>> applied(std::uint64_t round, const encoded_values& change, std::uint64_t digest);
+  // awaiting_result -> result_ready with `values`; checked_digest: theirs, when checked.
+  bool arrived(std::uint64_t round, std::uint64_t epoch, std::vector<float> values,
+               std::optional<std::uint64_t> checked_digest);
   void drop_provisional();
   // Keeps the larger of `buffer` and the spare for recycled_buffer().
   void recycle(std::vector<float> buffer);
@@ -144,11 +152,13 @@ class fragment_sync {
   time_point sent_at_{};
   std::vector<float> result_;
   std::uint64_t result_round_ = 0;
+  std::optional<std::uint64_t> result_digest_;
   // A provisional result (early results), held until its round's confirmation.
   std::vector<float> provisional_;
   std::uint64_t provisional_round_ = 0;
   std::uint64_t provisional_digest_ = 0;
   bool has_provisional_ = false;
+  bool provisional_checked_ = false;  // an update, checked against its digest on arrival
   std::vector<float> theta_global_;  // empty until a state is adopted
   std::vector<float> spare_;  // a replaced theta_global or dropped result, for the next result
   bool seed_held_ = false;  // the last StateHeld said seedHeld

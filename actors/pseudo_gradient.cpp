@@ -21,10 +21,11 @@ void put_tensors(encoded_values&& values, wire::outgoing& msg) {
     msg.tensors.push_back(wire::tensor::from_floats(values.scales.data(), values.scales.size()));
 }
 
-// Decodes into `out` (its memory reused). `what` names the message in errors
+// The encoded values a Contribution or RoundResult carries, checked as decode() checks
+// them, into `out` (its memory reused). `what` names the message in errors
 // ("contribution", "round update").
-status take_tensors(const wire::message& msg, schema::PseudoGradientCodec codec, std::uint32_t chunk,
-                    std::uint64_t count, std::size_t expected_count, const char* what, std::vector<float>& out) {
+status take_encoded(const wire::message& msg, schema::PseudoGradientCodec codec, std::uint32_t chunk,
+                    std::uint64_t count, std::size_t expected_count, const char* what, encoded_values& out) {
   const auto kind = static_cast<codec_kind>(codec);
   if (kind > codec_kind::fp4) return make_error(errc::tensor_mismatch, std::string(what) + " with an unknown codec");
   if (count != expected_count)
@@ -37,20 +38,28 @@ status take_tensors(const wire::message& msg, schema::PseudoGradientCodec codec,
                                                  std::to_string(tensors.size()) + " tensors");
   if (scaled && tensors[1].dtype != schema::DType::FLOAT32)
     return make_error(errc::tensor_mismatch, "scales must be fp32");
-  if (kind == codec_kind::fp32) {  // the frame is the values: one copy out, no staging copy
-    if (tensors[0].dtype != schema::DType::FLOAT32 || tensors[0].data.size() != expected_count * sizeof(float))
-      return make_error(errc::tensor_mismatch, std::string("fp32 ") + what + " of " +
-                                                   std::to_string(tensors[0].data.size()) + " bytes for " +
-                                                   std::to_string(expected_count) + " values");
-    tensors[0].copy_floats_to(out);
+  if (kind == codec_kind::fp32 && tensors[0].dtype != schema::DType::FLOAT32)
+    return make_error(errc::tensor_mismatch, std::string("fp32 ") + what + " in a tensor that is not fp32");
+  out.kind = kind;
+  out.count = expected_count;
+  out.chunk = scaled ? chunk : 0;
+  out.payload.assign(tensors[0].data.begin(), tensors[0].data.end());
+  if (scaled) out.scales = tensors[1].to_floats();
+  else out.scales.clear();
+  return check_encoded(out);
+}
+
+// Decodes into `out` (its memory reused).
+status take_tensors(const wire::message& msg, schema::PseudoGradientCodec codec, std::uint32_t chunk,
+                    std::uint64_t count, std::size_t expected_count, const char* what, std::vector<float>& out) {
+  const auto& tensors = msg.tensors();
+  if (static_cast<codec_kind>(codec) == codec_kind::fp32 && count == expected_count && tensors.size() == 1 &&
+      tensors[0].dtype == schema::DType::FLOAT32 && tensors[0].data.size() == expected_count * sizeof(float)) {
+    tensors[0].copy_floats_to(out);  // the frame is the values: one copy out, no staging copy
     return {};
   }
   encoded_values enc;
-  enc.kind = kind;
-  enc.count = expected_count;
-  enc.chunk = scaled ? chunk : 0;
-  enc.payload = tensors[0].data.to_vector();
-  if (scaled) enc.scales = tensors[1].to_floats();
+  if (auto err = take_encoded(msg, codec, chunk, count, expected_count, what, enc)) return err;
   out.resize(expected_count);
   return decode(enc, out.data());
 }
@@ -98,14 +107,9 @@ void put_round_update(schema::RoundResult::Builder r, const round_update_frames&
   msg.tensors.insert(msg.tensors.end(), frames.tensors.begin(), frames.tensors.end());
 }
 
-status take_round_update(const wire::message& msg, std::size_t expected_count, std::vector<float>& into) {
+status take_round_update(const wire::message& msg, std::size_t expected_count, encoded_values& into) {
   const auto r = msg.envelope().getRoundResult();
-  if (auto err = take_tensors(msg, r.getCodec(), r.getChunk(), r.getCount(), expected_count, "round update", into))
-    return err;
-  for (float v : into)
-    if (!std::isfinite(v))
-      return make_error(errc::not_finite, "round update of fragment " + std::to_string(r.getFragment()));
-  return {};
+  return take_encoded(msg, r.getCodec(), r.getChunk(), r.getCount(), expected_count, "round update", into);
 }
 
 }  // namespace atl

@@ -20,10 +20,11 @@ void put_contribution(schema::Contribution::Builder c, encoded_values&& values, 
 status take_contribution(const wire::message& msg, std::size_t expected_count, std::vector<float>& into);
 
 // The same for a RoundResult that carries an update (isUpdate): sets isUpdate and the codec
-// fields; take_round_update also refuses an update that decodes to NaN or infinity
-// (not_finite), which would poison every copy of theta_global it is added to.
+// fields. take_round_update keeps the update encoded (checked as decode() checks it: shape,
+// finite scales), since the worker decodes it block by block as it adds it to theta_global
+// (fragment_sync::update_arrived, which refuses a sum that is not finite).
 void put_round_update(schema::RoundResult::Builder r, encoded_values&& values, wire::outgoing& msg);
-status take_round_update(const wire::message& msg, std::size_t expected_count, std::vector<float>& into);
+status take_round_update(const wire::message& msg, std::size_t expected_count, encoded_values& into);
 
 // A round update's codec fields and frames, made once: every worker's RoundResult shares
 // the frames' bytes instead of copying the payload.

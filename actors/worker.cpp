@@ -7,6 +7,7 @@
 #include "actors/messages.hpp"
 #include "actors/pseudo_gradient.hpp"
 #include "actors/worker_steps.hpp"
+#include "runtime/digest.hpp"
 #include "runtime/fault_point.hpp"
 #include "runtime/log.hpp"
 
@@ -68,7 +69,7 @@ void apply_state(self_ptr self, std::size_t f, std::uint64_t round, std::uint64_
   auto& st = self->state;
   st.model->adopt_global(f, theta.data());
   st.epoch = std::max(st.epoch, epoch);
-  acknowledge_round(self, f, round, theta, true);
+  acknowledge_round(self, f, round, digest64(theta.data(), theta.size() * sizeof(float)), true);
   st.fragments[f].adopt(round, epoch, std::move(theta));
   resume_if_synced(self);
 }
@@ -205,7 +206,7 @@ void on_update(self_ptr self, const wire::message_ptr& msg, std::size_t f, std::
   }
   auto& frag = st.fragments[f];
   const auto result = msg->envelope().getRoundResult();
-  auto& change = st.decoded_update;
+  auto& change = st.received_update;
   if (auto err = take_round_update(*msg, st.model->fragment_size(f), change))
     return refuse_result(self, *msg, f, round, err);
   if (result.getProvisional()) {

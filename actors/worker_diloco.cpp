@@ -2,6 +2,7 @@
 // its sync step, merge each result before its step trains.
 #include "actors/messages.hpp"
 #include "actors/worker_steps.hpp"
+#include "runtime/digest.hpp"
 #include "runtime/log.hpp"
 
 namespace atl {
@@ -67,7 +68,10 @@ class diloco_steps final : public step_strategy {
   // The digest of what we merge goes to the registry; on_step merges it when it is due.
   void result_arrived(worker_self self, std::size_t f) override {
     const auto& frag = self->state.fragments[f];
-    acknowledge_round(self, f, frag.pending_round(), frag.result(), false);
+    const auto& theta = frag.result();
+    const auto digest =
+        frag.result_digest() ? *frag.result_digest() : digest64(theta.data(), theta.size() * sizeof(float));
+    acknowledge_round(self, f, frag.pending_round(), digest, false);
     unblock(self);
   }
 

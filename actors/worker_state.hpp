@@ -47,7 +47,7 @@ struct worker_state {
     std::chrono::steady_clock::time_point at;
   };
   std::vector<sent_contribution> contributed;
-  std::vector<float> decoded_update;  // a low-bit result's change, decoded (reused round to round)
+  encoded_values received_update;  // a low-bit result's change as it came (reused round to round)
   std::uint64_t epoch = 0;
   std::int64_t step = 0;
   std::int64_t last_eval_step = -1;

@@ -89,14 +89,13 @@ void send_pending(worker_self self, std::size_t f) {
   frag.sent(st.mail->last_seq(), st.now());
 }
 
-void acknowledge_round(worker_self self, std::size_t f, std::uint64_t round, const std::vector<float>& theta,
-                       bool adopted) {
+void acknowledge_round(worker_self self, std::size_t f, std::uint64_t round, std::uint64_t digest, bool adopted) {
   auto& st = self->state;
   wire::outgoing out;
   auto ack = out.envelope.initRoundAck();
   ack.setFragment(static_cast<std::uint32_t>(f));
   ack.setRound(round);
-  ack.setDigest(digest64(theta.data(), theta.size() * sizeof(float)));
+  ack.setDigest(digest);
   ack.setAdopted(adopted);
   if (!adopted && st.contributed[f].round == round)
     ack.setSinceContributed(std::chrono::duration<double>(st.now() - st.contributed[f].at).count());

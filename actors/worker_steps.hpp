@@ -43,9 +43,8 @@ void send_pending(worker_self self, std::size_t f);
 // Fragment f's encoded contribution for `round`, kept until its result arrives.
 void send_contribution(worker_self self, std::size_t f, std::uint64_t round, encoded_values enc);
 // Tells the registry which round of fragment f this worker now holds (RoundAck): a result
-// it merges, or a state it adopted.
-void acknowledge_round(worker_self self, std::size_t f, std::uint64_t round, const std::vector<float>& theta,
-                       bool adopted);
+// it merges, or a state it adopted, with the digest of its theta_global.
+void acknowledge_round(worker_self self, std::size_t f, std::uint64_t round, std::uint64_t digest, bool adopted);
 // NaN or infinity in what a worker would send: the replica diverged; the supervisor
 // restarts it.
 void quit_on_encode_error(worker_self self, std::size_t f, const status& err);

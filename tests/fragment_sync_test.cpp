@@ -2,6 +2,7 @@
 // decisions one row per case.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <functional>
 #include <limits>
 
@@ -13,6 +14,16 @@ namespace {
 
 using P = fragment_sync::phase;
 using namespace std::chrono_literals;
+
+// A round's change as a worker receives it, here fp32 (exact).
+encoded_values update_of(const std::vector<float>& change) {
+  encoded_values v;
+  v.kind = codec_kind::fp32;
+  v.count = change.size();
+  v.payload.resize(change.size() * sizeof(float));
+  if (!change.empty()) std::memcpy(v.payload.data(), change.data(), v.payload.size());
+  return v;
+}
 
 encoded_values some_bytes() {
   encoded_values v;
@@ -202,16 +213,17 @@ std::uint64_t digest_of(const std::vector<float>& v) { return digest64(v.data(),
 TEST(FragmentSync, ALowBitResultIsTheKeptThetaGlobalPlusItsChange) {
   auto s = awaiting(5);  // kept theta_global {1, 2}
   const std::vector<float> change = {0.5f, -1.0f}, after = {1.5f, 1.0f};
-  auto arrived = s.update_arrived(5, 3, change, digest_of(after));
+  auto arrived = s.update_arrived(5, 3, update_of(change), digest_of(after));
   ASSERT_TRUE(arrived) << arrived.err().describe();
   EXPECT_TRUE(*arrived);
   EXPECT_EQ(s.current(), P::result_ready);
+  EXPECT_EQ(s.result_digest(), digest_of(after)) << "checked on arrival: the RoundAck reuses it";
   auto values = s.take_result();
   ASSERT_TRUE(values);
   EXPECT_EQ(**values, after);
   // The next round's change applies to what was taken.
   ASSERT_FALSE(s.contribute(6, 20, some_bytes()));
-  arrived = s.update_arrived(6, 3, {1.0f, 1.0f}, digest_of({2.5f, 2.0f}));
+  arrived = s.update_arrived(6, 3, update_of({1.0f, 1.0f}), digest_of({2.5f, 2.0f}));
   ASSERT_TRUE(arrived && *arrived);
   EXPECT_EQ(**s.take_result(), (std::vector<float>{2.5f, 2.0f}));
 }
@@ -226,11 +238,11 @@ TEST(FragmentSync, AResultReusesTheMemoryOfTheThetaGlobalItReplaced) {
   s.adopt(4, 3, std::move(adopted));
   EXPECT_TRUE(s.recycled_buffer().empty()) << "nothing replaced yet";
   ASSERT_FALSE(s.contribute(5, 10, some_bytes()));
-  auto arrived = s.update_arrived(5, 3, {0.5f, 0.5f}, digest_of({1.5f, 2.5f}));
+  auto arrived = s.update_arrived(5, 3, update_of({0.5f, 0.5f}), digest_of({1.5f, 2.5f}));
   ASSERT_TRUE(arrived && *arrived);
   ASSERT_TRUE(s.take_result());  // round 5 replaces the adopted state, whose memory is kept
   ASSERT_FALSE(s.contribute(6, 20, some_bytes()));
-  arrived = s.update_arrived(6, 3, {0.5f, 0.5f}, digest_of({2.0f, 3.0f}));
+  arrived = s.update_arrived(6, 3, update_of({0.5f, 0.5f}), digest_of({2.0f, 3.0f}));
   ASSERT_TRUE(arrived && *arrived);
   const auto taken = s.take_result();
   ASSERT_TRUE(taken);
@@ -246,7 +258,7 @@ TEST(FragmentSync, AResultReusesTheMemoryOfTheThetaGlobalItReplaced) {
 // A refused low-bit result gives its buffer back: the next one reuses it.
 TEST(FragmentSync, ARefusedLowBitResultKeepsItsBufferForTheNext) {
   auto s = awaiting(5);
-  const auto refused = s.update_arrived(5, 3, {0.5f, 0.5f}, 42);
+  const auto refused = s.update_arrived(5, 3, update_of({0.5f, 0.5f}), 42);
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.err().code, errc::digest_mismatch);
   const auto kept = s.recycled_buffer();
@@ -270,13 +282,13 @@ TEST(FragmentSync, ALowBitResultThatCannotBeAppliedIsTypedAndChangesNothing) {
   };
   for (const auto& r : rows) {
     auto s = awaiting(5);
-    auto arrived = s.update_arrived(5, 3, r.change, r.digest);
+    auto arrived = s.update_arrived(5, 3, update_of(r.change), r.digest);
     ASSERT_FALSE(arrived) << r.name;
     EXPECT_EQ(arrived.err().code, r.expected) << r.name;
     EXPECT_EQ(s.current(), P::awaiting_result) << r.name;
   }
   auto s = awaiting(5);
-  auto other_round = s.update_arrived(4, 3, change, good);
+  auto other_round = s.update_arrived(4, 3, update_of(change), good);
   ASSERT_TRUE(other_round);
   EXPECT_FALSE(*other_round) << "a result of another round is not ours";
 }
@@ -285,7 +297,7 @@ TEST(FragmentSync, WithoutAnAdoptedStateALowBitResultIsNotReady) {
   fragment_sync s;
   s.adopt(4, 2, {});  // a state without values (as a ddp worker may hold)
   ASSERT_FALSE(s.contribute(5, 12, some_bytes()));
-  auto arrived = s.update_arrived(5, 2, {1.0f}, 0);
+  auto arrived = s.update_arrived(5, 2, update_of({1.0f}), 0);
   ASSERT_FALSE(arrived);
   EXPECT_EQ(arrived.err().code, errc::not_ready);
 }
@@ -365,15 +377,51 @@ TEST(FragmentSync, AConfirmationWithoutItsHeldResultIsNotReadyAndChangesNothing)
 TEST(FragmentSync, AProvisionalLowBitResultIsCheckedWhenItArrives) {
   auto s = awaiting(5);  // kept theta_global {1, 2}
   const std::vector<float> change = {0.5f, -1.0f}, after = {1.5f, 1.0f};
-  auto bad = s.provisional_update_arrived(5, change, digest_of(after) ^ 1u);
+  auto bad = s.provisional_update_arrived(5, update_of(change), digest_of(after) ^ 1u);
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.err().code, errc::digest_mismatch);
   EXPECT_FALSE(s.confirmed(5, 3, digest_of(after))) << "nothing was held";
-  auto held = s.provisional_update_arrived(5, change, digest_of(after));
+  auto held = s.provisional_update_arrived(5, update_of(change), digest_of(after));
   ASSERT_TRUE(held && *held);
   EXPECT_EQ(s.current(), P::awaiting_result);
   ASSERT_TRUE(s.confirmed(5, 3, digest_of(after)));
+  EXPECT_EQ(s.result_digest(), digest_of(after));
   EXPECT_EQ(**s.take_result(), after);
+}
+
+// An fp32 result (theta itself) is not hashed on arrival: it has no checked digest, and the
+// worker's RoundAck hashes it.
+TEST(FragmentSync, OnlyAResultCheckedOnArrivalCarriesItsDigest) {
+  auto s = awaiting(5);
+  ASSERT_TRUE(s.result_arrived(5, 3, {1.5f, 1.0f}));
+  EXPECT_FALSE(s.result_digest());
+  auto early = awaiting(5);
+  ASSERT_TRUE(early.provisional_arrived(5, {1.5f, 1.0f}, 77));
+  ASSERT_TRUE(early.confirmed(5, 3, 77));
+  EXPECT_FALSE(early.result_digest()) << "an fp32 early result's digest was compared, not computed";
+}
+
+// A large int8 change is decoded, added, tested and hashed block by block: the result is
+// the same as decoding it whole and adding, at every block boundary and in the last,
+// partial block.
+TEST(FragmentSync, ALargeLowBitResultIsTheSameAsDecodingItWholeAndAdding) {
+  const std::size_t n = 3 * 16384 + 1000;
+  std::vector<float> theta(n), change(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    theta[i] = static_cast<float>(i % 97) * 0.01f;
+    change[i] = static_cast<float>(static_cast<int>(i % 13) - 6) * 0.001f;
+  }
+  encoded_values enc;
+  ASSERT_FALSE(encode(codec_kind::int8, change.data(), n, 256, enc));
+  std::vector<float> decoded(n), expected(n);
+  ASSERT_FALSE(decode(enc, decoded.data()));
+  for (std::size_t i = 0; i < n; ++i) expected[i] = theta[i] + decoded[i];
+  fragment_sync s;
+  s.adopt(4, 3, theta);
+  ASSERT_FALSE(s.contribute(5, 12, some_bytes()));
+  auto arrived = s.update_arrived(5, 3, enc, digest_of(expected));
+  ASSERT_TRUE(arrived) << arrived.err().describe();
+  EXPECT_EQ(**s.take_result(), expected);
 }
 
 }  // namespace

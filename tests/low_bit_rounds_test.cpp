@@ -112,7 +112,7 @@ void run_rounds(codec_kind kind, int rounds, int join_after, float drift_bound) 
     EXPECT_LT(msg->wire_bytes(), values * sizeof(float) / 3) << "the result travels low-bit";
     for (const auto& name : who) {
       auto& sync = name == joiner_name ? joiner : participants[static_cast<std::size_t>(name[7] - '1')];
-      std::vector<float> change;
+      encoded_values change;
       const auto err = take_round_update(*msg, values, change);
       ASSERT_FALSE(err) << err.describe();
       auto arrived = sync.update_arrived(static_cast<std::uint64_t>(r), 1, change, digest_of(coordinator.theta()));
@@ -177,10 +177,14 @@ TEST(LowBitRounds, EveryResultSharesOneUpdatePayloadAndDecodesAlike) {
   ASSERT_TRUE(a);
   ASSERT_TRUE(b);
   EXPECT_TRUE(a->envelope().getRoundResult().getIsUpdate());
-  std::vector<float> from_a, from_b;
-  const auto err_a = take_round_update(*a, change.size(), from_a), err_b = take_round_update(*b, change.size(), from_b);
+  encoded_values taken_a, taken_b;
+  const auto err_a = take_round_update(*a, change.size(), taken_a),
+             err_b = take_round_update(*b, change.size(), taken_b);
   ASSERT_FALSE(err_a) << err_a.describe();
   ASSERT_FALSE(err_b) << err_b.describe();
+  std::vector<float> from_a(change.size()), from_b(change.size());
+  ASSERT_FALSE(decode(taken_a, from_a.data()));
+  ASSERT_FALSE(decode(taken_b, from_b.data()));
   EXPECT_EQ(from_a, from_b);
   for (std::size_t i = 0; i < change.size(); ++i) EXPECT_NEAR(from_a[i], change[i], 0.5f / 127.0f);
 }
@@ -194,7 +198,7 @@ TEST(LowBitRounds, AnUpdateThatDecodesToANonFiniteValueIsRefused) {
   put_round_update(out.envelope.initRoundResult(), std::move(enc), out);
   auto msg = through_the_wire(out);
   ASSERT_TRUE(msg);
-  std::vector<float> taken;
+  encoded_values taken;
   EXPECT_EQ(take_round_update(*msg, change.size(), taken).code, errc::not_finite);
 }
 
@@ -206,7 +210,7 @@ TEST(LowBitRounds, AnUpdateOfTheWrongSizeIsRefused) {
   put_round_update(out.envelope.initRoundResult(), std::move(enc), out);
   auto msg = through_the_wire(out);
   ASSERT_TRUE(msg);
-  std::vector<float> taken;
+  encoded_values taken;
   EXPECT_EQ(take_round_update(*msg, 3, taken).code, errc::tensor_mismatch);
 }
 

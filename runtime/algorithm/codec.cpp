@@ -189,7 +189,7 @@ void decode_range(const encoded_values& in, std::size_t first, std::size_t n, fl
   }
 }
 
-status decode(const encoded_values& in, float* values) {
+status check_encoded(const encoded_values& in) {
   if (in.kind > codec_kind::fp4) return make_error(errc::tensor_mismatch, "unknown codec");
   if (in.payload.size() != payload_bytes(in.kind, in.count))
     return make_error(errc::tensor_mismatch, std::string(to_string(in.kind)) + " payload of " +
@@ -200,6 +200,12 @@ status decode(const encoded_values& in, float* values) {
                  (in.kind == codec_kind::fp4 && in.chunk % 2 != 0)))
     return make_error(errc::tensor_mismatch, "scales do not match the chunking");
   if (scaled && !all_finite(in.scales.data(), in.scales.size())) return make_error(errc::not_finite, "scale");
+  return {};
+}
+
+status decode(const encoded_values& in, float* values) {
+  if (auto err = check_encoded(in)) return err;
+  const bool scaled = in.kind == codec_kind::int8 || in.kind == codec_kind::fp4;
   parallel_ranges(in.count, scaled ? in.chunk : unscaled_step,
                   [&](std::size_t begin, std::size_t end) { decode_range(in, begin, end - begin, values + begin); });
   return {};

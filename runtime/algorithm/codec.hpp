@@ -41,8 +41,10 @@ std::size_t payload_bytes(codec_kind kind, std::size_t count);
 std::size_t scale_count(codec_kind kind, std::size_t count, std::size_t chunk);
 
 status encode(codec_kind kind, const float* values, std::size_t count, std::size_t chunk, encoded_values& out);
-// Refuses payloads and scales whose sizes do not match `count` (hostile input).
+// Refuses payloads and scales whose sizes do not match `count` (hostile input), as
+// check_encoded does, and scales that are not finite.
 status decode(const encoded_values& in, float* values);
+status check_encoded(const encoded_values& in);
 
 // encode() and decode() a range at a time, for a caller that makes or uses a tensor block
 // by block while the block is in cache (the outer step, runtime/algorithm/outer_round.hpp).
@@ -50,7 +52,7 @@ status decode(const encoded_values& in, float* values);
 // encode_range then writes values[0, n) as values [first, first + n) of the tensor, the
 // very bytes encode() writes there. The caller has checked that the values are finite, and
 // `first` (and n, unless the range ends the tensor) is a multiple of the chunk for int8 and
-// fp4. decode_range reads a range of a tensor that decode() would accept (its shape checked).
+// fp4. decode_range reads a range of a tensor that check_encoded accepted.
 status shape_encoded(codec_kind kind, std::size_t count, std::size_t chunk, encoded_values& out);
 void encode_range(const float* values, std::size_t first, std::size_t n, encoded_values& out);
 void decode_range(const encoded_values& in, std::size_t first, std::size_t n, float* values);
