@@ -13,6 +13,7 @@
 //                           (early results: each holds it provisional, unconfirmed)
 //   coordinator.provisional round r's results went out provisional; every keeper has its
 //                           commit and may or may not have written it yet
+//   keeper.appending        round r's record file is written; the key naming it is not
 //   keeper.written          round r is durable; the coordinator has no acknowledgement
 //   keeper.snapshotting     round r is acknowledged and applied; its snapshot is not written
 //   worker.contributed      a contribution is sent; its result has not come

@@ -8,6 +8,7 @@
 
 #include "runtime/config.hpp"
 #include "runtime/digest.hpp"
+#include "runtime/fault_point.hpp"
 #include "storage/binary_fields.hpp"
 #include "storage/value_files.hpp"
 
@@ -289,6 +290,7 @@ status checkpoint_store::append_keeping_files(const round_record& record) {
       auto reference = write_log_file(record);
       if (!reference) return reference.err();
       value = std::move(*reference);
+      if (r > 0) ATL_FAULT_POINT("keeper.appending");  // the record's file is written, its key is not
     }
     return write_batch(f, r, log_key(f, r), value, true, sync, std::move(erase));
   }();

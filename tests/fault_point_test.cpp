@@ -124,6 +124,14 @@ TEST(FaultPoints, AKeeperKilledBetweenWriteAndAckIsRestartedAndTheRetryIsAcknowl
   head_killed_at_then_restarted("keeper.written@5", {});
 }
 
+// The keeper (in the head) dies in the middle of appending round 5's record: its file is
+// written and the key that names it is not. The restarted keeper does not have round 5 (the
+// file is swept as unlisted), the coordinator's retry appends it again, and the run
+// finishes with every round kept once.
+TEST(FaultPoints, AKeeperKilledMidAppendIsRestartedAndTheRetryAppendsTheRoundOnce) {
+  head_killed_at_then_restarted("keeper.appending@5", {});
+}
+
 // The head's keeper dies as it starts its second snapshot (round 6, storage.snapshot_every
 // = 3), after acknowledging the round. The restarted head's keeper reads round 6 back from
 // the snapshot of round 3 and the round log after it (replayed, digests checked), and the
