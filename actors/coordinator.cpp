@@ -174,8 +174,17 @@ void on_contribution(self_ptr self, const wire::message_ptr& msg) {
     return;
   }
   const auto arrived = st.now();
-  auto values = st.rounds->contribution_buffer();
-  if (auto err = take_contribution(*msg, st.rounds->theta().size(), values)) {
+  // int8 and fp4 stay encoded: the outer step decodes them block by block (a quarter or an
+  // eighth of the bytes to hold, and no fp32 pass over each on the round's critical path).
+  const auto kind = static_cast<codec_kind>(c.getCodec());
+  const bool keep_encoded = kind == codec_kind::int8 || kind == codec_kind::fp4;
+  std::vector<float> values;
+  encoded_values encoded;
+  if (keep_encoded) encoded = st.rounds->encoded_buffer();
+  else values = st.rounds->contribution_buffer();
+  const std::size_t count = st.rounds->theta().size();
+  if (auto err =
+          keep_encoded ? take_encoded_contribution(*msg, count, encoded) : take_contribution(*msg, count, values)) {
     log_warn(fragment_name(st) + ": refused contribution of " + msg->sender() + ": " + err.describe());
     st.mail->refuse(*msg, err, refusal_epoch(st));
     return;
@@ -185,7 +194,9 @@ void on_contribution(self_ptr self, const wire::message_ptr& msg) {
     if (st.cfg.round_deadline.count() > 0)
       self->delayed_send(self, st.cfg.round_deadline, deadline_atom::value, st.rounds->open_round());
   }
-  auto done = st.rounds->add(msg->sender(), msg->epoch(), c.getRound(), std::move(values), c.getWeight());
+  auto done = keep_encoded
+                  ? st.rounds->add_encoded(msg->sender(), msg->epoch(), c.getRound(), std::move(encoded), c.getWeight())
+                  : st.rounds->add(msg->sender(), msg->epoch(), c.getRound(), std::move(values), c.getWeight());
   if (done) st.round_inputs[msg->sender()] = msg;
   if (!done) {
     if (done.err().code == errc::not_participant) st.refused_outside.insert(msg->sender());

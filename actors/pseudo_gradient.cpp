@@ -84,6 +84,11 @@ status take_contribution(const wire::message& msg, std::size_t expected_count, s
   return take_tensors(msg, c.getCodec(), c.getChunk(), c.getCount(), expected_count, "contribution", into);
 }
 
+status take_encoded_contribution(const wire::message& msg, std::size_t expected_count, encoded_values& into) {
+  const auto c = msg.envelope().getContribution();
+  return take_encoded(msg, c.getCodec(), c.getChunk(), c.getCount(), expected_count, "contribution", into);
+}
+
 void put_round_update(schema::RoundResult::Builder r, encoded_values&& values, wire::outgoing& msg) {
   put_round_update(r, make_round_update_frames(std::move(values)), msg);
 }

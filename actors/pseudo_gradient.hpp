@@ -18,6 +18,8 @@ void put_contribution(schema::Contribution::Builder c, encoded_values&& values, 
 // memory: a fragment-sized buffer allocated afresh costs a page fault per 4 KiB, which at
 // 64 MiB took 0.3 s of system time on the VMs measured (tools/bench/averaging.py).
 status take_contribution(const wire::message& msg, std::size_t expected_count, std::vector<float>& into);
+// The same, kept encoded (checked by check_encoded, not decoded).
+status take_encoded_contribution(const wire::message& msg, std::size_t expected_count, encoded_values& into);
 
 // The same for a RoundResult that carries an update (isUpdate): sets isUpdate and the codec
 // fields. take_round_update keeps the update encoded (checked as decode() checks it: shape,

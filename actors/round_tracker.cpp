@@ -53,8 +53,7 @@ status round_tracker::open(std::uint64_t epoch, std::vector<std::string> partici
   return {};
 }
 
-expected<bool> round_tracker::add(const std::string& worker, std::uint64_t epoch, std::uint64_t round,
-                                  std::vector<float> delta, float weight) {
+status round_tracker::admissible(const std::string& worker, std::uint64_t epoch, std::uint64_t round) const {
   if (phase_ != phase::collecting) {
     // A resend of a contribution the committing round already counted (the sender's link
     // dropped): its result is coming.
@@ -79,11 +78,43 @@ expected<bool> round_tracker::add(const std::string& worker, std::uint64_t epoch
   if (!participants_.count(worker))
     return make_error(errc::not_participant, worker + " is not in round " + std::to_string(round));
   if (contributions_.count(worker)) return make_error(errc::duplicate, worker + " already contributed");
+  return {};
+}
+
+expected<bool> round_tracker::add(const std::string& worker, std::uint64_t epoch, std::uint64_t round,
+                                  std::vector<float> delta, float weight) {
+  if (auto err = admissible(worker, epoch, round)) return err;
   if (delta.size() != state_.theta.size())
     return make_error(errc::tensor_mismatch,
                       std::to_string(delta.size()) + " values, fragment has " + std::to_string(state_.theta.size()));
   if (!all_finite(delta.data(), delta.size())) return make_error(errc::not_finite, "contribution of " + worker);
-  contributions_.emplace(worker, std::make_pair(std::move(delta), weight));
+  contribution c;
+  c.values = std::move(delta);
+  c.weight = weight;
+  contributions_.emplace(worker, std::move(c));
+  return finish_if_complete();
+}
+
+expected<bool> round_tracker::add_encoded(const std::string& worker, std::uint64_t epoch, std::uint64_t round,
+                                          encoded_values delta, float weight) {
+  const bool scaled = delta.kind == codec_kind::int8 || delta.kind == codec_kind::fp4;
+  if (!scaled || rule_ != update_rule::nesterov) {  // values that may not be finite, or no fused step
+    if (auto err = admissible(worker, epoch, round)) return err;
+    auto values = contribution_buffer();
+    values.resize(delta.count);
+    if (auto err = decode(delta, values.data())) return err;
+    return add(worker, epoch, round, std::move(values), weight);
+  }
+  if (auto err = admissible(worker, epoch, round)) return err;
+  if (delta.count != state_.theta.size())
+    return make_error(errc::tensor_mismatch,
+                      std::to_string(delta.count) + " values, fragment has " + std::to_string(state_.theta.size()));
+  if (auto err = check_encoded(delta)) return err;  // finite scales: every value is finite
+  contribution c;
+  c.encoded = std::move(delta);
+  c.is_encoded = true;
+  c.weight = weight;
+  contributions_.emplace(worker, std::move(c));
   return finish_if_complete();
 }
 
@@ -109,7 +140,9 @@ expected<bool> round_tracker::close_at_deadline(std::size_t needed) {
 expected<bool> round_tracker::finish_if_complete() {
   if (contributions_.size() < participants_.size()) return false;
   std::vector<weighted_input> inputs;
-  for (const auto& [_, c] : contributions_) inputs.push_back({c.first.data(), c.second});  // sorted by worker id
+  for (const auto& [_, c] : contributions_)  // sorted by worker id
+    inputs.push_back(c.is_encoded ? weighted_input{nullptr, c.weight, &c.encoded}
+                                  : weighted_input{c.values.data(), c.weight});
   if (rule_ == update_rule::nesterov) {
     if (auto st = apply_outer_round(outer_, inputs, state_, scratch_, update_)) return st;
   } else if (auto st = weighted_average(inputs, state_.theta.size(), average_)) {
@@ -133,7 +166,10 @@ status round_tracker::committed() {
 }
 
 void round_tracker::recycle_contributions() {
-  for (auto& [_, c] : contributions_) spare_contributions_.push_back(std::move(c.first));
+  for (auto& [_, c] : contributions_) {
+    if (c.is_encoded) spare_encoded_.push_back(std::move(c.encoded.payload));
+    else spare_contributions_.push_back(std::move(c.values));
+  }
   contributions_.clear();
 }
 
@@ -141,6 +177,14 @@ std::vector<float> round_tracker::contribution_buffer() {
   if (spare_contributions_.empty()) return {};
   auto buffer = std::move(spare_contributions_.back());
   spare_contributions_.pop_back();
+  return buffer;
+}
+
+encoded_values round_tracker::encoded_buffer() {
+  encoded_values buffer;
+  if (spare_encoded_.empty()) return buffer;
+  buffer.payload = std::move(spare_encoded_.back());
+  spare_encoded_.pop_back();
   return buffer;
 }
 

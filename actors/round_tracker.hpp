@@ -53,6 +53,11 @@ class round_tracker {
   // Returns true when the round became complete (and moved to committing).
   expected<bool> add(const std::string& worker, std::uint64_t epoch, std::uint64_t round, std::vector<float> delta,
                      float weight);
+  // The same for a contribution as it came (check_encoded's errors too). An int8 or fp4 one
+  // stays encoded until the outer step decodes it block by block (its values are finite
+  // when its scales are, which check_encoded checks); any other is decoded and added.
+  expected<bool> add_encoded(const std::string& worker, std::uint64_t epoch, std::uint64_t round, encoded_values delta,
+                             float weight);
   // A participant is gone: the round completes with the rest if they all contributed.
   expected<bool> drop(const std::string& worker);
   // The round's deadline passed: it completes with the contributions it has if there are
@@ -87,8 +92,12 @@ class round_tracker {
   // A buffer of an earlier round's contribution (or an empty one) to decode the next
   // contribution into: contributions are fragment-sized, and kept like scratch_ below.
   std::vector<float> contribution_buffer();
+  // The same for an encoded contribution: its payload's memory from an earlier round.
+  encoded_values encoded_buffer();
 
  private:
+  // The fences of add: phase, epoch, round, participant, duplicate.
+  status admissible(const std::string& worker, std::uint64_t epoch, std::uint64_t round) const;
   expected<bool> finish_if_complete();
   void recycle_contributions();  // contributions_ emptied, their buffers kept
 
@@ -101,13 +110,20 @@ class round_tracker {
   std::uint64_t epoch_ = 0;  // epoch of the open round
   outer_state state_;  // theta, momentum and the result codec's residual
   std::set<std::string> participants_;
-  std::map<std::string, std::pair<std::vector<float>, float>> contributions_;  // sorted by worker id
+  struct contribution {
+    std::vector<float> values;  // decoded
+    encoded_values encoded;  // or as it came (int8, fp4)
+    bool is_encoded = false;
+    float weight = 0;
+  };
+  std::map<std::string, contribution> contributions_;  // sorted by worker id
   std::optional<encoded_values> update_;
   // Fragment-sized working memory of a round, kept from one round to the next: allocated
   // afresh, every round faulted in and zeroed four fragments of pages, which at 256 MiB
   // took most of an int8 round's averaging (the heap's free top is given back between).
   outer_scratch scratch_;
   std::vector<std::vector<float>> spare_contributions_;
+  std::vector<std::vector<std::uint8_t>> spare_encoded_;
 };
 
 const char* to_string(round_tracker::phase p);

@@ -159,6 +159,31 @@ TEST(Codec, ScaledDecodeIsEachCodeTimesItsChunksScaleBitForBit) {
   }
 }
 
+// decode_range of any range, starting and ending inside a chunk (and, for fp4, at a high
+// nibble), gives exactly decode()'s values there; encode_range of chunk-aligned ranges
+// writes exactly encode()'s bytes.
+TEST(Codec, RangesDecodeAndEncodeTheSameBitsAsTheWholeTensor) {
+  const auto v = random_values(10'001, 9);
+  for (auto kind : {codec_kind::fp32, codec_kind::bf16, codec_kind::fp16, codec_kind::int8, codec_kind::fp4}) {
+    SCOPED_TRACE(to_string(kind));
+    encoded_values whole;
+    ASSERT_FALSE(encode(kind, v.data(), v.size(), 64, whole));
+    std::vector<float> expected(v.size());
+    ASSERT_FALSE(decode(whole, expected.data()));
+    for (auto [first, n] : {std::pair<std::size_t, std::size_t>{0, 10'001}, {1, 63}, {63, 2}, {65, 1000}, {9'999, 2}}) {
+      std::vector<float> part(n);
+      decode_range(whole, first, n, part.data());
+      EXPECT_EQ(0, std::memcmp(part.data(), expected.data() + first, n * sizeof(float))) << first << "+" << n;
+    }
+    encoded_values pieces;
+    ASSERT_FALSE(shape_encoded(kind, v.size(), 64, pieces));
+    for (std::size_t first = 0; first < v.size(); first += 640)
+      encode_range(v.data() + first, first, std::min<std::size_t>(640, v.size() - first), pieces);
+    EXPECT_EQ(pieces.payload, whole.payload);
+    EXPECT_EQ(pieces.scales, whole.scales);
+  }
+}
+
 TEST(Codec, Fp16SaturatesAndKeepsSubnormals) {
   std::vector<float> v = {1e6f, -1e6f, 6e-8f, 1.0f / 3.0f};
   const auto out = round_trip(codec_kind::fp16, v, 0);

@@ -1,4 +1,5 @@
 #include <cmath>
+#include <cstring>
 
 #include <gtest/gtest.h>
 
@@ -128,6 +129,75 @@ TEST(RoundTracker, ANonFiniteOrMisSizedContributionDoesNotPoisonTheRound) {
   auto done = t.add("w/b", 1, 1, {0.0f, 0.0f}, 1.0f);
   ASSERT_TRUE(done && *done);
   EXPECT_FLOAT_EQ(t.theta()[0], 1.0f);
+}
+
+// int8 and fp4 contributions stay encoded until the outer step decodes them block by
+// block: the round reaches the very bits of the same contributions decoded and added, with
+// fp32 and encoded contributions mixed in one round.
+TEST(RoundTracker, AnEncodedContributionReachesTheBitsOfItsDecodedValues) {
+  const std::size_t n = 40'000;
+  std::vector<float> theta(n);
+  for (std::size_t i = 0; i < n; ++i) theta[i] = std::sin(static_cast<float>(i));
+  round_tracker encoded(0, {0.7f, 0.9f}), decoded(0, {0.7f, 0.9f});
+  for (auto* t : {&encoded, &decoded}) {
+    t->encode_results(codec_kind::int8, 256);
+    ASSERT_FALSE(t->seed(theta));
+    ASSERT_FALSE(t->committed());
+  }
+  for (std::uint64_t round = 1; round <= 3; ++round) {
+    std::vector<float> a(n), b(n), c(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      a[i] = 0.01f * std::cos(static_cast<float>(i * round));
+      b[i] = 0.02f * std::sin(static_cast<float>(i + round));
+      c[i] = 0.005f * static_cast<float>(i % 7);
+    }
+    encoded_values ea, eb;
+    ASSERT_FALSE(encode(codec_kind::int8, a.data(), n, 256, ea));
+    ASSERT_FALSE(encode(codec_kind::fp4, b.data(), n, 64, eb));
+    std::vector<float> da(n), db(n);
+    ASSERT_FALSE(decode(ea, da.data()));
+    ASSERT_FALSE(decode(eb, db.data()));
+    for (auto* t : {&encoded, &decoded}) ASSERT_FALSE(t->open(round, {"w/a", "w/b", "w/c"}));
+    ASSERT_TRUE(encoded.add_encoded("w/a", round, round, ea, 1.0f));
+    ASSERT_TRUE(encoded.add_encoded("w/b", round, round, eb, 2.0f));
+    ASSERT_TRUE(encoded.add("w/c", round, round, c, 1.0f));
+    ASSERT_TRUE(decoded.add("w/a", round, round, da, 1.0f));
+    ASSERT_TRUE(decoded.add("w/b", round, round, db, 2.0f));
+    ASSERT_TRUE(decoded.add("w/c", round, round, c, 1.0f));
+    ASSERT_EQ(encoded.current_phase(), round_tracker::phase::committing);
+    EXPECT_EQ(encoded.theta(), decoded.theta()) << "round " << round;
+    EXPECT_EQ(encoded.momentum(), decoded.momentum());
+    EXPECT_EQ(encoded.residual(), decoded.residual());
+    EXPECT_EQ(encoded.last_average(), decoded.last_average());
+    ASSERT_TRUE(encoded.released_update() && decoded.released_update());
+    EXPECT_EQ(encoded.released_update()->payload, decoded.released_update()->payload);
+    for (auto* t : {&encoded, &decoded}) ASSERT_FALSE(t->committed());
+  }
+  EXPECT_FALSE(encoded.encoded_buffer().payload.empty()) << "an encoded contribution's memory is reused";
+}
+
+TEST(RoundTracker, AnEncodedContributionIsFencedAndCheckedLikeADecodedOne) {
+  auto t = seeded_at_round_zero();
+  ASSERT_FALSE(t.open(1, {"w/a", "w/b"}));
+  const std::vector<float> v = {0.5f, -0.25f};
+  encoded_values good, bad_scale, short_one, fp32_nan;
+  ASSERT_FALSE(encode(codec_kind::int8, v.data(), 2, 256, good));
+  bad_scale = good;
+  bad_scale.scales[0] = INFINITY;
+  ASSERT_FALSE(encode(codec_kind::int8, v.data(), 1, 256, short_one));
+  const std::vector<float> nan = {NAN, 0.0f};
+  fp32_nan.kind = codec_kind::fp32;
+  fp32_nan.count = 2;
+  fp32_nan.payload.resize(8);
+  std::memcpy(fp32_nan.payload.data(), nan.data(), 8);
+  EXPECT_EQ(t.add_encoded("w/a", 1, 1, bad_scale, 1.0f).err().code, errc::not_finite);
+  EXPECT_EQ(t.add_encoded("w/a", 1, 1, short_one, 1.0f).err().code, errc::tensor_mismatch);
+  EXPECT_EQ(t.add_encoded("w/a", 1, 1, fp32_nan, 1.0f).err().code, errc::not_finite);
+  EXPECT_EQ(t.add_encoded("w/a", 0, 1, good, 1.0f).err().code, errc::stale_epoch);
+  EXPECT_EQ(t.add_encoded("w/z", 1, 1, good, 1.0f).err().code, errc::not_participant);
+  ASSERT_TRUE(t.add_encoded("w/a", 1, 1, good, 1.0f));
+  EXPECT_EQ(t.add_encoded("w/a", 1, 1, good, 1.0f).err().code, errc::duplicate);
+  EXPECT_EQ(t.current_phase(), round_tracker::phase::collecting);
 }
 
 TEST(RoundTracker, ARoundGoesOnWithoutAParticipantThatLeft) {

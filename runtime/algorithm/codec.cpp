@@ -160,30 +160,35 @@ void decode_range(const encoded_values& in, std::size_t first, std::size_t n, fl
       break;
     // Chunk by chunk: one scale per inner loop lets it vectorise (an index division per
     // value held int8 to about 2 GB/s). Each value is still code * scale, the very product
-    // a device or an older build computes.
+    // a device or an older build computes. A range may start and end inside a chunk.
     case codec_kind::int8:
-      for (std::size_t c = 0; c < n; c += chunk) {
-        const std::size_t m = std::min(chunk, n - c);
-        const float scale = in.scales[(first + c) / chunk];
-        const auto* q = reinterpret_cast<const std::int8_t*>(p + first + c);
-        float* out = values + c;
-        for (std::size_t i = 0; i < m; ++i) out[i] = static_cast<float>(q[i]) * scale;
+      for (std::size_t i = 0; i < n;) {
+        const std::size_t k = first + i;
+        const std::size_t m = std::min(n - i, (k / chunk + 1) * chunk - k);
+        const float scale = in.scales[k / chunk];
+        const auto* q = reinterpret_cast<const std::int8_t*>(p + k);
+        float* out = values + i;
+        for (std::size_t j = 0; j < m; ++j) out[j] = static_cast<float>(q[j]) * scale;
+        i += m;
       }
       break;
-    case codec_kind::fp4:
-      for (std::size_t c = 0; c < n; c += chunk) {
-        const std::size_t m = std::min(chunk, n - c);
-        const float scale = in.scales[(first + c) / chunk];
+    case codec_kind::fp4:  // low nibble first; a range may start at a high nibble
+      for (std::size_t i = 0; i < n;) {
+        const std::size_t k = first + i;
+        const std::size_t m = std::min(n - i, (k / chunk + 1) * chunk - k);
+        const float scale = in.scales[k / chunk];
         float scaled_code[16];  // what each code decodes to in this chunk
         for (std::uint8_t code = 0; code < 16; ++code) scaled_code[code] = from_fp4(code) * scale;
-        const std::uint8_t* pairs = p + (first + c) / 2;
-        float* out = values + c;
-        std::size_t i = 0;
-        for (; i + 1 < m; i += 2) {
-          out[i] = scaled_code[pairs[i / 2] & 0x0F];
-          out[i + 1] = scaled_code[pairs[i / 2] >> 4];
+        float* out = values + i;
+        std::size_t j = 0;
+        if (k % 2 == 1) out[j++] = scaled_code[p[k / 2] >> 4];
+        const std::uint8_t* pairs = p + (k + j) / 2;
+        for (; j + 1 < m; j += 2, ++pairs) {
+          out[j] = scaled_code[*pairs & 0x0F];
+          out[j + 1] = scaled_code[*pairs >> 4];
         }
-        if (i < m) out[i] = scaled_code[pairs[i / 2] & 0x0F];  // an odd count's last value
+        if (j < m) out[j] = scaled_code[*pairs & 0x0F];
+        i += m;
       }
       break;
   }

@@ -52,7 +52,7 @@ status check_encoded(const encoded_values& in);
 // encode_range then writes values[0, n) as values [first, first + n) of the tensor, the
 // very bytes encode() writes there. The caller has checked that the values are finite, and
 // `first` (and n, unless the range ends the tensor) is a multiple of the chunk for int8 and
-// fp4. decode_range reads a range of a tensor that check_encoded accepted.
+// fp4. decode_range reads any range of a tensor that check_encoded accepted.
 status shape_encoded(codec_kind kind, std::size_t count, std::size_t chunk, encoded_values& out);
 void encode_range(const float* values, std::size_t first, std::size_t n, encoded_values& out);
 void decode_range(const encoded_values& in, std::size_t first, std::size_t n, float* values);

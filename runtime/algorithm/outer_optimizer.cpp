@@ -32,6 +32,8 @@ expected<std::vector<float>> normalised_weights(const std::vector<weighted_input
 status weighted_average(const std::vector<weighted_input>& inputs, std::size_t n, std::vector<float>& out) {
   auto weights = normalised_weights(inputs);
   if (!weights) return weights.err();
+  for (const auto& in : inputs)
+    if (in.encoded) return make_error(errc::invalid_config, "weighted_average takes decoded inputs");
   out.assign(n, 0.0f);
   for (std::size_t k = 0; k < inputs.size(); ++k) {
     const float w = (*weights)[k];

@@ -21,15 +21,20 @@ struct outer_options {
 // theta, momentum_buffer and grad have equal sizes.
 void nesterov_step(const outer_options& opt, float* theta, float* momentum_buffer, const float* grad, std::size_t n);
 
-// One contribution to an average.
+struct encoded_values;  // runtime/algorithm/codec.hpp
+
+// One contribution to an average: fp32 values, or (the outer step only, not
+// weighted_average) values still encoded, which it decodes block by block.
 struct weighted_input {
   const float* values;
   float weight;
+  const encoded_values* encoded = nullptr;  // instead of values; checked by check_encoded
 };
 
 // out = sum_i w_i x_i / sum_i w_i, accumulated in fp32 in the order given (callers sort
 // inputs by worker id so the result does not depend on arrival order): out starts at zero
-// and each input adds (w_i / sum w) * x_i in turn.
+// and each input adds (w_i / sum w) * x_i in turn. fp32 inputs only (an encoded one is
+// refused: invalid_config).
 status weighted_average(const std::vector<weighted_input>& inputs, std::size_t n, std::vector<float>& out);
 // The factors weighted_average multiplies by, w_i / sum w, in the inputs' order. Refuses no
 // inputs and a weight that is not positive and finite.

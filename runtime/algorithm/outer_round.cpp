@@ -26,22 +26,26 @@ struct average_source {
   std::vector<float> weights;  // the inputs' normalised weights
 };
 
-// One thread's block-sized buffers.
+// One thread's block-sized buffers (empty where the round needs none).
 struct block_buffers {
-  std::vector<float> previous, change, decoded;
-  explicit block_buffers(std::size_t n) : previous(n), change(n), decoded(n) {}
+  std::vector<float> previous, change, decoded, input;
+  block_buffers(std::size_t publishing, std::size_t decoding)
+      : previous(publishing), change(publishing), decoded(publishing), input(decoding) {}
 };
 
 // The block's average: the given one, or weighted_average's sums for these values (zero,
-// then each input's w_i * x_i in order: the same additions, so the same bits), kept in
-// scratch.average for the round's record.
-const float* block_average(const average_source& src, std::size_t first, std::size_t n, float* average) {
+// then each input's w_i * x_i in order: the same additions, so the same bits; an encoded
+// input is decoded first, to decode()'s values), kept in scratch.average for the record.
+const float* block_average(const average_source& src, std::size_t first, std::size_t n, float* average,
+                           block_buffers& buf) {
   if (src.given) return src.given + first;
   float* out = average + first;
   for (std::size_t i = 0; i < n; ++i) out[i] = 0.0f;
   for (std::size_t k = 0; k < src.inputs->size(); ++k) {
+    const auto& in = (*src.inputs)[k];
     const float w = src.weights[k];
-    const float* x = (*src.inputs)[k].values + first;
+    const float* x = in.values ? in.values + first : buf.input.data();
+    if (in.encoded) decode_range(*in.encoded, first, n, buf.input.data());
     for (std::size_t i = 0; i < n; ++i) out[i] += w * x[i];
   }
   return out;
@@ -86,12 +90,14 @@ void apply_blocks(const outer_rule& rule, const average_source& src, outer_state
     encoding = !shape_encoded(rule.result_codec, n, rule.result_chunk, enc);  // a bad chunk: theta itself
   }
   const std::size_t block = block_values(rule);
+  const bool decoding =
+      src.inputs && std::any_of(src.inputs->begin(), src.inputs->end(), [](const auto& in) { return in.encoded; });
   std::vector<char> failed((n + block - 1) / block, 0);  // per block: its change was not finite
   parallel_ranges(n, block, [&](std::size_t begin, std::size_t end) {
-    block_buffers buf(encoding ? block : 0);
+    block_buffers buf(encoding ? block : 0, decoding ? block : 0);
     for (std::size_t first = begin; first < end; first += block) {
       const std::size_t m = std::min(block, end - first);
-      const float* average = block_average(src, first, m, scratch.average.data());
+      const float* average = block_average(src, first, m, scratch.average.data(), buf);
       float* theta = state.theta.data() + first;
       if (encoding) std::copy(theta, theta + m, buf.previous.begin());
       nesterov_step(rule.outer, theta, state.momentum.data() + first, average, m);
