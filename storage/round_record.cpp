@@ -160,21 +160,26 @@ expected<round_record> decode_record(const std::string& in) {
 
 namespace {
 
-// One input decoded to fp32 into `out`, as the coordinator decoded the contribution.
-status decode_input(const round_input& in, std::uint64_t count, std::vector<float>& out) {
-  out.resize(count);
+bool stays_encoded(codec_kind kind) { return kind == codec_kind::int8 || kind == codec_kind::fp4; }
+
+// One input as the coordinator took the contribution: int8 and fp4 kept encoded (the
+// outer step decodes them), the others decoded to fp32 into `decoded`.
+status take_input(const round_input& in, std::uint64_t count, encoded_values& enc, std::vector<float>& decoded) {
   if (in.codec == codec_kind::fp32) {
-    if (count) std::memcpy(out.data(), in.payload.data(), count * sizeof(float));
+    decoded.resize(count);
+    if (count) std::memcpy(decoded.data(), in.payload.data(), count * sizeof(float));
     return {};
   }
-  encoded_values enc;
   enc.kind = in.codec;
   enc.count = count;
-  enc.chunk = in.codec == codec_kind::int8 || in.codec == codec_kind::fp4 ? in.chunk : 0;
-  enc.payload = in.payload.to_vector();
+  enc.chunk = stays_encoded(in.codec) ? in.chunk : 0;
+  enc.payload.assign(in.payload.begin(), in.payload.end());
   enc.scales.resize(in.scales.size() / sizeof(float));
   if (!enc.scales.empty()) std::memcpy(enc.scales.data(), in.scales.data(), in.scales.size());
-  return decode(enc, out.data());
+  if (auto err = check_encoded(enc)) return err;
+  if (stays_encoded(in.codec)) return {};
+  decoded.resize(count);
+  return decode(enc, decoded.data());
 }
 
 }  // namespace
@@ -185,10 +190,13 @@ status apply_record(const round_record& record, outer_state& state, record_scrat
                                                  " values for a fragment of " + std::to_string(state.theta.size()));
   if (auto err = check_record(record)) return err;
   scratch.inputs.resize(record.inputs.size());
+  scratch.encoded.resize(record.inputs.size());
   std::vector<weighted_input> weighted;
   for (std::size_t i = 0; i < record.inputs.size(); ++i) {
-    if (auto err = decode_input(record.inputs[i], record.count, scratch.inputs[i])) return err;
-    weighted.push_back({scratch.inputs[i].data(), record.inputs[i].weight});
+    const auto& in = record.inputs[i];
+    if (auto err = take_input(in, record.count, scratch.encoded[i], scratch.inputs[i])) return err;
+    if (stays_encoded(in.codec)) weighted.push_back({nullptr, in.weight, &scratch.encoded[i]});
+    else weighted.push_back({scratch.inputs[i].data(), in.weight});
   }
   std::optional<encoded_values> published;
   if (record.averaged) {

@@ -80,7 +80,8 @@ expected<round_record> decode_record(const std::string& bytes);
 // Working memory for apply_record, kept between rounds.
 struct record_scratch {
   outer_scratch outer;
-  std::vector<std::vector<float>> inputs;
+  std::vector<std::vector<float>> inputs;  // decoded: fp32, bf16, fp16 and the average
+  std::vector<encoded_values> encoded;  // int8, fp4: decoded block by block by the step
 };
 
 // Applies `record` to `state` (the fragment's state after round record.round - 1) with the
