@@ -52,10 +52,12 @@ class fragment_sync {
   void ask();
   // StateHeld: the coordinator holds our request; `seed_held`: it can seed the fragment
   // without our parameters (seeded, or holding them from an earlier request).
-  void held(bool seed_held) { seed_held_ = seed_held; }
-  // Whether rank 0's StateRequest carries its parameters: only before any state was
-  // adopted (then the run is seeded) and while the coordinator may still need them.
-  bool parameters_wanted() const { return theta_global_.empty() && !seed_held_; }
+  void held(bool seed_held) { seed_wanted_ = !seed_held; }
+  // Whether rank 0's StateRequest carries its parameters: only once the coordinator said
+  // it holds no seed, and before any state was adopted (then the run is seeded). The first
+  // request goes without: by the time the StateHeld comes back, the route to the
+  // coordinator is known, and the parameters go node to node instead of through the head.
+  bool parameters_wanted() const { return theta_global_.empty() && seed_wanted_; }
   // A FragmentState header: the values come in chunks (`fetch` names the keepers).
   void start_fetch(state_fetch fetch, std::uint64_t epoch);
   // The committed state of `round`, theta_global, replaced the local fragment: synced at
@@ -161,7 +163,7 @@ class fragment_sync {
   bool provisional_checked_ = false;  // an update, checked against its digest on arrival
   std::vector<float> theta_global_;  // empty until a state is adopted
   std::vector<float> spare_;  // a replaced theta_global or dropped result, for the next result
-  bool seed_held_ = false;  // the last StateHeld said seedHeld
+  bool seed_wanted_ = false;  // the last StateHeld said the coordinator holds no seed
   state_fetch fetch_;
   std::uint64_t fetch_epoch_ = 0;
   time_point chunk_asked_at_{};

@@ -56,7 +56,6 @@ void spawn_worker(self_ptr self, std::size_t index) {
   wc.cluster_id = st.mail->cluster();
   wc.spec = w.spec;
   wc.run = st.run;
-  wc.run_seeded = st.run_seeded;
   try {
     w.handle = self->spawn<caf::detached>(worker_actor, st.net, wc, st.cfg.factory);
   } catch (const std::exception& e) {  // a worker whose replica cannot be built
@@ -79,7 +78,6 @@ void on_welcome(self_ptr self, const wire::message_ptr& msg) {
     return;
   }
   st.run = *run;
-  st.run_seeded = welcome.getSeeded();
   st.node_id = welcome.getNodeId();
   st.epoch = msg->epoch();
   st.cluster->set(msg->cluster_id());

@@ -74,7 +74,6 @@ struct node_agent_state {
   std::uint32_t node_id = 0;
   std::uint64_t epoch = 0;
   run_config run;
-  bool run_seeded = false;  // the Welcome said every fragment has a committed round
   std::vector<supervised_worker> workers;
   std::vector<caf::actor> coordinators;
   std::vector<caf::actor> keepers;  // a keeper replica placed here

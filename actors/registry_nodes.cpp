@@ -38,20 +38,6 @@ void after_membership_change(self_ptr self) {
   maybe_finish(self);
 }
 
-// Every fragment has a committed round at the head's keeper: a joiner's rank 0 need not
-// upload its parameters to seed one (F bytes on its link for nothing).
-bool every_fragment_seeded(const registry_state& st) {
-  if (!st.deps.checkpoints) return false;
-  for (std::uint32_t f = 0; f < st.fragments.size(); ++f) {
-    auto round = st.deps.checkpoints->latest_round(f);
-    if (!round)
-      log_warn("registry: cannot read fragment " + std::to_string(f) +
-               "'s latest round; a joiner's rank 0 will send its parameters: " + round.err().describe());
-    if (!round || !*round) return false;
-  }
-  return !st.fragments.empty();
-}
-
 void send_welcome(self_ptr self, const std::string& to, const node_view& node) {
   auto& st = self->state;
   wire::outgoing out;
@@ -59,7 +45,6 @@ void send_welcome(self_ptr self, const std::string& to, const node_view& node) {
   w.setNodeId(node.record.node_id);
   w.setConfigToml(st.snap.config_toml);
   w.setWorldSize(static_cast<std::uint32_t>(st.cfg.min_workers));
-  w.setSeeded(every_fragment_seeded(st));
   auto slots = w.initWorkers(static_cast<unsigned>(node.record.workers.size()));
   for (unsigned i = 0; i < node.record.workers.size(); ++i) {
     const auto& view = st.workers[node.record.workers[i]];

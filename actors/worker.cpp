@@ -31,9 +31,9 @@ void request_state(self_ptr self, std::size_t f) {
   auto& st = self->state;
   wire::outgoing out;
   out.envelope.initStateRequest().setFragment(static_cast<std::uint32_t>(f));
-  // Rank 0's parameters travel along while the coordinator may need them: a fresh run is
-  // seeded from them (every worker starts from the same seed anyway; the others need not
-  // pay the bytes, nor does rank 0 once the fragment is seeded).
+  // Rank 0's parameters travel along once the coordinator said it needs them: a fresh run
+  // is seeded from them (every worker starts from the same seed anyway; the others need
+  // not pay the bytes, nor does rank 0 once the fragment is seeded).
   if (st.cfg.spec.rank == 0 && st.fragments[f].parameters_wanted()) {
     std::vector<float> local(st.model->fragment_size(f));
     st.model->read_fragment(f, local.data());
@@ -272,7 +272,11 @@ void on_held(self_ptr self, const wire::message& msg) {
   auto& st = self->state;
   const auto held = msg.envelope().getStateHeld();
   const std::size_t f = held.getFragment();
-  if (f < st.fragments.size() && msg.sender() == coordinator_of(f)) st.fragments[f].held(held.getSeedHeld());
+  if (f >= st.fragments.size() || msg.sender() != coordinator_of(f)) return;
+  const bool wanted_before = st.fragments[f].parameters_wanted();
+  st.fragments[f].held(held.getSeedHeld());
+  // The coordinator needs a seed and rank 0 has not sent it: send it now, not at the retry.
+  if (st.cfg.spec.rank == 0 && !wanted_before && st.fragments[f].parameters_wanted()) request_state(self, f);
 }
 
 // What fragment f repeats: after a tick, or once the link to the head is back.
@@ -312,8 +316,6 @@ caf::behavior worker_actor(caf::stateful_actor<worker_state>* self, transport* n
   st.schedule = std::make_unique<fragment_schedule>(cfg.run.sync_every, cfg.run.fragments);
   st.fragments.resize(st.model->fragment_count());
   st.contributed.resize(st.model->fragment_count());
-  if (cfg.run_seeded)  // as if each coordinator had said it holds a seed
-    for (auto& frag : st.fragments) frag.held(true);
   st.started = st.report_time = st.now();
   for (std::size_t f = 0; f < st.fragments.size(); ++f) request_state(self, f);
   self->delayed_send(self, state_retry, tick_atom::value);

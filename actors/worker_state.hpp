@@ -24,7 +24,6 @@ struct worker_config {
   replica_spec spec;
   run_config run;
   std::string registry = registry_id();
-  bool run_seeded = false;  // every fragment has a committed round: rank 0 sends no parameters
 };
 
 class step_strategy;  // actors/worker_steps.hpp

@@ -79,8 +79,8 @@ struct Welcome {
   workers   @1 :List(WorkerSlot);
   configToml @2 :Text;
   worldSize @3 :UInt32;       # number of workers the run trains with
-  seeded    @4 :Bool;         # every fragment has a committed round: no worker sends its
-                              # parameters to seed one (StateRequest)
+  seeded    @4 :Bool;         # no longer set or read: rank 0 sends its parameters only
+                              # when a coordinator's StateHeld asks for them
 }
 struct WorkerSlot {
   id     @0 :Text;

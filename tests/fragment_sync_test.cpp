@@ -93,7 +93,7 @@ TEST(FragmentSync, WhetherAStateRequestCarriesTheParameters) {
     bool wanted;
   };
   const row rows[] = {
-      {"fresh", {}, false, true},
+      {"fresh: the first request asks without them", {}, false, false},
       {"held, seed held", {1}, false, false},
       {"held, no seed (a new coordinator)", {0}, false, true},
       {"seed held, then a new coordinator without it", {1, 0}, false, true},

@@ -1156,10 +1156,8 @@ class WorkerRecoveryTest : public ProtocolTest {
     stop_actors();  // before coord_obs_ goes
   }
 
-  void spawn_worker(std::int64_t result_timeout_ms, std::int64_t state_chunk_values = 1 << 20,
-                    bool run_seeded = false) {
+  void spawn_worker(std::int64_t result_timeout_ms, std::int64_t state_chunk_values = 1 << 20) {
     worker_config wc;
-    wc.run_seeded = run_seeded;
     wc.id = "worker/1.0";
     wc.cluster_id = cluster_.get();
     wc.run.steps = 1000;
@@ -1328,34 +1326,36 @@ TEST_F(WorkerRecoveryTest, AReconnectMakesTheWorkerResendItsPendingContribution)
   EXPECT_EQ(seen().first, 1);
 }
 
-// Rank 0's StateRequest carries its parameters until the coordinator says it holds a
-// seed (StateHeld): its repeats every state_retry carry none then.
-TEST_F(WorkerRecoveryTest, RankZeroStopsSendingItsParametersOnceTheCoordinatorHoldsASeed) {
+// Rank 0's first StateRequest carries no parameters. A StateHeld that says the coordinator
+// holds no seed gets them sent at once (not at the next retry); once it says it holds one,
+// the repeats carry none again.
+TEST_F(WorkerRecoveryTest, RankZeroSendsItsParametersOnlyWhileTheCoordinatorNeedsASeed) {
   spawn_worker(600000);
   ASSERT_TRUE(coord_obs_.wait_for([&] { return seen_locked().first >= 1; }));
   {
     std::lock_guard<std::mutex> lock(coord_obs_.mu);
-    EXPECT_EQ(coord_obs_.received[0]->tensors().size(), 1u) << "rank 0's first request seeds";
+    EXPECT_TRUE(coord_obs_.received[0]->tensors().empty()) << "the first request asks without them";
   }
-  wire::outgoing out;
-  auto held = out.envelope.initStateHeld();
-  held.setFragment(0);
-  held.setSeedHeld(true);
-  as_coordinator_.send("worker/1.0", 1, out);
-  ASSERT_TRUE(coord_obs_.wait_for([&] { return seen_locked().first >= 2; })) << "no repeat";
+  auto say_held = [&](bool seed_held) {
+    wire::outgoing out;
+    auto held = out.envelope.initStateHeld();
+    held.setFragment(0);
+    held.setSeedHeld(seed_held);
+    as_coordinator_.send("worker/1.0", 1, out);
+  };
+  const auto asked_at = std::chrono::steady_clock::now();
+  say_held(false);
+  ASSERT_TRUE(coord_obs_.wait_for([&] { return seen_locked().first >= 2; }));
+  EXPECT_LT(std::chrono::steady_clock::now() - asked_at, std::chrono::seconds(1)) << "sent at once, not at a retry";
+  {
+    std::lock_guard<std::mutex> lock(coord_obs_.mu);
+    EXPECT_EQ(coord_obs_.received.back()->tensors().size(), 1u) << "the parameters the coordinator asked for";
+  }
+  say_held(true);
+  ASSERT_TRUE(coord_obs_.wait_for([&] { return seen_locked().first >= 3; })) << "no repeat";
   std::lock_guard<std::mutex> lock(coord_obs_.mu);
   EXPECT_TRUE(coord_obs_.received.back()->envelope().isStateRequest());
   EXPECT_TRUE(coord_obs_.received.back()->tensors().empty()) << "the repeat carried the parameters again";
-}
-
-// A worker whose node joined a seeded run (its Welcome said so) sends no parameters, not
-// even with its first request, rank 0 though it is.
-TEST_F(WorkerRecoveryTest, RankZeroInASeededRunSendsNoParameters) {
-  spawn_worker(600000, 1 << 20, true);
-  ASSERT_TRUE(coord_obs_.wait_for([&] { return seen_locked().first >= 1; }));
-  std::lock_guard<std::mutex> lock(coord_obs_.mu);
-  EXPECT_TRUE(coord_obs_.received[0]->envelope().isStateRequest());
-  EXPECT_TRUE(coord_obs_.received[0]->tensors().empty());
 }
 
 // A re-placed coordinator announces the committed state without being asked, in its new

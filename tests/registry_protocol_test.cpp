@@ -380,25 +380,5 @@ TEST_F(RegistryProtocol, AnAdoptedStateShowsInTheViewsButOnlyAMergedResultMakesA
   EXPECT_EQ(state_of_node_1(), "active");
 }
 
-// A node joining a run whose fragments all have a committed round is told so in its
-// Welcome: its rank-0 worker then uploads no parameters to seed them.
-TEST_F(RegistryProtocol, AWelcomeSaysWhetherEveryFragmentIsSeeded) {
-  using E = schema::Envelope;
-  auto seeded_in_welcome = [&](const std::string& to) {
-    const auto welcomes = take(E::WELCOME, to);
-    EXPECT_EQ(welcomes.size(), 1u) << to;
-    return !welcomes.empty() && welcomes[0]->envelope().getWelcome().getSeeded();
-  };
-  hello("node/pending-a");
-  EXPECT_FALSE(seeded_in_welcome("node/pending-a")) << "nothing committed yet";
-  ASSERT_FALSE(checkpoints_.commit(fragment_checkpoint{0, 0, 1, {1.0f}, {0.0f}}));
-  hello("node/pending-b");
-  EXPECT_FALSE(seeded_in_welcome("node/pending-b")) << "fragment 1 has no round";
-  ASSERT_FALSE(checkpoints_.commit(fragment_checkpoint{1, 0, 1, {1.0f}, {0.0f}}));
-  seen_.clear();
-  hello("node/pending-a");  // a third node, by the same stand-in id
-  EXPECT_TRUE(seeded_in_welcome("node/pending-a"));
-}
-
 }  // namespace
 }  // namespace atl
