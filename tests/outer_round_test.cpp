@@ -156,6 +156,25 @@ TEST(OuterRound, ARefusedResultChunkPublishesExactThetaAndSpendsTheResidual) {
   EXPECT_FLOAT_EQ(state.theta[0], 1.0f - 0.7f * (0.1f + 0.9f * 0.1f));
 }
 
+// Found by fuzz_round_record: a record of a few values whose result chunk is 2^27 made
+// every thread allocate chunk-sized block buffers (about 1.5 GB). A block is never more
+// than the fragment.
+TEST(OuterRound, AResultChunkLargerThanTheFragmentIsOneBlockOfTheFragment) {
+  outer_rule rule;
+  rule.result_codec = codec_kind::int8;
+  rule.result_chunk = std::size_t{1} << 27;
+  outer_state state{{1.0f, 2.0f, 3.0f}, {}, {}};
+  outer_state reference = state;
+  outer_scratch scratch;
+  const std::vector<float> delta = {0.1f, -0.2f, 0.3f};
+  std::optional<encoded_values> published, expected;
+  ASSERT_FALSE(apply_outer_round(rule, {{delta.data(), 1.0f}}, state, scratch, published));
+  reference_round(rule, {{delta.data(), 1.0f}}, reference, expected);
+  EXPECT_TRUE(same_bits(state.theta, reference.theta));
+  ASSERT_TRUE(published && expected);
+  EXPECT_EQ(published->scales, expected->scales);
+}
+
 TEST(OuterRound, NoInputsOrABadWeightIsRefusedAndChangesNothing) {
   outer_rule rule;
   outer_state state{std::vector<float>(10, 1.0f), {}, {}};

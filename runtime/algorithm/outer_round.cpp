@@ -89,7 +89,9 @@ void apply_blocks(const outer_rule& rule, const average_source& src, outer_state
     if (state.residual.size() != n) state.residual.assign(n, 0.0f);
     encoding = !shape_encoded(rule.result_codec, n, rule.result_chunk, enc);  // a bad chunk: theta itself
   }
-  const std::size_t block = block_values(rule);
+  // Never more than the fragment: a result chunk larger than it (a hostile record's, say)
+  // is one block of the whole fragment, not a chunk-sized buffer per thread.
+  const std::size_t block = std::max<std::size_t>(1, std::min(block_values(rule), n));
   const bool decoding =
       src.inputs && std::any_of(src.inputs->begin(), src.inputs->end(), [](const auto& in) { return in.encoded; });
   std::vector<char> failed((n + block - 1) / block, 0);  // per block: its change was not finite
