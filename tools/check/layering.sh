@@ -3,9 +3,9 @@
 # - runtime/, storage/ and actors/ never include LibTorch (torch, ATen, c10), so everything
 #   but examples/ and tools/ builds and tests without it;
 # - the pure decisions (the state machines the actors are shells over, and the outer step)
-#   include no CAF and no transport, and never read the clock themselves
-#   (steady_clock::now()): time is passed in, so table tests and the protocol tier's
-#   simulated clock decide them.
+#   include no CAF, ZeroMQ, RocksDB or Cap'n Proto, none of our headers outside the pure
+#   libraries, and never read the clock themselves (steady_clock::now()): time is passed
+#   in, so table tests and the protocol tier's simulated clock decide them.
 # Usage: tools/check/layering.sh [SOURCE_DIR]
 set -euo pipefail
 cd "${1:-$(dirname "${BASH_SOURCE[0]}")/../..}"
