@@ -5,8 +5,6 @@
 namespace atl {
 namespace {
 
-bool scaled(codec_kind kind) { return kind == codec_kind::int8 || kind == codec_kind::fp4; }
-
 wire::tensor frame_of(const byte_buffer& bytes, schema::DType dtype, std::size_t element) {
   wire::tensor t;
   t.dtype = dtype;
@@ -23,7 +21,7 @@ std::vector<wire::tensor> record_tensors(const round_record& record) {
   for (const auto& in : record.inputs) {
     if (in.codec == codec_kind::fp32) out.push_back(frame_of(in.payload, schema::DType::FLOAT32, sizeof(float)));
     else out.push_back(frame_of(in.payload, schema::DType::UINT8, 1));
-    if (scaled(in.codec)) out.push_back(frame_of(in.scales, schema::DType::FLOAT32, sizeof(float)));
+    if (has_scales(in.codec)) out.push_back(frame_of(in.scales, schema::DType::FLOAT32, sizeof(float)));
   }
   return out;
 }
@@ -83,7 +81,7 @@ expected<round_record> take_commit_record(const wire::message& msg) {
         frame(ri.codec == codec_kind::fp32 ? schema::DType::FLOAT32 : schema::DType::UINT8, ri.worker + "'s payload");
     if (!payload) return payload.err();
     ri.payload = *payload;
-    if (scaled(ri.codec)) {
+    if (has_scales(ri.codec)) {
       auto scales = frame(schema::DType::FLOAT32, ri.worker + "'s scales");
       if (!scales) return scales.err();
       ri.scales = *scales;

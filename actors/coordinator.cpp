@@ -176,8 +176,7 @@ void on_contribution(self_ptr self, const wire::message_ptr& msg) {
   const auto arrived = st.now();
   // int8 and fp4 stay encoded: the outer step decodes them block by block (a quarter or an
   // eighth of the bytes to hold, and no fp32 pass over each on the round's critical path).
-  const auto kind = static_cast<codec_kind>(c.getCodec());
-  const bool keep_encoded = kind == codec_kind::int8 || kind == codec_kind::fp4;
+  const bool keep_encoded = has_scales(static_cast<codec_kind>(c.getCodec()));
   std::vector<float> values;
   encoded_values encoded;
   if (keep_encoded) encoded = st.rounds->encoded_buffer();

@@ -133,8 +133,8 @@ expected<std::vector<float>> fragment_sync::applied(std::uint64_t round, const e
   auto values = recycled_buffer();
   values.resize(change.count);
   // Block by block, in one pass over memory: decode a block of the change, add it, test
-  // the sum and hash it while it is in cache (a block is whole chunks of any codec).
-  const std::size_t block = change.chunk ? std::max<std::size_t>(1, 16384 / change.chunk) * change.chunk : 16384;
+  // the sum and hash it while it is in cache.
+  constexpr std::size_t block = 16384;
   std::vector<float> decoded(std::min(block, values.size()));
   digest_stream hash;
   bool finite = true;

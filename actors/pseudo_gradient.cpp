@@ -31,7 +31,7 @@ status take_encoded(const wire::message& msg, schema::PseudoGradientCodec codec,
   if (count != expected_count)
     return make_error(errc::tensor_mismatch, std::string(what) + " of " + std::to_string(count) +
                                                  " values, fragment has " + std::to_string(expected_count));
-  const bool scaled = kind == codec_kind::int8 || kind == codec_kind::fp4;
+  const bool scaled = has_scales(kind);
   const auto& tensors = msg.tensors();
   if (tensors.size() != (scaled ? 2u : 1u))
     return make_error(errc::tensor_mismatch, std::string(to_string(kind)) + " " + what + " with " +

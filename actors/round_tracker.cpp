@@ -97,15 +97,13 @@ expected<bool> round_tracker::add(const std::string& worker, std::uint64_t epoch
 
 expected<bool> round_tracker::add_encoded(const std::string& worker, std::uint64_t epoch, std::uint64_t round,
                                           encoded_values delta, float weight) {
-  const bool scaled = delta.kind == codec_kind::int8 || delta.kind == codec_kind::fp4;
-  if (!scaled || rule_ != update_rule::nesterov) {  // values that may not be finite, or no fused step
-    if (auto err = admissible(worker, epoch, round)) return err;
+  if (auto err = admissible(worker, epoch, round)) return err;
+  if (!has_scales(delta.kind) || rule_ != update_rule::nesterov) {  // values that may not be finite, or no fused step
     auto values = contribution_buffer();
     values.resize(delta.count);
     if (auto err = decode(delta, values.data())) return err;
     return add(worker, epoch, round, std::move(values), weight);
   }
-  if (auto err = admissible(worker, epoch, round)) return err;
   if (delta.count != state_.theta.size())
     return make_error(errc::tensor_mismatch,
                       std::to_string(delta.count) + " values, fragment has " + std::to_string(state_.theta.size()));

@@ -19,7 +19,7 @@ using binary_fields::put;
 using binary_fields::take;
 
 std::size_t expected_scales(codec_kind kind, std::uint64_t count, std::uint32_t chunk) {
-  const bool scaled = kind == codec_kind::int8 || kind == codec_kind::fp4;
+  const bool scaled = has_scales(kind);
   return scaled ? scale_count(kind, count, chunk) * sizeof(float) : 0;
 }
 
@@ -49,7 +49,7 @@ status check_record(const round_record& r) {
     if (in.codec > codec_kind::fp4) return bad("unknown codec of " + in.worker);
     if (in.worker.size() > max_worker_name)
       return bad("a worker name of " + std::to_string(in.worker.size()) + " bytes");
-    const bool scaled = in.codec == codec_kind::int8 || in.codec == codec_kind::fp4;
+    const bool scaled = has_scales(in.codec);
     if (scaled && in.chunk == 0) return bad(in.worker + "'s chunk is 0");
     if (in.payload.size() != payload_bytes(in.codec, r.count))
       return bad(std::string(to_string(in.codec)) + " input of " + in.worker + " has " +
@@ -160,8 +160,6 @@ expected<round_record> decode_record(const std::string& in) {
 
 namespace {
 
-bool stays_encoded(codec_kind kind) { return kind == codec_kind::int8 || kind == codec_kind::fp4; }
-
 // One input as the coordinator took the contribution: int8 and fp4 kept encoded (the
 // outer step decodes them), the others decoded to fp32 into `decoded`.
 status take_input(const round_input& in, std::uint64_t count, encoded_values& enc, std::vector<float>& decoded) {
@@ -172,12 +170,12 @@ status take_input(const round_input& in, std::uint64_t count, encoded_values& en
   }
   enc.kind = in.codec;
   enc.count = count;
-  enc.chunk = stays_encoded(in.codec) ? in.chunk : 0;
+  enc.chunk = has_scales(in.codec) ? in.chunk : 0;
   enc.payload.assign(in.payload.begin(), in.payload.end());
   enc.scales.resize(in.scales.size() / sizeof(float));
   if (!enc.scales.empty()) std::memcpy(enc.scales.data(), in.scales.data(), in.scales.size());
   if (auto err = check_encoded(enc)) return err;
-  if (stays_encoded(in.codec)) return {};
+  if (has_scales(in.codec)) return {};
   decoded.resize(count);
   return decode(enc, decoded.data());
 }
@@ -195,7 +193,7 @@ status apply_record(const round_record& record, outer_state& state, record_scrat
   for (std::size_t i = 0; i < record.inputs.size(); ++i) {
     const auto& in = record.inputs[i];
     if (auto err = take_input(in, record.count, scratch.encoded[i], scratch.inputs[i])) return err;
-    if (stays_encoded(in.codec)) weighted.push_back({nullptr, in.weight, &scratch.encoded[i]});
+    if (has_scales(in.codec)) weighted.push_back({nullptr, in.weight, &scratch.encoded[i]});
     else weighted.push_back({scratch.inputs[i].data(), in.weight});
   }
   std::optional<encoded_values> published;

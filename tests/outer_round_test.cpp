@@ -158,11 +158,11 @@ TEST(OuterRound, ARefusedResultChunkPublishesExactThetaAndSpendsTheResidual) {
 
 // Found by fuzz_round_record: a record of a few values whose result chunk is 2^27 made
 // every thread allocate chunk-sized block buffers (about 1.5 GB). A block is never more
-// than the fragment.
+// than the fragment; with a 2^40 chunk a chunk-sized buffer cannot even be allocated.
 TEST(OuterRound, AResultChunkLargerThanTheFragmentIsOneBlockOfTheFragment) {
   outer_rule rule;
   rule.result_codec = codec_kind::int8;
-  rule.result_chunk = std::size_t{1} << 27;
+  rule.result_chunk = std::size_t{1} << 40;
   outer_state state{{1.0f, 2.0f, 3.0f}, {}, {}};
   outer_state reference = state;
   outer_scratch scratch;
@@ -173,6 +173,17 @@ TEST(OuterRound, AResultChunkLargerThanTheFragmentIsOneBlockOfTheFragment) {
   EXPECT_TRUE(same_bits(state.theta, reference.theta));
   ASSERT_TRUE(published && expected);
   EXPECT_EQ(published->scales, expected->scales);
+}
+
+// weighted_average sums decoded values only: an encoded input is a caller's mistake, refused.
+TEST(OuterRound, WeightedAverageRefusesAnInputStillEncoded) {
+  const std::vector<float> v = {0.5f, -0.25f};
+  encoded_values enc;
+  ASSERT_FALSE(encode(codec_kind::int8, v.data(), v.size(), 256, enc));
+  std::vector<float> out;
+  EXPECT_EQ(weighted_average({{nullptr, 1.0f, &enc}}, v.size(), out).code, errc::invalid_config);
+  EXPECT_FALSE(weighted_average({{v.data(), 1.0f}}, v.size(), out));
+  EXPECT_EQ(out, v);
 }
 
 TEST(OuterRound, NoInputsOrABadWeightIsRefusedAndChangesNothing) {

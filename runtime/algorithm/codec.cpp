@@ -65,12 +65,12 @@ std::size_t payload_bytes(codec_kind kind, std::size_t count) {
 }
 
 std::size_t scale_count(codec_kind kind, std::size_t count, std::size_t chunk) {
-  if (kind != codec_kind::int8 && kind != codec_kind::fp4) return 0;
+  if (!has_scales(kind)) return 0;
   return chunk == 0 ? 0 : (count + chunk - 1) / chunk;
 }
 
 status shape_encoded(codec_kind kind, std::size_t count, std::size_t chunk, encoded_values& out) {
-  const bool scaled = kind == codec_kind::int8 || kind == codec_kind::fp4;
+  const bool scaled = has_scales(kind);
   if (scaled && chunk == 0) return make_error(errc::invalid_config, "codec chunk must be positive");
   if (kind == codec_kind::fp4 && chunk % 2 != 0) return make_error(errc::invalid_config, "fp4 chunk must be even");
   out.kind = kind;
@@ -200,7 +200,7 @@ status check_encoded(const encoded_values& in) {
     return make_error(errc::tensor_mismatch, std::string(to_string(in.kind)) + " payload of " +
                                                  std::to_string(in.payload.size()) + " bytes for " +
                                                  std::to_string(in.count) + " values");
-  const bool scaled = in.kind == codec_kind::int8 || in.kind == codec_kind::fp4;
+  const bool scaled = has_scales(in.kind);
   if (scaled && (in.chunk == 0 || in.scales.size() != scale_count(in.kind, in.count, in.chunk) ||
                  (in.kind == codec_kind::fp4 && in.chunk % 2 != 0)))
     return make_error(errc::tensor_mismatch, "scales do not match the chunking");
@@ -210,7 +210,7 @@ status check_encoded(const encoded_values& in) {
 
 status decode(const encoded_values& in, float* values) {
   if (auto err = check_encoded(in)) return err;
-  const bool scaled = in.kind == codec_kind::int8 || in.kind == codec_kind::fp4;
+  const bool scaled = has_scales(in.kind);
   parallel_ranges(in.count, scaled ? in.chunk : unscaled_step,
                   [&](std::size_t begin, std::size_t end) { decode_range(in, begin, end - begin, values + begin); });
   return {};

@@ -36,6 +36,10 @@ struct encoded_values {
   std::vector<float> scales;  // one per chunk (int8, fp4); empty otherwise
 };
 
+// int8 and fp4 carry one fp32 scale per chunk; the others none. A value of a scaled codec
+// is a code times a finite scale, so it is finite whenever its scales are.
+inline bool has_scales(codec_kind kind) { return kind == codec_kind::int8 || kind == codec_kind::fp4; }
+
 // Bytes of payload and number of scales a codec uses for `count` values.
 std::size_t payload_bytes(codec_kind kind, std::size_t count);
 std::size_t scale_count(codec_kind kind, std::size_t count, std::size_t chunk);

@@ -108,7 +108,6 @@ status cuda_error(const char* what, cudaError_t e) {
 
 unsigned blocks_for(std::size_t n) { return static_cast<unsigned>((n + block_threads - 1) / block_threads); }
 
-bool is_scaled(codec_kind kind) { return kind == codec_kind::int8 || kind == codec_kind::fp4; }
 
 // A buffer that grows and is released on every path out: device memory or pinned host memory.
 template <bool pinned>
@@ -148,11 +147,11 @@ struct device_codec::impl {
   // Encodes `values` (device) into the device payload/scales and copies the codes to `out`.
   status encode(codec_kind kind, const float* values, std::size_t count, std::size_t chunk, cudaStream_t stream,
                 encoded_values& out) {
-    if (is_scaled(kind) && (chunk == 0 || (kind == codec_kind::fp4 && chunk % 2 != 0)))
+    if (has_scales(kind) && (chunk == 0 || (kind == codec_kind::fp4 && chunk % 2 != 0)))
       return make_error(errc::invalid_config, "codec chunk must be positive (and even for fp4)");
     out.kind = kind;
     out.count = count;
-    out.chunk = is_scaled(kind) ? chunk : 0;
+    out.chunk = has_scales(kind) ? chunk : 0;
     const std::size_t payload_size = payload_bytes(kind, count);
     const std::size_t scale_bytes = scale_count(kind, count, chunk) * sizeof(float);
     cudaError_t e;
@@ -163,7 +162,7 @@ struct device_codec::impl {
     if ((e = cudaMemsetAsync(flag.ptr, 0, sizeof(int), stream))) return cuda_error("cudaMemsetAsync", e);
     if (count > 0) {
       int* bad = flag.as<int>();
-      if (is_scaled(kind))
+      if (has_scales(kind))
         encode_scaled<<<static_cast<unsigned>(scale_bytes / sizeof(float)), block_threads, 0, stream>>>(
             values, count, chunk, kind == codec_kind::fp4, scales.as<float>(), payload.as<std::uint8_t>(), bad);
       else if (kind == codec_kind::fp32)
@@ -227,7 +226,7 @@ status device_codec::decode(const encoded_values& in, float* values, void* strea
   // The same checks as the CPU decoder, on the host, before any byte moves.
   if (in.kind > codec_kind::fp4) return make_error(errc::tensor_mismatch, "unknown codec");
   if (in.payload.size() != payload_bytes(in.kind, in.count)) return make_error(errc::tensor_mismatch, "payload size");
-  const bool scaled = is_scaled(in.kind);
+  const bool scaled = has_scales(in.kind);
   if (scaled && (in.chunk == 0 || in.scales.size() != scale_count(in.kind, in.count, in.chunk) ||
                  (in.kind == codec_kind::fp4 && in.chunk % 2 != 0)))
     return make_error(errc::tensor_mismatch, "scales do not match the chunking");

@@ -7,14 +7,12 @@
 namespace atl {
 namespace {
 
-bool scaled(codec_kind kind) { return kind == codec_kind::int8 || kind == codec_kind::fp4; }
-
 // Values in one block: whole result chunks, about 16 K values, so that a block's average,
 // theta, momentum, residual and change stay in the core's cache from the average to the
 // residual (one pass over memory instead of one per step: the step is memory-bound).
 std::size_t block_values(const outer_rule& rule) {
   constexpr std::size_t target = 16384;
-  const std::size_t chunk = scaled(rule.result_codec) ? rule.result_chunk : 0;
+  const std::size_t chunk = has_scales(rule.result_codec) ? rule.result_chunk : 0;
   if (chunk == 0) return target;
   return chunk >= target ? chunk : target / chunk * chunk;
 }
