@@ -108,7 +108,6 @@ status cuda_error(const char* what, cudaError_t e) {
 
 unsigned blocks_for(std::size_t n) { return static_cast<unsigned>((n + block_threads - 1) / block_threads); }
 
-
 // A buffer that grows and is released on every path out: device memory or pinned host memory.
 template <bool pinned>
 struct grow_buffer {
