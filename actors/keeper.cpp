@@ -328,6 +328,24 @@ void on_chunk_request(self_ptr self, const wire::message_ptr& msg) {
   st.mail->send(msg->sender(), msg->epoch(), out);
 }
 
+// The newest round held of each fragment, to the registry; only once caught up.
+void report_ready(self_ptr self) {
+  auto& st = self->state;
+  if (!st.missing.empty() || st.fragments == 0) return;
+  wire::outgoing out;
+  auto ready = out.envelope.initKeeperReady();
+  ready.setKeeper(st.mail->self());
+  auto rounds = ready.initRounds(st.fragments);
+  auto held = ready.initHeld(st.fragments);
+  for (std::uint32_t f = 0; f < st.fragments; ++f) {
+    const auto latest = st.store->latest_round(f);
+    if (!latest) return;  // a store that cannot say: asked again next tick
+    held.set(f, latest->has_value());
+    rounds.set(f, latest->value_or(0));
+  }
+  st.mail->send(registry_id(), 0, out);
+}
+
 caf::behavior keeper_behavior(self_ptr self) {
   return {
       [=](const wire::message_ptr& msg) {
@@ -374,6 +392,7 @@ caf::behavior keeper_behavior(self_ptr self) {
         self->state.follow_scheduled = false;
         follow_pending(self);
       },
+      [=](ready_atom) { report_ready(self); },
       [=](tick_atom) {  // a replica asks again until every fragment is answered
         if (self->state.missing.empty()) return;
         request_missing(self);
@@ -399,6 +418,7 @@ caf::behavior keeper_replica_actor(caf::stateful_actor<keeper_state>* self, tran
   st.owned = std::move(storage);
   st.store = st.owned->checkpoints.get();
   st.source = std::move(source);
+  st.fragments = fragments;
   for (std::uint32_t f = 0; f < fragments; ++f) st.missing.insert(f);
   request_missing(self);
   self->delayed_send(self, std::chrono::seconds(1), tick_atom::value);

@@ -30,6 +30,9 @@
 //   caught up: every fragment answered, or committed here by its coordinator (commits are
 //   taken all along, and a committed round is the newest: the source is not asked again)
 // A LoadReply from anyone but its source, or after catching up, is refused.
+// Asked (ready_atom: its node got the registry's PlaceKeeper again), a caught-up replica
+// tells the registry the newest round it holds of each fragment (KeeperReady): a
+// hand-over's leaving host waits for that.
 //
 // Chunks (a worker resyncing a large fragment): ChunkRequest(fragment, round, offset,
 // count) -> ChunkReply(found; the values, at most 4M of them). The round's record is
@@ -68,6 +71,7 @@ struct keeper_state {
   std::shared_ptr<keeper_storage> owned;  // a replica's storage; empty for the head's keeper
   std::string source;  // a replica catches up from this keeper
   std::set<std::uint32_t> missing;  // fragments it has not heard about from the source
+  std::uint32_t fragments = 0;  // a replica's: how many the run has
   std::optional<fragment_checkpoint> served;  // the round whose chunks were asked for last
   std::map<std::uint32_t, std::uint64_t> writer_epoch;  // newest coordinator epoch per fragment
   std::set<std::uint32_t> epoch_loaded;  // fragments whose stored epoch is in writer_epoch

@@ -139,7 +139,10 @@ void on_place_keeper(self_ptr self, const wire::message_ptr& msg) {
   auto& st = self->state;
   const auto place = msg->envelope().getPlaceKeeper();
   const std::string id = place.getKeeper();
-  if (st.local->find(id)) return;  // a repeated placement: already hosted
+  if (auto hosted = st.local->find(id)) {  // a repeated placement: already hosted
+    self->send(hosted, ready_atom::value);  // the registry may wait for it to catch up
+    return;
+  }
   const auto keeper = parse_actor_id(id);
   if (st.current != phase::running || st.cfg.data_dir.empty() || !keeper || keeper->kind != actor_kind::keeper) {
     st.mail->refuse(*msg, make_error(errc::unexpected_message, "cannot host " + id + " here"), st.epoch);
@@ -281,6 +284,26 @@ void rejoin(self_ptr self, const std::string& why) {
   send_hello(self);
 }
 
+// SIGTERM or SIGINT. A node hosting a keeper replica asks the registry to take it out as
+// `atoll leave` does, so that the replica is handed over before it goes; the registry's
+// Shutdown then stops it. If none comes within cluster.handover_ms (and a little), it
+// stops anyway: a head that cannot be reached must not keep it.
+void on_stop_signal(self_ptr self) {
+  auto& st = self->state;
+  if (st.leave_requested || st.current != phase::running || st.keepers.empty()) {
+    stop_all(self, st.leave_requested ? "the hand-over did not finish in time" : "signal (SIGTERM or SIGINT)");
+    return;
+  }
+  st.leave_requested = true;
+  log_info("signal received while hosting a keeper replica: leaving once it is handed over");
+  wire::outgoing out;
+  auto leave = out.envelope.initLeaveRequest();
+  leave.setNodeId(st.node_id);
+  leave.setReason("SIGTERM");
+  st.mail->send(registry_id(), st.epoch, out);
+  self->delayed_send(self, std::chrono::milliseconds(st.run.handover_ms + 5 * st.run.heartbeat_ms), stop_atom::value);
+}
+
 // Only the registry's table counts, and only while this node has an id to route from.
 void on_peer_table(self_ptr self, const wire::message_ptr& msg) {
   auto& st = self->state;
@@ -340,7 +363,7 @@ caf::behavior node_agent_actor(caf::stateful_actor<node_agent_state>* self, tran
       [=](restart_atom, std::uint64_t index) {
         if (self->state.current == phase::running && index < self->state.workers.size()) spawn_worker(self, index);
       },
-      [=](stop_atom) { stop_all(self, "signal (SIGTERM or SIGINT)"); },
+      [=](stop_atom) { on_stop_signal(self); },
   };
 }
 

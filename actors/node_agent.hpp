@@ -18,6 +18,9 @@
 //   running --PeerTable--> the node's links send tensors straight to the hosts it names
 //   running --Refusal(stale_epoch) from the registry--> stops its actors, registering again
 //            (it was declared dead: SIGSTOP, a partition)
+//   running, hosting a keeper replica --SIGTERM--> LeaveRequest to the registry, which hands
+//            the replica over and then sends Shutdown (or, after cluster.handover_ms, stops)
+//   running --PlaceKeeper(k) again, k hosted--> keeper k reports KeeperReady once caught up
 //   any --Shutdown or SIGTERM--> Goodbye to the registry, local actors stopped, quits normally
 // CAF 0.17 has no supervisor: this actor monitors its workers and installs its own down
 // handler (without one CAF drops down messages).
@@ -80,6 +83,7 @@ struct node_agent_state {
   std::uint64_t connections_seen = 0;  // the transport's count when last checked
   std::uint64_t worker_restarts = 0;  // restarts ordered by this supervisor (in each Heartbeat)
   bool failed = false;
+  bool leave_requested = false;  // SIGTERM while hosting a keeper: waiting for the hand-over
   static inline const char* name = "node_agent";
 };
 

@@ -12,6 +12,21 @@
 //                                      coord/0), or none: the head's keeper then stands in
 //                                      for it in commits (registry.cpp, keepers_of)
 //
+// A replica's host that leaves (atoll leave, SIGTERM) hands the replica over first, one
+// hand-over at a time (decide_handover):
+//
+//   slot's host draining --a node can take it--> start: keeper/M (a new number) placed on
+//        |                                        it, catching up from the leaving replica,
+//        |                                        and in every commit; the host is held
+//        +--no node can take it--> the host is released (Shutdown); the slot is re-placed
+//                                  after its Goodbye, as after a crash
+//   pending --incoming caught up (every released round)--> promote: keeper/M takes the
+//                                                         slot; the old host is released
+//   pending --the old host is gone (crash)--> promote: keeper/M takes the slot as it is
+//   pending --the incoming host is gone or draining--> cancel (the next decision may start
+//                                                      again on another node)
+//   pending --cluster.handover_ms passed--> the old host is released; promoted at its Goodbye
+//
 // Hosts are "node/N" ids (runtime/actor_id.hpp); a stored placement that is not one (a
 // damaged snapshot) counts as gone.
 #include <cstdint>
@@ -59,11 +74,48 @@ struct keeper_choice {
 keeper_choice choose_replica_keeper(std::uint32_t number, const std::string& current, const std::string& avoid,
                                     const node_facts& nodes, bool training);
 
-// The keepers every commit needs, given the replicas' hosts ("" while unplaced).
-// storage.keepers = head: keeper/0, and keeper/1 once placed. nodes: keeper/1 and
-// keeper/2 once both are placed, keeper/0 standing in for each one missing, so a committed
-// round is on two machines whenever two can hold it.
-std::vector<std::string> commit_keepers(bool on_nodes, const std::string& first_host, const std::string& second_host);
+// A replica keeper's place: keeper/<number> on `host` ("" while none). The registry has
+// two such slots (the second used with storage.keepers = nodes); a hand-over gives a slot
+// a new number, since the old and the new replica run side by side for a while.
+struct replica_slot {
+  std::uint32_t number = 0;
+  std::string host;
+  bool operator==(const replica_slot& o) const { return number == o.number && host == o.host; }
+};
+
+// A hand-over in progress: `incoming` takes slot `slot` (0 or 1) once it has caught up.
+struct replica_handover {
+  std::size_t slot = 0;
+  replica_slot incoming;
+};
+
+// The keepers every commit needs, given the two slots and a hand-over in progress.
+// storage.keepers = head: keeper/0, and the first slot's once placed. nodes: both slots'
+// once both are placed, keeper/0 standing in for each one missing, so a committed round is
+// on two machines whenever two can hold it. A hand-over's incoming replica takes every
+// commit as well, so that it is not behind when it takes the slot.
+std::vector<std::string> commit_keepers(bool on_nodes, const std::vector<replica_slot>& slots,
+                                        const std::optional<replica_handover>& pending);
+
+struct handover_decision {
+  enum class step { none, start, promote, cancel };
+  step what = step::none;
+  std::size_t slot = 0;  // start: the slot whose host drains
+  std::string host;  // start: the incoming replica's host
+  std::vector<std::string> release;  // draining nodes that may leave now ("node/N")
+  std::string reason;  // for the log; empty with step::none
+  bool operator==(const handover_decision& o) const {
+    return what == o.what && slot == o.slot && host == o.host && release == o.release && reason == o.reason;
+  }
+};
+
+// The next step of the hand-over (see the diagram above). `incoming_ready`: the pending
+// incoming replica reported every fragment at its released round; `timed_out`: the
+// pending hand-over is older than cluster.handover_ms. Outside training nothing is handed
+// over and every draining node is released.
+handover_decision decide_handover(const std::vector<replica_slot>& slots,
+                                  const std::optional<replica_handover>& pending, const node_facts& nodes,
+                                  bool training, bool incoming_ready, bool timed_out);
 
 // A starting coordinator that asks every keeper it commits to (storage.keepers = nodes,
 // where keeper/0 may be behind): `answered` maps each keeper that replied to the round it

@@ -185,7 +185,7 @@ void send_shutdown(self_ptr self, std::uint32_t node, const std::string& reason)
 
 void stop_every_node(self_ptr self, const std::string& reason) {
   for (const auto& [id, n] : self->state.nodes)
-    if (takes_part(n.state)) send_shutdown(self, id, reason);
+    if (hosts_placed(n.state)) send_shutdown(self, id, reason);  // a draining node may be held
 }
 
 bool any_worker_done(const registry_state& st) {
@@ -302,6 +302,8 @@ caf::behavior registry_actor(caf::stateful_actor<registry_state>* self, registry
         else if (env.isRoundReport()) on_round_report(self, msg);
         else if (env.isRoundProgress()) on_round_progress(self, msg);
         else if (env.isGoodbye()) on_goodbye(self, msg);
+        else if (env.isLeaveRequest()) on_leave_request(self, msg);
+        else if (env.isKeeperReady()) on_keeper_ready(self, msg);
         else if (env.isMembershipRequest()) on_membership_request(self, msg);
         else if (env.isRefusal())
           log_warn("registry: refusal from " + msg->sender() + ": " + env.getRefusal().getMessage().cStr());
@@ -309,7 +311,8 @@ caf::behavior registry_actor(caf::stateful_actor<registry_state>* self, registry
       },
       [=](tick_atom) {
         send_placements(self);
-        send_keeper_placement(self);  // repeated until it runs there (a repeat is ignored)
+        send_keeper_placement(self);  // repeated until it runs there (a repeat asks if it is ready)
+        advance_handover(self);  // a hand-over that timed out lets its node go
         publish_routes(self);
         publish_membership(self);  // again each tick: one lost with a dropped link is repaired
         maybe_finish(self);  // a summary waiting for a RoundReport gives up in time

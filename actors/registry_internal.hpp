@@ -45,6 +45,9 @@ void send_keeper_placement(self_ptr self);
 void apply_coordinator_moves(self_ptr self, const std::vector<placement::coordinator_move>& moves, bool warn);
 void replace_orphaned_coordinators(self_ptr self);
 void place_replica_keepers(self_ptr self);
+// The next steps of a replica's hand-over off a draining node (placement::decide_handover),
+// and Shutdown to the draining nodes that may go.
+void advance_handover(self_ptr self);
 std::vector<std::string> commit_keepers_of(const registry_state& st);  // placement::commit_keepers
 std::vector<std::pair<std::uint32_t, std::string>> placed_replicas(const registry_state& st);  // number, host
 route_table routes_of(const registry_state& st);
@@ -62,6 +65,10 @@ void on_proxy_down(self_ptr self, const caf::down_msg& down);
 void on_goodbye(self_ptr self, const wire::message_ptr& msg);
 // `atoll leave N`: the reply body, or an error naming the problem.
 expected<nlohmann::json> start_leave(self_ptr self, const std::string& argument);
+// A node's own LeaveRequest (SIGTERM while it hosts a keeper replica): as `atoll leave`.
+void on_leave_request(self_ptr self, const wire::message_ptr& msg);
+// A hand-over's incoming replica says which rounds it holds.
+void on_keeper_ready(self_ptr self, const wire::message_ptr& msg);
 
 // registry_reports.cpp
 // Progress, EvalReport, WorkerDone and RoundAck of workers; RoundReport of coordinators.

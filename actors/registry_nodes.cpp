@@ -222,19 +222,66 @@ void on_goodbye(self_ptr self, const wire::message_ptr& msg) {
   after_membership_change(self);
 }
 
-// `atoll leave N`: node N's workers stop taking part now; the node is told to stop and
-// says goodbye. Returns the reply body, or an error naming the problem.
+namespace {
+
+// Node `id` drains: its workers stop taking part now. It is told to stop (and says
+// goodbye) at once, or, if it hosts a keeper replica, once the replica is handed over
+// (advance_handover, reached through the placement of the replica keepers).
+status begin_leave(self_ptr self, std::uint32_t id, const std::string& why) {
+  auto& st = self->state;
+  if (auto next = transition(self, id, member_event::drain); !next)
+    return make_error(errc::not_ready, "leave: node " + std::to_string(id) + " is " + to_string(st.nodes.at(id).state));
+  st.nodes.at(id).shutdown_sent = false;
+  log_info("registry: node " + std::to_string(id) + " is draining (" + why + ")");
+  after_membership_change(self);
+  return {};
+}
+
+}  // namespace
+
+// `atoll leave N`. Returns the reply body, or an error naming the problem.
 expected<json> start_leave(self_ptr self, const std::string& argument) {
   auto& st = self->state;
   const auto id = parse_id_number(argument);
   if (!id) return make_error(errc::invalid_config, "leave: '" + argument + "' is not a node id (see atollctl members)");
   if (!st.nodes.count(*id)) return make_error(errc::unknown_peer, "leave: no node " + argument);
-  if (auto next = transition(self, *id, member_event::drain); !next)
-    return make_error(errc::not_ready, "leave: node " + argument + " is " + to_string(st.nodes.at(*id).state));
-  log_info("registry: node " + argument + " is draining (atoll leave)");
-  after_membership_change(self);
-  send_shutdown(self, *id, "atoll leave");
-  return json{{"node_id", *id}, {"state", "draining"}};
+  if (auto err = begin_leave(self, *id, "atoll leave")) return err;
+  return json{{"node_id", *id}, {"state", "draining"}, {"handing_over", !st.nodes.at(*id).shutdown_sent}};
+}
+
+void on_leave_request(self_ptr self, const wire::message_ptr& msg) {
+  auto& st = self->state;
+  const auto req = msg->envelope().getLeaveRequest();
+  const auto id = req.getNodeId();
+  if (!st.nodes.count(id) || msg->sender() != node_actor_id(id)) {
+    st.mail->refuse(*msg, make_error(errc::unknown_peer, "leave request from " + msg->sender()), st.snap.epoch);
+    return;
+  }
+  if (st.nodes.at(id).state == member_state::draining) return;  // asked again: already leaving
+  if (auto err = begin_leave(self, id, req.getReason().cStr())) st.mail->refuse(*msg, err, st.snap.epoch);
+}
+
+void on_keeper_ready(self_ptr self, const wire::message_ptr& msg) {
+  auto& st = self->state;
+  const auto ready = msg->envelope().getKeeperReady();
+  if (st.snap.incoming_for == 0 || msg->sender() != keeper_id(st.snap.incoming_keeper_number) ||
+      ready.getKeeper() != msg->sender())
+    return;  // not (or no longer) a hand-over's incoming replica: nothing waits on it
+  const auto rounds = ready.getRounds();
+  const auto held = ready.getHeld();
+  if (rounds.size() != st.fragments.size() || held.size() != st.fragments.size()) {
+    st.mail->refuse(*msg, make_error(errc::malformed_frame, "keeper_ready: one round per fragment"), st.snap.epoch);
+    return;
+  }
+  // Ready once it holds, for every fragment, the round released last: the leaving
+  // replica's copy adds nothing then.
+  for (unsigned f = 0; f < st.fragments.size(); ++f) {
+    const auto& view = st.fragments[f];
+    if (!view.released_digest && view.round == 0) continue;  // nothing committed that we know of
+    if (!held[f] || rounds[f] < view.round) return;
+  }
+  st.incoming_ready = true;
+  advance_handover(self);
 }
 
 void mark_synced_if_all_acked(self_ptr self, std::uint32_t node_id) {

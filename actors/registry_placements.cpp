@@ -20,12 +20,24 @@ void send_placements(self_ptr self) {
   }
 }
 
-// The replica keepers placed, with their hosts.
+std::vector<placement::replica_slot> replica_slots(const registry_state& st) {
+  return {{st.snap.replica_keeper_number, st.snap.replica_keeper},
+          {st.snap.second_replica_keeper_number, st.snap.second_replica_keeper}};
+}
+
+std::optional<placement::replica_handover> pending_handover(const registry_state& st) {
+  if (st.snap.incoming_for == 0) return std::nullopt;
+  return placement::replica_handover{st.snap.incoming_for - 1,
+                                     {st.snap.incoming_keeper_number, st.snap.incoming_keeper}};
+}
+
+// The replica keepers placed, with their hosts: both places' and a hand-over's incoming one.
 std::vector<std::pair<std::uint32_t, std::string>> placed_replicas(const registry_state& st) {
   std::vector<std::pair<std::uint32_t, std::string>> out;
-  if (!st.snap.replica_keeper.empty()) out.emplace_back(replica_keeper_number, st.snap.replica_keeper);
-  if (!st.snap.second_replica_keeper.empty())
-    out.emplace_back(second_replica_keeper_number, st.snap.second_replica_keeper);
+  for (const auto& slot : replica_slots(st))
+    if (!slot.host.empty()) out.emplace_back(slot.number, slot.host);
+  if (auto pending = pending_handover(st); pending && !pending->incoming.host.empty())
+    out.emplace_back(pending->incoming.number, pending->incoming.host);
   return out;
 }
 
@@ -71,7 +83,77 @@ void replace_orphaned_coordinators(self_ptr self) {
 }
 
 std::vector<std::string> commit_keepers_of(const registry_state& st) {
-  return placement::commit_keepers(st.cfg.keepers == "nodes", st.snap.replica_keeper, st.snap.second_replica_keeper);
+  return placement::commit_keepers(st.cfg.keepers == "nodes", replica_slots(st), pending_handover(st));
+}
+
+namespace {
+
+// The routes, the coordinators' commit set and the nodes' placements after a change of
+// the replica keepers, persisted first.
+void publish_keeper_change(self_ptr self) {
+  persist(self);
+  publish_routes(self);
+  send_keeper_placement(self);
+  publish_membership(self);  // coordinators commit to the new set of keepers
+}
+
+// One step of a hand-over (placement::decide_handover) applied; true if it changed the
+// places, so that the next step can be decided at once.
+bool apply_handover_step(self_ptr self) {
+  auto& st = self->state;
+  auto& snap = st.snap;
+  const bool timed_out = st.now() - st.handover_since > std::chrono::milliseconds(st.cfg.handover_ms);
+  const auto d = placement::decide_handover(replica_slots(st), pending_handover(st), node_facts(st),
+                                            st.phase == run_phase::training, st.incoming_ready, timed_out);
+  using step = placement::handover_decision::step;
+  auto& slot_host = snap.incoming_for == 1 ? snap.replica_keeper : snap.second_replica_keeper;
+  auto& slot_number = snap.incoming_for == 1 ? snap.replica_keeper_number : snap.second_replica_keeper_number;
+  switch (d.what) {
+    case step::start: {
+      const auto leaving = d.slot == 0 ? snap.replica_keeper_number : snap.second_replica_keeper_number;
+      snap.incoming_for = static_cast<std::uint32_t>(d.slot + 1);
+      snap.incoming_keeper = d.host;
+      snap.incoming_keeper_number = snap.next_keeper_number++;
+      st.keeper_sources[keeper_id(snap.incoming_keeper_number)] = keeper_id(leaving);  // it holds every round
+      st.handover_since = st.now();
+      st.incoming_ready = false;
+      break;
+    }
+    case step::promote:
+      slot_host = snap.incoming_keeper;
+      slot_number = snap.incoming_keeper_number;
+      [[fallthrough]];
+    case step::cancel:
+      snap.incoming_for = 0;
+      snap.incoming_keeper.clear();
+      snap.incoming_keeper_number = 0;
+      st.incoming_ready = false;
+      break;
+    case step::none: break;
+  }
+  bool released = false;
+  for (const auto& host : d.release) {
+    const auto id = node_of(host);
+    if (!id || !st.nodes.count(*id) || st.nodes.at(*id).shutdown_sent) continue;
+    st.nodes.at(*id).shutdown_sent = true;
+    send_shutdown(self, *id, "atoll leave");
+    released = true;
+  }
+  if (d.what != step::none) {
+    log_info("registry: " + d.reason);
+    publish_keeper_change(self);
+    return true;
+  }
+  if (released && !d.reason.empty()) log_warn("registry: " + d.reason);
+  return false;
+}
+
+}  // namespace
+
+// Hand-overs advance until nothing changes (a promotion may let the other place's draining
+// host start its own). Called on every change of membership, a KeeperReady and each tick.
+void advance_handover(self_ptr self) {
+  for (int steps = 0; steps < 4 && apply_handover_step(self); ++steps) {}
 }
 
 // Keeper replication: with a node that can keep (`atoll join --run-dir`), keeper/1 runs
@@ -81,17 +163,19 @@ std::vector<std::string> commit_keepers_of(const registry_state& st) {
 // replica catches up from the other one if that kept its host (it held every commit since
 // it was placed, and the head's link stays free of tensors), else from the head's keeper.
 void place_replica_keepers(self_ptr self) {
+  advance_handover(self);  // first: a hand-over's incoming replica takes a place whose host died
   auto& st = self->state;
   const bool training = st.phase == run_phase::training;
   const auto facts = node_facts(st);
   auto& first = st.snap.replica_keeper;
   auto& second = st.snap.second_replica_keeper;
-  const auto first_choice = placement::choose_replica_keeper(replica_keeper_number, first, second, facts, training);
+  const auto first_number = st.snap.replica_keeper_number;
+  const auto second_number = st.snap.second_replica_keeper_number;
+  const auto first_choice = placement::choose_replica_keeper(first_number, first, second, facts, training);
   const auto first_host = first_choice.changed ? first_choice.host : first;
-  const auto second_choice =
-      st.cfg.keepers == "nodes"
-          ? placement::choose_replica_keeper(second_replica_keeper_number, second, first_host, facts, training)
-          : placement::keeper_choice{};
+  const auto second_choice = st.cfg.keepers == "nodes"
+                                 ? placement::choose_replica_keeper(second_number, second, first_host, facts, training)
+                                 : placement::keeper_choice{};
   if (!first_choice.changed && !second_choice.changed) return;
   const bool first_kept = !first_choice.changed && !first.empty();
   const bool second_kept = !second_choice.changed && !second.empty();
@@ -103,12 +187,9 @@ void place_replica_keepers(self_ptr self) {
     if (host.empty()) log_warn("registry: " + choice.reason);
     else log_info("registry: " + choice.reason);
   };
-  apply(replica_keeper_number, first_choice, first, second_kept, second_replica_keeper_number);
-  apply(second_replica_keeper_number, second_choice, second, first_kept, replica_keeper_number);
-  persist(self);
-  publish_routes(self);
-  send_keeper_placement(self);
-  publish_membership(self);  // coordinators commit to the new set of keepers
+  apply(first_number, first_choice, first, second_kept, second_number);
+  apply(second_number, second_choice, second, first_kept, first_number);
+  publish_keeper_change(self);
 }
 
 // Where tensors go: the nodes that host anything, with their data endpoints and keys, and

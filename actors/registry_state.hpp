@@ -61,6 +61,7 @@ struct node_view {
   std::uint64_t handshakes_failed = 0;
   std::uint64_t worker_restarts = 0;  // from its last heartbeat
   caf::actor proxy;  // its lease proxy while it hosts anything (actors/lease_proxy.hpp)
+  bool shutdown_sent = false;  // draining: told to stop (held back while it hands a replica over)
 };
 
 struct fragment_view {
@@ -104,6 +105,10 @@ struct registry_state {
   // A replica keeper placed since the head started -> the keeper it catches up from (a
   // restarted head sends keeper/0: by then the replica runs and ignores the repeat).
   std::map<std::string, std::string> keeper_sources;
+  // The hand-over in progress (snap.incoming_*): when it started, and whether its incoming
+  // replica reported every released round (KeeperReady).
+  std::chrono::steady_clock::time_point handover_since;
+  bool incoming_ready = false;
   duration_histogram round_durations;
   metrics_writer metrics;
   std::int64_t last_eval_step = -1;

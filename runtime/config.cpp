@@ -77,6 +77,9 @@ const std::vector<knob>& knobs() {
        "digest of model.file, set by the head; a node whose copy differs is refused"},
       {"cluster.heartbeat_ms", &C::heartbeat_ms, 10, 3.6e6, "ms", "node heartbeat interval"},
       {"cluster.lease_ms", &C::lease_ms, 100, 3.6e6, "ms", "a node without heartbeat this long is dead"},
+      {"cluster.handover_ms", &C::handover_ms, 100, 8.64e7, "ms",
+       "a node that leaves (atoll leave, SIGTERM) while it hosts a keeper replica waits at most this long for a "
+       "new replica on another node to catch up, then leaves anyway"},
       {"cluster.restart_limit", &C::restart_limit, 0, 1000, "restarts",
        "worker restarts within cluster.restart_window_ms before its node gives up"},
       {"cluster.restart_window_ms", &C::restart_window_ms, 1, 8.64e7, "ms",

@@ -60,10 +60,18 @@ void write_peer_table(const route_table& table, schema::PeerTable::Builder out) 
   for (const auto& [id, _] : table.placed)
     if (auto f = fragment_of_coordinator(id)) fragments = std::max(fragments, *f + 1);
   auto coordinators = out.initCoordinators(fragments);
+  unsigned keepers = 0;
   for (const auto& [id, host] : table.placed) {
     if (auto f = fragment_of_coordinator(id)) coordinators.set(*f, node_actor_id(host));
-    else if (id == keeper_id(replica_keeper_number)) out.setReplicaKeeper(node_actor_id(host));
-    else if (id == keeper_id(second_replica_keeper_number)) out.setSecondReplicaKeeper(node_actor_id(host));
+    else if (is_kind(id, actor_kind::keeper)) ++keepers;
+  }
+  auto placed_keepers = out.initKeepers(keepers);
+  unsigned k = 0;
+  for (const auto& [id, host] : table.placed) {
+    if (!is_kind(id, actor_kind::keeper)) continue;
+    placed_keepers[k].setKeeper(id);
+    placed_keepers[k].setHost(node_actor_id(host));
+    ++k;
   }
 }
 
@@ -74,9 +82,13 @@ route_table read_peer_table(schema::PeerTable::Reader in) {
   const auto coordinators = in.getCoordinators();
   for (unsigned f = 0; f < coordinators.size(); ++f)
     if (auto host = node_of(coordinators[f].cStr())) table.placed[coordinator_id(f)] = *host;
-  if (auto host = node_of(in.getReplicaKeeper().cStr())) table.placed[keeper_id(replica_keeper_number)] = *host;
-  if (auto host = node_of(in.getSecondReplicaKeeper().cStr()))
-    table.placed[keeper_id(second_replica_keeper_number)] = *host;
+  // The head's own keeper is never placed on a node: a table that says so is ignored there.
+  for (auto k : in.getKeepers()) {
+    const auto id = parse_actor_id(k.getKeeper().cStr());
+    const auto host = node_of(k.getHost().cStr());
+    if (id && host && id->kind == actor_kind::keeper && id->number != head_keeper_number)
+      table.placed[keeper_id(id->number)] = *host;
+  }
   return table;
 }
 

@@ -241,6 +241,8 @@ const char* kind_name(schema::Envelope::Which kind) {
     case E::CHUNK_REPLY: return "chunk_reply";
     case E::PEER_TABLE: return "peer_table";
     case E::STATE_HELD: return "state_held";
+    case E::LEAVE_REQUEST: return "leave_request";
+    case E::KEEPER_READY: return "keeper_ready";
   }
   return "unknown";
 }

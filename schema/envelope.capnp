@@ -47,6 +47,8 @@ struct Envelope {
     peerTable         @35 :PeerTable;
     roundProgress     @36 :RoundProgress;
     stateHeld         @37 :StateHeld;
+    leaveRequest      @38 :LeaveRequest;
+    keeperReady       @39 :KeeperReady;
   }
 }
 
@@ -262,10 +264,18 @@ struct LoadReply {
 # registry -> node agent: run the coordinator of a fragment in your process.
 struct PlaceCoordinator { fragment @0 :UInt32; }
 # registry -> node agent: run a keeper replica (`keeper`, e.g. "keeper/1") in your process;
-# it catches up from `source` (the head's keeper) and then takes every commit.
+# it catches up from `source` and then takes every commit. Sent again every tick: a node
+# already hosting it has the keeper answer KeeperReady once it has caught up.
 struct PlaceKeeper {
   keeper @0 :Text;
   source @1 :Text;
+}
+# replica keeper -> registry: the newest round it holds of each fragment (a hand-over's
+# new replica reports it; the leaving node may go once it holds every released round).
+struct KeeperReady {
+  keeper @0 :Text;
+  rounds @1 :List(UInt64);  # at fragment F: its newest round
+  held   @2 :List(Bool);    # at fragment F: whether it holds any round of F
 }
 # registry -> coordinators: the workers of the current epoch (sorted ids).
 struct Membership {
@@ -308,6 +318,12 @@ struct Goodbye {
   nodeId @0 :UInt32;
   reason @1 :Text;
 }
+# node agent -> registry, on SIGTERM while it hosts a keeper replica: take me out as
+# `atoll leave` does; the registry hands the replica over, then sends Shutdown.
+struct LeaveRequest {
+  nodeId @0 :UInt32;
+  reason @1 :Text;
+}
 
 # registry -> node agents, on every change and every tick: where tensors go directly.
 # A node absent from `nodes` or with an empty endpoint is reached through the head.
@@ -315,8 +331,13 @@ struct PeerTable {
   epoch        @0 :UInt64;
   nodes        @1 :List(PeerNode);
   coordinators @2 :List(Text);   # host node of coord/F at index F ("node/N"; empty: not placed)
-  replicaKeeper @3 :Text;        # host node of keeper/1 ("node/N"; empty: none)
-  secondReplicaKeeper @4 :Text;  # host node of keeper/2 (storage.keepers = nodes; empty: none)
+  obsoleteReplicaKeeper @3 :Text;        # never sent since `keepers`; kept for the ordinal
+  obsoleteSecondReplicaKeeper @4 :Text;  # never sent since `keepers`; kept for the ordinal
+  keepers      @5 :List(PlacedKeeper);   # the replica keepers placed on nodes
+}
+struct PlacedKeeper {
+  keeper @0 :Text;  # "keeper/N"
+  host   @1 :Text;  # "node/N"
 }
 struct PeerNode {
   nodeId    @0 :UInt32;

@@ -23,7 +23,13 @@ status registry_store::save(const registry_snapshot& snap) {
                          {"placements", snap.placements},
                          {"finished", snap.finished},
                          {"replica_keeper", snap.replica_keeper},
-                         {"second_replica_keeper", snap.second_replica_keeper}};
+                         {"replica_keeper_number", snap.replica_keeper_number},
+                         {"second_replica_keeper", snap.second_replica_keeper},
+                         {"second_replica_keeper_number", snap.second_replica_keeper_number},
+                         {"incoming_keeper", snap.incoming_keeper},
+                         {"incoming_keeper_number", snap.incoming_keeper_number},
+                         {"incoming_for", snap.incoming_for},
+                         {"next_keeper_number", snap.next_keeper_number}};
   std::vector<kv_write> batch;
   batch.push_back({column::meta, "registry", meta.dump()});
   for (const auto& m : snap.members) {
@@ -59,6 +65,13 @@ expected<std::optional<registry_snapshot>> registry_store::load() const {
     if (j.contains("finished")) snap.finished = j.at("finished").get<std::vector<std::string>>();
     snap.replica_keeper = j.value("replica_keeper", std::string());
     snap.second_replica_keeper = j.value("second_replica_keeper", std::string());
+    // Snapshots from before hand-overs have no numbers: the places were keeper/1 and /2.
+    snap.replica_keeper_number = j.value("replica_keeper_number", std::uint32_t{1});
+    snap.second_replica_keeper_number = j.value("second_replica_keeper_number", std::uint32_t{2});
+    snap.incoming_keeper = j.value("incoming_keeper", std::string());
+    snap.incoming_keeper_number = j.value("incoming_keeper_number", std::uint32_t{0});
+    snap.incoming_for = j.value("incoming_for", std::uint32_t{0});
+    snap.next_keeper_number = j.value("next_keeper_number", std::uint32_t{3});
     auto rows = store_.scan(column::members, "node/");
     if (!rows) return rows.err();
     for (const auto& [key, value] : *rows) {

@@ -36,8 +36,18 @@ struct registry_snapshot {
   // head finds its coordinators where they run instead of placing a second one.
   std::vector<std::string> placements;
   std::vector<std::string> finished;  // workers that finished their steps: no round waits for them
-  std::string replica_keeper;  // "node/N" hosting keeper/1; "" while none
-  std::string second_replica_keeper;  // "node/N" hosting keeper/2 (storage.keepers = nodes); "" while none
+  // The two replica keepers' places (the second with storage.keepers = nodes): "node/N"
+  // hosting keeper/<number>; "" while none. A hand-over gives a place a new number.
+  std::string replica_keeper;
+  std::uint32_t replica_keeper_number = 1;
+  std::string second_replica_keeper;
+  std::uint32_t second_replica_keeper_number = 2;
+  // A hand-over in progress: keeper/<incoming_keeper_number> on incoming_keeper takes place
+  // incoming_for (1: the first, 2: the second) once caught up. incoming_for 0: none.
+  std::string incoming_keeper;
+  std::uint32_t incoming_keeper_number = 0;
+  std::uint32_t incoming_for = 0;
+  std::uint32_t next_keeper_number = 3;  // a hand-over's new replica takes this one
   std::vector<member_record> members;
 };
 

@@ -4,6 +4,7 @@
 // at the final round hold the keeper's digest (S1) and, where rounds could be lost, that
 // the keeper's rounds only go up (S3, S4).
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <thread>
@@ -45,11 +46,15 @@ std::map<std::uint64_t, std::map<std::string, std::string>> fragment0_copies(con
   return copies;
 }
 
-// The head's store and keeper-1 and keeper-2 under each node's run dir DIR/nodeK.
+// The head's store and every keeper-N under each node's run dir DIR/nodeK (a hand-over's
+// replica has a new number).
 std::vector<std::string> keeper_stores(const testing::temp_dir& dir, const std::string& head_dir, std::size_t nodes) {
   std::vector<std::string> paths = {head_dir + "/db"};
-  for (std::size_t i = 0; i < nodes; ++i)
-    for (const char* keeper : {"/keeper-1", "/keeper-2"}) paths.push_back(dir.sub("node" + std::to_string(i)) + keeper);
+  for (std::size_t i = 0; i < nodes; ++i) {
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(dir.sub("node" + std::to_string(i)), ec))
+      if (entry.path().filename().string().rfind("keeper-", 0) == 0) paths.push_back(entry.path().string());
+  }
   return paths;
 }
 
@@ -495,6 +500,97 @@ TEST(Failover, WithKeepersOnNodesNoTensorCrossesTheHeadAndAKilledReplicaMovesNod
   ASSERT_NE(last, listed.end()) << listed.dump();
   EXPECT_EQ((*last)["digest"], final_digest);
   EXPECT_EQ((*last)["stores"].size(), copies.at(40).size()) << last->dump();
+}
+
+// A replica's host that leaves hands its replica over first: `atoll leave` on keeper/1's
+// node, then SIGTERM on keeper/2's. Each time the registry places a new replica (keeper/3,
+// then keeper/4) on another node that can keep, it catches up node to node while rounds go
+// on, and only then is the leaving node told to stop: the head's log promotes the new
+// replica before the node's goodbye. Every released round stays on two machines with one
+// digest (S4), no tensor crosses the head, and the two nodes left finish in agreement (S1).
+TEST(Failover, WithKeepersOnNodesALeavingReplicaHostHandsItsReplicaOverFirst) {
+  testing::temp_dir dir;
+  const std::string head_dir = dir.sub("head");
+  subprocess head(mlp_head(head_dir, 16000,
+                           {"--set", "cluster.heartbeat_ms=300", "--set", "cluster.lease_ms=3000", "--set",
+                            "storage.keep_rounds=100", "--set", "storage.keepers=nodes"}),
+                  dir.sub("head.log"));
+  const std::string ep = testing::wait_for_endpoint(head_dir, head);
+  ASSERT_FALSE(ep.empty()) << head.output();
+  auto nodes = testing::join_nodes(ATOLL_BIN, ep, 4, dir, true);
+  ASSERT_TRUE(testing::wait_for_round(ep, 3)) << head.output();
+  ASSERT_TRUE(testing::eventually([&] { return ask(ep, "members").size() == 4u; }, 60s, 50ms)) << head.output();
+
+  const auto host_of = [&](const std::string& id) {
+    const json status = ask(ep, "status");
+    for (const auto& k : status["keepers"])
+      if (k["id"] == id) return k["on"].get<std::string>();
+    return std::string();
+  };
+  const auto head_tensor_bytes = [&] {
+    const json link = ask(ep, "status")["head_link"];
+    return link["tensor_bytes_in"].get<std::uint64_t>() + link["tensor_bytes_out"].get<std::uint64_t>();
+  };
+  // The registry's log says the new replica took the place before the old host left.
+  const auto promoted_before_goodbye = [&](const std::string& incoming, const std::string& leaving_node) {
+    const std::string log = head.output();
+    const auto promoted = log.find(incoming + " on ");
+    const auto caught_up = log.find("caught up and takes the place of", promoted);
+    const auto left = log.find("node " + leaving_node.substr(5) + " left");
+    return promoted != std::string::npos && caught_up != std::string::npos && left != std::string::npos &&
+           caught_up < left;
+  };
+
+  // `atoll leave` on keeper/1's host.
+  const std::string first_host = host_of("keeper/1"), second_host = host_of("keeper/2");
+  ASSERT_FALSE(first_host.empty());
+  ASSERT_FALSE(second_host.empty());
+  subprocess* leaver = testing::process_of(ep, first_host, nodes);
+  ASSERT_NE(leaver, nullptr);
+  auto [code, out] =
+      testing::run_command({ATOLL_BIN, "leave", first_host.substr(5), "--head", ep}, dir.sub("leave.log"));
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("hosts a keeper replica"), std::string::npos) << out;
+  EXPECT_EQ(leaver->wait(60s), 0) << leaver->output() << head.output();
+  ASSERT_TRUE(testing::eventually([&] { return promoted_before_goodbye("keeper/3", first_host); }, 10s, 50ms))
+      << head.output();
+  const std::string third_host = host_of("keeper/3");
+  EXPECT_TRUE(host_of("keeper/1").empty());
+  EXPECT_FALSE(third_host.empty());
+  EXPECT_NE(third_host, first_host);
+  EXPECT_NE(third_host, second_host);
+  const int round_after_leave = testing::round_of(ep);
+
+  // SIGTERM on keeper/2's host: the same hand-over, asked by the node itself.
+  subprocess* stopped = testing::process_of(ep, second_host, nodes);
+  ASSERT_NE(stopped, nullptr);
+  ASSERT_TRUE(testing::wait_for_round(ep, round_after_leave + 2)) << head.output();
+  stopped->signal(SIGTERM);
+  EXPECT_EQ(stopped->wait(60s), 0) << stopped->output() << head.output();
+  ASSERT_TRUE(testing::eventually([&] { return promoted_before_goodbye("keeper/4", second_host); }, 10s, 50ms))
+      << head.output();
+  const std::string fourth_host = host_of("keeper/4");
+  EXPECT_FALSE(fourth_host.empty());
+  EXPECT_NE(fourth_host, third_host);
+
+  for (auto& n : nodes)
+    if (n.get() != leaver && n.get() != stopped) ASSERT_EQ(n->wait(120s), 0) << n->output() << head.output();
+  const json fragments = ask(ep, "fragments");
+  EXPECT_EQ(fragments[0]["round"], 40);
+  EXPECT_EQ(fragments[0]["keeper_round"], 40) << fragments.dump();
+  EXPECT_EQ(agreeing_at_final_round(fragments), 2) << fragments.dump();
+  EXPECT_EQ(head_tensor_bytes(), 0u) << "the hand-overs sent tensors through the head";
+  const std::string final_digest = fragments[0]["keeper_digest"];
+  shut_down(ep, head);
+
+  const auto copies = fragment0_copies(keeper_stores(dir, head_dir, nodes.size()));
+  for (std::uint64_t round = 1; round <= 40; ++round) {
+    const auto& held = copies.count(round) ? copies.at(round) : std::map<std::string, std::string>{};
+    EXPECT_GE(held.size(), 2u) << "round " << round << " is on fewer than two machines";
+    for (const auto& [path, digest] : held) EXPECT_EQ(digest, held.begin()->second) << path << " round " << round;
+  }
+  ASSERT_TRUE(copies.count(40));
+  EXPECT_EQ(copies.at(40).begin()->second, final_digest);
 }
 
 // With storage.keepers = nodes, the two replica hosts finish their steps while a third

@@ -22,6 +22,7 @@ route_table sample() {
   t.placed["coord/1"] = 3;
   t.placed["keeper/1"] = 1;
   t.placed["keeper/2"] = 2;
+  t.placed["keeper/5"] = 3;  // a hand-over's new replica
   return t;
 }
 
@@ -113,11 +114,22 @@ TEST(PeerRoutes, AHostThatIsNotANodeIdRoutesThroughTheHead) {
   auto coordinators = msg.initCoordinators(2);
   coordinators.set(0, "garbage");
   coordinators.set(1, "node/4");
-  msg.setReplicaKeeper("worker/1.0");
+  auto keepers = msg.initKeepers(4);
+  keepers[0].setKeeper("keeper/1");
+  keepers[0].setHost("worker/1.0");  // not a node
+  keepers[1].setKeeper("keeper/0");  // the head's own keeper is never on a node
+  keepers[1].setHost("node/2");
+  keepers[2].setKeeper("coord/3");  // not a keeper
+  keepers[2].setHost("node/2");
+  keepers[3].setKeeper("keeper/7");  // a hand-over's new replica
+  keepers[3].setHost("node/5");
   const auto table = read_peer_table(msg.asReader());
   EXPECT_EQ(table.placed.count("coord/0"), 0u);
   EXPECT_EQ(table.placed.at("coord/1"), 4u);
   EXPECT_EQ(table.placed.count("keeper/1"), 0u);
+  EXPECT_EQ(table.placed.count("keeper/0"), 0u);
+  EXPECT_EQ(table.placed.count("coord/3"), 0u);
+  EXPECT_EQ(table.placed.at("keeper/7"), 5u);
 }
 
 TEST(NodeLinks, AdvertisesAWildcardBindAsTheAddressTowardsTheHead) {

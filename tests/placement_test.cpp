@@ -149,8 +149,167 @@ TEST(Placement, CommitsGoToTwoMachinesAndOnNodesLeaveTheHeadOutOnceTwoCanKeep) {
       {true, "node/1", "node/2", {"keeper/1", "keeper/2"}},
   };
   for (const auto& r : rows)
-    EXPECT_EQ(commit_keepers(r.on_nodes, r.first, r.second), r.expected)
+    EXPECT_EQ(commit_keepers(r.on_nodes, {{1, r.first}, {2, r.second}}, std::nullopt), r.expected)
         << r.on_nodes << " '" << r.first << "' '" << r.second << "'";
+}
+
+TEST(Placement, AHandOversIncomingReplicaTakesEveryCommitUnderItsOwnNumber) {
+  const replica_handover pending{1, {5, "node/4"}};
+  EXPECT_EQ(commit_keepers(true, {{3, "node/1"}, {2, "node/2"}}, pending),
+            (std::vector<std::string>{"keeper/3", "keeper/2", "keeper/5"}));
+  EXPECT_EQ(commit_keepers(false, {{1, "node/1"}, {2, ""}}, replica_handover{0, {4, "node/3"}}),
+            (std::vector<std::string>{"keeper/0", "keeper/1", "keeper/4"}));
+}
+
+TEST(Placement, AReplicasHostThatLeavesHandsItOverFirst) {
+  using S = member_state;
+  using step = handover_decision::step;
+  struct row {
+    const char* name;
+    std::vector<replica_slot> slots;
+    std::optional<replica_handover> pending;
+    node_facts nodes;
+    bool training, ready, timed_out;
+    handover_decision expected;
+  };
+  const std::vector<replica_slot> both = {{1, "node/1"}, {2, "node/2"}};
+  const replica_handover to_three{0, {3, "node/3"}};
+  const std::vector<row> rows = {
+      {"nobody drains",
+       both,
+       {},
+       {{1, S::active, true}, {2, S::active, true}, {3, S::active, true}},
+       true,
+       false,
+       false,
+       {}},
+      {"a node without a replica drains: it goes at once",
+       both,
+       {},
+       {{1, S::active, true}, {2, S::active, true}, {3, S::draining, true}},
+       true,
+       false,
+       false,
+       {step::none, 0, "", {"node/3"}, ""}},
+      {"a replica's host drains: handed to the newest node that can keep",
+       both,
+       {},
+       {{1, S::draining, true}, {2, S::active, true}, {3, S::active, true}, {4, S::active, false}},
+       true,
+       false,
+       false,
+       {step::start, 0, "node/3", {}, "node/1 is leaving; keeper/1 is handed over to node/3"}},
+      {"no node can take it: the host goes, the place is filled after its goodbye",
+       both,
+       {},
+       {{1, S::draining, true}, {2, S::active, true}, {3, S::active, false}},
+       true,
+       false,
+       false,
+       {step::none,
+        0,
+        "",
+        {"node/1"},
+        "node/1 leaves with keeper/1 and no other node can keep; the replica is placed anew after its goodbye"}},
+      {"outside training nothing is handed over",
+       both,
+       {},
+       {{1, S::draining, true}, {2, S::active, true}, {3, S::active, true}},
+       false,
+       false,
+       false,
+       {step::none, 0, "", {"node/1"}, ""}},
+      {"pending: the host is held until the new replica caught up",
+       both,
+       to_three,
+       {{1, S::draining, true}, {2, S::active, true}, {3, S::active, true}},
+       true,
+       false,
+       false,
+       {}},
+      {"caught up: the new replica takes the place and the host goes",
+       both,
+       to_three,
+       {{1, S::draining, true}, {2, S::active, true}, {3, S::active, true}},
+       true,
+       true,
+       false,
+       {step::promote, 0, "", {"node/1"}, "keeper/3 on node/3 caught up and takes the place of keeper/1 on node/1"}},
+      {"the host crashed mid-hand-over: the new replica takes the place as it is",
+       both,
+       to_three,
+       {{1, S::dead, true}, {2, S::active, true}, {3, S::active, true}},
+       true,
+       false,
+       false,
+       {step::promote,
+        0,
+        "",
+        {},
+        "node/1 is gone mid-hand-over; keeper/3 on node/3 takes the place of keeper/1 and catches up from the "
+        "commits"}},
+      {"the new replica's host died: cancelled",
+       both,
+       to_three,
+       {{1, S::draining, true}, {2, S::active, true}, {3, S::dead, true}},
+       true,
+       true,
+       false,
+       {step::cancel, 0, "", {}, "hand-over of keeper/1 on node/1 cancelled: node/3 no longer takes part"}},
+      {"the new replica's host drains too: cancelled, and it may go",
+       both,
+       to_three,
+       {{1, S::draining, true}, {2, S::active, true}, {3, S::draining, true}},
+       true,
+       false,
+       false,
+       {step::cancel, 0, "", {"node/3"}, "hand-over of keeper/1 on node/1 cancelled: node/3 no longer takes part"}},
+      {"timed out: the host goes; the new replica takes the place at its goodbye",
+       both,
+       to_three,
+       {{1, S::draining, true}, {2, S::active, true}, {3, S::active, true}},
+       true,
+       false,
+       true,
+       {step::none,
+        0,
+        "",
+        {"node/1"},
+        "hand-over of keeper/1 on node/1 timed out (cluster.handover_ms); node/1 leaves now, and keeper/3 on "
+        "node/3 takes its place at its goodbye"}},
+      {"both hosts drain: the second waits its turn",
+       both,
+       to_three,
+       {{1, S::draining, true}, {2, S::draining, true}, {3, S::active, true}},
+       true,
+       false,
+       false,
+       {}},
+      {"both hosts drain, nothing pending: one starts, the other waits",
+       both,
+       {},
+       {{1, S::draining, true}, {2, S::draining, true}, {3, S::active, true}},
+       true,
+       false,
+       false,
+       {step::start, 0, "node/3", {}, "node/1 is leaving; keeper/1 is handed over to node/3"}},
+      {"the second place, under a number from an earlier hand-over",
+       {{1, "node/1"}, {4, "node/2"}},
+       {},
+       {{1, S::active, true}, {2, S::draining, true}, {3, S::active, true}},
+       true,
+       false,
+       false,
+       {step::start, 1, "node/3", {}, "node/2 is leaving; keeper/4 is handed over to node/3"}},
+  };
+  for (const auto& r : rows) {
+    const auto got = decide_handover(r.slots, r.pending, r.nodes, r.training, r.ready, r.timed_out);
+    EXPECT_EQ(static_cast<int>(got.what), static_cast<int>(r.expected.what)) << r.name;
+    EXPECT_EQ(got.slot, r.expected.slot) << r.name;
+    EXPECT_EQ(got.host, r.expected.host) << r.name;
+    EXPECT_EQ(got.release, r.expected.release) << r.name;
+    EXPECT_EQ(got.reason, r.expected.reason) << r.name;
+  }
 }
 
 TEST(Placement, AStartingCoordinatorResumesFromTheNewestRoundOnceEveryKeeperAnswered) {

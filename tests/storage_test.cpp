@@ -421,6 +421,11 @@ TEST(RegistryStore, TheSnapshotSurvivesAReopen) {
   snap.finished = {"worker/1.0"};
   snap.replica_keeper = "node/1";
   snap.second_replica_keeper = "node/2";
+  snap.second_replica_keeper_number = 4;  // after a hand-over
+  snap.incoming_keeper = "node/3";
+  snap.incoming_keeper_number = 5;
+  snap.incoming_for = 1;
+  snap.next_keeper_number = 6;
   snap.members.push_back(
       {1, "active", "host", 42, {"cpu"}, {"worker/1.0"}, {1}, true, "tcp://10.0.0.2:7071", "node-key"});
   {
@@ -442,12 +447,34 @@ TEST(RegistryStore, TheSnapshotSurvivesAReopen) {
   EXPECT_EQ((*loaded)->finished, std::vector<std::string>{"worker/1.0"});
   EXPECT_EQ((*loaded)->replica_keeper, "node/1");
   EXPECT_EQ((*loaded)->second_replica_keeper, "node/2");
+  EXPECT_EQ((*loaded)->replica_keeper_number, 1u);
+  EXPECT_EQ((*loaded)->second_replica_keeper_number, 4u);
+  EXPECT_EQ((*loaded)->incoming_keeper, "node/3");
+  EXPECT_EQ((*loaded)->incoming_keeper_number, 5u);
+  EXPECT_EQ((*loaded)->incoming_for, 1u);
+  EXPECT_EQ((*loaded)->next_keeper_number, 6u);
   EXPECT_TRUE((*loaded)->members[0].can_keep);
   ASSERT_EQ((*loaded)->members.size(), 1u);
   EXPECT_EQ((*loaded)->members[0].workers, std::vector<std::string>{"worker/1.0"});
   EXPECT_EQ((*loaded)->members[0].ranks, std::vector<std::uint32_t>{1});
   EXPECT_EQ((*loaded)->members[0].data_endpoint, "tcp://10.0.0.2:7071");
   EXPECT_EQ((*loaded)->members[0].public_key, "node-key");
+}
+
+TEST(RegistryStore, ASnapshotFromBeforeHandOversReadsItsReplicasAsKeeperOneAndTwo) {
+  testing::temp_dir dir;
+  auto db = open_rocksdb_store(dir.sub("db"));
+  ASSERT_TRUE(db);
+  ASSERT_FALSE(
+      (*db)->commit({{column::meta, "registry",
+                      R"({"cluster_id":"c","config_toml":"","epoch":2,"next_node_id":3,"next_rank":0,)"
+                      R"("run_state":"training","replica_keeper":"node/1","second_replica_keeper":"node/2"})"}}));
+  auto loaded = registry_store(**db).load();
+  ASSERT_TRUE(loaded && loaded->has_value());
+  EXPECT_EQ((*loaded)->replica_keeper_number, 1u);
+  EXPECT_EQ((*loaded)->second_replica_keeper_number, 2u);
+  EXPECT_EQ((*loaded)->incoming_for, 0u);
+  EXPECT_EQ((*loaded)->next_keeper_number, 3u);
 }
 
 TEST(RocksDbStore, OpeningAnUnusablePathIsATypedError) {

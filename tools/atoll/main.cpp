@@ -3,6 +3,7 @@
 #include <optional>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "runtime/compute_env.hpp"
 #include "runtime/config.hpp"
@@ -259,7 +260,12 @@ int main(int argc, char** argv) {
       std::cerr << "atoll leave: " << (reply ? reply->json : reply.err().describe()) << "\n";
       return 1;
     }
-    std::cout << "node " << leave_node << " is draining; it exits once its workers have stopped\n";
+    const auto body = nlohmann::json::parse(reply->json, nullptr, false);
+    if (body.is_object() && body.value("handing_over", false))
+      std::cout << "node " << leave_node
+                << " is draining; it hosts a keeper replica and exits once a new one on another node has caught up "
+                   "(at most cluster.handover_ms)\n";
+    else std::cout << "node " << leave_node << " is draining; it exits once its workers have stopped\n";
     return 0;
   }
   if (*down) {
