@@ -111,6 +111,9 @@ handover_decision decide_handover(const std::vector<replica_slot>& slots,
       d.what = handover_decision::step::cancel;
       d.reason = "hand-over of " + moving + " cancelled: " + incoming.host + " no longer takes part";
       held.push_back(slot.host);  // the next decision hands it to another node, or lets it go
+    } else if (host_alive(slot.host, nodes) && !host_draining(slot.host, nodes)) {
+      d.what = handover_decision::step::cancel;  // it came back as a member (a head restart)
+      d.reason = "hand-over of " + moving + " cancelled: " + slot.host + " takes part again";
     } else if (!host_alive(slot.host, nodes)) {
       d.what = handover_decision::step::promote;
       d.reason = slot.host + " is gone mid-hand-over; " + taking + " takes the place of " + keeper_id(slot.number) +

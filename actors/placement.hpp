@@ -25,6 +25,7 @@
 //   pending --the old host is gone (crash)--> promote: keeper/M takes the slot as it is
 //   pending --the incoming host is gone or draining--> cancel (the next decision may start
 //                                                      again on another node)
+//   pending --the old host takes part again (it said Hello to a restarted head)--> cancel
 //   pending --cluster.handover_ms passed--> the old host is released; promoted at its Goodbye
 //
 // Hosts are "node/N" ids (runtime/actor_id.hpp); a stored placement that is not one (a

@@ -158,6 +158,7 @@ void restore(self_ptr self) {
   }
   for (const auto& [id, n] : st.nodes)  // a full lease for each node that hosts anything
     if (hosts_placed(n.state)) watch_lease(self, id);
+  st.handover_since = now;  // a hand-over in progress gets a full cluster.handover_ms again
   replace_orphaned_coordinators(self);  // hosts that left or died before the restart
   place_replica_keepers(self);
 }

@@ -97,10 +97,10 @@ const std::vector<knob>& knobs() {
        "rounds between a keeper's full fp32 snapshots of a fragment (theta, momentum, residual); reads replay the "
        "round log since the last one"},
       {"storage.keepers", &C::keepers, 0, 0, "",
-       "where every commit goes: head (the head's keeper and a replica on a node), or nodes (two replicas on two "
-       "nodes, so no tensor crosses the head's link; the head's keeper stands in while fewer than two nodes can "
-       "keep)",
-       "head|nodes"},
+       "where every commit goes: nodes (two replicas on two nodes that have a run dir, so no tensor crosses the "
+       "head's link; the head's keeper stands in while fewer than two nodes can keep; a leaving node hands its "
+       "replica over first), or head (the head's keeper and a replica on a node)",
+       "nodes|head"},
       {"net.max_frame_mb", &C::max_frame_mb, 1, 4096, "MiB",
        "largest frame the head accepts (a tensor of a fragment); a peer sending more is disconnected"},
   };

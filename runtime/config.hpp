@@ -66,7 +66,7 @@ struct run_config {
   std::int64_t restart_window_ms = 60000;
   // [storage]
   std::int64_t keep_rounds = 5;
-  std::string keepers = "head";  // head | nodes (two keepers on nodes; the head's out of the round path)
+  std::string keepers = "nodes";  // nodes (two keepers on nodes; the head's out of the round path) | head
   std::string sync = "replicated";  // replicated | fsync (round records fdatasynced before the ack)
   std::int64_t snapshot_every = 10;  // rounds between a keeper's full snapshots of a fragment
   // [net]

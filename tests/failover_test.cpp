@@ -334,15 +334,17 @@ TEST(Failover, AHeadKilledMidRunIsRestartedAndTheNodesCarryOn) { head_killed_mid
 
 TEST(Failover, AHeadKilledMidRunIsRestartedWithTheKeepersOnNodes) { head_killed_mid_run_is_restarted("nodes"); }
 
-// Keeper replication: nodes with a run dir may host keeper/1, and every commit needs its
-// acknowledgement as well as the head's. SIGKILL the replica's node mid-run: the registry
+// Keeper replication with storage.keepers = head: nodes with a run dir may host keeper/1,
+// and every commit needs its acknowledgement as well as the head's. SIGKILL the replica's node mid-run: the registry
 // places keeper/1 on another node, which catches up from the head's keeper, and the run
 // finishes. The dead replica's disk holds every round released before the kill (S4: an
 // acknowledged round is on two machines), and the new replica ends with the final round.
 TEST(Failover, AReplicaKeeperHoldsEveryAcknowledgedRoundAndMovesWhenItsNodeDies) {
   testing::temp_dir dir;
   const std::string head_dir = dir.sub("head");
-  subprocess head(testing::fast_lease_head(head_dir), dir.sub("head.log"));
+  auto args = testing::fast_lease_head(head_dir);
+  args.insert(args.end(), {"--set", "storage.keepers=head"});
+  subprocess head(args, dir.sub("head.log"));
   const std::string ep = testing::wait_for_endpoint(head_dir, head);
   ASSERT_FALSE(ep.empty()) << head.output();
   auto nodes = testing::join_nodes(ATOLL_BIN, ep, 3, dir, true);

@@ -5,11 +5,12 @@ For each fragment size (MiB of fp32), worker count M and codec, runs `atoll loca
 nodes training the mlp example sized so that its single fragment has that many bytes,
 syncing every 2 steps. Each round then goes through the real path: M worker processes
 send their contributions over ZeroMQ to the coordinator on one node, which decodes,
-averages, applies the outer step, commits the round's record to both keepers (the head's
-and the replica on a node: each appends the round's inputs, the encoded contributions or
-their fp32 average whichever is smaller, to its round log; storage.sync = replicated, the
-default, acknowledges from the write-ahead log, fsync after an fdatasync) and sends every
-worker its result.
+averages, applies the outer step, commits the round's record to both keepers (with
+storage.keepers = nodes, the default, two replicas on two of the nodes; `--keepers head`:
+the head's and one replica on a node. Each appends the round's inputs, the encoded
+contributions or their fp32 average whichever is smaller, to its round log;
+storage.sync = replicated, the default, acknowledges from the write-ahead log, fsync after
+an fdatasync) and sends every worker its result.
 
     time = the last worker starts sending its contribution -> the last worker has applied
            the result (each worker's RoundAck says how long after its send it merged; the
@@ -35,9 +36,10 @@ Atoll runs twice per row: over CURVE (every cluster's default) and over plain TC
 (`atoll local --plain-links`), since Gloo's TCP transport encrypts nothing. With
 `--early-results on,off` also with and without diloco.early_results (results sent while
 the round commits, applied on a confirmation once it is durable; on by default). `--sync
-replicated,fsync` runs each row in both durability modes (default: replicated).
+replicated,fsync` runs each row in both durability modes (default: replicated), and
+`--keepers nodes,head` with both placements of the keepers (default: nodes).
 
-Writes DIR/results.json: [{size_mb, workers, codec, links, early_results, sync, atoll_gbps, gloo_gbps, tcp_bound_gbps,
+Writes DIR/results.json: [{size_mb, workers, codec, links, early_results, sync, keepers, atoll_gbps, gloo_gbps, tcp_bound_gbps,
 commit_disk_bound_gbps, atoll_round_s, atoll_send_s (the last send starts -> the coordinator
 has every contribution), atoll_release_s (-> the round is released, from the RoundReport),
 atoll_coordinator_share, atoll_average_s, atoll_commit_s, atoll_keeper_write_s, atoll_results_s,
@@ -258,7 +260,7 @@ def commit_phases(log_dir, first):
 
 
 def atoll_run(atoll, run_dir, size_bytes, workers, codec, rounds, links="curve", early_results=True, warmup=1,
-              sync="replicated"):
+              sync="replicated", keepers="nodes"):
     sync_every = 2
     cmd = [atoll, "local", "--nodes", str(workers), "--example", "mlp", "--steps", str(sync_every * rounds),
            "--run-dir", run_dir,
@@ -274,7 +276,8 @@ def atoll_run(atoll, run_dir, size_bytes, workers, codec, rounds, links="curve",
            "--set", "run.threads_per_worker=1",
            "--set", "cluster.lease_ms=120000",
            "--set", f"diloco.early_results={'true' if early_results else 'false'}",
-           "--set", f"storage.sync={sync}"]
+           "--set", f"storage.sync={sync}",
+           "--set", f"storage.keepers={keepers}"]
     if links == "plain":
         cmd.append("--plain-links")
     if os.path.exists(run_dir):
@@ -340,6 +343,9 @@ def main():
                          "(`atoll local --plain-links`: unencrypted TCP, as Gloo's)")
     ap.add_argument("--sync", default="replicated",
                     help="storage.sync: replicated (the default) and/or fsync, e.g. replicated,fsync")
+    ap.add_argument("--keepers", default="nodes",
+                    help="storage.keepers: nodes (the default: two replicas on nodes) and/or head (the head's "
+                         "keeper and one replica), e.g. nodes,head")
     ap.add_argument("--early-results", default="on",
                     help="diloco.early_results: on (the default: results travel while the round commits) "
                          "and/or off (results after the commit), e.g. on,off for both, run by run")
@@ -359,19 +365,22 @@ def main():
             continue
         for workers in [int(w) for w in args.workers.split(",")]:
             gloo = gloo_gbps(size, workers)
-            grid = [(c, l, e, s) for l in args.links.split(",") for c in args.codecs.split(",")
-                    for e in args.early_results.split(",") for s in args.sync.split(",")]
-            for codec, links, early, sync in grid:
+            grid = [(c, l, e, s, k) for l in args.links.split(",") for c in args.codecs.split(",")
+                    for e in args.early_results.split(",") for s in args.sync.split(",")
+                    for k in args.keepers.split(",")]
+            for codec, links, early, sync, keepers in grid:
                 if early not in ("on", "off"):
                     sys.exit(f"averaging.py: --early-results takes on and/or off, not {early!r}")
                 if sync not in ("replicated", "fsync"):
                     sys.exit(f"averaging.py: --sync takes replicated and/or fsync, not {sync!r}")
-                run_dir = os.path.join(args.out, f"run-{size_mb}-{workers}-{codec}-{links}-{early}-{sync}")
+                if keepers not in ("nodes", "head"):
+                    sys.exit(f"averaging.py: --keepers takes nodes and/or head, not {keepers!r}")
+                run_dir = os.path.join(args.out, f"run-{size_mb}-{workers}-{codec}-{links}-{early}-{sync}-{keepers}")
                 a = atoll_run(args.atoll, run_dir, size, workers, codec, args.rounds, links, early == "on",
-                              args.warmup_rounds, sync)
+                              args.warmup_rounds, sync, keepers)
                 shutil.rmtree(run_dir, ignore_errors=True)  # the keeper's copies are large
                 row = {"size_mb": size_mb, "workers": workers, "codec": codec, "links": links,
-                       "early_results": early == "on", "sync": sync,
+                       "early_results": early == "on", "sync": sync, "keepers": keepers,
                        "commit_bytes_per_keeper": a["commit_bytes_per_keeper"],
                        "atoll_gbps": a["atoll_gbps"], "gloo_gbps": gloo, "tcp_bound_gbps": tcp,
                        "commit_disk_bound_gbps": disk,
@@ -383,7 +392,7 @@ def main():
                        "rounds_measured": a["rounds_measured"], "warmup_rounds": args.warmup_rounds}
                 results.append(row)
                 print(f"averaging: {size_mb} MiB, M={workers}, {codec}, {links} links, early results {early}, "
-                      f"sync {sync}: "
+                      f"sync {sync}, keepers on {keepers}: "
                       f"atoll {a['atoll_gbps']:.3f} GB/s "
                       f"({a['atoll_round_s']:.3f} s/round; last send to all in {a['atoll_send_s']:.3f} s, "
                       f"last contribution to release {a['atoll_release_s']:.3f} s, "
@@ -396,13 +405,13 @@ def main():
                     json.dump(results, f, indent=1)
     if args.bounds_only:
         return
-    print("\n| MiB | M | codec | links | early results | sync | commit MiB/keeper | Atoll GB/s | Gloo GB/s "
+    print("\n| MiB | M | codec | links | early results | sync | keepers | commit MiB/keeper | Atoll GB/s | Gloo GB/s "
           "| TCP bound GB/s | commit disk bound GB/s | Atoll / Gloo | Atoll / TCP |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         mib = "?" if r["commit_bytes_per_keeper"] is None else f"{r['commit_bytes_per_keeper'] / MIB:.1f}"
         print(f"| {r['size_mb']} | {r['workers']} | {r['codec']} | {r['links']} | "
-              f"{'on' if r['early_results'] else 'off'} | {r['sync']} | {mib} | {r['atoll_gbps']:.3f} | "
+              f"{'on' if r['early_results'] else 'off'} | {r['sync']} | {r['keepers']} | {mib} | {r['atoll_gbps']:.3f} | "
               f"{r['gloo_gbps']:.3f} | "
               f"{r['tcp_bound_gbps']:.3f} | {r['commit_disk_bound_gbps']:.3f} | {r['atoll_gbps'] / r['gloo_gbps']:.2f} | "
               f"{r['atoll_gbps'] / r['tcp_bound_gbps']:.2f} |")

@@ -20,11 +20,13 @@ Invariants checked: every worker's acknowledged digest equals the released diges
 round (S1), the keeper's round never goes back (S3), every released round is held with
 its released digest by some keeper at the end, read from every keeper's store on disk,
 the dead nodes' too, with `atoll export --list` (S4), the workers at the final round hold
-the keeper's digest (S1), and the run finishes (L1). `--keepers nodes` runs both with
-storage.keepers = nodes (commits to two replicas on nodes, none to the head's keeper).
+the keeper's digest (S1), and the run finishes (L1). Both runs use storage.keepers = nodes
+(the default: commits to two replicas on nodes, none to the head's keeper; a leaving
+replica host hands its replica over first); `--keepers head` runs the head's keeper and
+one replica instead.
 
 Usage: tools/bench/chaos.py --atoll build/tools/atoll --atollctl build/tools/atollctl
-                            [--minutes N] [--every K] [--seed S] [--keepers head|nodes] [--out DIR]
+                            [--minutes N] [--every K] [--seed S] [--keepers nodes|head] [--out DIR]
 """
 import argparse
 import json
@@ -333,7 +335,7 @@ def main():
     ap.add_argument("--max-nodes", type=int, default=4)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--steps", type=int, default=0, help="inner steps per worker (default: from --minutes)")
-    ap.add_argument("--keepers", choices=["head", "nodes"], default="head",
+    ap.add_argument("--keepers", choices=["nodes", "head"], default="nodes",
                     help="storage.keepers for both runs: the head's keeper and a replica, or two replicas on nodes")
     ap.add_argument("--out", default="build/bench/chaos")
     args = ap.parse_args()

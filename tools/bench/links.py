@@ -7,9 +7,10 @@ bridge, all on this machine. With --mbit R (default 100) each node's link is sha
 not available on these kernels, so no delay is added: this measures bandwidth, not latency.
 
 Runs data-parallel, DiLoCo and the best Streaming configuration, each shaped and unshaped
-(the twin), with CURVE keys and each node listening (tensors go node to node). With
---keepers nodes every node gets a run dir and the runs set storage.keepers = nodes: the
-commits go to two keeper replicas on nodes instead of the head's keeper.
+(the twin), with CURVE keys and each node listening (tensors go node to node). Every
+node gets a run dir and the runs use storage.keepers = nodes (the default): the commits go
+to two keeper replicas on nodes, not to the head's keeper. `--keepers head` gives the
+nodes no run dir, so every commit goes to the head's keeper.
 Model: the default GPT (0.83M parameters, 3.3 MB fp32) with 8 sequences per step, so that
 a step computes faster than one fp32 copy of the model crosses a 100 Mbit/s link
 (0.27 s): data-parallel is then link-bound there.
@@ -183,7 +184,7 @@ def main():
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--mbit", type=int, default=100)
     ap.add_argument("--only", default="", help="comma-separated run names")
-    ap.add_argument("--keepers", choices=["head", "nodes"], default="head",
+    ap.add_argument("--keepers", choices=["nodes", "head"], default="nodes",
                     help="storage.keepers: the head's keeper, or two replicas on nodes (each node gets a run dir)")
     args = ap.parse_args()
     if os.geteuid() != 0:
