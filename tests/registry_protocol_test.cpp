@@ -45,8 +45,8 @@ class RegistryProtocol : public ::testing::Test {
     snap.cluster_id = "cluster-registry";
     snap.config_toml = to_toml(run);
     const auto probe = sys_.spawn(recorder, &seen_);
-    for (const auto* id : {"node/pending-a", "node/pending-b", "node/pending-c", "node/1", "node/2", "node/3",
-                           "coord/0", "coord/1", "ctl/t"})
+    for (const auto* id : {"node/pending-a", "node/pending-b", "node/pending-c", "node/pending-d", "node/1", "node/2",
+                           "node/3", "node/4", "coord/0", "coord/1", "ctl/t"})
       dir_.add(id, probe);
     registry_deps deps;
     deps.net = &net_;
@@ -383,19 +383,21 @@ TEST_F(RegistryProtocol, AnAdoptedStateShowsInTheViewsButOnlyAMergedResultMakesA
   EXPECT_EQ(state_of_node_1(), "active");
 }
 
-// A replica's host that leaves hands the replica over first. `atoll leave` on keeper/1's
-// node places keeper/3 on the other node that can keep, catching up from keeper/1, in every
-// commit; the leaving node gets no Shutdown until keeper/3 reports the round released last.
-// Then keeper/3 takes keeper/1's place in the routes and the commits, and the node is told
-// to stop. A LeaveRequest (SIGTERM) starts the next hand-over the same way, and one whose
-// new replica never reports lets its node go after cluster.handover_ms.
+// A replica's host that leaves hands the replica over first (storage.keepers = nodes, the
+// default: keeper/1 on node/2 and keeper/2 on node/1, the first two that could keep).
+// `atoll leave` on keeper/1's node places keeper/3 on node/4, the newest node that can
+// keep and hosts no replica, catching up from keeper/1, in every commit; the leaving node
+// gets no Shutdown until keeper/3 reports the round released last. Then keeper/3 takes
+// keeper/1's place in the routes and the commits, and the node is told to stop. A
+// LeaveRequest (SIGTERM) starts the next hand-over the same way, and one whose new replica
+// never reports lets its node go after cluster.handover_ms.
 TEST_F(RegistryProtocol, ALeavingReplicaHostIsStoppedOnlyOnceItsSuccessorCaughtUp) {
   using E = schema::Envelope;
-  hello("node/pending-a", true);
-  hello("node/pending-b", true);
-  hello("node/pending-c", true);
+  for (const auto* pending : {"node/pending-a", "node/pending-b", "node/pending-c", "node/pending-d"})
+    hello(pending, true);
   ASSERT_EQ(stored().run_state, "training");
   ASSERT_EQ(stored().replica_keeper, "node/2");
+  ASSERT_EQ(stored().second_replica_keeper, "node/1");
   send_as("coord/0", [](auto e) {
     auto r = e.initRoundReport();
     r.setFragment(0);
@@ -420,19 +422,20 @@ TEST_F(RegistryProtocol, ALeavingReplicaHostIsStoppedOnlyOnceItsSuccessorCaughtU
       held.set(1, false);  // fragment 1 has released nothing yet
     });
   };
+  const std::vector<std::uint32_t> all = {1, 2, 3, 4};
 
   seen_.clear();
   const auto [ok, reply] = ask("leave", "2");
   ASSERT_TRUE(ok) << reply;
   EXPECT_TRUE(nlohmann::json::parse(reply)["handing_over"].get<bool>()) << reply;
-  const auto placed = take(E::PLACE_KEEPER, "node/3");
+  const auto placed = take(E::PLACE_KEEPER, "node/4");
   ASSERT_FALSE(placed.empty());
   EXPECT_STREQ(placed[0]->envelope().getPlaceKeeper().getKeeper().cStr(), "keeper/3");
   EXPECT_STREQ(placed[0]->envelope().getPlaceKeeper().getSource().cStr(), "keeper/1");
-  EXPECT_EQ(stored().incoming_keeper, "node/3");
+  EXPECT_EQ(stored().incoming_keeper, "node/4");
   EXPECT_EQ(stored().incoming_for, 1u);
-  run_for(1s, {1, 2, 3});
-  EXPECT_EQ(keepers_in_membership(), (std::vector<std::string>{"keeper/0", "keeper/1", "keeper/3"}));
+  run_for(1s, all);
+  EXPECT_EQ(keepers_in_membership(), (std::vector<std::string>{"keeper/1", "keeper/2", "keeper/3"}));
   EXPECT_TRUE(take(E::SHUTDOWN, "node/2").empty()) << "stopped before keeper/3 caught up";
 
   keeper_ready("keeper/3", 4);  // behind the released round 5
@@ -440,31 +443,32 @@ TEST_F(RegistryProtocol, ALeavingReplicaHostIsStoppedOnlyOnceItsSuccessorCaughtU
   EXPECT_TRUE(take(E::SHUTDOWN, "node/2").empty()) << "stopped on a report that is behind or not keeper/3's";
   keeper_ready("keeper/3", 5);
   ASSERT_EQ(take(E::SHUTDOWN, "node/2").size(), 1u);
-  EXPECT_EQ(stored().replica_keeper, "node/3");
+  EXPECT_EQ(stored().replica_keeper, "node/4");
   EXPECT_EQ(stored().replica_keeper_number, 3u);
   EXPECT_EQ(stored().incoming_for, 0u);
-  EXPECT_EQ(keepers_in_membership(), (std::vector<std::string>{"keeper/0", "keeper/3"}));
+  EXPECT_EQ(keepers_in_membership(), (std::vector<std::string>{"keeper/3", "keeper/2"}));
   const auto tables = take(E::PEER_TABLE, "node/1");
   ASSERT_FALSE(tables.empty());
   std::vector<std::string> routed;
   for (auto k : tables.back()->envelope().getPeerTable().getKeepers())
     routed.push_back(std::string(k.getKeeper().cStr()) + "@" + k.getHost().cStr());
-  EXPECT_EQ(routed, std::vector<std::string>{"keeper/3@node/3"});
+  EXPECT_EQ(routed, (std::vector<std::string>{"keeper/2@node/1", "keeper/3@node/4"}));
 
-  // node/3 asks to leave itself (SIGTERM): keeper/4 goes to node/1, the last that can keep,
-  // and never reports; after cluster.handover_ms node/3 is let go all the same.
+  // node/4 asks to leave itself (SIGTERM): keeper/4 goes to node/3, the last node that can
+  // keep and hosts no replica, and never reports; after cluster.handover_ms node/4 is let
+  // go all the same.
   seen_.clear();
-  send_as("node/3", [](auto e) {
+  send_as("node/4", [](auto e) {
     auto l = e.initLeaveRequest();
-    l.setNodeId(3);
+    l.setNodeId(4);
     l.setReason("SIGTERM");
   });
-  ASSERT_FALSE(take(E::PLACE_KEEPER, "node/1").empty());
+  ASSERT_FALSE(take(E::PLACE_KEEPER, "node/3").empty());
   EXPECT_EQ(stored().incoming_keeper_number, 4u);
-  run_for(2s, {1, 2, 3});
-  EXPECT_TRUE(take(E::SHUTDOWN, "node/3").empty()) << "stopped before cluster.handover_ms";
-  run_for(2s, {1, 2, 3});
-  EXPECT_EQ(take(E::SHUTDOWN, "node/3").size(), 1u) << "held past cluster.handover_ms";
+  run_for(2s, all);
+  EXPECT_TRUE(take(E::SHUTDOWN, "node/4").empty()) << "stopped before cluster.handover_ms";
+  run_for(2s, all);
+  EXPECT_EQ(take(E::SHUTDOWN, "node/4").size(), 1u) << "held past cluster.handover_ms";
 }
 
 }  // namespace
