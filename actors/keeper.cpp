@@ -187,6 +187,53 @@ void on_full_commit(self_ptr self, const wire::message_ptr& msg) {
   else f.state.residual.clear();
 }
 
+// The written snapshot named in the store (or let go, said why).
+void finish_snapshot(self_ptr self) {
+  auto& st = self->state;
+  auto job = std::move(st.snapshot_writing);
+  if (!job) return;
+  const auto where = "fragment " + std::to_string(job->fragment()) + " round " + std::to_string(job->round());
+  if (auto err = st.store->end_snapshot(*job))
+    log_error("keeper: snapshot of " + where + " failed (the log still holds it): " + err.describe());
+  else
+    log_debug(
+        "keeper: snapshot of " + where + " in " +
+        std::to_string(std::chrono::duration<double>(std::chrono::steady_clock::now() - st.snapshot_started).count()) +
+        " s, written beside the round log");
+  st.store->remove_unnamed_files();
+}
+
+// A snapshot of the followed state of `fragment` (keeper.hpp: by a detached writer).
+void start_snapshot(self_ptr self, std::uint32_t fragment, std::uint64_t theta_digest) {
+  auto& st = self->state;
+  const auto& f = st.followed.at(fragment);
+  const auto where = "fragment " + std::to_string(fragment) + " round " + std::to_string(f.round);
+  if (st.snapshot_writing) {
+    log_debug("keeper: snapshot of " + where + " skipped: the one of fragment " +
+              std::to_string(st.snapshot_writing->fragment()) + " round " +
+              std::to_string(st.snapshot_writing->round()) + " is still being written");
+    return;
+  }
+  ATL_FAULT_POINT("keeper.snapshotting");
+  auto job = st.store->begin_snapshot({fragment, f.round, f.epoch, f.state.theta, f.state.momentum, f.state.residual},
+                                      theta_digest);
+  if (!job) {
+    log_error("keeper: snapshot of " + where + " refused (the log still holds it): " + job.err().describe());
+    return;
+  }
+  st.snapshot_writing = *job;
+  st.snapshot_started = std::chrono::steady_clock::now();
+  if (!st.store->writes_files()) {
+    st.snapshot_writing->write();
+    finish_snapshot(self);
+    return;
+  }
+  self->spawn<caf::detached>([job = *job, keeper = caf::actor_cast<caf::actor>(self)](caf::event_based_actor* writer) {
+    job->write();
+    writer->send(keeper, snapshot_atom::value);
+  });
+}
+
 // After a record's ack: this keeper's copy of the fragment's state moves to its round, by
 // the coordinator's own step, or is read anew from the store (snapshot plus log) when the
 // copy is not the round before. A snapshot follows every storage.snapshot_every rounds.
@@ -217,25 +264,7 @@ void follow_record(self_ptr self, const wire::message& msg, const round_record& 
     st.mail->refuse(msg, result, msg.epoch());
     return;
   }
-  if (!st.store->snapshot_due(record.round)) return;
-  const auto& f = st.followed.at(fragment);
-  checkpoint_view snap;
-  snap.fragment = fragment;
-  snap.round = f.round;
-  snap.epoch = f.epoch;
-  snap.theta = f.state.theta.data();
-  snap.momentum = f.state.momentum.data();
-  snap.residual = f.state.residual.empty() ? nullptr : f.state.residual.data();
-  snap.count = f.state.theta.size();
-  snap.theta_digest = record.theta_digest;
-  ATL_FAULT_POINT("keeper.snapshotting");
-  const auto started = std::chrono::steady_clock::now();
-  if (auto err = st.store->snapshot_keeping_files(snap))
-    log_error("keeper: snapshot of " + where + " failed (the log still holds it): " + err.describe());
-  else
-    log_debug("keeper: snapshot of " + where + " in " +
-              std::to_string(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()) + " s");
-  st.store->remove_unnamed_files();
+  if (st.store->snapshot_due(record.round)) start_snapshot(self, fragment, record.theta_digest);
 }
 
 // How long after a record's acknowledgement the keeper applies it (keeper.hpp).
@@ -393,6 +422,7 @@ caf::behavior keeper_behavior(self_ptr self) {
         follow_pending(self);
       },
       [=](ready_atom) { report_ready(self); },
+      [=](snapshot_atom) { finish_snapshot(self); },
       [=](tick_atom) {  // a replica asks again until every fragment is answered
         if (self->state.missing.empty()) return;
         request_missing(self);

@@ -12,7 +12,11 @@
 //           LoadRequest(fragment) -> LoadReply(found, round; theta, momentum[, residual])
 // The apply waits follow_delay after the acknowledgement (the round's results are then
 // being applied by the workers on the same cores), and always happens before this keeper
-// reads its copy of a fragment's state for anything else.
+// reads its copy of a fragment's state for anything else. A snapshot is a copy of that
+// state written and fdatasynced by a detached writer, so that the next record's append
+// does not wait behind it, then named in the store when the writer says it is done (a
+// snapshot due while another is being written is skipped: the log still holds its round).
+// A store that keeps values inline (the protocol tests' in-memory one) writes it at once.
 // A commit is acknowledged only once durable; a failed write leaves the previous round as
 // the latest and is reported, never acknowledged. The same round again with the same
 // digest is acknowledged (a retry whose ack was lost). A commit from an epoch older than
@@ -23,7 +27,7 @@
 // to the coordinator as digest_mismatch, and this keeper drops its copy of that state
 // (the next record reloads it from the store, whose read checks every digest again).
 //
-// Replica ("keeper/1" on a node, placed by the registry): the coordinators commit to it as
+// Replica ("keeper/N" on a node, placed by the registry): the coordinators commit to it as
 // well and release a round only when every keeper acknowledged it. On start it catches up:
 //   catching_up --LoadRequest(p) to its source, every second, for each fragment not yet
 //                answered--> LoadReply(p) from the source -> committed here (if newer)
@@ -37,6 +41,7 @@
 // Chunks (a worker resyncing a large fragment): ChunkRequest(fragment, round, offset,
 // count) -> ChunkReply(found; the values, at most 4M of them). The round's record is
 // decoded once and kept while it is asked for.
+#include <chrono>
 #include <map>
 #include <memory>
 #include <optional>
@@ -81,6 +86,9 @@ struct keeper_state {
   // the followed state, so that the apply's CPU does not compete with the round's release.
   std::vector<std::pair<wire::message_ptr, round_record>> to_follow;
   bool follow_scheduled = false;
+  // The snapshot a detached writer is writing (one at a time), and since when.
+  std::shared_ptr<snapshot_job> snapshot_writing;
+  std::chrono::steady_clock::time_point snapshot_started;
   record_scratch scratch;
   static inline const char* name = "keeper";
 };

@@ -15,6 +15,7 @@ using view_atom = caf::atom_constant<caf::atom("view")>;  // registry: a control
 using resend_atom = caf::atom_constant<caf::atom("resend")>;  // worker: the link dropped; resend
 using follow_atom = caf::atom_constant<caf::atom("follow")>;  // keeper: apply the records it acknowledged
 using renew_atom = caf::atom_constant<caf::atom("renew")>;  // lease proxy: its node heartbeat
+using snapshot_atom = caf::atom_constant<caf::atom("snapshot")>;  // keeper: its snapshot is written
 using ready_atom = caf::atom_constant<caf::atom("ready")>;  // replica keeper: report KeeperReady
 using deadline_atom = caf::atom_constant<caf::atom("deadline")>;  // coordinator: a round's deadline
 

@@ -69,9 +69,9 @@ struct keeper_choice {
   std::string reason;  // for the log
 };
 
-// The host of replica keeper `number` (keeper/1 or keeper/2) while training: `current` is
-// its host now ("" if none), `avoid` the other replica's (two copies on one machine are
-// one copy).
+// The host of replica keeper `number` (keeper/1, keeper/2, or the number a hand-over gave
+// its place) while training: `current` is its host now ("" if none), `avoid` the other
+// replica's (two copies on one machine are one copy).
 keeper_choice choose_replica_keeper(std::uint32_t number, const std::string& current, const std::string& avoid,
                                     const node_facts& nodes, bool training);
 

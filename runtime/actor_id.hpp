@@ -51,10 +51,9 @@ std::string control_id(std::string_view token);
 // of `atoll leave N`.
 std::optional<std::uint32_t> parse_id_number(std::string_view digits);
 
-// The well-known keepers.
-inline constexpr std::uint32_t head_keeper_number = 0;  // in the head, on its run dir
-inline constexpr std::uint32_t replica_keeper_number = 1;  // on a node that can keep
-inline constexpr std::uint32_t second_replica_keeper_number = 2;  // on another node (storage.keepers = nodes)
+// The head's keeper, on its run dir. Replicas on nodes start as keeper/1 and keeper/2 and
+// take new numbers at each hand-over (storage/registry_store.hpp keeps them).
+inline constexpr std::uint32_t head_keeper_number = 0;
 
 // Questions the actors ask of untrusted ids: nullopt for a malformed id or another kind.
 std::optional<std::uint32_t> fragment_of_coordinator(std::string_view id);  // coord/F -> F

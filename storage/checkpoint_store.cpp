@@ -155,6 +155,21 @@ struct record_layout {
 
 }  // namespace
 
+namespace {
+
+// Takes a spare file of a fragment's kind of value, if any (reused or removed by the write).
+std::string take_spare(std::map<std::pair<std::uint32_t, char>, std::vector<std::string>>& spares, std::uint32_t f,
+                       char kind) {
+  std::string spare;
+  if (auto it = spares.find({f, kind}); it != spares.end() && !it->second.empty()) {
+    spare = std::move(it->second.back());
+    it->second.pop_back();
+  }
+  return spare;
+}
+
+}  // namespace
+
 std::string checkpoint_store::encode(const checkpoint_view& cp) {
   const record_layout record(cp);
   std::string out;
@@ -238,12 +253,81 @@ status checkpoint_store::commit_keeping_files(const checkpoint_view& cp) {
 }
 
 status checkpoint_store::snapshot_keeping_files(const checkpoint_view& cp) {
+  auto job = reserve_snapshot(cp);
+  if (!job) return job.err();
+  (*job)->write();
+  return end_snapshot(**job);
+}
+
+expected<std::shared_ptr<snapshot_job>> checkpoint_store::begin_snapshot(fragment_checkpoint state,
+                                                                         std::optional<std::uint64_t> theta_digest) {
+  if (state.theta.size() != state.momentum.size() ||
+      (!state.residual.empty() && state.residual.size() != state.theta.size()))
+    return make_error(errc::tensor_mismatch, "a snapshot's theta, momentum and residual sizes differ");
+  auto view = checkpoint_view::of(state);
+  view.theta_digest = theta_digest;
+  auto job = reserve_snapshot(view);
+  if (!job) return job;
+  (*job)->owned_ = std::move(state);
+  (*job)->view_ = checkpoint_view::of((*job)->owned_);
+  (*job)->view_.theta_digest = (*job)->digest_;
+  return job;
+}
+
+expected<std::shared_ptr<snapshot_job>> checkpoint_store::reserve_snapshot(const checkpoint_view& cp) {
   auto committed = latest_round(cp.fragment);
   if (!committed) return committed.err();
   if (!*committed || **committed < cp.round)
     return make_error(errc::wrong_round, "a snapshot of round " + std::to_string(cp.round) + " of fragment " +
                                              std::to_string(cp.fragment) + ", which this store does not hold");
-  return write_and_commit(cp, false, {});
+  if (!store_.writable()) return make_error(errc::storage_failure, "snapshot: the store is open read-only");
+  auto job = std::make_shared<snapshot_job>();
+  job->view_ = cp;
+  job->digest_ = cp.digest_of_theta();
+  job->view_.theta_digest = job->digest_;
+  job->dir_ = store_.files_dir();
+  if (!job->dir_.empty()) {
+    job->name_ = value_file(snapshot_kind, cp.fragment, cp.round, cp.epoch);
+    job->spare_ = take_spare(spare_files_, cp.fragment, snapshot_kind);
+    // The writer writes NAME.tmp (the spare renamed, or a new file), then renames it.
+    snapshots_in_flight_.insert({job->name_, job->name_ + ".tmp"});
+    if (!job->spare_.empty()) snapshots_in_flight_.insert(job->spare_);
+  }
+  return job;
+}
+
+void snapshot_job::write() {
+  if (dir_.empty()) return;  // an inline value: end_snapshot encodes it
+  const record_layout record(view_);
+  written_ = value_files::write_durably(dir_, name_, record.pieces(view_), spare_);
+}
+
+status checkpoint_store::end_snapshot(snapshot_job& job) {
+  snapshots_in_flight_.erase(job.name_);
+  snapshots_in_flight_.erase(job.name_ + ".tmp");
+  snapshots_in_flight_.erase(job.spare_);
+  const auto& cp = job.view_;
+  if (job.written_) {
+    note_health(job.written_);
+    return job.written_;
+  }
+  const auto drop = [&](status why) {
+    if (!job.dir_.empty()) value_files::remove(job.dir_, job.name_);
+    return why;
+  };
+  // The round may have been replaced meanwhile (a successor coordinator redoing it with
+  // other bytes): this snapshot is then of a state no longer stored.
+  auto stored = summary(cp.fragment, cp.round);
+  if (!stored) return drop(stored.err());
+  if (!*stored || (*stored)->digest != job.digest_)
+    return drop(make_error(errc::wrong_round, "round " + std::to_string(cp.round) + " of fragment " +
+                                                  std::to_string(cp.fragment) +
+                                                  " was replaced or pruned while its snapshot was written"));
+  const std::string value =
+      job.dir_.empty() ? encode(cp) : encode_reference({cp.epoch, job.digest_, cp.count, job.name_});
+  auto result = write_batch(cp.fragment, cp.round, record_key(cp.fragment, cp.round), value, false, true);
+  note_health(result);
+  return result;
 }
 
 status checkpoint_store::append_keeping_files(const round_record& record) {
@@ -408,21 +492,6 @@ std::size_t checkpoint_store::spares_kept(char kind) const {
   return kind == log_kind ? static_cast<std::size_t>(std::min<std::uint64_t>(options_.snapshot_every, 64)) + 1 : 1;
 }
 
-namespace {
-
-// Takes a spare file of a fragment's kind of value, if any (reused or removed by the write).
-std::string take_spare(std::map<std::pair<std::uint32_t, char>, std::vector<std::string>>& spares, std::uint32_t f,
-                       char kind) {
-  std::string spare;
-  if (auto it = spares.find({f, kind}); it != spares.end() && !it->second.empty()) {
-    spare = std::move(it->second.back());
-    it->second.pop_back();
-  }
-  return spare;
-}
-
-}  // namespace
-
 expected<std::string> checkpoint_store::write_record_file(const checkpoint_view& cp) {
   const auto name = value_file(snapshot_kind, cp.fragment, cp.round, cp.epoch);
   const record_layout record(cp);
@@ -458,6 +527,7 @@ void checkpoint_store::sweep_unlisted_files() {
   for (const auto& [key, value] : *rows)
     if (auto name = file_of(value); !name.empty()) named.insert(name);
   for (const auto& [slot, names] : spare_files_) named.insert(names.begin(), names.end());
+  named.insert(snapshots_in_flight_.begin(), snapshots_in_flight_.end());
   value_files::remove_unlisted(store_.files_dir(), named);
 }
 

@@ -34,8 +34,10 @@
 // by older versions are still read.
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -85,6 +87,27 @@ enum class sync_mode { fsync, replicated };
 struct log_options {
   sync_mode sync = sync_mode::fsync;
   std::uint64_t snapshot_every = 10;  // rounds between a keeper's snapshots
+};
+
+// A snapshot written off the store's thread (a keeper's snapshots, so that the next
+// round's append does not wait behind 200 MB of state): checkpoint_store::begin_snapshot
+// checks the round and reserves the file, on the store's thread; write() writes and
+// fdatasyncs it on any thread, touching nothing of the store; end_snapshot, on the store's
+// thread again, names it in a batch (or lets it go when the write failed or the round was
+// replaced meanwhile). Until then the file is the job's: no sweep removes it.
+class snapshot_job {
+ public:
+  void write();
+  std::uint32_t fragment() const { return view_.fragment; }
+  std::uint64_t round() const { return view_.round; }
+
+ private:
+  friend class checkpoint_store;
+  fragment_checkpoint owned_;  // the state, when the job holds its own copy
+  checkpoint_view view_;  // into owned_, or the caller's values (a snapshot written at once)
+  std::uint64_t digest_ = 0;  // of theta
+  std::string dir_, name_, spare_;  // dir_ empty: the store keeps values inline
+  status written_;
 };
 
 struct run_config;
@@ -138,8 +161,16 @@ class checkpoint_store {
   // same theta digest is acknowledged without a write (a retry); from a newer epoch with
   // another digest it replaces the latest round (as commit() does).
   status append_keeping_files(const round_record& record);
-  // A snapshot of a round this store already holds (a keeper that applied the log).
+  // A snapshot of a round this store already holds (a keeper that applied the log),
+  // written at once.
   status snapshot_keeping_files(const checkpoint_view& cp);
+  // The same in the background (snapshot_job): `state` moves into the job. A refusal
+  // (a round this store does not hold) comes before any file is written.
+  expected<std::shared_ptr<snapshot_job>> begin_snapshot(fragment_checkpoint state,
+                                                         std::optional<std::uint64_t> theta_digest);
+  status end_snapshot(snapshot_job& job);
+  // Values go to files of their own (RocksDB), not inline (the in-memory store of tests).
+  bool writes_files() const { return !store_.files_dir().empty(); }
   void remove_unnamed_files();
   expected<std::optional<fragment_checkpoint>> latest(std::uint32_t fragment) const;
   // The latest committed round of a fragment, from the manifest alone (no values read).
@@ -184,6 +215,8 @@ class checkpoint_store {
   // opened read-only beside a live one): files that no record names (a crash between a
   // file and its batch, or before a pruned round's file was removed).
   void sweep_unlisted_files();
+  // The job for a snapshot of `cp`, its file reserved (begin_snapshot's checks done).
+  expected<std::shared_ptr<snapshot_job>> reserve_snapshot(const checkpoint_view& cp);
 
   kv_store& store_;
   std::uint64_t keep_;
@@ -197,6 +230,7 @@ class checkpoint_store {
   // pages cost a fault each on these VMs (a new 32 MiB record took 0.13 s to write without
   // fdatasync; see spares_kept()), an overwritten one's are in the page cache already.
   std::map<std::pair<std::uint32_t, char>, std::vector<std::string>> spare_files_;
+  std::set<std::string> snapshots_in_flight_;  // files a snapshot_job writes (and its spare): no sweep's
   // How many spares of a kind a fragment keeps: round records are pruned up to
   // snapshot_every at a time, and each round writes one; snapshots one at a time.
   std::size_t spares_kept(char kind) const;

@@ -43,7 +43,7 @@ TEST(ActorId, FormattersWriteTheGrammar) {
   EXPECT_EQ(coordinator_id(2), "coord/2");
   EXPECT_EQ(node_actor_id(5), "node/5");
   EXPECT_EQ(worker_id(5, 1), "worker/5.1");
-  EXPECT_EQ(keeper_id(replica_keeper_number), "keeper/1");
+  EXPECT_EQ(keeper_id(1), "keeper/1");
   EXPECT_EQ(pending_node_id("9-8"), "node/pending-9-8");
   EXPECT_EQ(control_id("x"), "ctl/x");
 }

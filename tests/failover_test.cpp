@@ -575,8 +575,11 @@ TEST(Failover, WithKeepersOnNodesALeavingReplicaHostHandsItsReplicaOverFirst) {
   EXPECT_FALSE(fourth_host.empty());
   EXPECT_NE(fourth_host, third_host);
 
-  for (auto& n : nodes)
-    if (n.get() != leaver && n.get() != stopped) ASSERT_EQ(n->wait(120s), 0) << n->output() << head.output();
+  for (auto& n : nodes) {
+    if (n.get() != leaver && n.get() != stopped) {
+      ASSERT_EQ(n->wait(120s), 0) << n->output() << head.output();
+    }
+  }
   const json fragments = ask(ep, "fragments");
   EXPECT_EQ(fragments[0]["round"], 40);
   EXPECT_EQ(fragments[0]["keeper_round"], 40) << fragments.dump();

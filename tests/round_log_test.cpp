@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -411,6 +412,65 @@ TEST(RoundLog, AThousandRoundsLeaveABoundedStore) {
   std::size_t files = 0;
   for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator((*db)->files_dir())) ++files;
   EXPECT_LE(files, (*use)[0].snapshots + (*use)[0].log_records + 10 + 1 + 1);
+}
+
+fragment_checkpoint checkpoint_of(const outer_state& s, std::uint64_t round) {
+  return {0, round, round, s.theta, s.momentum, s.residual};
+}
+
+std::size_t files_in(const std::string& dir) {
+  std::size_t files = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator(dir)) ++files;
+  return files;
+}
+
+// A keeper's snapshot is written on another thread while the keeper appends the next
+// round: the file is named in the store only when the job ends, a sweep meanwhile leaves it
+// alone, and the snapshot then serves reads. A snapshot whose round was replaced meanwhile
+// (a successor coordinator redid it with other bytes) is refused and its file let go.
+TEST(RoundLog, ASnapshotWrittenInTheBackgroundIsNamedWhenItEndsOrLetGoIfItsRoundWasReplaced) {
+  const auto run = run_rounds(6, codec_kind::int8, codec_kind::int8, 23, 4096);
+  testing::temp_dir dir;
+  auto db = open_rocksdb_store(dir.sub("db"));
+  ASSERT_TRUE(db);
+  checkpoint_store store(**db, 100, {sync_mode::replicated, 0});
+  ASSERT_FALSE(store.commit_keeping_files(view_of(run.states[0], 0, 0, 0)));
+  for (std::size_t r = 1; r <= 3; ++r) ASSERT_FALSE(store.append_keeping_files(run.records[r - 1]));
+
+  auto job = store.begin_snapshot(checkpoint_of(run.states[3], 3), run.records[2].theta_digest);
+  ASSERT_TRUE(job) << job.err().describe();
+  std::thread writer([job = *job] { job->write(); });
+  ASSERT_FALSE(store.append_keeping_files(run.records[3]));  // round 4, while the snapshot is written
+  store.remove_unnamed_files();  // the store's first sweep: it must leave the job's file alone
+  writer.join();
+  auto use = store.storage_use();
+  ASSERT_TRUE(use);
+  EXPECT_EQ((*use)[0].snapshots, 1u) << "named before the job ended";
+  const auto ended = store.end_snapshot(**job);
+  ASSERT_FALSE(ended) << ended.describe();
+  use = store.storage_use();
+  ASSERT_TRUE(use);
+  EXPECT_EQ((*use)[0].snapshots, 2u);
+  expect_loads(store, 3, run.states[3]);
+  expect_loads(store, 4, run.states[4]);
+
+  // Round 5 is snapshotted, and meanwhile replaced by a newer epoch's round 5.
+  ASSERT_FALSE(store.append_keeping_files(run.records[4]));
+  store.remove_unnamed_files();
+  auto stale = store.begin_snapshot(checkpoint_of(run.states[5], 5), run.records[4].theta_digest);
+  ASSERT_TRUE(stale);
+  (*stale)->write();
+  const auto files_with_the_stale_snapshot = files_in((*db)->files_dir());
+  auto redone = run.records[5];  // another round's inputs, as round 5 of epoch 9
+  redone.round = 5;
+  redone.epoch = 9;
+  ASSERT_FALSE(store.append_keeping_files(redone));
+  auto refused = store.end_snapshot(**stale);
+  EXPECT_EQ(refused.code, errc::wrong_round) << refused.describe();
+  EXPECT_LT(files_in((*db)->files_dir()), files_with_the_stale_snapshot + 1) << "the stale snapshot's file stayed";
+  auto summary = store.summary(0, 5);
+  ASSERT_TRUE(summary && *summary);
+  EXPECT_EQ((*summary)->digest, redone.theta_digest) << "the replaced round's snapshot was named";
 }
 
 // A full disk refuses an append (storage_full) and a snapshot alike, and leaves every round
