@@ -337,6 +337,10 @@ caf::behavior node_agent_actor(caf::stateful_actor<node_agent_state>* self, tran
         } else if (env.isRefusal()) {
           const auto r = env.getRefusal();
           log_warn("refused by " + msg->sender() + ": " + r.getMessage().cStr());
+          if (msg->sender() == registry_id() && self->state.leave_requested) {
+            stop_all(self, "leaving (the registry refused: nothing to hand over)");
+            return;
+          }
           if (msg->sender() == registry_id() && static_cast<errc>(r.getCode()) == errc::model_mismatch) {
             log_error("node: " + make_error(errc::model_mismatch, r.getMessage().cStr()).describe() +
                       "; start it without --model to receive the run's");

@@ -46,6 +46,19 @@ std::map<std::uint64_t, std::map<std::string, std::string>> fragment0_copies(con
   return copies;
 }
 
+// Rounds 1 to `last` of fragment 0 are each on two machines at least, every copy of a
+// round holds the same bytes (S4), and round `last` is the final digest (S1).
+void expect_every_round_on_two_machines(const std::map<std::uint64_t, std::map<std::string, std::string>>& copies,
+                                        std::uint64_t last, const std::string& final_digest) {
+  for (std::uint64_t round = 1; round <= last; ++round) {
+    const auto& held = copies.count(round) ? copies.at(round) : std::map<std::string, std::string>{};
+    EXPECT_GE(held.size(), 2u) << "round " << round << " is on fewer than two machines";
+    for (const auto& [path, digest] : held) EXPECT_EQ(digest, held.begin()->second) << path << " round " << round;
+  }
+  ASSERT_TRUE(copies.count(last));
+  EXPECT_EQ(copies.at(last).begin()->second, final_digest);
+}
+
 // The head's store and every keeper-N under each node's run dir DIR/nodeK (a hand-over's
 // replica has a new number).
 std::vector<std::string> keeper_stores(const testing::temp_dir& dir, const std::string& head_dir, std::size_t nodes) {
@@ -477,13 +490,7 @@ TEST(Failover, WithKeepersOnNodesNoTensorCrossesTheHeadAndAKilledReplicaMovesNod
   // Every store's rounds, read after the processes are gone: each round from 1 to 40 is on
   // two machines at least, and every copy of a round holds the same bytes.
   const auto copies = fragment0_copies(keeper_stores(dir, head_dir, nodes.size()));
-  for (std::uint64_t round = 1; round <= 40; ++round) {
-    const auto& held = copies.count(round) ? copies.at(round) : std::map<std::string, std::string>{};
-    EXPECT_GE(held.size(), 2u) << "round " << round << " is on fewer than two machines";
-    for (const auto& [path, digest] : held) EXPECT_EQ(digest, held.begin()->second) << path << " round " << round;
-  }
-  ASSERT_TRUE(copies.count(40));
-  EXPECT_EQ(copies.at(40).begin()->second, final_digest);
+  expect_every_round_on_two_machines(copies, 40, final_digest);
 
   // The export reads the replicas under the run dir: the head's store alone is behind.
   auto [code, out] = testing::run_command(
@@ -589,13 +596,7 @@ TEST(Failover, WithKeepersOnNodesALeavingReplicaHostHandsItsReplicaOverFirst) {
   shut_down(ep, head);
 
   const auto copies = fragment0_copies(keeper_stores(dir, head_dir, nodes.size()));
-  for (std::uint64_t round = 1; round <= 40; ++round) {
-    const auto& held = copies.count(round) ? copies.at(round) : std::map<std::string, std::string>{};
-    EXPECT_GE(held.size(), 2u) << "round " << round << " is on fewer than two machines";
-    for (const auto& [path, digest] : held) EXPECT_EQ(digest, held.begin()->second) << path << " round " << round;
-  }
-  ASSERT_TRUE(copies.count(40));
-  EXPECT_EQ(copies.at(40).begin()->second, final_digest);
+  expect_every_round_on_two_machines(copies, 40, final_digest);
 }
 
 // With storage.keepers = nodes, the two replica hosts finish their steps while a third

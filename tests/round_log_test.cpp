@@ -381,6 +381,16 @@ TEST(RoundLog, AppendsFollowTheLatestRoundOrAreRefused) {
   expect_loads(store, 3, run.states[3]);
 }
 
+fragment_checkpoint checkpoint_of(const outer_state& s, std::uint64_t round) {
+  return {0, round, round, s.theta, s.momentum, s.residual};
+}
+
+std::size_t files_in(const std::string& dir) {
+  std::size_t files = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator(dir)) ++files;
+  return files;
+}
+
 // After 1000 rounds with a snapshot every 10 and 5 rounds kept, the store holds at most
 // three snapshots and the log since the oldest of them, and every kept round loads.
 TEST(RoundLog, AThousandRoundsLeaveABoundedStore) {
@@ -409,19 +419,7 @@ TEST(RoundLog, AThousandRoundsLeaveABoundedStore) {
   for (std::uint64_t r = 996; r <= 1000; ++r) expect_loads(store, r, run.states[r]);
   // Files on disk: the kept values, and spares: up to snapshot_every + 1 records', one
   // snapshot's.
-  std::size_t files = 0;
-  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator((*db)->files_dir())) ++files;
-  EXPECT_LE(files, (*use)[0].snapshots + (*use)[0].log_records + 10 + 1 + 1);
-}
-
-fragment_checkpoint checkpoint_of(const outer_state& s, std::uint64_t round) {
-  return {0, round, round, s.theta, s.momentum, s.residual};
-}
-
-std::size_t files_in(const std::string& dir) {
-  std::size_t files = 0;
-  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator(dir)) ++files;
-  return files;
+  EXPECT_LE(files_in((*db)->files_dir()), (*use)[0].snapshots + (*use)[0].log_records + 10 + 1 + 1);
 }
 
 // A keeper's snapshot is written on another thread while the keeper appends the next

@@ -170,8 +170,9 @@ int main(int argc, char** argv) {
   std::string leave_head, leave_keys;
   unsigned leave_node = 0;
   auto* leave = app.add_subcommand("leave",
-                                   "take a node out of a running cluster: its workers stop taking part, "
-                                   "the node says goodbye and exits (SIGTERM on a node does the same)");
+                                   "take a node out of a running cluster: its workers stop taking part, a keeper "
+                                   "replica it hosts is handed over to another node, then the node says goodbye "
+                                   "and exits (SIGTERM on a node does the same)");
   leave->add_option("NODE", leave_node, "node id, as `atollctl members` shows it")->required();
   leave->add_option("--head", leave_head, "the head's endpoint")->required();
   leave->add_option("--keys", leave_keys, "the cluster's key folder, if it has keys");
