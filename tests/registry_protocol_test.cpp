@@ -46,7 +46,7 @@ class RegistryProtocol : public ::testing::Test {
     snap.config_toml = to_toml(run);
     const auto probe = sys_.spawn(recorder, &seen_);
     for (const auto* id : {"node/pending-a", "node/pending-b", "node/pending-c", "node/pending-d", "node/1", "node/2",
-                           "node/3", "node/4", "coord/0", "coord/1", "ctl/t"})
+                           "node/3", "node/4", "coord/0", "coord/1", "keeper/3", "ctl/t"})
       dir_.add(id, probe);
     registry_deps deps;
     deps.net = &net_;
@@ -440,6 +440,15 @@ TEST_F(RegistryProtocol, ALeavingReplicaHostIsStoppedOnlyOnceItsSuccessorCaughtU
 
   keeper_ready("keeper/3", 4);  // behind the released round 5
   keeper_ready("keeper/1", 5);  // not the incoming replica
+  send_as("keeper/3", [](auto e) {  // one round for two fragments: refused, nothing changes
+    auto r = e.initKeeperReady();
+    r.setKeeper("keeper/3");
+    r.initRounds(1).set(0, 5);
+    r.initHeld(1).set(0, true);
+  });
+  const auto refused = take(E::REFUSAL, "keeper/3");
+  ASSERT_EQ(refused.size(), 1u);
+  EXPECT_EQ(static_cast<errc>(refused[0]->envelope().getRefusal().getCode()), errc::malformed_frame);
   EXPECT_TRUE(take(E::SHUTDOWN, "node/2").empty()) << "stopped on a report that is behind or not keeper/3's";
   keeper_ready("keeper/3", 5);
   ASSERT_EQ(take(E::SHUTDOWN, "node/2").size(), 1u);
