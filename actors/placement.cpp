@@ -68,10 +68,10 @@ std::vector<coordinator_move> replace_orphans(const std::vector<std::string>& pl
   return out;
 }
 
-keeper_choice choose_replica_keeper(std::uint32_t number, const std::string& current, const std::string& avoid,
-                                    const node_facts& nodes, bool training) {
+keeper_choice choose_replica_keeper(std::uint32_t number, const std::string& current,
+                                    const std::vector<std::string>& avoid, const node_facts& nodes, bool training) {
   if (!training || (!current.empty() && host_alive(current, nodes))) return {};
-  const auto chosen = newest_keeping_node(nodes, {avoid});
+  const auto chosen = newest_keeping_node(nodes, avoid);
   if (chosen == current) return {};
   const auto keeper = keeper_id(number);
   if (chosen.empty())

@@ -70,10 +70,11 @@ struct keeper_choice {
 };
 
 // The host of replica keeper `number` (keeper/1, keeper/2, or the number a hand-over gave
-// its place) while training: `current` is its host now ("" if none), `avoid` the other
-// replica's (two copies on one machine are one copy).
-keeper_choice choose_replica_keeper(std::uint32_t number, const std::string& current, const std::string& avoid,
-                                    const node_facts& nodes, bool training);
+// its place) while training: `current` is its host now ("" if none), `avoid` the hosts of
+// the other replicas, a hand-over's new one included (two copies on one machine are one
+// copy).
+keeper_choice choose_replica_keeper(std::uint32_t number, const std::string& current,
+                                    const std::vector<std::string>& avoid, const node_facts& nodes, bool training);
 
 // A replica keeper's place: keeper/<number> on `host` ("" while none). The registry has
 // two such slots (the second used with storage.keepers = nodes); a hand-over gives a slot

@@ -171,11 +171,13 @@ void place_replica_keepers(self_ptr self) {
   auto& second = st.snap.second_replica_keeper;
   const auto first_number = st.snap.replica_keeper_number;
   const auto second_number = st.snap.second_replica_keeper_number;
-  const auto first_choice = placement::choose_replica_keeper(first_number, first, second, facts, training);
+  const auto& incoming = st.snap.incoming_keeper;  // a hand-over's new replica, if any
+  const auto first_choice = placement::choose_replica_keeper(first_number, first, {second, incoming}, facts, training);
   const auto first_host = first_choice.changed ? first_choice.host : first;
-  const auto second_choice = st.cfg.keepers == "nodes"
-                                 ? placement::choose_replica_keeper(second_number, second, first_host, facts, training)
-                                 : placement::keeper_choice{};
+  const auto second_choice =
+      st.cfg.keepers == "nodes"
+          ? placement::choose_replica_keeper(second_number, second, {first_host, incoming}, facts, training)
+          : placement::keeper_choice{};
   if (!first_choice.changed && !second_choice.changed) return;
   const bool first_kept = !first_choice.changed && !first.empty();
   const bool second_kept = !second_choice.changed && !second.empty();

@@ -74,6 +74,7 @@ TEST(Placement, AReplicaKeeperGoesToTheNewestNodeThatCanKeepAndDoesNotHostTheOth
     node_facts nodes;
     bool training;
     keeper_choice expected;
+    std::string incoming = "";  // a hand-over's new replica's host
   };
   const node_facts keepers = {{1, S::active, true}, {2, S::active, true}, {3, S::active, false}};
   const std::vector<row> rows = {
@@ -124,9 +125,17 @@ TEST(Placement, AReplicaKeeperGoesToTheNewestNodeThatCanKeepAndDoesNotHostTheOth
        {{1, S::active, true}, {2, S::dead, true}, {3, S::dead, true}},
        true,
        {true, "", "node/3 is gone and no other live node can keep; keeper/0 stands in for keeper/2 in commits"}},
+      {"nor the host of a hand-over's new replica",
+       2,
+       "node/4",
+       "node/1",
+       {{1, S::active, true}, {2, S::active, true}, {3, S::active, true}, {4, S::dead, true}},
+       true,
+       {true, "node/2", "keeper/2 placed on node/2 (was on node/4)"},
+       "node/3"},
   };
   for (const auto& r : rows) {
-    const auto got = choose_replica_keeper(r.number, r.current, r.avoid, r.nodes, r.training);
+    const auto got = choose_replica_keeper(r.number, r.current, {r.avoid, r.incoming}, r.nodes, r.training);
     EXPECT_EQ(got.changed, r.expected.changed) << r.name;
     EXPECT_EQ(got.host, r.expected.host) << r.name;
     EXPECT_EQ(got.reason, r.expected.reason) << r.name;
