@@ -88,8 +88,33 @@ void node_links::send(const std::string& receiver, wire::frames frames) {
     return;
   }
   const auto to = routes_.choose(self_node_.load(), receiver);
-  if (to.how == route::kind::direct) peer_link(to)->send(receiver, std::move(frames));
-  else head_->send(receiver, std::move(frames));
+  if (to.how == route::kind::direct) {
+    peer_link(to)->send(receiver, std::move(frames));
+    return;
+  }
+  // A reply to a coordinator that was just re-placed would cross the head twice (in and
+  // out, its tensors relayed): it waits for the table that names the new host.
+  if (frames.size() > 1 && routes_.awaits(receiver)) {
+    std::lock_guard<std::mutex> lock(parked_mu_);
+    parked_.emplace_back(receiver, std::move(frames));
+    return;
+  }
+  head_->send(receiver, std::move(frames));
+}
+
+void node_links::send_parked() {
+  std::vector<std::pair<std::string, wire::frames>> parked;
+  {
+    std::lock_guard<std::mutex> lock(parked_mu_);
+    parked.swap(parked_);
+  }
+  // Each goes by the new table, or through the head if it still names no host: never
+  // parked twice, so none waits longer than one table.
+  for (auto& [receiver, frames] : parked) {
+    const auto to = routes_.choose(self_node_.load(), receiver);
+    if (to.how == route::kind::direct) peer_link(to)->send(receiver, std::move(frames));
+    else head_->send(receiver, std::move(frames));
+  }
 }
 
 std::shared_ptr<zmq_transport> node_links::peer_link(const route& to) {
@@ -129,6 +154,7 @@ void node_links::update_routes(route_table table, std::uint32_t self_node) {
   }
   if (data_) data_->set_authorized(member_keys);
   routes_.set(std::move(table));
+  send_parked();
   std::vector<std::shared_ptr<zmq_transport>> gone;  // closed outside the lock (or by their last sender)
   {
     std::lock_guard<std::mutex> lock(peers_mu_);

@@ -10,6 +10,9 @@
 //
 //   send(receiver): local actor         -> delivered in-process
 //                   choose_route direct -> that peer's data endpoint
+//                   tensors for a coordinator or keeper whose host left the table
+//                                       -> parked until the next table (at most a tick),
+//                                          then sent by it (awaits_new_placement)
 //                   otherwise           -> the head
 //
 // The route table comes from the registry (PeerTable, runtime/peer_routes.hpp). Until the
@@ -24,6 +27,8 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "runtime/peer_routes.hpp"
 #include "runtime/security.hpp"
@@ -58,6 +63,8 @@ class node_links : public transport {
  private:
   // Shared: a sender may still hold a link that a new route table just dropped.
   std::shared_ptr<zmq_transport> peer_link(const route& to);
+  // What send() parked, sent by the table just set.
+  void send_parked();
 
   node_link_settings settings_;
   directory& dir_;
@@ -71,6 +78,8 @@ class node_links : public transport {
   std::map<std::string, std::shared_ptr<zmq_transport>> peers_;  // by endpoint; guarded by peers_mu_
   std::map<std::string, std::string> peer_keys_;  // endpoint -> server key its link expects
   std::map<std::string, std::chrono::steady_clock::time_point> made_at_;  // endpoint -> when its link was made
+  std::mutex parked_mu_;
+  std::vector<std::pair<std::string, wire::frames>> parked_;  // receiver, frames; guarded by parked_mu_
   static constexpr std::chrono::milliseconds retry_refused_after{500};
 };
 

@@ -23,6 +23,12 @@ route choose_route(const route_table& table, std::uint32_t self_node, std::strin
   return {route::kind::direct, *host, node->second.endpoint, node->second.public_key};
 }
 
+bool awaits_new_placement(const route_table& table, std::string_view receiver) {
+  if (!is_kind(receiver, actor_kind::coordinator) && !is_kind(receiver, actor_kind::keeper)) return false;
+  const auto placed = table.placed.find(std::string(receiver));
+  return placed != table.placed.end() && !table.nodes.count(placed->second);
+}
+
 status check_sender(const route_table& table, std::string_view sender, std::string_view peer_key) {
   if (peer_key.empty()) return {};
   const auto id = parse_actor_id(sender);

@@ -58,6 +58,12 @@ struct route {
 // Direct only to a listening node other than itself; the head otherwise.
 route choose_route(const route_table& table, std::uint32_t self_node, std::string_view receiver);
 
+// Whether a tensor-bearing message to `receiver` should wait for the next table rather
+// than take the head: `receiver` is a coordinator or keeper whose placed host has left the
+// table (it is being placed elsewhere, and the registry's next table, at most a tick away,
+// names the new host; a request from it may well arrive before that table does).
+bool awaits_new_placement(const route_table& table, std::string_view receiver);
+
 // Whether `peer_key` may send as `sender` (see the header comment). Keys the table does not
 // bind to any node may speak only for ids that no member owns yet: node/pending-*, ctl/*,
 // and node/N of a node whose key is not known here.
@@ -82,6 +88,10 @@ class shared_routes {
   route choose(std::uint32_t self_node, std::string_view receiver) const {
     std::lock_guard<std::mutex> lock(mu_);
     return choose_route(table_, self_node, receiver);
+  }
+  bool awaits(std::string_view receiver) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return awaits_new_placement(table_, receiver);
   }
   status check(std::string_view sender, std::string_view peer_key) const {
     std::lock_guard<std::mutex> lock(mu_);

@@ -7,6 +7,8 @@
 #include <atomic>
 #include <chrono>
 
+#include <thread>
+
 #include <gtest/gtest.h>
 #include <caf/all.hpp>
 
@@ -62,10 +64,12 @@ class NodeLinksTest : public ::testing::Test {
     t.nodes[2] = {b_->data_endpoint(), b_keys_.public_key};
     return t;
   }
-  void send_from_a(const std::string& sender, const std::string& receiver) {
+  void send_from_a(const std::string& sender, const std::string& receiver, bool with_tensor = false) {
     mailer mail(*a_, sender, "c");
     wire::outgoing out;
     out.envelope.initStateRequest().setFragment(0);
+    const std::vector<float> values(1024, 1.0f);
+    if (with_tensor) out.tensors.push_back(wire::tensor::from_floats(values.data(), values.size()));
     mail.send(receiver, 1, out);
   }
 
@@ -111,6 +115,30 @@ TEST_F(NodeLinksTest, APeersDataEndpointRefusesAnotherNodesIdsFromOurKey) {
   send_from_a("worker/2.0", "worker/2.0");  // A's key speaking as B's own worker
   EXPECT_TRUE(eventually([&] { return b_->counters().refused[static_cast<int>(errc::sender_conflict)].load() > 0; }));
   EXPECT_EQ(at_b_, 0);
+}
+
+// Tensors for a coordinator whose host left A's table (it is being re-placed) wait for the
+// next table instead of crossing the head; that table sends them straight to the new host.
+TEST_F(NodeLinksTest, TensorsForACoordinatorBeingReplacedWaitForTheTableThatNamesItsNewHost) {
+  b_dir_.add("coord/4", sys_.spawn(counting_actor, &at_b_));
+  head_dir_.add("coord/4", sys_.spawn(counting_actor, &at_head_));  // counts what takes the head
+  auto stale = table(true);
+  stale.placed["coord/4"] = 7;  // its old host, gone from the table
+  a_->update_routes(stale, 1);
+  b_->update_routes(table(true), 2);
+  send_from_a("worker/1.0", "coord/4", true);
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(at_b_, 0);
+  EXPECT_EQ(at_head_, 0) << "the tensors took the head";
+  auto fresh = table(true);
+  fresh.placed["coord/4"] = 2;
+  a_->update_routes(fresh, 1);
+  EXPECT_TRUE(eventually([&] { return at_b_ == 1; }));
+  EXPECT_EQ(at_head_, 0);
+  // Without tensors (control) nothing waits: it takes the head, as before.
+  a_->update_routes(stale, 1);
+  send_from_a("worker/1.0", "coord/4");
+  EXPECT_TRUE(eventually([&] { return at_head_ == 1; }));
 }
 
 }  // namespace

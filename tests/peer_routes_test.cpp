@@ -93,6 +93,22 @@ TEST(PeerRoutes, ASharedKeySpeaksForEveryNodeThatUsesIt) {
   EXPECT_TRUE(check_sender(t, "worker/1.0", "another-key"));
 }
 
+// Tensors for a coordinator or keeper whose host has left the table wait for the next
+// table (the actor is being placed elsewhere); everything else goes as choose_route says.
+TEST(PeerRoutes, OnlyAPlacedActorWhoseHostLeftTheTableAwaitsItsNewPlacement) {
+  auto t = sample();
+  t.placed["coord/4"] = 7;  // node 7 left: coord/4 is being re-placed
+  t.placed["keeper/6"] = 7;
+  EXPECT_TRUE(awaits_new_placement(t, "coord/4"));
+  EXPECT_TRUE(awaits_new_placement(t, "keeper/6"));
+  EXPECT_FALSE(awaits_new_placement(t, "coord/0"));  // its host is in the table
+  EXPECT_FALSE(awaits_new_placement(t, "keeper/1"));
+  EXPECT_FALSE(awaits_new_placement(t, "coord/9"));  // never placed: the head's business
+  EXPECT_FALSE(awaits_new_placement(t, "worker/7.0"));  // workers are routed by their id
+  EXPECT_FALSE(awaits_new_placement(t, "registry"));
+  EXPECT_FALSE(awaits_new_placement(t, "not an id"));
+}
+
 TEST(PeerRoutes, ThePeerTableMessageCarriesTheWholeTable) {
   const auto table = sample();
   capnp::MallocMessageBuilder builder;
