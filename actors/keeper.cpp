@@ -363,7 +363,6 @@ void report_ready(self_ptr self) {
   if (!st.missing.empty() || st.fragments == 0) return;
   wire::outgoing out;
   auto ready = out.envelope.initKeeperReady();
-  ready.setKeeper(st.mail->self());
   auto rounds = ready.initRounds(st.fragments);
   auto held = ready.initHeld(st.fragments);
   for (std::uint32_t f = 0; f < st.fragments; ++f) {

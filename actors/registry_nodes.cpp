@@ -264,8 +264,7 @@ void on_leave_request(self_ptr self, const wire::message_ptr& msg) {
 void on_keeper_ready(self_ptr self, const wire::message_ptr& msg) {
   auto& st = self->state;
   const auto ready = msg->envelope().getKeeperReady();
-  if (st.snap.incoming_for == 0 || msg->sender() != keeper_id(st.snap.incoming_keeper_number) ||
-      ready.getKeeper() != msg->sender())
+  if (st.snap.incoming_for == 0 || msg->sender() != keeper_id(st.snap.incoming_keeper_number))
     return;  // not (or no longer) a hand-over's incoming replica: nothing waits on it
   const auto rounds = ready.getRounds();
   const auto held = ready.getHeld();

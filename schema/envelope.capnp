@@ -272,10 +272,10 @@ struct PlaceKeeper {
 }
 # replica keeper -> registry: the newest round it holds of each fragment (a hand-over's
 # new replica reports it; the leaving node may go once it holds every released round).
+# The keeper is the envelope's sender.
 struct KeeperReady {
-  keeper @0 :Text;
-  rounds @1 :List(UInt64);  # at fragment F: its newest round
-  held   @2 :List(Bool);    # at fragment F: whether it holds any round of F
+  rounds @0 :List(UInt64);  # at fragment F: its newest round
+  held   @1 :List(Bool);    # at fragment F: whether it holds any round of F
 }
 # registry -> coordinators: the workers of the current epoch (sorted ids).
 struct Membership {

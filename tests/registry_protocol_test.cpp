@@ -414,7 +414,6 @@ TEST_F(RegistryProtocol, ALeavingReplicaHostIsStoppedOnlyOnceItsSuccessorCaughtU
   const auto keeper_ready = [&](const char* keeper, std::uint64_t round) {
     send_as(keeper, [&](auto e) {
       auto r = e.initKeeperReady();
-      r.setKeeper(keeper);
       auto rounds = r.initRounds(2);
       auto held = r.initHeld(2);
       rounds.set(0, round);
@@ -442,7 +441,6 @@ TEST_F(RegistryProtocol, ALeavingReplicaHostIsStoppedOnlyOnceItsSuccessorCaughtU
   keeper_ready("keeper/1", 5);  // not the incoming replica
   send_as("keeper/3", [](auto e) {  // one round for two fragments: refused, nothing changes
     auto r = e.initKeeperReady();
-    r.setKeeper("keeper/3");
     r.initRounds(1).set(0, 5);
     r.initHeld(1).set(0, true);
   });
