@@ -73,11 +73,16 @@ def atoll_run(atoll, out, name, steps, sets):
     per_step = [BATCH * CONTEXT / r["tokens_per_s"] for r in records
                 if r.get("type") == "step" and r.get("tokens_per_s", 0) > 0 and r["step"] > 20]
     done = [r for r in records if r.get("type") == "worker_done"]
-    rounds = sum(1 for r in records if r.get("type") == "round")
+    round_s = [r["duration_s"] for r in records if r.get("type") == "round" and "duration_s" in r]
     return {"s_per_step": statistics.median(per_step) if per_step else None,
             "wall_s": done[0]["wall_s"] if done else None,
             "wait_s": done[0].get("wait_s") if done else None,
-            "rounds": rounds, "launcher_s": time.time() - started}
+            "compute_utilisation": done[0].get("compute_utilisation") if done else None,
+            "rounds": len(round_s),
+            # The coordinator's view of a round: first contribution to commit.
+            "round_s_median": statistics.median(round_s) if round_s else None,
+            "round_s_max": max(round_s) if round_s else None,
+            "launcher_s": time.time() - started}
 
 
 def main():
@@ -100,16 +105,20 @@ def main():
                                            ["diloco.sync_every=50", "diloco.overlap=5"])
     print("atoll, rounds tau 5:", results["atoll_sync_tau5"], flush=True)
     base = results["atoll"]
-    lines = ["| run | s/step (median) | vs PyTorch eager | wall s | rounds | sync time lost / round | lost / compute |",
-             "|---|---|---|---|---|---|---|",
-             f"| PyTorch eager (fused AdamW, bf16) | {results['pytorch']['s_per_step']:.4f} | 1.00x | | | | |"]
+    lines = ["| run | s/step (median) | vs PyTorch eager | wall s | rounds | sync time lost / round | lost / compute"
+             " | round s (median, max) | worker wait s |",
+             "|---|---|---|---|---|---|---|---|---|",
+             f"| PyTorch eager (fused AdamW, bf16) | {results['pytorch']['s_per_step']:.4f} | 1.00x | | | | | | |"]
     for key in ["atoll", "atoll_sync_tau0", "atoll_sync_tau5"]:
         r = results[key]
         speed = results["pytorch"]["s_per_step"] / r["s_per_step"] if r["s_per_step"] else float("nan")
         lost = (r["wall_s"] - base["wall_s"]) if key != "atoll" and r["wall_s"] and base["wall_s"] else None
         per_round = f"{lost / r['rounds']:.3f} s" if lost is not None and r["rounds"] else ""
         frac = f"{lost / base['wall_s']:.1%}" if lost is not None else ""
-        lines.append(f"| {key} | {r['s_per_step']:.4f} | {speed:.2f}x | {r['wall_s']:.1f} | {r['rounds']} | {per_round} | {frac} |")
+        round_s = f"{r['round_s_median']:.3f}, {r['round_s_max']:.3f}" if r["round_s_median"] is not None else ""
+        wait = f"{r['wait_s']:.2f}" if r["wait_s"] is not None else ""
+        lines.append(f"| {key} | {r['s_per_step']:.4f} | {speed:.2f}x | {r['wall_s']:.1f} | {r['rounds']} | {per_round}"
+                     f" | {frac} | {round_s} | {wait} |")
     table = "\n".join(lines)
     print(table)
     json.dump(results, open(os.path.join(args.out, "results.json"), "w"), indent=1)
