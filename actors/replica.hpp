@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,8 +34,14 @@ class replica {
   // Copies theta_local of a fragment out / in. `values` holds fragment_size() floats.
   virtual void read_fragment(std::size_t fragment, float* values) const = 0;
   virtual void write_fragment(std::size_t fragment, const float* values) = 0;
-  // One inner step (forward, backward, clipped AdamW) at inner step index `step`.
+  // One inner step (forward, backward, clipped AdamW) at inner step index `step`. The loss
+  // is the newest one known: a replica on an asynchronous device (CUDA) returns with its
+  // step still queued and gives the loss of the step before (the first step's own), so
+  // that the host's work between steps overlaps the device's. Everything else a replica
+  // does is ordered after the queued step.
   virtual step_result train_step(std::int64_t step) = 0;
+  // Waits for a step still queued and returns its loss; nullopt if the replica queues none.
+  virtual std::optional<float> finish_queued_step() { return std::nullopt; }
   // The same step in two halves, for data-parallel training: gradients of one batch,
   // read out and replaced (by the average over workers), then the clipped AdamW step.
   virtual step_result compute_gradients(std::int64_t step) = 0;

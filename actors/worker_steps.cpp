@@ -44,6 +44,7 @@ void maybe_evaluate(worker_self self) {
 void finish(worker_self self) {
   auto& st = self->state;
   st.current = worker_state::phase::finished;
+  if (const auto loss = st.model->finish_queued_step()) st.last_loss = *loss;
   const float val = st.cfg.spec.rank == 0 ? st.steps->evaluate_global(st) : -1.0f;
   const double wall = std::chrono::duration<double>(st.now() - st.started).count();
   wire::outgoing out;

@@ -1,5 +1,7 @@
 #include "examples/device_fragments.hpp"
 
+#include <cstring>
+
 namespace atl {
 
 device_fragments::device_fragments(std::vector<std::vector<torch::Tensor>> fragments, const torch::Device& device)
@@ -29,7 +31,12 @@ void device_fragments::upload_global(std::size_t f, const float* theta_global) {
   for (const auto& p : fragments_.at(f)) count += p.numel();
   if (!global_[f].defined())
     global_[f] = torch::empty({count}, torch::TensorOptions().dtype(torch::kFloat32).device(device_));
-  global_[f].copy_(torch::from_blob(const_cast<float*>(theta_global), {count}, torch::kFloat32));
+  // Through pinned memory: from there the copy is queued behind the step in flight
+  // (lagged_loss.hpp), where a pageable source would make the host wait for that step.
+  // LibTorch's pinned allocator keeps the buffer until the copy has read it.
+  auto staging = torch::empty({count}, torch::TensorOptions().dtype(torch::kFloat32).pinned_memory(true));
+  std::memcpy(staging.data_ptr<float>(), theta_global, static_cast<std::size_t>(count) * sizeof(float));
+  global_[f].copy_(staging, /*non_blocking=*/true);
 }
 
 void device_fragments::adopt(std::size_t f, const float* theta_global) {

@@ -4,7 +4,7 @@
 // in device memory, the pseudo-gradient is computed and encoded there
 // (runtime/algorithm/codec_cuda.hpp), and only the codes cross PCIe, through the codec's
 // pinned buffers. The fp32 result of a round comes from the wire, so it crosses once,
-// host to device. Include only from LibTorch code.
+// host to device, queued behind the step in flight. Include only from LibTorch code.
 #include <vector>
 
 #include <torch/torch.h>

@@ -10,7 +10,8 @@
 // On a CUDA device the model, the optimizer state, theta_global and the error-feedback
 // residual live on the device (examples/device_fragments.hpp); batches are sampled on the
 // host and copied asynchronously from pinned memory; with model.precision = bf16 the
-// forward pass runs under autocast. One host synchronisation per step: the loss.
+// forward pass runs under autocast. The host waits once per step, for the loss of the
+// step before (examples/lagged_loss.hpp): one step is always queued on the device.
 #include <cmath>
 #include <cstring>
 
@@ -19,6 +20,7 @@
 
 #include "examples/device_fragments.hpp"
 #include "examples/inner_optimizer.hpp"
+#include "examples/lagged_loss.hpp"
 #include "examples/task.hpp"
 #include "examples/tasks.hpp"
 #include "runtime/log.hpp"
@@ -75,6 +77,7 @@ class torch_replica : public replica {
     }
     if (device_.is_cuda()) {
       on_device_ = std::make_unique<device_fragments>(fragments_, device_);
+      lagged_loss_.emplace(device_);
       bf16_ = cfg.precision == "bf16";
       log_info("replica on " + device_.str() + ": " + (bf16_ ? "bf16 autocast" : "fp32") + ", " +
                (optimizer_->fused() ? "fused AdamW" : "per-parameter AdamW"));
@@ -108,8 +111,11 @@ class torch_replica : public replica {
   step_result train_step(std::int64_t step) override {
     const auto loss = forward_backward();
     apply_gradients(step);
-    return {loss.item<float>(), task_->tokens_per_batch()};  // after the step is queued: its only wait
+    if (lagged_loss_) return {lagged_loss_->push(loss), task_->tokens_per_batch()};
+    return {loss.item<float>(), task_->tokens_per_batch()};
   }
+
+  std::optional<float> finish_queued_step() override { return lagged_loss_ ? lagged_loss_->newest() : std::nullopt; }
 
   step_result compute_gradients(std::int64_t) override {
     return {forward_backward().item<float>(), task_->tokens_per_batch()};
@@ -198,6 +204,7 @@ class torch_replica : public replica {
   std::unique_ptr<inner_optimizer> optimizer_;
   std::vector<std::vector<torch::Tensor>> fragments_;
   std::unique_ptr<device_fragments> on_device_;  // set on a CUDA device
+  std::optional<lagged_loss> lagged_loss_;  // set on a CUDA device
   bool bf16_ = false;
 };
 
