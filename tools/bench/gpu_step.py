@@ -3,8 +3,8 @@
 
 1. Inner step rate: the Atoll worker (`atoll local --nodes 1 --devices cuda:0`, no round in
    the window) against the same GPT in PyTorch eager on the same GPU: same architecture and
-   initialisation, batch, bf16 autocast, fused AdamW, clipping and schedule, one loss.item()
-   per step as the worker does.
+   initialisation, batch, bf16 autocast, fused AdamW, clipping and schedule; eager once
+   with loss.item() every step, once reading each loss one step late as the worker does.
 2. Time lost to sync: the worker's wall time with Streaming DiLoCo rounds (fp4 + error
    feedback; blocking, tau = 0, and overlapped, tau = 5) against the same steps without
    rounds.
@@ -24,7 +24,9 @@ LAYERS, WIDTH, HEADS, CONTEXT, BATCH = 12, 768, 12, 512, 32
 LR, WARMUP, MIN_LR_RATIO, WD, CLIP = 6e-4, 100, 0.1, 0.1, 1.0
 
 
-def pytorch_eager(steps, warmup):
+def pytorch_eager(steps, warmup, lagged=False):
+    """Median s/step. lagged: read each loss one step late, after the next step is queued
+    (pinned copy and an event), as the Atoll worker does; else loss.item() every step."""
     import torch
     import torch.nn.functional as F
     from torch_gpt import GPT, lr_at
@@ -38,6 +40,7 @@ def pytorch_eager(steps, warmup):
     gen = torch.Generator().manual_seed(1)
 
     times = []
+    slots = [(torch.empty((), pin_memory=True), torch.cuda.Event()) for _ in range(2)]
     for step in range(steps):
         start = time.perf_counter()
         idx = torch.randint(0, len(train) - CONTEXT - 2, (BATCH,), generator=gen)
@@ -52,7 +55,15 @@ def pytorch_eager(steps, warmup):
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP)
         opt.step()
-        loss.item()
+        if lagged:
+            host, landed = slots[step % 2]
+            host.copy_(loss.detach(), non_blocking=True)
+            landed.record()
+            before_host, before_landed = slots[(step - 1) % 2] if step > 0 else slots[0]
+            before_landed.synchronize()
+            before_host.item()
+        else:
+            loss.item()
         times.append(time.perf_counter() - start)
     return statistics.median(times[warmup:])
 
@@ -74,10 +85,17 @@ def atoll_run(atoll, out, name, steps, sets):
                 if r.get("type") == "step" and r.get("tokens_per_s", 0) > 0 and r["step"] > 20]
     done = [r for r in records if r.get("type") == "worker_done"]
     round_s = [r["duration_s"] for r in records if r.get("type") == "round" and "duration_s" in r]
+    # Steady state: from the first progress report at step 20 to the first at the last
+    # step, leaving out start-up (CUDA context, allocator, the first steps).
+    at = {}
+    for r in records:
+        if r.get("type") == "step":
+            at.setdefault(r["step"], r["time"])
     return {"s_per_step": statistics.median(per_step) if per_step else None,
             "wall_s": done[0]["wall_s"] if done else None,
             "wait_s": done[0].get("wait_s") if done else None,
             "compute_utilisation": done[0].get("compute_utilisation") if done else None,
+            "steady_s": at[steps] - at[20] if 20 in at and steps in at else None,
             "rounds": len(round_s),
             # The coordinator's view of a round: first contribution to commit.
             "round_s_median": statistics.median(round_s) if round_s else None,
@@ -95,6 +113,8 @@ def main():
     results = {}
     results["pytorch"] = {"s_per_step": pytorch_eager(args.steps, 20)}
     print("pytorch eager:", results["pytorch"], flush=True)
+    results["pytorch_lagged"] = {"s_per_step": pytorch_eager(args.steps, 20, lagged=True)}
+    print("pytorch eager, loss read one step late:", results["pytorch_lagged"], flush=True)
     results["atoll"] = atoll_run(args.atoll, args.out, "atoll-no-rounds", args.steps,
                                  ["diloco.sync_every=1000000", "diloco.overlap=0"])
     print("atoll, no rounds:", results["atoll"], flush=True)
@@ -105,20 +125,28 @@ def main():
                                            ["diloco.sync_every=50", "diloco.overlap=5"])
     print("atoll, rounds tau 5:", results["atoll_sync_tau5"], flush=True)
     base = results["atoll"]
-    lines = ["| run | s/step (median) | vs PyTorch eager | wall s | rounds | sync time lost / round | lost / compute"
-             " | round s (median, max) | worker wait s |",
-             "|---|---|---|---|---|---|---|---|---|",
-             f"| PyTorch eager (fused AdamW, bf16) | {results['pytorch']['s_per_step']:.4f} | 1.00x | | | | | | |"]
+    # Time lost to sync: against the run without rounds, over its wall time (start-up
+    # included, as measured before) and over steps 20 to the last (steady state).
+    lines = ["| run | s/step (median) | vs PyTorch eager | wall s | steps 20-end s | rounds | lost / round"
+             " | lost / wall | lost / steps 20-end | round s (median, max) | worker wait s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|",
+             f"| PyTorch eager (fused AdamW, bf16) | {results['pytorch']['s_per_step']:.4f} | 1.00x | | | | | | | | |",
+             f"| PyTorch eager, loss read one step late | {results['pytorch_lagged']['s_per_step']:.4f} | "
+             f"{results['pytorch']['s_per_step'] / results['pytorch_lagged']['s_per_step']:.2f}x | | | | | | | | |"]
     for key in ["atoll", "atoll_sync_tau0", "atoll_sync_tau5"]:
         r = results[key]
         speed = results["pytorch"]["s_per_step"] / r["s_per_step"] if r["s_per_step"] else float("nan")
         lost = (r["wall_s"] - base["wall_s"]) if key != "atoll" and r["wall_s"] and base["wall_s"] else None
         per_round = f"{lost / r['rounds']:.3f} s" if lost is not None and r["rounds"] else ""
         frac = f"{lost / base['wall_s']:.1%}" if lost is not None else ""
+        steady = ""
+        if key != "atoll" and r["steady_s"] and base["steady_s"]:
+            steady = f"{(r['steady_s'] - base['steady_s']) / base['steady_s']:.1%}"
         round_s = f"{r['round_s_median']:.3f}, {r['round_s_max']:.3f}" if r["round_s_median"] is not None else ""
         wait = f"{r['wait_s']:.2f}" if r["wait_s"] is not None else ""
-        lines.append(f"| {key} | {r['s_per_step']:.4f} | {speed:.2f}x | {r['wall_s']:.1f} | {r['rounds']} | {per_round}"
-                     f" | {frac} | {round_s} | {wait} |")
+        steady_s = f"{r['steady_s']:.2f}" if r["steady_s"] else ""
+        lines.append(f"| {key} | {r['s_per_step']:.4f} | {speed:.2f}x | {r['wall_s']:.1f} | {steady_s} | {r['rounds']}"
+                     f" | {per_round} | {frac} | {steady} | {round_s} | {wait} |")
     table = "\n".join(lines)
     print(table)
     json.dump(results, open(os.path.join(args.out, "results.json"), "w"), indent=1)
