@@ -56,6 +56,10 @@ void spawn_worker(self_ptr self, std::size_t index) {
   wc.cluster_id = st.mail->cluster();
   wc.spec = w.spec;
   wc.run = st.run;
+  if (w.spec.device == "cpu" && st.cfg.apply_threads) {
+    wc.thread_layouts = st.cpu_worker_layouts;
+    wc.apply_threads = st.cfg.apply_threads;
+  }
   try {
     w.handle = self->spawn<caf::detached>(worker_actor, st.net, wc, st.cfg.factory);
   } catch (const std::exception& e) {  // a worker whose replica cannot be built
@@ -103,12 +107,14 @@ void on_welcome(self_ptr self, const wire::message_ptr& msg) {
     st.workers.push_back(w);
   }
   if (st.cfg.prepare) {
-    if (auto err = st.cfg.prepare(st.run, st.workers.size(), welcome.getWorldSize())) {
-      log_error("node: cannot train here: " + err.describe());
+    auto layouts = st.cfg.prepare(st.run, st.workers.size(), welcome.getWorldSize());
+    if (!layouts) {
+      log_error("node: cannot train here: " + layouts.err().describe());
       st.failed = true;
       stop_all(self, "cannot train here");
       return;
     }
+    st.cpu_worker_layouts = std::move(*layouts);
   }
   st.current = phase::running;
   send_heartbeat(self);  // teaches the head the route to our new id right away

@@ -34,7 +34,9 @@
 
 #include "actors/replica.hpp"
 #include "actors/restart_budget.hpp"
+#include "runtime/expected.hpp"
 #include "runtime/peer_routes.hpp"
+#include "runtime/thread_layout.hpp"
 #include "runtime/transport.hpp"
 
 namespace atl {
@@ -43,9 +45,15 @@ struct node_agent_config {
   std::vector<std::string> devices = {"cpu"};
   std::string hostname;
   replica_factory factory;
-  // Called once the run config is known, before any worker starts (sets thread counts,
-  // checks that the data and the model are usable here). An error stops the node.
-  std::function<status(const run_config&, std::size_t local_workers, std::uint32_t world_size)> prepare;
+  // Called once the run config is known, before any worker starts: sets the process's
+  // thread counts, checks that the data and the model are usable here, and returns the
+  // thread layouts each CPU worker tries over its first steps (runtime/thread_layout.hpp;
+  // one: fixed, none: the process's). An error stops the node.
+  std::function<expected<std::vector<thread_layout>>(const run_config&, std::size_t local_workers,
+                                                     std::uint32_t world_size)>
+      prepare;
+  // Sets a thread layout on the calling thread (a CPU worker's own).
+  std::function<void(const thread_layout&)> apply_threads;
   // Digest of this node's copy of the run's TorchScript model (model.digest); empty: none.
   std::string model_digest;
   // Where a keeper replica placed here keeps its RocksDB (`atoll join --run-dir`); empty:
@@ -78,6 +86,7 @@ struct node_agent_state {
   std::uint64_t epoch = 0;
   run_config run;
   std::vector<supervised_worker> workers;
+  std::vector<thread_layout> cpu_worker_layouts;  // from prepare
   std::vector<caf::actor> coordinators;
   std::vector<caf::actor> keepers;  // a keeper replica placed here
   std::uint64_t connections_seen = 0;  // the transport's count when last checked

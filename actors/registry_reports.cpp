@@ -31,13 +31,16 @@ void on_progress(registry_state& st, worker_view& w, const schema::Progress::Rea
   w.bytes_sent = p.getBytesSent();
   w.bytes_received = p.getBytesReceived();
   w.wait_s = p.getWaitSeconds();
-  st.metrics.write("step", {{"worker", w.id},
-                            {"step", w.step},
-                            {"loss", w.loss},
-                            {"tokens_per_s", w.tokens_per_s},
-                            {"bytes_sent", w.bytes_sent},
-                            {"bytes_received", w.bytes_received},
-                            {"wait_s", w.wait_s}});
+  w.threads = p.getThreadLayout();
+  nlohmann::json line = {{"worker", w.id},
+                         {"step", w.step},
+                         {"loss", w.loss},
+                         {"tokens_per_s", w.tokens_per_s},
+                         {"bytes_sent", w.bytes_sent},
+                         {"bytes_received", w.bytes_received},
+                         {"wait_s", w.wait_s}};
+  if (!w.threads.empty()) line["threads"] = w.threads;
+  st.metrics.write("step", std::move(line));
 }
 
 void record_eval(registry_state& st, const std::string& worker, std::uint64_t step, float val_loss) {

@@ -49,6 +49,7 @@ struct worker_view {
   bool done = false;
   float wall_s = 0;
   float wait_s = 0;  // blocked on outer results
+  std::string threads;  // a CPU worker's thread layout ("1x2", "trying 2x1"); empty on a GPU
   std::uint64_t rounds_acked = 0;  // results it merged (RoundAck): it takes part
 };
 

@@ -29,7 +29,8 @@ json workers(const registry_state& st) {
                    {"bytes_received", w.bytes_received},
                    {"done", w.done},
                    {"wall_s", w.wall_s},
-                   {"wait_s", w.wait_s}});
+                   {"wait_s", w.wait_s},
+                   {"threads", w.threads}});
   return out;
 }
 

@@ -317,6 +317,16 @@ caf::behavior worker_actor(caf::stateful_actor<worker_state>* self, transport* n
   st.fragments.resize(st.model->fragment_count());
   st.contributed.resize(st.model->fragment_count());
   st.started = st.report_time = st.now();
+  // The data-parallel baseline's step waits on the network: no trial, the process's threads.
+  if (!cfg.thread_layouts.empty() && cfg.run.mode != "ddp") {
+    st.threads.emplace(cfg.thread_layouts);
+    std::string tried;
+    for (const auto& l : cfg.thread_layouts) tried += (tried.empty() ? "" : ", ") + to_string(l);
+    log_info(cfg.id + ": threads (LibTorch x BLAS): " +
+             (st.threads->settled() ? describe(*st.threads)
+                                    : "trying " + tried + " over the first " + std::to_string(st.threads->length()) +
+                                          " steps, then keeping the fastest"));
+  }
   for (std::size_t f = 0; f < st.fragments.size(); ++f) request_state(self, f);
   self->delayed_send(self, state_retry, tick_atom::value);
   // A step that throws (its data file truncated mid-run, a LibTorch error) ends the worker

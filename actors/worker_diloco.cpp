@@ -54,7 +54,9 @@ class diloco_steps final : public step_strategy {
         return;
       }
     }
+    begin_inner_step(st);
     const auto result = st.model->train_step(st.step);
+    end_inner_step(st);
     st.step++;
     st.last_loss = result.loss;
     st.tokens_since_report += result.tokens;

@@ -3,6 +3,7 @@
 // counters. Its own header so the step strategies (actors/worker_steps.hpp) read it
 // without including the actor.
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "runtime/actor_id.hpp"
 #include "runtime/algorithm/codec.hpp"
 #include "runtime/algorithm/fragment_schedule.hpp"
+#include "runtime/thread_layout.hpp"
 #include "runtime/transport.hpp"
 
 namespace atl {
@@ -24,6 +26,11 @@ struct worker_config {
   replica_spec spec;
   run_config run;
   std::string registry = registry_id();
+  // The thread layouts a CPU worker tries over its first steps (runtime/thread_layout.hpp);
+  // empty: it keeps the threads its process set. apply_threads sets one on the calling
+  // thread, which is the worker's own.
+  std::vector<thread_layout> thread_layouts;
+  std::function<void(const thread_layout&)> apply_threads;
 };
 
 class step_strategy;  // actors/worker_steps.hpp
@@ -55,6 +62,8 @@ struct worker_state {
   std::int64_t tokens_since_report = 0;
   std::int64_t tokens_total = 0;
   double wait_seconds = 0;  // blocked on results
+  std::optional<layout_trial> threads;  // set when cfg.thread_layouts is not empty
+  std::chrono::steady_clock::time_point step_started;
   std::chrono::steady_clock::time_point report_time, started, blocked_since;
   // The actor system's clock: steady time in production, simulated under the
   // deterministic scheduler of the protocol fault tests.

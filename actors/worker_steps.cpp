@@ -12,6 +12,25 @@
 
 namespace atl {
 
+void begin_inner_step(worker_state& st) {
+  if (!st.threads) return;
+  if (const auto next = st.threads->before_step()) st.cfg.apply_threads(*next);
+  st.step_started = st.now();
+}
+
+void end_inner_step(worker_state& st) {
+  if (!st.threads || st.threads->settled()) return;
+  st.threads->after_step(std::chrono::duration<double>(st.now() - st.step_started).count());
+  if (st.threads->settled()) log_info(st.cfg.id + ": threads (LibTorch x BLAS) " + describe(*st.threads));
+}
+
+std::string thread_layout_report(const worker_state& st) {
+  if (!st.threads) return "";
+  if (st.threads->settled()) return to_string(st.threads->chosen());
+  const auto current = st.threads->current();
+  return current ? "trying " + to_string(*current) : "trying";
+}
+
 void report_progress(worker_self self) {
   auto& st = self->state;
   const double dt = std::chrono::duration<double>(st.now() - st.report_time).count();
@@ -23,6 +42,7 @@ void report_progress(worker_self self) {
   p.setBytesSent(st.mail->bytes_sent());
   p.setBytesReceived(st.bytes_received);
   p.setWaitSeconds(static_cast<float>(st.wait_seconds));
+  p.setThreadLayout(thread_layout_report(st));
   st.mail->send(st.cfg.registry, st.epoch, out);
   st.tokens_since_report = 0;
   st.report_time = st.now();

@@ -36,6 +36,12 @@ std::unique_ptr<step_strategy> make_ddp_steps();
 void report_progress(worker_self self);
 void maybe_evaluate(worker_self self);
 void finish(worker_self self);  // WorkerDone, quit
+// Around each inner step of a worker whose thread layout is on trial
+// (runtime/thread_layout.hpp): the layout the step runs with, and its time.
+void begin_inner_step(worker_state& st);
+void end_inner_step(worker_state& st);
+// What Progress says of the layout: "1x2", "trying 2x1", or "" (no trial: a GPU worker).
+std::string thread_layout_report(const worker_state& st);
 void block(worker_state& st);
 void unblock(worker_self self);  // blocked -> training, the wait measured
 // (Re)sends fragment f's pending contribution, stamped with the fragment's epoch.

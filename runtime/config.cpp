@@ -7,6 +7,8 @@
 
 #include <toml++/toml.h>
 
+#include "runtime/thread_layout.hpp"
+
 namespace atl {
 
 const std::vector<knob>& knobs() {
@@ -28,7 +30,11 @@ const std::vector<knob>& knobs() {
       {"run.min_workers", &C::min_workers, 1, 4096, "workers", "workers that must register before training starts"},
       {"run.log_every", &C::log_every, 1, 1e9, "steps", "progress report interval"},
       {"run.threads_per_worker", &C::threads_per_worker, 0, 1024, "threads",
-       "compute threads per worker (LibTorch intra-op and the BLAS pool); 0 = cores / local workers"},
+       "cores each CPU worker computes on (LibTorch intra-op threads and the BLAS pool); 0 = cores / local "
+       "workers"},
+      {"run.thread_layout", &C::thread_layout, 0, 0, "",
+       "how a CPU worker splits its cores: TxB (LibTorch intra-op threads x BLAS threads, e.g. 1x2), or auto: "
+       "a worker alone in its process tries TxT, 1xT, Tx1 and 1x1 over its first steps and keeps the fastest"},
       {"run.mode", &C::mode, 0, 0, "", "diloco, or ddp: gradients averaged every step (the baseline)", "diloco|ddp"},
       {"diloco.sync_every", &C::sync_every, 1, 1e9, "steps", "H: inner steps per outer round of a fragment"},
       {"diloco.fragments", &C::fragments, 1, 1024, "", "P: parameter fragments synced separately"},
@@ -271,6 +277,10 @@ status validate(const run_config& cfg) {
     return make_error(errc::invalid_config, "diloco.overlap: must be smaller than diloco.sync_every (" +
                                                 std::to_string(cfg.sync_every) + ")");
   if (cfg.example.empty()) return make_error(errc::invalid_config, "run.example: must not be empty");
+  if (cfg.thread_layout != "auto") {
+    if (const auto layout = parse_thread_layout(cfg.thread_layout); !layout)
+      return make_error(errc::invalid_config, "run.thread_layout: " + layout.err().message);
+  }
   if (cfg.data_format == "bytes" && cfg.vocab > 256)
     return make_error(errc::invalid_config,
                       "run.vocab: " + std::to_string(cfg.vocab) +

@@ -25,6 +25,7 @@ struct run_config {
   std::int64_t min_workers = 2;
   std::int64_t log_every = 10;
   std::int64_t threads_per_worker = 0;
+  std::string thread_layout = "auto";  // auto | TxB (runtime/thread_layout.hpp)
   std::string mode = "diloco";  // diloco | ddp (gradients averaged every step: the baseline)
   // [diloco]
   std::int64_t sync_every = 50;

@@ -187,6 +187,7 @@ struct Progress {
   bytesSent     @3 :UInt64;
   bytesReceived @4 :UInt64;
   waitSeconds   @5 :Float32;  # time blocked on outer results so far
+  threadLayout  @6 :Text;     # a CPU worker's "TxB" (LibTorch x BLAS threads), "trying TxB" during its trial; empty on a GPU
 }
 struct EvalReport {
   step    @0 :UInt64;

@@ -1,6 +1,7 @@
 // `atoll join`: a node process (node agent and its workers).
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <thread>
@@ -134,17 +135,31 @@ int run_node(const node_options& opt) {
   nc.factory = torch_replica_factory(model_file);
   nc.model_digest = model->second;
   const int forced_threads = opt.threads;
-  nc.prepare = [forced_threads, model_file](const run_config& run, std::size_t local_workers,
-                                            std::uint32_t world_size) -> status {
-    int threads = forced_threads > 0 ? forced_threads : static_cast<int>(run.threads_per_worker);
-    if (threads <= 0)
-      threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
-                                static_cast<int>(std::max<std::size_t>(1, local_workers)));
-    log_info(describe(set_compute_threads(threads)));
+  const auto cpu_workers = static_cast<int>(std::count(opt.devices.begin(), opt.devices.end(), std::string("cpu")));
+  nc.prepare = [forced_threads, cpu_workers, model_file](
+                   const run_config& run, std::size_t local_workers,
+                   std::uint32_t world_size) -> expected<std::vector<thread_layout>> {
+    thread_plan_input in;
+    in.cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    in.local_workers = static_cast<int>(local_workers);
+    in.cpu_workers = cpu_workers;
+    in.process_threads = forced_threads;
+    in.threads_per_worker = static_cast<int>(run.threads_per_worker);
+    in.layout = run.thread_layout;
+    auto plan = plan_threads(in);
+    if (!plan) return plan.err();
+    std::string layouts;
+    for (const auto& l : plan->layouts) layouts += (layouts.empty() ? "" : ", ") + to_string(l);
+    if (run.thread_layout != "auto") layouts += " (run.thread_layout)";
+    log_info(describe(set_compute_threads(plan->budget)) + (plan->layouts.size() > 1 ? "; a CPU worker tries " + layouts
+                                                            : plan->layouts.empty()  ? ""
+                                                                                     : "; CPU workers use " + layouts));
     // The data (run.data must be on every node, at the same path) and the model, before
     // any worker starts: a worker that cannot be built would only fail on every restart.
-    return check_task(run, model_file, world_size, /*with_data=*/true);
+    if (auto err = check_task(run, model_file, world_size, /*with_data=*/true)) return err;
+    return plan->layouts;
   };
+  nc.apply_threads = [](const thread_layout& layout) { set_compute_threads(layout.torch, layout.blas); };
   nc.data_endpoint = net->data_endpoint();
   node_links* routed = net.get();
   nc.on_routes = [routed](route_table table, std::uint32_t self_node) {

@@ -85,7 +85,7 @@ void print_human(const std::string& command, const json& body) {
     std::cout << "\nmembers\n";
     print_table(body["members"], {"node_id", "state", "workers"});
     std::cout << "\nworkers\n";
-    print_table(body["workers"], {"id", "rank", "step", "loss", "tokens_per_s", "bytes_sent", "done"});
+    print_table(body["workers"], {"id", "rank", "step", "loss", "tokens_per_s", "threads", "bytes_sent", "done"});
     std::cout << "\nfragments\n";
     print_table(body["fragments"], {"id", "round", "coordinator"});
     std::cout << "\nkeepers (commits: whether every commit waits for it)\n";

@@ -16,8 +16,12 @@ step, CPU seconds per step (all its threads), and every thread that used more th
 a core. For atoll, the head's and the launcher's CPU are reported apart.
 
 Every configuration runs --repeat times, interleaved; the fastest repeat is reported
-(all repeats' s/step are kept in results.json). Writes DIR/results.json (a list of
-{way, threads, env, s_per_step, cpu_s_per_step, ...}) and DIR/table.md.
+(all repeats' s/step are kept in results.json). The atoll worker picks its own thread
+layout (runtime/thread_layout.hpp) over its first 29 steps, before the window; its choice
+is reported. Last, "best against best": the fastest Atoll worker against the fastest
+PyTorch eager as a user runs it, whatever the threads of each. Writes DIR/results.json
+({"runs": [{way, threads, env, s_per_step, cpu_s_per_step, ...}], "best_against_best":
+{...}}) and DIR/table.md.
 """
 import argparse
 import json
@@ -152,6 +156,7 @@ def run_atoll(build, out, threads, skip, steps):
     launcher = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
     metrics = os.path.join(run_dir, "metrics.jsonl")
     node = head = None
+    layout = ""  # the worker's thread layout, as its progress reports give it
     first = last = None
     seen, offset = 0, 0
     deadline = time.monotonic() + 600
@@ -176,6 +181,7 @@ def run_atoll(build, out, threads, skip, steps):
                 rec = json.loads(line)
                 if rec.get("type") == "step":
                     seen = max(seen, rec["step"])
+                    layout = rec.get("threads", layout)
         if first is None and seen >= skip:
             first = (seen, snapshot(node), snapshot(head), snapshot(launcher.pid))
         elif first is not None and seen >= steps:
@@ -186,6 +192,7 @@ def run_atoll(build, out, threads, skip, steps):
     result = window(first[1], last[1], n)
     result["head_cpu_s_per_step"] = (last[2]["cpu"] - first[2]["cpu"]) / n
     result["launcher_cpu_s_per_step"] = (last[3]["cpu"] - first[3]["cpu"]) / n
+    result["layout"] = layout
     return result
 
 
@@ -242,6 +249,28 @@ def table(results):
     return "\n".join(lines)
 
 
+def best_against_best(results):
+    """The fastest Atoll worker against the fastest PyTorch eager run as a user runs it
+    (torch.set_num_threads only, BLAS as PyTorch leaves it), whatever their threads."""
+    atoll = [r for r in results if r["way"] == "atoll"]
+    eager = [r for r in results if r["way"] == "pytorch" and r["env"] == "default"]
+    if not atoll or not eager:
+        return None
+    a = min(atoll, key=lambda r: r["s_per_step"])
+    e = min(eager, key=lambda r: r["s_per_step"])
+    return {"atoll_threads": a["threads"], "atoll_layout": a.get("layout", ""), "atoll_s_per_step": a["s_per_step"],
+            "pytorch_threads": e["threads"], "pytorch_s_per_step": e["s_per_step"],
+            "speedup": e["s_per_step"] / a["s_per_step"]}
+
+
+def best_table(best):
+    return ("| best against best | Atoll worker | PyTorch eager (as a user runs it) | Atoll speed-up |\n"
+            "|---|---|---|---|\n"
+            f"| s / step | {best['atoll_s_per_step']:.4f} ({best['atoll_threads']} thread(s), layout "
+            f"{best['atoll_layout'] or '-'}) | {best['pytorch_s_per_step']:.4f} ({best['pytorch_threads']} thread(s)) | "
+            f"{best['speedup']:.2f}x |")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build", default="build", help="the CMake build folder")
@@ -285,9 +314,12 @@ def main():
         best = min(rs, key=lambda r: r["s_per_step"])
         results.append({"way": way, "threads": threads, "env": env, **best,
                         "repeats_s_per_step": [round(r["s_per_step"], 4) for r in rs]})
+    best = best_against_best(results)
     with open(os.path.join(args.out, "results.json"), "w") as f:
-        json.dump(results, f, indent=1)
+        json.dump({"runs": results, "best_against_best": best}, f, indent=1)
     text = table(results)
+    if best:
+        text += "\n\n" + best_table(best)
     with open(os.path.join(args.out, "table.md"), "w") as f:
         f.write(text + "\n")
     print(text)
