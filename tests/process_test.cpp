@@ -1,4 +1,5 @@
 // Process tier: real `atoll` and `atollctl` processes on loopback.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -212,6 +213,46 @@ TEST(Process, LocalRunsTheMlpToCompletionAndWritesMetrics) {
   EXPECT_GT(steps, 0);
 }
 
+// A CPU worker alone in its process tries the thread layouts within its budget over its
+// first 29 steps, keeps one, and says which in its log, its progress and the metrics.
+TEST(Process, ALoneCpuWorkerTriesItsThreadLayoutsAndReportsTheOneItKeeps) {
+  testing::temp_dir dir;
+  auto [code, out] = run_command({ATOLL_BIN, "local", "--nodes", "1", "--example", "mlp", "--steps", "40", "--set",
+                                  "run.min_workers=1", "--set", "run.threads_per_worker=2", "--set",
+                                  "diloco.sync_every=20", "--set", "model.width=32", "--run-dir", dir.sub("run")},
+                                 dir.sub("local.log"), 120s);
+  ASSERT_EQ(code, 0) << out;
+  std::string logs;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.sub("run") + "/logs")) {
+    std::ifstream f(entry.path());
+    logs += std::string(std::istreambuf_iterator<char>(f), {});
+  }
+  EXPECT_NE(logs.find("worker/1.0: threads (LibTorch x BLAS): trying 2x2, 1x2, 2x1, 1x1 over the first 29 steps"),
+            std::string::npos)
+      << logs;
+  const auto kept = logs.find("worker/1.0: threads (LibTorch x BLAS) ");
+  ASSERT_NE(kept, std::string::npos) << logs;
+  const std::string layouts[] = {"2x2", "1x2", "2x1", "1x1"};
+  const std::string chosen = logs.substr(kept + std::string("worker/1.0: threads (LibTorch x BLAS) ").size(), 3);
+  EXPECT_NE(std::find(std::begin(layouts), std::end(layouts), chosen), std::end(layouts)) << logs;
+  std::ifstream metrics(dir.sub("run") + "/metrics.jsonl");
+  int trying = 0, settled = 0;
+  for (std::string line; std::getline(metrics, line);) {
+    auto j = json::parse(line, nullptr, false);
+    if (j["type"] != "step" || !j.contains("threads")) continue;
+    const std::string threads = j["threads"];
+    if (j["step"].get<int>() < 29) {
+      EXPECT_EQ(threads.rfind("trying ", 0), 0u) << line;
+      ++trying;
+    } else {
+      EXPECT_EQ(threads, chosen) << line;
+      ++settled;
+    }
+  }
+  EXPECT_GT(trying, 0);
+  EXPECT_GT(settled, 0);
+}
+
 TEST(Process, ABadConfigValueIsRefusedByNameBeforeAnythingStarts) {
   testing::temp_dir dir;
   auto [code, out] = run_command(
@@ -219,6 +260,11 @@ TEST(Process, ABadConfigValueIsRefusedByNameBeforeAnythingStarts) {
       dir.sub("up.log"));
   EXPECT_EQ(code, 2) << out;
   EXPECT_NE(out.find("diloco.sync_every"), std::string::npos) << out;
+  auto [code1, out1] = run_command({ATOLL_BIN, "up", "--listen", "tcp://127.0.0.1:0", "--run-dir", dir.sub("head1"),
+                                    "--set", "run.thread_layout=two"},
+                                   dir.sub("up1.log"));
+  EXPECT_EQ(code1, 2) << out1;
+  EXPECT_NE(out1.find("run.thread_layout: thread layout \"two\""), std::string::npos) << out1;
 
   std::ofstream(dir.sub("bad.toml")) << "[inner]\nlearning_rate = 0.1\n";
   auto [code2, out2] = run_command({ATOLL_BIN, "local", "--config", dir.sub("bad.toml"), "--run-dir", dir.sub("run")},
