@@ -32,6 +32,7 @@ void send_hello(self_ptr self) {
   h.setCanKeep(!st.cfg.data_dir.empty());
   h.setDataEndpoint(st.cfg.data_endpoint);
   h.setModelDigest(st.cfg.model_digest);
+  h.setBatchJob(st.cfg.batch_job);
   st.mail->send(registry_id(), st.epoch, out);
 }
 

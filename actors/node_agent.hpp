@@ -56,6 +56,8 @@ struct node_agent_config {
   std::function<void(const thread_layout&)> apply_threads;
   // Digest of this node's copy of the run's TorchScript model (model.digest); empty: none.
   std::string model_digest;
+  // The scheduler's job this process runs in (runtime/batch_job.hpp); empty: none.
+  std::string batch_job;
   // Where a keeper replica placed here keeps its RocksDB (`atoll join --run-dir`); empty:
   // this node hosts no keeper.
   std::string data_dir;

@@ -67,6 +67,7 @@ void on_rejoin(self_ptr self, const wire::message_ptr& msg, node_view& node) {
     return;
   }
   node.record.public_key = msg->peer_key();
+  node.batch_job = msg->envelope().getHello().getBatchJob();
   node.last_seen = st.now();
   const bool was_part = takes_part(node.state);
   (void)transition(self, node.record.node_id, member_event::rejoin);  // never refused
@@ -136,6 +137,7 @@ void on_hello(self_ptr self, const wire::message_ptr& msg) {
   node.record.can_keep = hello.getCanKeep();
   node.record.data_endpoint = hello.getDataEndpoint();
   node.record.public_key = msg->peer_key();  // from now on its ids speak only with this key
+  node.batch_job = hello.getBatchJob();
   node.last_seen = node.since = st.now();
   for (unsigned k = 0; k < hello.getDevices().size(); ++k) {
     worker_view w;

@@ -63,6 +63,7 @@ struct node_view {
   std::uint64_t worker_restarts = 0;  // from its last heartbeat
   caf::actor proxy;  // its lease proxy while it hosts anything (actors/lease_proxy.hpp)
   bool shutdown_sent = false;  // draining: told to stop (held back while it hands a replica over)
+  std::string batch_job;  // from its Hello, e.g. "slurm 1234.0" (not persisted: a restarted head hears it again)
 };
 
 struct fragment_view {

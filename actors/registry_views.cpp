@@ -139,6 +139,7 @@ json members(const registry_state& st, time_point now) {
                    {"last_heartbeat_s", seconds_between(n.last_seen, now)},
                    {"hostname", n.record.hostname},
                    {"pid", n.record.pid},
+                   {"batch_job", n.batch_job},
                    {"link", n.record.data_endpoint.empty() ? "relayed" : "direct"},
                    {"data_endpoint", n.record.data_endpoint},
                    {"devices", n.record.devices},

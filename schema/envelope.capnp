@@ -72,6 +72,7 @@ struct Hello {
   canKeep  @4 :Bool;          # has a data dir (`atoll join --run-dir`): may host a keeper replica
   dataEndpoint @5 :Text;      # where peers send it tensors (`atoll join --listen`); empty: relayed by the head
   modelDigest @6 :Text;       # digest of the node's copy of model.file (a TorchScript run); empty: none
+  batchJob @7 :Text;          # the scheduler's job it runs in, e.g. "slurm 1234.0"; empty: none
 }
 
 # registry -> node agent. The run's configuration travels here so that every

@@ -336,5 +336,21 @@ TEST(Process, AtollctlWithoutAHeadSaysSoAndFailsFast) {
   EXPECT_NE(out.find("timeout"), std::string::npos) << out;
 }
 
+// A node started before its head (a batch job that runs first) says whom it waits for, and
+// gives up after --wait-for-head with an error that names the address.
+TEST(Process, AJoinWithoutAHeadSaysWhomItWaitsForAndGivesUpAfterItsTimeout) {
+  testing::temp_dir dir;
+  const auto started = std::chrono::steady_clock::now();
+  auto [code, out] =
+      run_command({ATOLL_BIN, "join", "--head", "tcp://127.0.0.1:1", "--wait-for-head", "3"}, dir.sub("join.log"), 60s);
+  const auto took = std::chrono::steady_clock::now() - started;
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find("waiting for the head at tcp://127.0.0.1:1: no answer for"), std::string::npos) << out;
+  EXPECT_NE(out.find("atoll join: timeout: no head answered at tcp://127.0.0.1:1 within 3 s (--wait-for-head)"),
+            std::string::npos)
+      << out;
+  EXPECT_LT(took, 20s) << "it gave up on time";
+}
+
 }  // namespace
 }  // namespace atl

@@ -124,6 +124,11 @@ int main(int argc, char** argv) {
   join->add_option("--keys", node.keys_dir, "CURVE key folder from `atoll keygen` (client.key, head.pub)");
   join->add_option("--client-key", node.client_key, "this node's own key file (`atoll keygen --client NAME`)");
   join->add_flag("--insecure", node.insecure, "allow plain TCP to a non-loopback head (not recommended)");
+  join->add_option("--wait-for-head", node.wait_for_head_s,
+                   "seconds to wait for a head that does not answer yet (a batch job that starts before the "
+                   "head's), saying so every 10 s; 0: for ever")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1000000000));
   auto* listen = join->add_option("--listen", node.listen,
                                   "data endpoint peers send this node tensors to, e.g. tcp://10.0.0.2:7071 (port 0 "
                                   "picks one); default: a free port on the address that reaches the head");

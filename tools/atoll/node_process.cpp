@@ -12,6 +12,7 @@
 #include "actors/node_agent.hpp"
 #include "examples/tasks.hpp"
 #include "runtime/algorithm/codec_cuda.hpp"
+#include "runtime/batch_job.hpp"
 #include "runtime/device.hpp"
 #include "runtime/log.hpp"
 #include "runtime/model_transfer.hpp"
@@ -48,12 +49,24 @@ bool check_devices(const std::vector<std::string>& devices) {
 // (or the temp dir) unless an identical copy is already there. Returns the local path and
 // its digest; both empty when the run has no model file.
 expected<std::pair<std::string, std::string>> local_model(const node_options& opt, const link_security& security) {
-  model_source head{opt.head, security, std::chrono::milliseconds(10000)};
+  // The first request to the head: it may not be up yet (a batch job that started first).
+  const auto wait = std::chrono::seconds(opt.wait_for_head_s);
+  const auto started = std::chrono::steady_clock::now();
+  // A try lasts at most 10 s, and at least three fit in the wait: each failed one is said.
+  const auto each_try = wait.count() > 0 ? std::clamp<std::chrono::milliseconds>(wait / 3, std::chrono::seconds(1),
+                                                                                 std::chrono::seconds(10))
+                                         : std::chrono::milliseconds(10000);
+  model_source head{opt.head, security, each_try};
   expected<model_offer> offer = make_error(errc::timeout, "");
-  for (int attempt = 0; attempt < 30; ++attempt) {  // the head may still be starting
+  for (;;) {
     offer = ask_for_model(head);
     if (offer || offer.err().code != errc::timeout) break;
-    log_warn("waiting for the head at " + opt.head + " (" + offer.err().describe() + ")");
+    const auto waited = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started);
+    if (wait.count() > 0 && waited >= wait)
+      return make_error(errc::timeout, "no head answered at " + opt.head + " within " + std::to_string(wait.count()) +
+                                           " s (--wait-for-head); is `atoll up` running there, with these keys?");
+    log_warn("waiting for the head at " + opt.head + ": no answer for " + std::to_string(waited.count()) + " s" +
+             (wait.count() > 0 ? " of " + std::to_string(wait.count()) : ""));
   }
   if (!offer) return offer.err();
   if (!opt.model_file.empty()) {
@@ -95,7 +108,8 @@ int run_node(const node_options& opt) {
   }
   auto model = local_model(opt, *security);
   if (!model) {
-    std::cerr << "atoll join: the run's model: " << model.err().describe() << "\n";
+    const bool no_head = model.err().code == errc::timeout;
+    std::cerr << "atoll join: " << (no_head ? "" : "the run's model: ") << model.err().describe() << "\n";
     return 1;
   }
   directory local;
@@ -134,6 +148,8 @@ int run_node(const node_options& opt) {
   const std::string model_file = model->first;
   nc.factory = torch_replica_factory(model_file);
   nc.model_digest = model->second;
+  nc.batch_job = describe_batch_job([](const char* name) { return std::getenv(name); });
+  if (!nc.batch_job.empty()) log_info("in batch job " + nc.batch_job);
   const int forced_threads = opt.threads;
   const auto cpu_workers = static_cast<int>(std::count(opt.devices.begin(), opt.devices.end(), std::string("cpu")));
   nc.prepare = [forced_threads, cpu_workers, model_file](

@@ -40,6 +40,7 @@ struct node_options {
   std::string listen;
   bool no_listen = false;  // behind NAT: the head relays this node's tensors
   std::string model_file;  // this node's own copy of the run's model; empty: fetched from the head
+  int wait_for_head_s = 300;  // give up when no head answers this long; 0: wait for ever
 };
 int run_node(const node_options& opt);
 

@@ -112,7 +112,8 @@ void print_human(const std::string& command, const json& body) {
       if (process != "total") std::cout << "\n  " << process << "  " << counts.dump();
     std::cout << "\n";
   } else if (command == "members") {
-    print_table(body, {"node_id", "state", "since_s", "last_heartbeat_s", "hostname", "pid", "link", "workers"});
+    print_table(body,
+                {"node_id", "state", "since_s", "last_heartbeat_s", "hostname", "pid", "batch_job", "link", "workers"});
   } else if (command == "actors") {
     print_table(body, {"id", "process", "state"});
   } else if (command == "fragments") {
