@@ -75,8 +75,7 @@ expected<round_record> take_commit_record(const wire::message& msg) {
     ri.weight = in.getWeight();
     ri.codec = static_cast<codec_kind>(in.getCodec());
     ri.chunk = in.getChunk();
-    if (ri.codec > codec_kind::fp4)
-      return make_error(errc::tensor_mismatch, "round record: unknown codec of " + ri.worker);
+    if (ri.codec > last_codec) return make_error(errc::tensor_mismatch, "round record: unknown codec of " + ri.worker);
     auto payload =
         frame(ri.codec == codec_kind::fp32 ? schema::DType::FLOAT32 : schema::DType::UINT8, ri.worker + "'s payload");
     if (!payload) return payload.err();

@@ -27,7 +27,7 @@ void put_tensors(encoded_values&& values, wire::outgoing& msg) {
 status take_encoded(const wire::message& msg, schema::PseudoGradientCodec codec, std::uint32_t chunk,
                     std::uint64_t count, std::size_t expected_count, const char* what, encoded_values& out) {
   const auto kind = static_cast<codec_kind>(codec);
-  if (kind > codec_kind::fp4) return make_error(errc::tensor_mismatch, std::string(what) + " with an unknown codec");
+  if (kind > last_codec) return make_error(errc::tensor_mismatch, std::string(what) + " with an unknown codec");
   if (count != expected_count)
     return make_error(errc::tensor_mismatch, std::string(what) + " of " + std::to_string(count) +
                                                  " values, fragment has " + std::to_string(expected_count));

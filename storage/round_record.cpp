@@ -43,14 +43,15 @@ status check_record(const round_record& r) {
   if (r.inputs.size() > max_inputs) return bad(std::to_string(r.inputs.size()) + " inputs");
   if (r.averaged && (r.inputs.size() != 1 || r.inputs[0].codec != codec_kind::fp32))
     return bad("an averaged record has one fp32 input");
-  if (r.rule.result_codec > codec_kind::fp4) return bad("unknown result codec");
+  if (r.rule.result_codec > last_codec) return bad("unknown result codec");
   for (const auto& in : r.inputs) {
-    if (in.codec > codec_kind::fp4) return bad("unknown codec of " + in.worker);
+    if (in.codec > last_codec) return bad("unknown codec of " + in.worker);
     if (in.worker.size() > max_worker_name)
       return bad("a worker name of " + std::to_string(in.worker.size()) + " bytes");
     const bool scaled = has_scales(in.codec);
     if (scaled && in.chunk == 0) return bad(in.worker + "'s chunk is 0");
-    if (in.payload.size() != payload_bytes(in.codec, r.count))
+    if (is_sparse(in.codec) && in.chunk > max_sparse_chunk) return bad(in.worker + "'s sparse chunk is over 256");
+    if (in.payload.size() != payload_bytes(in.codec, r.count, in.chunk))
       return bad(std::string(to_string(in.codec)) + " input of " + in.worker + " has " +
                  std::to_string(in.payload.size()) + " bytes for " + std::to_string(r.count) + " values");
     if (in.scales.size() != expected_scales(in.codec, r.count, in.chunk))

@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <random>
 
 #include <gtest/gtest.h>
@@ -30,7 +31,12 @@ float bound(codec_kind kind, const encoded_values& e, std::size_t i, float x) {
     case codec_kind::bf16: return std::fabs(x) * std::ldexp(1.0f, -8);  // half an ulp of 8 bits
     case codec_kind::fp16: return std::fabs(x) * std::ldexp(1.0f, -11) + std::ldexp(1.0f, -25);
     case codec_kind::int8: return e.scales[i / e.chunk] * 0.5f * 1.0001f;
-    case codec_kind::fp4: return e.scales[i / e.chunk] * 1.0001f;  // half the 4..6 gap
+    case codec_kind::fp4:
+      return e.scales[i / e.chunk] * 1.0001f;  // half the 4..6 gap
+    // A value not kept is at most the smallest kept one, at most the chunk's largest (7 steps).
+    case codec_kind::topk16:
+    case codec_kind::topk32:
+    case codec_kind::topk64: return e.scales[i / e.chunk] * 7.0001f;
   }
   return 0;
 }
@@ -91,8 +97,13 @@ TEST_P(CodecTest, ErrorFeedbackKeepsTheRunningSumWithinOneStep) {
     }
     if (!e.scales.empty()) last_step = *std::max_element(e.scales.begin(), e.scales.end());
   }
-  // What was sent lags what was meant by exactly the residual, which is under one
-  // quantization step (the scale) per value, however many rounds have passed.
+  // What was sent lags what was meant by exactly the residual (to float rounding over 1000
+  // rounds: 1e-4), and for a dense codec that is under one quantization step (the scale)
+  // per value, however many rounds have passed. A sparse codec's residual holds whole
+  // values until they are among the largest of their chunk.
+  for (std::size_t i = 0; i < n; ++i)
+    ASSERT_NEAR(sum_in[i] - sum_out[i], ef.residual()[i], 1e-4) << to_string(kind) << " i=" << i;
+  if (is_sparse(kind)) return;
   const float step = kind == codec_kind::int8 || kind == codec_kind::fp4 ? 2.0f * last_step : 1e-4f;
   for (std::size_t i = 0; i < n; ++i)
     ASSERT_LE(std::fabs(sum_in[i] - sum_out[i]), step) << to_string(kind) << " i=" << i;
@@ -100,7 +111,7 @@ TEST_P(CodecTest, ErrorFeedbackKeepsTheRunningSumWithinOneStep) {
 
 INSTANTIATE_TEST_SUITE_P(AllCodecs, CodecTest,
                          ::testing::Values(codec_kind::fp32, codec_kind::bf16, codec_kind::fp16, codec_kind::int8,
-                                           codec_kind::fp4),
+                                           codec_kind::fp4, codec_kind::topk16, codec_kind::topk32, codec_kind::topk64),
                          [](const auto& info) { return std::string(to_string(info.param)); });
 
 TEST(Codec, SizesMatchTheFormats) {
@@ -110,6 +121,83 @@ TEST(Codec, SizesMatchTheFormats) {
   EXPECT_EQ(payload_bytes(codec_kind::fp4, 11), 6u);
   EXPECT_EQ(scale_count(codec_kind::int8, 257, 256), 2u);
   EXPECT_EQ(scale_count(codec_kind::fp16, 257, 256), 0u);
+  // Sparse: k = max(1, chunk / D) kept per chunk, a byte of position and a nibble each.
+  EXPECT_EQ(kept_per_chunk(codec_kind::topk32, 256), 8u);
+  EXPECT_EQ(kept_per_chunk(codec_kind::topk64, 32), 1u);
+  EXPECT_EQ(payload_bytes(codec_kind::topk32, 1000, 256), 4u * (8 + 4));  // 3 full chunks and one of 232
+  EXPECT_EQ(payload_bytes(codec_kind::topk16, 20, 64), 4u + 2);  // one chunk of 20 keeps min(4, 20)
+  EXPECT_EQ(payload_bytes(codec_kind::topk16, 66, 64), (4u + 2) + (2 + 1));  // a last chunk of 2 keeps 2
+  EXPECT_EQ(payload_bytes(codec_kind::topk64, 100, 64), 2u * (1 + 1));
+  EXPECT_EQ(scale_count(codec_kind::topk32, 1000, 256), 4u);
+}
+
+// Of each chunk the k largest magnitudes are kept (ties to the lower index), each as
+// q * scale with q in -7..7 and scale = the largest / 7; the rest decode as exact zeros.
+TEST(Codec, ASparseChunkKeepsItsLargestMagnitudesTiesToTheLowerIndex) {
+  std::vector<float> v(64);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = 0.001f * static_cast<float>(i % 7);  // small
+  v[3] = 2.1f;
+  v[10] = -4.0f;
+  v[20] = 4.0f;  // ties with 10 in magnitude: both kept
+  v[30] = 1.0f;
+  v[40] = 1.0f;  // ties with 30: the lower index is kept
+  encoded_values e;
+  const auto out = round_trip(codec_kind::topk16, v, 64, &e);  // k = 4
+  ASSERT_EQ(e.payload.size(), 4u + 2);
+  EXPECT_EQ(std::vector<std::uint8_t>(e.payload.begin(), e.payload.begin() + 4),
+            (std::vector<std::uint8_t>{3, 10, 20, 30}));
+  ASSERT_EQ(e.scales.size(), 1u);
+  EXPECT_EQ(e.scales[0], 4.0f / 7.0f);
+  const float s = e.scales[0];
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    float want = 0.0f;
+    if (i == 3) want = 4.0f * s;  // 2.1 / s = 3.675 -> 4
+    if (i == 10) want = -7.0f * s;
+    if (i == 20) want = 7.0f * s;
+    if (i == 30) want = 2.0f * s;  // 1.75 -> 2
+    EXPECT_EQ(out[i], want) << i;
+  }
+}
+
+// Hostile sparse payloads: each refused with a typed error naming the problem, before any
+// value is decoded.
+TEST(Codec, MalformedSparsePayloadsAreRefused) {
+  const auto v = random_values(200, 4);
+  encoded_values good;
+  ASSERT_FALSE(encode(codec_kind::topk16, v.data(), v.size(), 64, good));  // k = 4; chunks 64, 64, 64, 8
+  struct row {
+    const char* what;
+    std::function<void(encoded_values&)> spoil;
+    errc code;
+    const char* says;
+  };
+  const std::vector<row> rows = {
+      {"a position past its chunk", [](encoded_values& e) { e.payload[0] = 64; }, errc::tensor_mismatch,
+       "out of range"},
+      {"a position past a short last chunk", [](encoded_values& e) { e.payload[3 * 6] = 8; }, errc::tensor_mismatch,
+       "out of range"},
+      {"a duplicate position", [](encoded_values& e) { e.payload[1] = e.payload[0]; }, errc::tensor_mismatch,
+       "duplicate position"},
+      {"positions out of order", [](encoded_values& e) { std::swap(e.payload[0], e.payload[1]); },
+       errc::tensor_mismatch, "out of order"},
+      {"a negative scale", [](encoded_values& e) { e.scales[1] = -1.0f; }, errc::tensor_mismatch, "negative scale"},
+      {"a non-finite scale", [](encoded_values& e) { e.scales[2] = NAN; }, errc::not_finite, "scale"},
+      {"a count the payload does not hold", [](encoded_values& e) { e.count -= 7; }, errc::tensor_mismatch, "payload"},
+      {"one kept value too many", [](encoded_values& e) { e.payload.push_back(0); }, errc::tensor_mismatch, "payload"},
+      {"a chunk over 256", [](encoded_values& e) { e.chunk = 512; }, errc::tensor_mismatch, "chunk of 512"},
+      {"no chunk", [](encoded_values& e) { e.chunk = 0; }, errc::tensor_mismatch, "chunk of 0"},
+  };
+  for (const auto& r : rows) {
+    auto e = good;
+    r.spoil(e);
+    std::vector<float> out(e.count, -123.0f);
+    const auto err = decode(e, out.data());
+    EXPECT_EQ(err.code, r.code) << r.what << ": " << err.describe();
+    EXPECT_NE(err.message.find(r.says), std::string::npos) << r.what << ": " << err.describe();
+    EXPECT_TRUE(std::all_of(out.begin(), out.end(), [](float x) { return x == -123.0f; })) << r.what;
+  }
+  encoded_values e;
+  EXPECT_EQ(encode(codec_kind::topk32, v.data(), v.size(), 512, e).code, errc::invalid_config);
 }
 
 TEST(Codec, Fp4HitsItsGridExactly) {
@@ -164,7 +252,8 @@ TEST(Codec, ScaledDecodeIsEachCodeTimesItsChunksScaleBitForBit) {
 // writes exactly encode()'s bytes.
 TEST(Codec, RangesDecodeAndEncodeTheSameBitsAsTheWholeTensor) {
   const auto v = random_values(10'001, 9);
-  for (auto kind : {codec_kind::fp32, codec_kind::bf16, codec_kind::fp16, codec_kind::int8, codec_kind::fp4}) {
+  for (auto kind : {codec_kind::fp32, codec_kind::bf16, codec_kind::fp16, codec_kind::int8, codec_kind::fp4,
+                    codec_kind::topk16, codec_kind::topk64}) {
     SCOPED_TRACE(to_string(kind));
     encoded_values whole;
     ASSERT_FALSE(encode(kind, v.data(), v.size(), 64, whole));
@@ -195,6 +284,8 @@ TEST(Codec, Fp16SaturatesAndKeepsSubnormals) {
 
 TEST(Codec, NamesParse) {
   EXPECT_EQ(*parse_codec("int8"), codec_kind::int8);
+  EXPECT_EQ(*parse_codec("topk32"), codec_kind::topk32);
+  EXPECT_EQ(parse_codec("topk8").err().code, errc::invalid_config);
   EXPECT_EQ(parse_codec("int4").err().code, errc::invalid_config);
 }
 

@@ -85,7 +85,8 @@ round_record small_record(codec_kind kind) {
 }
 
 TEST(RoundRecord, EncodesAndDecodesToTheSameBytesForEveryCodec) {
-  for (auto kind : {codec_kind::fp32, codec_kind::bf16, codec_kind::fp16, codec_kind::int8, codec_kind::fp4}) {
+  for (auto kind :
+       {codec_kind::fp32, codec_kind::bf16, codec_kind::fp16, codec_kind::int8, codec_kind::fp4, codec_kind::topk32}) {
     const auto record = small_record(kind);
     const auto bytes = encoded_record(record).joined();
     auto back = decode_record(bytes);
@@ -249,11 +250,10 @@ void expect_same_state(const outer_state& a, const outer_state& b, const std::st
 // bits at every round: fp32, int8 and fp4 contributions, with and without error feedback
 // on the results, with participants joining and missing rounds.
 TEST(RoundLog, FollowersReplayingTheRecordsReachTheCoordinatorsBitsForFiveHundredRounds) {
-  const std::pair<codec_kind, codec_kind> cases[] = {{codec_kind::fp32, codec_kind::fp32},
-                                                     {codec_kind::int8, codec_kind::int8},
-                                                     {codec_kind::fp4, codec_kind::fp4},
-                                                     {codec_kind::fp4, codec_kind::fp32},
-                                                     {codec_kind::int8, codec_kind::fp4}};
+  const std::pair<codec_kind, codec_kind> cases[] = {
+      {codec_kind::fp32, codec_kind::fp32}, {codec_kind::int8, codec_kind::int8},
+      {codec_kind::fp4, codec_kind::fp4},   {codec_kind::fp4, codec_kind::fp32},
+      {codec_kind::int8, codec_kind::fp4},  {codec_kind::topk16, codec_kind::topk16}};
   for (const auto& [kind, result] : cases) {
     const std::string name = std::string(to_string(kind)) + " in, " + to_string(result) + " out";
     const auto run = run_rounds(500, kind, result, 7 + static_cast<int>(kind));

@@ -34,12 +34,69 @@ float chunk_max_abs(const float* v, std::size_t n) {
   return m;
 }
 
+// The sparse codecs (codec.hpp): a chunk's payload is its kept positions, one byte each,
+// then their 4-bit codes, two to a byte (the first in the low nibble).
+std::size_t sparse_chunk_bytes(std::size_t kept) { return kept + (kept + 1) / 2; }
+
+// A kept value is q * scale, q in -7..7 (a two's-complement nibble), scale = the chunk's
+// largest kept magnitude / 7: zero is exact (a chunk with fewer non-zeros than it keeps).
+std::uint8_t to_sparse_code(float x, float inverse_scale) {
+  float v = x * inverse_scale;
+  v = v < -7.0f ? -7.0f : (v > 7.0f ? 7.0f : v);
+  return static_cast<std::uint8_t>(static_cast<std::int8_t>(round_even(v)) & 0x0F);
+}
+float from_sparse_code(std::uint8_t code) { return static_cast<float>(static_cast<std::int8_t>(code << 4) >> 4); }
+
+// Chunk `index` of a sparse tensor (every chunk before the last is full).
+struct sparse_chunk {
+  std::size_t start, length, kept, offset;  // values [start, start + length); payload offset
+};
+sparse_chunk sparse_chunk_at(codec_kind kind, std::size_t count, std::size_t chunk, std::size_t index) {
+  const std::size_t k = kept_per_chunk(kind, chunk);
+  const std::size_t start = index * chunk, length = std::min(chunk, count - start);
+  return {start, length, std::min(k, length), index * sparse_chunk_bytes(k)};
+}
+
+// Keeps the k largest magnitudes of v[0, m) (ties to the lower index), in position order.
+void encode_sparse_chunk(const float* v, std::size_t m, std::size_t kept, std::uint8_t* out, float& scale) {
+  std::uint8_t order[max_sparse_chunk];
+  for (std::size_t i = 0; i < m; ++i) order[i] = static_cast<std::uint8_t>(i);
+  std::partial_sort(order, order + kept, order + m, [v](std::uint8_t a, std::uint8_t b) {
+    const float fa = std::fabs(v[a]), fb = std::fabs(v[b]);
+    return fa > fb || (fa == fb && a < b);
+  });
+  std::sort(order, order + kept);
+  float largest = 0.0f;
+  for (std::size_t t = 0; t < kept; ++t) largest = std::max(largest, std::fabs(v[order[t]]));
+  scale = largest / 7.0f;
+  const float inv = inverse(scale);
+  std::uint8_t* codes = out + kept;
+  std::fill(codes, codes + (kept + 1) / 2, std::uint8_t{0});
+  for (std::size_t t = 0; t < kept; ++t) {
+    out[t] = order[t];
+    codes[t / 2] |= static_cast<std::uint8_t>(to_sparse_code(v[order[t]], inv) << (4 * (t % 2)));
+  }
+}
+
 }  // namespace
 
 expected<codec_kind> parse_codec(const std::string& name) {
-  for (auto k : {codec_kind::fp32, codec_kind::bf16, codec_kind::fp16, codec_kind::int8, codec_kind::fp4})
+  for (auto k : {codec_kind::fp32, codec_kind::bf16, codec_kind::fp16, codec_kind::int8, codec_kind::fp4,
+                 codec_kind::topk16, codec_kind::topk32, codec_kind::topk64})
     if (name == to_string(k)) return k;
-  return make_error(errc::invalid_config, "unknown codec '" + name + "' (fp32, bf16, fp16, int8, fp4)");
+  return make_error(errc::invalid_config,
+                    "unknown codec '" + name + "' (fp32, bf16, fp16, int8, fp4, topk16, topk32, topk64)");
+}
+
+std::size_t kept_per_chunk(codec_kind kind, std::size_t chunk) {
+  std::size_t divisor = 0;
+  switch (kind) {
+    case codec_kind::topk16: divisor = 16; break;
+    case codec_kind::topk32: divisor = 32; break;
+    case codec_kind::topk64: divisor = 64; break;
+    default: return 0;
+  }
+  return std::max<std::size_t>(1, chunk / divisor);
 }
 
 const char* to_string(codec_kind kind) {
@@ -49,19 +106,28 @@ const char* to_string(codec_kind kind) {
     case codec_kind::fp16: return "fp16";
     case codec_kind::int8: return "int8";
     case codec_kind::fp4: return "fp4";
+    case codec_kind::topk16: return "topk16";
+    case codec_kind::topk32: return "topk32";
+    case codec_kind::topk64: return "topk64";
   }
   return "unknown";
 }
 
-std::size_t payload_bytes(codec_kind kind, std::size_t count) {
+std::size_t payload_bytes(codec_kind kind, std::size_t count, std::size_t chunk) {
+  if (is_sparse(kind)) {
+    if (chunk == 0 || count == 0) return 0;
+    const std::size_t chunks = (count + chunk - 1) / chunk;
+    const auto last = sparse_chunk_at(kind, count, chunk, chunks - 1);
+    return last.offset + sparse_chunk_bytes(last.kept);
+  }
   switch (kind) {
     case codec_kind::fp32: return count * 4;
     case codec_kind::bf16:
     case codec_kind::fp16: return count * 2;
     case codec_kind::int8: return count;
     case codec_kind::fp4: return (count + 1) / 2;
+    default: return 0;
   }
-  return 0;
 }
 
 std::size_t scale_count(codec_kind kind, std::size_t count, std::size_t chunk) {
@@ -73,10 +139,13 @@ status shape_encoded(codec_kind kind, std::size_t count, std::size_t chunk, enco
   const bool scaled = has_scales(kind);
   if (scaled && chunk == 0) return make_error(errc::invalid_config, "codec chunk must be positive");
   if (kind == codec_kind::fp4 && chunk % 2 != 0) return make_error(errc::invalid_config, "fp4 chunk must be even");
+  if (is_sparse(kind) && chunk > max_sparse_chunk)
+    return make_error(errc::invalid_config, std::string(to_string(kind)) + " chunk must be at most " +
+                                                std::to_string(max_sparse_chunk) + " (a position is one byte)");
   out.kind = kind;
   out.count = count;
   out.chunk = scaled ? chunk : 0;
-  out.payload.assign(payload_bytes(kind, count), 0);
+  out.payload.assign(payload_bytes(kind, count, chunk), 0);
   out.scales.assign(scale_count(kind, count, chunk), 0.0f);
   return {};
 }
@@ -126,6 +195,14 @@ void encode_range(const float* values, std::size_t first, std::size_t n, encoded
           const std::uint8_t code = to_fp4(values[c + i], inv);
           pairs[i / 2] |= static_cast<std::uint8_t>(i % 2 == 0 ? code : code << 4);
         }
+      }
+      break;
+    case codec_kind::topk16:
+    case codec_kind::topk32:
+    case codec_kind::topk64:
+      for (std::size_t c = 0; c < n; c += chunk) {
+        const auto at = sparse_chunk_at(out.kind, out.count, chunk, (first + c) / chunk);
+        encode_sparse_chunk(values + c, at.length, at.kept, p + at.offset, out.scales[(first + c) / chunk]);
       }
       break;
   }
@@ -191,12 +268,57 @@ void decode_range(const encoded_values& in, std::size_t first, std::size_t n, fl
         i += m;
       }
       break;
+    case codec_kind::topk16:  // zeros, then the kept values that fall in the range
+    case codec_kind::topk32:
+    case codec_kind::topk64:
+      std::fill(values, values + n, 0.0f);
+      for (std::size_t j = first / chunk; n > 0 && j * chunk < first + n; ++j) {
+        const auto at = sparse_chunk_at(in.kind, in.count, chunk, j);
+        const std::uint8_t* positions = p + at.offset;
+        const std::uint8_t* codes = positions + at.kept;
+        const float scale = in.scales[j];
+        for (std::size_t t = 0; t < at.kept; ++t) {
+          const std::size_t k = at.start + positions[t];
+          if (k < first || k >= first + n) continue;
+          values[k - first] = from_sparse_code((codes[t / 2] >> (4 * (t % 2))) & 0x0F) * scale;
+        }
+      }
+      break;
   }
 }
 
+namespace {
+
+// Each chunk's kept positions lie in the chunk and strictly increase (no duplicates); a
+// scale is not negative. The sizes were checked.
+status check_sparse_positions(const encoded_values& in) {
+  const std::size_t chunks = in.count == 0 ? 0 : (in.count + in.chunk - 1) / in.chunk;
+  for (std::size_t j = 0; j < chunks; ++j) {
+    const auto at = sparse_chunk_at(in.kind, in.count, in.chunk, j);
+    const std::uint8_t* positions = in.payload.data() + at.offset;
+    const std::string where = " in chunk " + std::to_string(j);
+    if (in.scales[j] < 0.0f) return make_error(errc::tensor_mismatch, "a negative scale" + where);
+    for (std::size_t t = 0; t < at.kept; ++t) {
+      if (positions[t] >= at.length)
+        return make_error(errc::tensor_mismatch, "position " + std::to_string(positions[t]) + " out of range" + where +
+                                                     " of " + std::to_string(at.length) + " values");
+      if (t > 0 && positions[t] == positions[t - 1])
+        return make_error(errc::tensor_mismatch, "duplicate position " + std::to_string(positions[t]) + where);
+      if (t > 0 && positions[t] < positions[t - 1])
+        return make_error(errc::tensor_mismatch, "positions out of order" + where);
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
 status check_encoded(const encoded_values& in) {
-  if (in.kind > codec_kind::fp4) return make_error(errc::tensor_mismatch, "unknown codec");
-  if (in.payload.size() != payload_bytes(in.kind, in.count))
+  if (in.kind > last_codec) return make_error(errc::tensor_mismatch, "unknown codec");
+  if (is_sparse(in.kind) && (in.chunk == 0 || in.chunk > max_sparse_chunk))
+    return make_error(errc::tensor_mismatch, std::string(to_string(in.kind)) + " chunk of " + std::to_string(in.chunk) +
+                                                 " values (1 to " + std::to_string(max_sparse_chunk) + ")");
+  if (in.payload.size() != payload_bytes(in.kind, in.count, in.chunk))
     return make_error(errc::tensor_mismatch, std::string(to_string(in.kind)) + " payload of " +
                                                  std::to_string(in.payload.size()) + " bytes for " +
                                                  std::to_string(in.count) + " values");
@@ -205,6 +327,7 @@ status check_encoded(const encoded_values& in) {
                  (in.kind == codec_kind::fp4 && in.chunk % 2 != 0)))
     return make_error(errc::tensor_mismatch, "scales do not match the chunking");
   if (scaled && !all_finite(in.scales.data(), in.scales.size())) return make_error(errc::not_finite, "scale");
+  if (is_sparse(in.kind)) return check_sparse_positions(in);
   return {};
 }
 

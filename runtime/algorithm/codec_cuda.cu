@@ -146,6 +146,9 @@ struct device_codec::impl {
   // Encodes `values` (device) into the device payload/scales and copies the codes to `out`.
   status encode(codec_kind kind, const float* values, std::size_t count, std::size_t chunk, cudaStream_t stream,
                 encoded_values& out) {
+    if (is_sparse(kind))
+      return make_error(errc::invalid_config,
+                        std::string(to_string(kind)) + " has no device kernel yet: a CUDA worker needs fp32 to fp4");
     if (has_scales(kind) && (chunk == 0 || (kind == codec_kind::fp4 && chunk % 2 != 0)))
       return make_error(errc::invalid_config, "codec chunk must be positive (and even for fp4)");
     out.kind = kind;
@@ -223,7 +226,8 @@ status device_codec::encode_delta(codec_kind kind, const float* global, const fl
 
 status device_codec::decode(const encoded_values& in, float* values, void* stream_ptr) {
   // The same checks as the CPU decoder, on the host, before any byte moves.
-  if (in.kind > codec_kind::fp4) return make_error(errc::tensor_mismatch, "unknown codec");
+  if (in.kind > last_codec) return make_error(errc::tensor_mismatch, "unknown codec");
+  if (is_sparse(in.kind)) return make_error(errc::invalid_config, "the sparse codecs have no device kernel yet");
   if (in.payload.size() != payload_bytes(in.kind, in.count)) return make_error(errc::tensor_mismatch, "payload size");
   const bool scaled = has_scales(in.kind);
   if (scaled && (in.chunk == 0 || in.scales.size() != scale_count(in.kind, in.count, in.chunk) ||

@@ -44,7 +44,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::uint16_t declared_size = in.take<std::uint16_t>();
   const std::uint8_t checksum_mode = in.take<std::uint8_t>();
   const std::uint64_t forced_checksum = checksum_mode % 2 ? in.take<std::uint64_t>() : 0;
-  const auto codec = static_cast<codec_kind>(in.take<std::uint8_t>() % 6);
+  const auto codec = static_cast<codec_kind>(in.take<std::uint8_t>() % 9);  // 8: unknown
   const std::uint16_t chunk = in.take<std::uint16_t>();
   const std::uint16_t count = in.take<std::uint16_t>();
   t.data.assign(in.p, in.p + in.left);

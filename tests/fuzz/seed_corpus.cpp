@@ -57,10 +57,10 @@ int main(int argc, char** argv) {
   write(env, "pointer_amplified", atl::testing::pointer_amplified(64, 64));
   write(env, "too_many_segments", atl::testing::too_many_segments(3));
   // Tensor seeds: float32, rank 1, shape {4}, size from the frame, correct checksum,
-  // codec fp32/int8, chunk 2, count 4, then 16 bytes.
+  // codec fp32/int8/fp4/topk32, chunk 2, count 4, then 16 bytes.
   const auto tensors = root / "fuzz_tensor_frames";
   auto frame = contribution()[1];
-  for (std::uint8_t codec : {0, 3, 4}) {
+  for (std::uint8_t codec : {0, 3, 4, 6}) {
     std::vector<std::uint8_t> seed = {0, 1, 4, 0, 0, 0, 0, codec, 2, 0, 4, 0};
     seed.insert(seed.end(), frame.begin(), frame.end());
     write(tensors, "codec" + std::to_string(codec), seed);

@@ -41,6 +41,25 @@ RUNS = [
     ("streaming-p2-overlap-fp4-ef", H + ["--set", "diloco.fragments=2", "--set", "diloco.codec=fp4"] + OVERLAP,
      "diloco", 2, 5, "fp4"),
 ]
+# The sparse codecs (runtime/algorithm/codec.hpp): 1/16 and 1/32 of each chunk, at H = 20 and 50.
+for density in (16, 32):
+    for h in (20, 50):
+        RUNS.append((f"streaming-overlap-topk{density}-ef-h{h}",
+                     ["--set", f"diloco.sync_every={h}", "--set", "diloco.fragments=3",
+                      "--set", f"diloco.codec=topk{density}"] + OVERLAP,
+                     "diloco", 3, 5, f"topk{density}"))
+
+CHUNK = 256  # diloco.codec_chunk's default
+
+
+def bits_per_value(codec):
+    """Bits a value costs on the wire; for a sparse codec, per kept value (its position,
+    its code and its share of the chunk's scale)."""
+    dense = {"fp32": 32, "bf16": 16, "fp16": 16, "int8": 8 + 32 / CHUNK, "fp4": 4 + 32 / CHUNK}
+    if codec in dense:
+        return dense[codec]
+    kept = max(1, CHUNK // int(codec[len("topk"):]))
+    return 8 + 4 + 32 / kept
 
 
 def read_metrics(path):
@@ -79,9 +98,9 @@ def summarize(name, mode, fragments, overlap, codec, workers, steps, lines, wall
 
 def write_table(results, out):
     base = next((r for r in results if r["mode"] == "ddp"), None)
-    rows = ["| run | P | tau | codec | held-out loss | vs ddp | sent / worker | received / worker | "
-            "ddp sent+received / these | peak bytes in one round | wall s | compute utilisation |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    rows = ["| run | P | tau | codec | bits per (kept) value | held-out loss | vs ddp | sent / worker | "
+            "received / worker | ddp sent+received / these | peak bytes in one round | wall s | compute utilisation |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
 
     def both(r):
         return r["bytes_sent_per_worker"] + r["bytes_received_per_worker"]
@@ -89,7 +108,8 @@ def write_table(results, out):
     for r in results:
         vs = f"{(r['val_loss'] / base['val_loss'] - 1) * 100:+.1f}%" if base and r["val_loss"] else "-"
         ratio = f"{both(base) / both(r):.0f}x" if base and both(r) else "-"
-        rows.append(f"| {r['name']} | {r['fragments']} | {r['overlap']} | {r['codec']} | {r['val_loss']:.3f} | {vs} | "
+        rows.append(f"| {r['name']} | {r['fragments']} | {r['overlap']} | {r['codec']} | "
+                    f"{bits_per_value(r['codec']):.1f} | {r['val_loss']:.3f} | {vs} | "
                     f"{r['bytes_sent_per_worker'] / 1e6:.1f} MB | {r['bytes_received_per_worker'] / 1e6:.1f} MB | "
                     f"{ratio} | {r['peak_round_bytes'] / 1e6:.2f} MB | "
                     f"{r['wall_s']:.0f} | {r['compute_utilisation']:.3f} |")
