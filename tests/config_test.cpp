@@ -52,6 +52,16 @@ TEST(Config, RelationsBetweenKnobsAreChecked) {
   auto cfg = parse_config_text("[model]\nwidth = 130\nheads = 4\n", "t.toml");
   ASSERT_FALSE(cfg);
   EXPECT_NE(cfg.err().message.find("model.heads"), std::string::npos);
+  // A sparse codec's positions are one byte: its chunk holds at most 256 values.
+  cfg = parse_config_text("[diloco]\ncodec = \"topk32\"\ncodec_chunk = 512\n", "t.toml");
+  ASSERT_FALSE(cfg);
+  EXPECT_NE(cfg.err().message.find("diloco.codec_chunk: 512"), std::string::npos) << cfg.err().message;
+  EXPECT_TRUE(parse_config_text("[diloco]\ncodec = \"topk32\"\ncodec_chunk = 256\n", "t.toml"));
+  // A thread layout is TxB or auto.
+  cfg = parse_config_text("[run]\nthread_layout = \"2by2\"\n", "t.toml");
+  ASSERT_FALSE(cfg);
+  EXPECT_NE(cfg.err().message.find("run.thread_layout"), std::string::npos) << cfg.err().message;
+  EXPECT_TRUE(parse_config_text("[run]\nthread_layout = \"1x2\"\n", "t.toml"));
 }
 
 TEST(Config, OverridesUseTheSameRules) {
