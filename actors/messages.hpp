@@ -18,5 +18,6 @@ using renew_atom = caf::atom_constant<caf::atom("renew")>;  // lease proxy: its 
 using snapshot_atom = caf::atom_constant<caf::atom("snapshot")>;  // keeper: its snapshot is written
 using ready_atom = caf::atom_constant<caf::atom("ready")>;  // replica keeper: report KeeperReady
 using deadline_atom = caf::atom_constant<caf::atom("deadline")>;  // coordinator: a round's deadline
+using threads_atom = caf::atom_constant<caf::atom("threads")>;  // node agent: the layout a worker's trial kept
 
 }  // namespace atl

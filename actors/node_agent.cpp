@@ -60,6 +60,9 @@ void spawn_worker(self_ptr self, std::size_t index) {
   if (w.spec.device == "cpu" && st.cfg.apply_threads) {
     wc.thread_layouts = st.cpu_worker_layouts;
     wc.apply_threads = st.cfg.apply_threads;
+    wc.keep_threads = [agent = caf::actor_cast<caf::actor>(self)](const thread_layout& kept) {
+      caf::anon_send(agent, threads_atom::value, kept.torch, kept.blas);
+    };
   }
   try {
     w.handle = self->spawn<caf::detached>(worker_actor, st.net, wc, st.cfg.factory);
@@ -370,6 +373,9 @@ caf::behavior node_agent_actor(caf::stateful_actor<node_agent_state>* self, tran
         }
         const auto interval = st.current == phase::running ? st.run.heartbeat_ms : 1000;
         self->delayed_send(self, std::chrono::milliseconds(interval), tick_atom::value);
+      },
+      [=](threads_atom, int torch, int blas) {  // a CPU worker's trial settled: restarts reuse it
+        self->state.cpu_worker_layouts = {thread_layout{torch, blas}};
       },
       [=](restart_atom, std::uint64_t index) {
         if (self->state.current == phase::running && index < self->state.workers.size()) spawn_worker(self, index);

@@ -88,7 +88,7 @@ struct node_agent_state {
   std::uint64_t epoch = 0;
   run_config run;
   std::vector<supervised_worker> workers;
-  std::vector<thread_layout> cpu_worker_layouts;  // from prepare
+  std::vector<thread_layout> cpu_worker_layouts;  // from prepare; the one a trial kept, after it
   std::vector<caf::actor> coordinators;
   std::vector<caf::actor> keepers;  // a keeper replica placed here
   std::uint64_t connections_seen = 0;  // the transport's count when last checked

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,8 @@ struct worker_config {
   // thread, which is the worker's own.
   std::vector<thread_layout> thread_layouts;
   std::function<void(const thread_layout&)> apply_threads;
+  // Told the layout a trial kept, so that a restarted worker starts with it (no new trial).
+  std::function<void(const thread_layout&)> keep_threads;
 };
 
 class step_strategy;  // actors/worker_steps.hpp

@@ -21,7 +21,9 @@ void begin_inner_step(worker_state& st) {
 void end_inner_step(worker_state& st) {
   if (!st.threads || st.threads->settled()) return;
   st.threads->after_step(std::chrono::duration<double>(st.now() - st.step_started).count());
-  if (st.threads->settled()) log_info(st.cfg.id + ": threads (LibTorch x BLAS) " + describe(*st.threads));
+  if (!st.threads->settled()) return;
+  log_info(st.cfg.id + ": threads (LibTorch x BLAS) " + describe(*st.threads));
+  if (st.cfg.keep_threads) st.cfg.keep_threads(st.threads->chosen());
 }
 
 std::string thread_layout_report(const worker_state& st) {

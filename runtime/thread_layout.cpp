@@ -52,12 +52,9 @@ thread_layout pick_layout(const std::vector<layout_time>& times, double toleranc
 
 layout_trial::layout_trial(std::vector<thread_layout> candidates, trial_plan plan)
     : candidates_(std::move(candidates)), plan_(plan), samples_(candidates_.size()) {
-  if (candidates_.size() <= 1) {  // nothing to choose between
-    if (!candidates_.empty()) {
-      chosen_ = candidates_.front();
-      times_.push_back({candidates_.front(), 0.0});
-    }
-    return;
+  if (candidates_.size() == 1) {  // nothing to choose between
+    chosen_ = candidates_.front();
+    times_.push_back({candidates_.front(), 0.0});
   }
 }
 

@@ -57,6 +57,7 @@ struct trial_plan {
 
 class layout_trial {
  public:
+  // `candidates`: at least one; the first is also the warm-up's. One alone is settled at once.
   layout_trial(std::vector<thread_layout> candidates, trial_plan plan = {});
 
   // The layout the next step must run with, or nullopt to keep the current one.
