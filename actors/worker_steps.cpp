@@ -15,7 +15,7 @@ namespace atl {
 void begin_inner_step(worker_state& st) {
   if (!st.threads) return;
   if (const auto next = st.threads->before_step()) st.cfg.apply_threads(*next);
-  st.step_started = st.now();
+  if (!st.threads->settled()) st.step_started = st.now();  // timed only during the trial
 }
 
 void end_inner_step(worker_state& st) {

@@ -7,6 +7,7 @@
 
 #include <toml++/toml.h>
 
+#include "runtime/algorithm/codec.hpp"
 #include "runtime/thread_layout.hpp"
 
 namespace atl {
@@ -43,7 +44,8 @@ const std::vector<knob>& knobs() {
       {"diloco.overlap", &C::overlap, 0, 1e9, "steps", "tau: steps a worker trains on before merging a result"},
       {"diloco.alpha", &C::alpha, 0, 1, "", "merge: local = alpha * local + (1 - alpha) * global"},
       {"diloco.codec", &C::codec, 0, 0, "",
-       "pseudo-gradient encoding on the wire, both ways; topkD sends the largest 1/D of each chunk with 2 bits "
+       "pseudo-gradient encoding on the wire, both ways; topkD sends the largest 1/D of each chunk, 4 bits and a "
+       "position each "
        "(use error feedback with it)",
        "fp32|bf16|fp16|int8|fp4|topk16|topk32|topk64"},
       {"diloco.codec_chunk", &C::codec_chunk, 8, 1 << 24, "values", "values sharing one scale (int8, fp4)"},
@@ -280,10 +282,11 @@ status validate(const run_config& cfg) {
     return make_error(errc::invalid_config, "diloco.overlap: must be smaller than diloco.sync_every (" +
                                                 std::to_string(cfg.sync_every) + ")");
   if (cfg.example.empty()) return make_error(errc::invalid_config, "run.example: must not be empty");
-  if (cfg.codec.rfind("topk", 0) == 0 && cfg.codec_chunk > 256)
+  if (const auto codec = parse_codec(cfg.codec);
+      codec && is_sparse(*codec) && static_cast<std::size_t>(cfg.codec_chunk) > max_sparse_chunk)
     return make_error(errc::invalid_config, "diloco.codec_chunk: " + std::to_string(cfg.codec_chunk) +
-                                                " is more than the 256 values a sparse codec's chunk can hold (" +
-                                                cfg.codec + ")");
+                                                " is more than the " + std::to_string(max_sparse_chunk) +
+                                                " values a sparse codec's chunk can hold (" + cfg.codec + ")");
   if (cfg.thread_layout != "auto") {
     if (const auto layout = parse_thread_layout(cfg.thread_layout); !layout)
       return make_error(errc::invalid_config, "run.thread_layout: " + layout.err().message);

@@ -293,19 +293,21 @@ namespace {
 // scale is not negative. The sizes were checked.
 status check_sparse_positions(const encoded_values& in) {
   const std::size_t chunks = in.count == 0 ? 0 : (in.count + in.chunk - 1) / in.chunk;
+  // Messages are built only for a refusal: this runs on every received contribution and result.
+  const auto refuse = [](std::string what, std::size_t chunk) {
+    return make_error(errc::tensor_mismatch, std::move(what) + " in chunk " + std::to_string(chunk));
+  };
   for (std::size_t j = 0; j < chunks; ++j) {
     const auto at = sparse_chunk_at(in.kind, in.count, in.chunk, j);
     const std::uint8_t* positions = in.payload.data() + at.offset;
-    const std::string where = " in chunk " + std::to_string(j);
-    if (in.scales[j] < 0.0f) return make_error(errc::tensor_mismatch, "a negative scale" + where);
+    if (in.scales[j] < 0.0f) return refuse("a negative scale", j);
     for (std::size_t t = 0; t < at.kept; ++t) {
       if (positions[t] >= at.length)
-        return make_error(errc::tensor_mismatch, "position " + std::to_string(positions[t]) + " out of range" + where +
-                                                     " of " + std::to_string(at.length) + " values");
+        return refuse(
+            "position " + std::to_string(positions[t]) + " out of range (" + std::to_string(at.length) + " values)", j);
       if (t > 0 && positions[t] == positions[t - 1])
-        return make_error(errc::tensor_mismatch, "duplicate position " + std::to_string(positions[t]) + where);
-      if (t > 0 && positions[t] < positions[t - 1])
-        return make_error(errc::tensor_mismatch, "positions out of order" + where);
+        return refuse("duplicate position " + std::to_string(positions[t]), j);
+      if (t > 0 && positions[t] < positions[t - 1]) return refuse("positions out of order", j);
     }
   }
   return {};
