@@ -299,7 +299,8 @@ namespace {
 
 TEST(CudaCodec, ProducesTheSameBytesAsTheCpu) {
   if (!cuda_codecs_available()) GTEST_SKIP() << "no CUDA device (or no CUDA in this build)";
-  for (auto kind : {codec_kind::bf16, codec_kind::fp16, codec_kind::int8, codec_kind::fp4})
+  for (auto kind : {codec_kind::bf16, codec_kind::fp16, codec_kind::int8, codec_kind::fp4, codec_kind::topk16,
+                    codec_kind::topk32, codec_kind::topk64})
     for (std::size_t n : {1u, 255u, 256u, 4099u, 1000003u}) {
       auto v = random_values(n, static_cast<unsigned>(n) + 7, 0.02f);
       if (n > 10) v[3] = 0.0f, v[9] = 1e-30f;

@@ -28,7 +28,8 @@ std::vector<float> to_host(const torch::Tensor& t) {
 
 TEST(DeviceCodec, EncodesAndFeedsBackTheSameBytesAsTheHostOverSeveralRounds) {
   ATOLL_SKIP_WITHOUT_GPU();
-  for (auto kind : {codec_kind::fp32, codec_kind::bf16, codec_kind::fp16, codec_kind::int8, codec_kind::fp4})
+  for (auto kind : {codec_kind::fp32, codec_kind::bf16, codec_kind::fp16, codec_kind::int8, codec_kind::fp4,
+                    codec_kind::topk16, codec_kind::topk32, codec_kind::topk64})
     for (std::size_t n : {1u, 255u, 257u, 4099u, 1000003u}) {
       const auto global = random_values(n, static_cast<unsigned>(n), 1.0f);
       error_feedback host;
@@ -61,9 +62,34 @@ TEST(DeviceCodec, EncodesAndFeedsBackTheSameBytesAsTheHostOverSeveralRounds) {
     }
 }
 
+// Ties are where a sparse selection can differ: equal magnitudes, zeros, fewer non-zeros
+// than a chunk keeps, chunk sizes that are not a multiple of the kept count.
+TEST(DeviceCodec, SparseCodecsKeepTheHostsValuesWhereMagnitudesTie) {
+  ATOLL_SKIP_WITHOUT_GPU();
+  std::vector<float> values(1024 + 77, 0.0f);
+  for (std::size_t i = 0; i < 256; ++i) values[i] = i % 2 ? 0.5f : -0.5f;  // all equal magnitudes
+  values[512 + 7] = 3.0f, values[512 + 200] = -1.0f;  // chunk 2: two non-zeros (chunk 1: zeros)
+  for (std::size_t i = 768; i < values.size(); ++i) values[i] = static_cast<float>(static_cast<int>(i * 7 % 5) - 2);
+  for (auto kind : {codec_kind::topk16, codec_kind::topk32, codec_kind::topk64})
+    for (std::size_t chunk : {256u, 100u, 17u, 1u}) {
+      const std::string where = std::string(to_string(kind)) + " chunk " + std::to_string(chunk);
+      encoded_values want, got;
+      ASSERT_FALSE(encode(kind, values.data(), values.size(), chunk, want)) << where;
+      device_codec device;
+      auto on_device = on_gpu(values);
+      ASSERT_FALSE(device.encode(kind, on_device.data_ptr<float>(), values.size(), chunk, nullptr, got)) << where;
+      EXPECT_EQ(want.payload, got.payload) << where;
+      EXPECT_EQ(want.scales, got.scales) << where;
+      std::vector<float> a(values.size());
+      ASSERT_FALSE(decode(want, a.data()));
+      ASSERT_FALSE(device.decode(got, on_device.data_ptr<float>(), nullptr)) << where;
+      EXPECT_EQ(0, std::memcmp(a.data(), to_host(on_device).data(), a.size() * 4)) << where;
+    }
+}
+
 TEST(DeviceCodec, RefusesNonFiniteValuesAndKeepsTheResidual) {
   ATOLL_SKIP_WITHOUT_GPU();
-  for (auto kind : {codec_kind::fp32, codec_kind::bf16, codec_kind::int8, codec_kind::fp4}) {
+  for (auto kind : {codec_kind::fp32, codec_kind::bf16, codec_kind::int8, codec_kind::fp4, codec_kind::topk32}) {
     auto global = random_values(1000, 1, 1.0f);
     auto local = random_values(1000, 2, 1.0f);
     device_codec device;
@@ -93,6 +119,13 @@ TEST(DeviceCodec, RefusesMalformedCodesBeforeTouchingTheDevice) {
   bad.payload.assign(100, 0);
   bad.scales.assign(1, std::nanf(""));
   EXPECT_EQ(device.decode(bad, out.data_ptr<float>(), nullptr).code, errc::not_finite);
+  // A sparse payload whose positions repeat would write one value twice.
+  std::vector<float> values(100, 1.0f);
+  encoded_values sparse;
+  ASSERT_FALSE(encode(codec_kind::topk16, values.data(), values.size(), 64, sparse));
+  ASSERT_EQ(kept_per_chunk(codec_kind::topk16, 64), 4u);
+  sparse.payload[1] = sparse.payload[0];
+  EXPECT_EQ(device.decode(sparse, out.data_ptr<float>(), nullptr).code, errc::tensor_mismatch);
 }
 
 run_config small_gpt() {

@@ -34,19 +34,6 @@ float chunk_max_abs(const float* v, std::size_t n) {
   return m;
 }
 
-// The sparse codecs (codec.hpp): a chunk's payload is its kept positions, one byte each,
-// then their 4-bit codes, two to a byte (the first in the low nibble).
-std::size_t sparse_chunk_bytes(std::size_t kept) { return kept + (kept + 1) / 2; }
-
-// A kept value is q * scale, q in -7..7 (a two's-complement nibble), scale = the chunk's
-// largest kept magnitude / 7: zero is exact (a chunk with fewer non-zeros than it keeps).
-std::uint8_t to_sparse_code(float x, float inverse_scale) {
-  float v = x * inverse_scale;
-  v = v < -7.0f ? -7.0f : (v > 7.0f ? 7.0f : v);
-  return static_cast<std::uint8_t>(static_cast<std::int8_t>(round_even(v)) & 0x0F);
-}
-float from_sparse_code(std::uint8_t code) { return static_cast<float>(static_cast<std::int8_t>(code << 4) >> 4); }
-
 // Chunk `index` of a sparse tensor (every chunk before the last is full).
 struct sparse_chunk {
   std::size_t start, length, kept, offset;  // values [start, start + length); payload offset
@@ -68,7 +55,7 @@ void encode_sparse_chunk(const float* v, std::size_t m, std::size_t kept, std::u
   std::sort(order, order + kept);
   float largest = 0.0f;
   for (std::size_t t = 0; t < kept; ++t) largest = std::max(largest, std::fabs(v[order[t]]));
-  scale = largest / 7.0f;
+  scale = sparse_scale(largest);
   const float inv = inverse(scale);
   std::uint8_t* codes = out + kept;
   std::fill(codes, codes + (kept + 1) / 2, std::uint8_t{0});

@@ -1,5 +1,6 @@
 // CUDA codecs: one thread block per chunk for the scaled formats (a shared-memory max
-// reduction, then quantization), one thread per value for the others. Every kernel also
+// reduction, then quantization) and the sparse ones (a rank per value), one thread per
+// value for the others. Every kernel also
 // raises a device flag when it meets a non-finite value, so the refusal needs no second
 // pass. Rounding is spelled out (__fsub_rn, __fadd_rn, __fmul_rn) wherever nvcc could
 // otherwise contract into a fused multiply-add: the bytes must equal the CPU's.
@@ -54,6 +55,67 @@ __global__ void encode_scaled(const float* x, std::size_t n, std::size_t chunk, 
   }
 }
 
+// One block per chunk of at most max_sparse_chunk values, one value a thread. A value is
+// kept when fewer than k values of its chunk rank above it (a larger magnitude, or an
+// equal one at a lower index: the host's order); its place among the kept is the number
+// kept before it, so positions come out in increasing order as on the host. O(chunk) per
+// thread: 256 compares, cheap next to the copy of the codes to the host.
+__global__ void encode_sparse(const float* x, std::size_t n, std::size_t chunk, std::size_t k, float* scales,
+                              std::uint8_t* out, int* bad) {
+  __shared__ float magnitude[max_sparse_chunk];
+  __shared__ std::uint8_t kept_flag[max_sparse_chunk];
+  __shared__ std::uint8_t code[max_sparse_chunk];
+  __shared__ float largest;
+  const std::size_t begin = static_cast<std::size_t>(blockIdx.x) * chunk;
+  const unsigned m = static_cast<unsigned>(chunk < n - begin ? chunk : n - begin);
+  const unsigned kept = static_cast<unsigned>(k < m ? k : m);
+  const unsigned t = threadIdx.x;
+  float v = 0.0f;
+  if (t < m) {
+    v = x[begin + t];
+    flag_if_not_finite(v, bad);  // with a NaN the ranks are meaningless, and the call refuses
+    magnitude[t] = fabsf(v);
+  }
+  __syncthreads();
+  bool keep = false;
+  if (t < m) {
+    const float a = magnitude[t];
+    unsigned above = 0;
+    for (unsigned j = 0; j < m; ++j) above += magnitude[j] > a || (magnitude[j] == a && j < t);
+    keep = above < kept;
+    if (above == 0) largest = a;  // exactly one value ranks first
+  }
+  kept_flag[t] = keep;
+  __syncthreads();
+  const float scale = sparse_scale(largest);
+  if (t == 0) scales[blockIdx.x] = scale;
+  std::uint8_t* positions = out + static_cast<std::size_t>(blockIdx.x) * sparse_chunk_bytes(k);
+  if (keep) {
+    unsigned place = 0;
+    for (unsigned j = 0; j < t; ++j) place += kept_flag[j];
+    positions[place] = static_cast<std::uint8_t>(t);
+    code[place] = to_sparse_code(v, inverse(scale));
+  }
+  __syncthreads();
+  const unsigned pair = 2 * t;
+  if (pair < kept)
+    positions[kept + t] = static_cast<std::uint8_t>(code[pair] | (pair + 1 < kept ? code[pair + 1] << 4 : 0));
+}
+
+// Writes a sparse chunk's kept values into `out`, which holds zeros (one block per chunk).
+// The positions were checked on the host (check_encoded) or made by encode_sparse.
+__global__ void decode_sparse(const std::uint8_t* p, std::size_t n, std::size_t chunk, std::size_t k,
+                              const float* scales, float* out) {
+  const std::size_t begin = static_cast<std::size_t>(blockIdx.x) * chunk;
+  const std::size_t m = chunk < n - begin ? chunk : n - begin;
+  const unsigned kept = static_cast<unsigned>(k < m ? k : m);
+  const unsigned t = threadIdx.x;
+  if (t >= kept) return;
+  const std::uint8_t* positions = p + static_cast<std::size_t>(blockIdx.x) * sparse_chunk_bytes(k);
+  const std::uint8_t c = (positions[kept + t / 2] >> (4 * (t % 2))) & 0x0F;
+  out[begin + positions[t]] = __fmul_rn(from_sparse_code(c), scales[blockIdx.x]);
+}
+
 __global__ void encode_half(const float* x, std::size_t n, bool bf16, std::uint8_t* out, int* bad) {
   const std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
@@ -85,6 +147,7 @@ __global__ void decode_values(const std::uint8_t* p, std::size_t n, int kind, st
       out[i] = __fmul_rn(from_fp4(code), scales[i / chunk]);
       break;
     }
+    default: break;  // the sparse codecs: decode_sparse
   }
 }
 
@@ -107,6 +170,22 @@ status cuda_error(const char* what, cudaError_t e) {
 }
 
 unsigned blocks_for(std::size_t n) { return static_cast<unsigned>((n + block_threads - 1) / block_threads); }
+static_assert(max_sparse_chunk <= block_threads, "encode_sparse holds a chunk in one block, a value a thread");
+
+// Decodes device codes into `count` device values: one thread a value, or for the sparse
+// codecs zeros and then one block a chunk.
+cudaError_t launch_decode(codec_kind kind, const std::uint8_t* payload, std::size_t count, std::size_t chunk,
+                          const float* scales, float* values, cudaStream_t stream) {
+  if (!is_sparse(kind)) {
+    decode_values<<<blocks_for(count), block_threads, 0, stream>>>(payload, count, static_cast<int>(kind), chunk,
+                                                                   scales, values);
+    return cudaGetLastError();
+  }
+  if (cudaError_t e = cudaMemsetAsync(values, 0, count * sizeof(float), stream)) return e;
+  decode_sparse<<<static_cast<unsigned>(scale_count(kind, count, chunk)), block_threads, 0, stream>>>(
+      payload, count, chunk, kept_per_chunk(kind, chunk), scales, values);
+  return cudaGetLastError();
+}
 
 // A buffer that grows and is released on every path out: device memory or pinned host memory.
 template <bool pinned>
@@ -146,15 +225,15 @@ struct device_codec::impl {
   // Encodes `values` (device) into the device payload/scales and copies the codes to `out`.
   status encode(codec_kind kind, const float* values, std::size_t count, std::size_t chunk, cudaStream_t stream,
                 encoded_values& out) {
-    if (is_sparse(kind))
-      return make_error(errc::invalid_config,
-                        std::string(to_string(kind)) + " has no device kernel yet: a CUDA worker needs fp32 to fp4");
     if (has_scales(kind) && (chunk == 0 || (kind == codec_kind::fp4 && chunk % 2 != 0)))
       return make_error(errc::invalid_config, "codec chunk must be positive (and even for fp4)");
+    if (is_sparse(kind) && chunk > max_sparse_chunk)
+      return make_error(errc::invalid_config,
+                        std::string(to_string(kind)) + " chunk must be at most " + std::to_string(max_sparse_chunk));
     out.kind = kind;
     out.count = count;
     out.chunk = has_scales(kind) ? chunk : 0;
-    const std::size_t payload_size = payload_bytes(kind, count);
+    const std::size_t payload_size = payload_bytes(kind, count, chunk);
     const std::size_t scale_bytes = scale_count(kind, count, chunk) * sizeof(float);
     cudaError_t e;
     if ((e = payload.reserve(payload_size)) || (e = scales.reserve(scale_bytes)) || (e = flag.reserve(sizeof(int))) ||
@@ -164,7 +243,10 @@ struct device_codec::impl {
     if ((e = cudaMemsetAsync(flag.ptr, 0, sizeof(int), stream))) return cuda_error("cudaMemsetAsync", e);
     if (count > 0) {
       int* bad = flag.as<int>();
-      if (has_scales(kind))
+      if (is_sparse(kind))
+        encode_sparse<<<static_cast<unsigned>(scale_bytes / sizeof(float)), block_threads, 0, stream>>>(
+            values, count, chunk, kept_per_chunk(kind, chunk), scales.as<float>(), payload.as<std::uint8_t>(), bad);
+      else if (has_scales(kind))
         encode_scaled<<<static_cast<unsigned>(scale_bytes / sizeof(float)), block_threads, 0, stream>>>(
             values, count, chunk, kind == codec_kind::fp4, scales.as<float>(), payload.as<std::uint8_t>(), bad);
       else if (kind == codec_kind::fp32)
@@ -217,23 +299,18 @@ status device_codec::encode_delta(codec_kind kind, const float* global, const fl
     return {};
   }
   if ((e = d.sent.reserve(count * sizeof(float)))) return cuda_error("allocating the residual scratch", e);
-  decode_values<<<blocks_for(count), block_threads, 0, stream>>>(
-      d.payload.as<std::uint8_t>(), count, static_cast<int>(kind), out.chunk, d.scales.as<float>(), d.sent.as<float>());
+  if ((e = launch_decode(kind, d.payload.as<std::uint8_t>(), count, out.chunk, d.scales.as<float>(), d.sent.as<float>(),
+                         stream)))
+    return cuda_error("decoding what was sent", e);
   new_residual<<<blocks_for(count), block_threads, 0, stream>>>(target, d.sent.as<float>(), count, residual);
   if ((e = cudaGetLastError())) return cuda_error("residual kernels", e);
   return {};
 }
 
 status device_codec::decode(const encoded_values& in, float* values, void* stream_ptr) {
-  // The same checks as the CPU decoder, on the host, before any byte moves.
-  if (in.kind > last_codec) return make_error(errc::tensor_mismatch, "unknown codec");
-  if (is_sparse(in.kind)) return make_error(errc::invalid_config, "the sparse codecs have no device kernel yet");
-  if (in.payload.size() != payload_bytes(in.kind, in.count)) return make_error(errc::tensor_mismatch, "payload size");
-  const bool scaled = has_scales(in.kind);
-  if (scaled && (in.chunk == 0 || in.scales.size() != scale_count(in.kind, in.count, in.chunk) ||
-                 (in.kind == codec_kind::fp4 && in.chunk % 2 != 0)))
-    return make_error(errc::tensor_mismatch, "scales do not match the chunking");
-  if (scaled && !all_finite(in.scales.data(), in.scales.size())) return make_error(errc::not_finite, "scale");
+  // The CPU decoder's checks (sizes, scales, sparse positions), on the host, before any
+  // byte moves.
+  if (auto err = check_encoded(in)) return err;
   if (in.count == 0) return {};
   auto& d = *impl_;
   const auto stream = static_cast<cudaStream_t>(stream_ptr);
@@ -249,11 +326,9 @@ status device_codec::decode(const encoded_values& in, float* values, void* strea
   if ((e = cudaMemcpyAsync(codes_to, d.host_payload.ptr, in.payload.size(), cudaMemcpyHostToDevice, stream)) ||
       (e = cudaMemcpyAsync(d.scales.ptr, d.host_scales.ptr, scale_bytes, cudaMemcpyHostToDevice, stream)))
     return cuda_error("copying the codes to the device", e);
-  if (in.kind != codec_kind::fp32) {
-    decode_values<<<blocks_for(in.count), block_threads, 0, stream>>>(
-        d.payload.as<std::uint8_t>(), in.count, static_cast<int>(in.kind), in.chunk, d.scales.as<float>(), values);
-    if ((e = cudaGetLastError())) return cuda_error("decode kernel", e);
-  }
+  if (in.kind != codec_kind::fp32 && (e = launch_decode(in.kind, d.payload.as<std::uint8_t>(), in.count, in.chunk,
+                                                        d.scales.as<float>(), values, stream)))
+    return cuda_error("decode kernel", e);
   // The pinned buffers are reused by the next call: wait until the copies have read them.
   if ((e = cudaStreamSynchronize(stream))) return cuda_error("decode", e);
   return {};

@@ -3,6 +3,7 @@
 // (codec_cuda.cu): one definition, so both produce the same bytes for the same input.
 // Only IEEE-exact operations are used (no fused multiply-add, no fast math).
 #include <cfloat>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
@@ -114,6 +115,23 @@ ATOLL_HD inline std::uint8_t to_fp4(float x, float inv) {
 ATOLL_HD inline float from_fp4(std::uint8_t code) {
   const float m = fp4_magnitude(code);
   return (code & 8u) ? -m : m;
+}
+
+// The sparse codecs (codec.hpp): a chunk's payload is its kept positions, one byte each,
+// then their 4-bit codes, two to a byte (the first in the low nibble).
+ATOLL_HD inline std::size_t sparse_chunk_bytes(std::size_t kept) { return kept + (kept + 1) / 2; }
+
+// The sparse codecs' kept values: q * scale, q in -7..7 (a two's-complement nibble), scale
+// = the chunk's largest kept magnitude / 7: zero is exact (a chunk with fewer non-zeros
+// than it keeps).
+ATOLL_HD inline float sparse_scale(float largest_kept) { return largest_kept / 7.0f; }
+ATOLL_HD inline std::uint8_t to_sparse_code(float x, float inv) {
+  float v = x * inv;
+  v = v < -7.0f ? -7.0f : (v > 7.0f ? 7.0f : v);
+  return static_cast<std::uint8_t>(static_cast<std::int8_t>(round_even(v)) & 0x0F);
+}
+ATOLL_HD inline float from_sparse_code(std::uint8_t code) {
+  return static_cast<float>(static_cast<std::int8_t>(code << 4) >> 4);
 }
 
 }  // namespace atl::codec_scalar

@@ -164,11 +164,6 @@ int run_node(const node_options& opt) {
     in.layout = run.thread_layout;
     auto plan = plan_threads(in);
     if (!plan) return plan.err();
-    if (const auto codec = parse_codec(run.codec);
-        codec && is_sparse(*codec) && cpu_workers < static_cast<int>(local_workers))
-      return make_error(errc::invalid_config, "diloco.codec = " + run.codec +
-                                                  ": the sparse codecs have no device kernel yet; CUDA workers need "
-                                                  "fp32, bf16, fp16, int8 or fp4");
     std::string layouts;
     for (const auto& l : plan->layouts) layouts += (layouts.empty() ? "" : ", ") + to_string(l);
     if (run.thread_layout != "auto") layouts += " (run.thread_layout)";

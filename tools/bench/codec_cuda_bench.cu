@@ -1,7 +1,8 @@
 // Device codec throughput: encode (the pseudo-gradient global - local with error feedback,
 // codes copied to pinned host memory: what a GPU worker pays per fragment and round) and
 // decode (codes from the host, values on the device), in GB/s of fp32 values, next to a
-// device-to-device copy of the same fp32 bytes. Timed with CUDA events around whole calls,
+// device-to-device copy of the same fp32 bytes and to the bound an encoder cannot beat:
+// copying its codes (payload and scales) from the device to pinned host memory. Timed with CUDA events around whole calls,
 // median of 20 after 3 warm-ups. Run by `./tools/dev gpu-test bench`.
 #include <cuda_runtime.h>
 
@@ -55,8 +56,10 @@ int main() {
     std::fprintf(stderr, "codec_cuda_bench: no CUDA device\n");
     return 1;
   }
-  std::printf("| values | codec | encode+EF GB/s | decode GB/s | d2d copy GB/s (read+write) | encoded bytes |\n");
-  std::printf("|---|---|---|---|---|---|\n");
+  std::printf(
+      "| values | codec | encode+EF GB/s | codes to host alone GB/s | decode GB/s | d2d copy GB/s (read+write) | "
+      "encoded bytes |\n");
+  std::printf("|---|---|---|---|---|---|---|\n");
   for (std::size_t n : {std::size_t{834048}, std::size_t{21} << 20, std::size_t{86} << 20}) {
     float* global = device_values(n, 1);
     float* local = device_values(n, 2);
@@ -68,7 +71,8 @@ int main() {
     const double copy_ms =
         median_ms([&] { cudaMemcpyAsync(out, global, n * sizeof(float), cudaMemcpyDeviceToDevice); });
     const double gb = static_cast<double>(n) * sizeof(float) / 1e9;
-    for (auto kind : {codec_kind::fp32, codec_kind::bf16, codec_kind::fp16, codec_kind::int8, codec_kind::fp4}) {
+    for (auto kind : {codec_kind::fp32, codec_kind::bf16, codec_kind::fp16, codec_kind::int8, codec_kind::fp4,
+                      codec_kind::topk32}) {
       device_codec codec;
       encoded_values enc;
       const double enc_ms = median_ms([&] {
@@ -78,8 +82,14 @@ int main() {
       const double dec_ms = median_ms([&] {
         if (auto err = codec.decode(enc, out, nullptr)) std::fprintf(stderr, "decode: %s\n", err.describe().c_str());
       });
-      std::printf("| %zu | %s | %.1f | %.1f | %.0f | %zu |\n", n, to_string(kind), gb / (enc_ms / 1e3),
-                  gb / (dec_ms / 1e3), 2 * gb / (copy_ms / 1e3), enc.payload.size() + enc.scales.size() * 4);
+      // The bound: the same number of code bytes, device to pinned host, in one copy.
+      const std::size_t code_bytes = enc.payload.size() + enc.scales.size() * 4;
+      void* pinned = nullptr;
+      cudaMallocHost(&pinned, code_bytes);
+      const double down_ms = median_ms([&] { cudaMemcpyAsync(pinned, global, code_bytes, cudaMemcpyDeviceToHost); });
+      cudaFreeHost(pinned);
+      std::printf("| %zu | %s | %.1f | %.1f | %.1f | %.0f | %zu |\n", n, to_string(kind), gb / (enc_ms / 1e3),
+                  gb / (down_ms / 1e3), gb / (dec_ms / 1e3), 2 * gb / (copy_ms / 1e3), code_bytes);
     }
     cudaFree(global);
     cudaFree(local);
