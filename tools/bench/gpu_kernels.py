@@ -20,6 +20,7 @@ import collections
 import csv
 import io
 import os
+import signal
 import subprocess
 import sys
 
@@ -27,16 +28,26 @@ STEP_MARKER = "nll_loss_forward"
 UNITS = {"nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1.0}
 
 
-def ncu(cmd, skip, count, env=None):
-    """Kernel name and duration in seconds of launches skip .. skip + count of cmd."""
+def ncu(cmd, skip, count, timeout):
+    """Kernel name and duration in seconds of launches skip .. skip + count of cmd; None
+    when ncu fails or runs past `timeout` seconds (the other run still gets its turn)."""
     full = ["ncu", "--clock-control", "none", "--target-processes", "all", "--csv", "--metrics",
             "gpu__time_duration.sum", "--launch-skip", str(skip), "--launch-count", str(count)] + cmd
-    proc = subprocess.run(full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    # A session of its own, so that a run past its time goes with everything it started.
+    proc = subprocess.Popen(full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        print(f"gpu_kernels: ncu ran past {timeout} s on {' '.join(cmd[:3])}; its last output:\n{out[-2000:]}"
+              f"\n{err[-2000:]}", file=sys.stderr)
+        return None
     if proc.returncode != 0:
-        print(proc.stderr[-3000:], file=sys.stderr)
-        raise SystemExit(f"gpu_kernels: ncu failed on {' '.join(cmd[:3])}")
+        print(f"{err[-3000:]}\ngpu_kernels: ncu failed on {' '.join(cmd[:3])}", file=sys.stderr)
+        return None
     # ncu prints the program's own output first; the CSV starts at its header row.
-    text = proc.stdout[proc.stdout.find('"ID"'):]
+    text = out[out.find('"ID"'):]
     kernels = []
     for row in csv.DictReader(io.StringIO(text)):
         if row.get("Metric Name") == "gpu__time_duration.sum":
@@ -69,6 +80,7 @@ def main():
     ap.add_argument("--skip", type=int, default=20000, help="launches before the window (start-up, warm-up)")
     ap.add_argument("--count", type=int, default=4000, help="launches timed")
     ap.add_argument("--top", type=int, default=15)
+    ap.add_argument("--timeout", type=int, default=150, help="seconds for each run under ncu")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     here = os.path.dirname(os.path.abspath(__file__))
@@ -80,10 +92,15 @@ def main():
     eager = [sys.executable, "-c", f"import sys; sys.path.insert(0, {here!r}); import gpu_step; "
              "gpu_step.pytorch_eager(120, 10, lagged=True)"]
     report, totals = [], {}
-    for name, cmd in [("atoll worker", atoll), ("pytorch eager", eager)]:
-        table, totals[name] = summarise(name, ncu(cmd, args.skip, args.count), args.top)
+    for name, cmd in [("pytorch eager", eager), ("atoll worker", atoll)]:
+        kernels = ncu(cmd, args.skip, args.count, args.timeout)
+        if kernels is None:
+            continue
+        table, totals[name] = summarise(name, kernels, args.top)
         print(table + "\n", flush=True)
         report.append(table)
+    if len(totals) < 2:
+        raise SystemExit("gpu_kernels: no comparison (a run above failed)")
     a, e = totals["atoll worker"], totals["pytorch eager"]
     summary = (f"Kernels a step: Atoll {a['ms_per_step']:.2f} ms in {a['kernels'] / a['steps']:.0f} launches, "
                f"eager {e['ms_per_step']:.2f} ms in {e['kernels'] / e['steps']:.0f} launches "
