@@ -33,6 +33,7 @@ void send_hello(self_ptr self) {
   h.setDataEndpoint(st.cfg.data_endpoint);
   h.setModelDigest(st.cfg.model_digest);
   h.setBatchJob(st.cfg.batch_job);
+  h.setModelSignature(st.cfg.model_signature);
   st.mail->send(registry_id(), st.epoch, out);
 }
 

@@ -56,6 +56,9 @@ struct node_agent_config {
   std::function<void(const thread_layout&)> apply_threads;
   // Digest of this node's copy of the run's TorchScript model (model.digest); empty: none.
   std::string model_digest;
+  // A model the head does not hold (run.example = external, the Python API): its
+  // parameters, runtime/model_signature.hpp; empty: a built-in or TorchScript model.
+  std::string model_signature;
   // The scheduler's job this process runs in (runtime/batch_job.hpp); empty: none.
   std::string batch_job;
   // Where a keeper replica placed here keeps its RocksDB (`atoll join --run-dir`); empty:

@@ -9,6 +9,7 @@
 #include "actors/registry_internal.hpp"
 #include "runtime/actor_id.hpp"
 #include "runtime/log.hpp"
+#include "runtime/model_signature.hpp"
 
 namespace atl::registry_detail {
 namespace {
@@ -113,16 +114,20 @@ void watch_lease(self_ptr self, std::uint32_t id) {
 void on_hello(self_ptr self, const wire::message_ptr& msg) {
   auto& st = self->state;
   const auto hello = msg->envelope().getHello();
-  // Every worker must train the same model: a node holding another file takes no part.
-  if (hello.getModelDigest() != st.cfg.digest) {
-    const std::string theirs = hello.getModelDigest().size() ? hello.getModelDigest().cStr() : "no model";
-    st.mail->refuse(
-        *msg,
-        make_error(errc::model_mismatch,
-                   "the node's model (" + theirs + ") is not the run's (" +
-                       (st.cfg.digest.empty() ? "built-in " + st.cfg.example : "model.digest " + st.cfg.digest) + ")"),
-        st.snap.epoch);
+  // Every worker must train the same model: a node holding another file, or in an external
+  // run another signature, takes no part. The first external node's signature is the run's.
+  auto model = check_node_model(st.cfg.example, st.cfg.digest, st.snap.model_signature, hello.getModelDigest().cStr(),
+                                hello.getModelSignature().cStr());
+  if (model.refusal) {
+    st.mail->refuse(*msg, model.refusal, st.snap.epoch);
     return;
+  }
+  if (model.adopt_signature) {
+    st.snap.model_signature = hello.getModelSignature().cStr();
+    log_info("the run's model is the first node's: " +
+             std::to_string(std::count(st.snap.model_signature.begin(), st.snap.model_signature.end(), '\n')) +
+             " parameters");
+    persist(self);
   }
   auto known = st.nodes.find(hello.getNodeId());
   if (hello.getNodeId() != 0 && known != st.nodes.end()) return on_rejoin(self, msg, known->second);

@@ -8,6 +8,7 @@
 #include <toml++/toml.h>
 
 #include "runtime/algorithm/codec.hpp"
+#include "runtime/model_signature.hpp"
 #include "runtime/thread_layout.hpp"
 
 namespace atl {
@@ -282,6 +283,10 @@ status validate(const run_config& cfg) {
     return make_error(errc::invalid_config, "diloco.overlap: must be smaller than diloco.sync_every (" +
                                                 std::to_string(cfg.sync_every) + ")");
   if (cfg.example.empty()) return make_error(errc::invalid_config, "run.example: must not be empty");
+  if (cfg.example == external_example && cfg.mode == "ddp")
+    return make_error(errc::invalid_config,
+                      "run.example = external trains DiLoCo or Streaming DiLoCo; run.mode = ddp needs a built-in "
+                      "or TorchScript model");
   if (const auto codec = parse_codec(cfg.codec);
       codec && is_sparse(*codec) && static_cast<std::size_t>(cfg.codec_chunk) > max_sparse_chunk)
     return make_error(errc::invalid_config, "diloco.codec_chunk: " + std::to_string(cfg.codec_chunk) +

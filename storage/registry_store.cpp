@@ -29,7 +29,8 @@ status registry_store::save(const registry_snapshot& snap) {
                          {"incoming_keeper", snap.incoming_keeper},
                          {"incoming_keeper_number", snap.incoming_keeper_number},
                          {"incoming_for", snap.incoming_for},
-                         {"next_keeper_number", snap.next_keeper_number}};
+                         {"next_keeper_number", snap.next_keeper_number},
+                         {"model_signature", snap.model_signature}};
   std::vector<kv_write> batch;
   batch.push_back({column::meta, "registry", meta.dump()});
   for (const auto& m : snap.members) {
@@ -72,6 +73,7 @@ expected<std::optional<registry_snapshot>> registry_store::load() const {
     snap.incoming_keeper_number = j.value("incoming_keeper_number", std::uint32_t{0});
     snap.incoming_for = j.value("incoming_for", std::uint32_t{0});
     snap.next_keeper_number = j.value("next_keeper_number", std::uint32_t{3});
+    snap.model_signature = j.value("model_signature", std::string());
     auto rows = store_.scan(column::members, "node/");
     if (!rows) return rows.err();
     for (const auto& [key, value] : *rows) {

@@ -13,6 +13,7 @@
 #include "examples/tasks.hpp"
 #include "runtime/actor_id.hpp"
 #include "runtime/log.hpp"
+#include "runtime/model_signature.hpp"
 #include "runtime/model_transfer.hpp"
 #include "runtime/zmq_transport.hpp"
 #include "tools/atoll/head_http.hpp"
@@ -103,7 +104,7 @@ expected<registry_snapshot> initial_snapshot(registry_store& store, const head_o
   } else if (cfg.example == "torchscript") {
     return make_error(errc::invalid_config, "run.example = torchscript needs the model: atoll up --model FILE.pt");
   }
-  if (!has_task(cfg.example)) {
+  if (cfg.example != external_example && !has_task(cfg.example)) {
     std::string names;
     for (const auto& n : task_names()) names += (names.empty() ? "" : ", ") + n;
     return make_error(errc::invalid_config, "run.example: unknown example '" + cfg.example + "' (have: " + names + ")");
