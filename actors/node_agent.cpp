@@ -19,6 +19,7 @@ using self_ptr = caf::stateful_actor<node_agent_state>*;
 using phase = node_agent_state::phase;
 
 void stop_all(self_ptr self, const std::string& reason);
+void give_up(self_ptr self, const error& why, const std::string& reason);
 
 void send_hello(self_ptr self) {
   auto& st = self->state;
@@ -81,9 +82,8 @@ void on_welcome(self_ptr self, const wire::message_ptr& msg) {
   const auto welcome = msg->envelope().getWelcome();
   auto run = parse_config_text(welcome.getConfigToml(), "config from head");
   if (!run) {
-    log_error("node: the head's config is not valid here: " + run.err().describe());
-    st.failed = true;
-    stop_all(self, "bad config");
+    give_up(self, make_error(run.err().code, "the head's config is not valid here: " + run.err().message),
+            "bad config");
     return;
   }
   st.run = *run;
@@ -114,9 +114,7 @@ void on_welcome(self_ptr self, const wire::message_ptr& msg) {
   if (st.cfg.prepare) {
     auto layouts = st.cfg.prepare(st.run, st.workers.size(), welcome.getWorldSize());
     if (!layouts) {
-      log_error("node: cannot train here: " + layouts.err().describe());
-      st.failed = true;
-      stop_all(self, "cannot train here");
+      give_up(self, make_error(layouts.err().code, "cannot train here: " + layouts.err().message), "cannot train here");
       return;
     }
     st.cpu_worker_layouts = std::move(*layouts);
@@ -209,6 +207,16 @@ void stop_all(self_ptr self, const std::string& reason) {
   self->quit(st.failed ? caf::make_error(caf::sec::runtime_error) : caf::error{});
 }
 
+// The node cannot go on: says why (the log, and on_failure for a process that embeds the
+// node), and stops with an error.
+void give_up(self_ptr self, const error& why, const std::string& reason) {
+  auto& st = self->state;
+  log_error("node: " + why.describe());
+  if (st.cfg.on_failure) st.cfg.on_failure(why);
+  st.failed = true;
+  stop_all(self, reason);
+}
+
 void on_worker_down(self_ptr self, const caf::down_msg& down) {
   auto& st = self->state;
   for (std::size_t i = 0; i < st.workers.size(); ++i) {
@@ -229,10 +237,11 @@ void on_worker_down(self_ptr self, const caf::down_msg& down) {
       self->delayed_send(self, verdict.delay, restart_atom::value, static_cast<std::uint64_t>(i));
       return;
     }
-    log_error(w.id + " failed (" + self->system().render(down.reason) + ") after " + std::to_string(verdict.recent) +
-              " restarts within " + std::to_string(st.run.restart_window_ms) + " ms; giving up");
-    st.failed = true;
-    stop_all(self, "a worker failed too often");  // escalates: the process exits non-zero
+    give_up(self,
+            make_error(errc::not_ready, w.id + " failed (" + self->system().render(down.reason) + ") after " +
+                                            std::to_string(verdict.recent) + " restarts within " +
+                                            std::to_string(st.run.restart_window_ms) + " ms; giving up"),
+            "a worker failed too often");  // escalates: the process exits non-zero
     return;
   }
   bool all_finished = !st.workers.empty();
@@ -353,10 +362,7 @@ caf::behavior node_agent_actor(caf::stateful_actor<node_agent_state>* self, tran
             return;
           }
           if (msg->sender() == registry_id() && static_cast<errc>(r.getCode()) == errc::model_mismatch) {
-            log_error("node: " + make_error(errc::model_mismatch, r.getMessage().cStr()).describe() +
-                      "; start it without --model to receive the run's");
-            self->state.failed = true;
-            stop_all(self, "model mismatch");
+            give_up(self, make_error(errc::model_mismatch, r.getMessage().cStr()), "model mismatch");
             return;
           }
           if (msg->sender() == registry_id() && static_cast<errc>(r.getCode()) == errc::stale_epoch &&

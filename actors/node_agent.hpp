@@ -59,6 +59,9 @@ struct node_agent_config {
   // A model the head does not hold (run.example = external, the Python API): its
   // parameters, runtime/model_signature.hpp; empty: a built-in or TorchScript model.
   std::string model_signature;
+  // Called with the reason when the node gives up (a refused model, a bad config, a worker
+  // that failed too often), before it stops; for a process that embeds the node.
+  std::function<void(const error&)> on_failure;
   // The scheduler's job this process runs in (runtime/batch_job.hpp); empty: none.
   std::string batch_job;
   // Where a keeper replica placed here keeps its RocksDB (`atoll join --run-dir`); empty:

@@ -19,6 +19,7 @@
 #include <torch/version.h>
 
 #include "examples/device_fragments.hpp"
+#include "examples/fragment_tensors.hpp"
 #include "examples/inner_optimizer.hpp"
 #include "examples/lagged_loss.hpp"
 #include "examples/task.hpp"
@@ -65,16 +66,7 @@ class torch_replica : public replica {
       : cfg_(cfg), device_(spec.device), task_(std::move(t)) {
     task_->to(device_);
     optimizer_ = std::make_unique<inner_optimizer>(task_->parameters(), cfg, device_);
-    const auto groups = task_->layer_groups();
-    const std::size_t p_count = static_cast<std::size_t>(cfg.fragments);
-    if (groups.size() < p_count)
-      throw std::invalid_argument("diloco.fragments = " + std::to_string(p_count) + " but the model has only " +
-                                  std::to_string(groups.size()) + " layer groups");
-    fragments_.resize(p_count);
-    for (std::size_t g = 0; g < groups.size(); ++g) {
-      const std::size_t f = cfg.assignment == "sequential" ? g * p_count / groups.size() : g % p_count;
-      for (const auto& p : groups[g]) fragments_[f].push_back(p);
-    }
+    fragments_ = assign_fragments(task_->layer_groups(), cfg);
     if (device_.is_cuda()) {
       on_device_ = std::make_unique<device_fragments>(fragments_, device_);
       lagged_loss_.emplace(device_);
@@ -86,27 +78,9 @@ class torch_replica : public replica {
 
   std::size_t fragment_count() const override { return fragments_.size(); }
 
-  std::size_t fragment_size(std::size_t f) const override {
-    std::size_t n = 0;
-    for (const auto& p : fragments_.at(f)) n += static_cast<std::size_t>(p.numel());
-    return n;
-  }
-
-  void read_fragment(std::size_t f, float* values) const override {
-    for (const auto& p : fragments_.at(f)) {
-      auto c = p.detach().to(torch::kCPU).contiguous();
-      std::memcpy(values, c.data_ptr<float>(), static_cast<std::size_t>(c.numel()) * sizeof(float));
-      values += c.numel();
-    }
-  }
-
-  void write_fragment(std::size_t f, const float* values) override {
-    torch::NoGradGuard no_grad;
-    for (auto& p : fragments_.at(f)) {
-      p.copy_(torch::from_blob(const_cast<float*>(values), p.sizes(), torch::kFloat32).to(device_));
-      values += p.numel();
-    }
-  }
+  std::size_t fragment_size(std::size_t f) const override { return value_count(fragments_.at(f)); }
+  void read_fragment(std::size_t f, float* values) const override { read_values(fragments_.at(f), values); }
+  void write_fragment(std::size_t f, const float* values) override { write_values(fragments_.at(f), values); }
 
   step_result train_step(std::int64_t step) override {
     const auto loss = forward_backward();

@@ -87,7 +87,7 @@ node_model_check check_node_model(const std::string& example, const std::string&
   if (node_digest != run_digest)
     return refuse("the node's model (" + (node_digest.empty() ? std::string("no model") : node_digest) +
                   ") is not the run's (" + (run_digest.empty() ? "built-in " + example : "model.digest " + run_digest) +
-                  ")");
+                  "); start the node without --model to receive the run's");
   if (!external) return {};
   if (run_signature.empty()) return {{}, true};
   if (auto diff = first_signature_difference(node_signature, run_signature); !diff.empty())

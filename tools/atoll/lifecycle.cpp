@@ -34,6 +34,10 @@ void configure_actor_system(caf::actor_system_config& cfg) {
 
 caf::error wait_for_actor(caf::actor_system& sys, const caf::actor& root) {
   const auto& stop = install_stop_signals();
+  return wait_for_actor(sys, root, [&stop] { return stop; });
+}
+
+caf::error wait_for_actor(caf::actor_system& sys, const caf::actor& root, const std::function<bool()>& stop) {
   caf::scoped_actor waiter{sys};
   waiter->monitor(root);
   bool down = false, stop_sent = false;
@@ -46,8 +50,8 @@ caf::error wait_for_actor(caf::actor_system& sys, const caf::actor& root) {
         },
         caf::after(std::chrono::milliseconds(200)) >>
             [&] {
-              if (stop && !stop_sent) {
-                log_info("signal received; stopping");
+              if (!stop_sent && stop()) {
+                log_info("asked to stop; stopping");
                 caf::anon_send(root, stop_atom::value);
                 stop_sent = true;
               }

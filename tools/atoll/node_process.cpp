@@ -24,7 +24,7 @@ namespace {
 
 // The devices must exist and be usable before the node registers: a worker that cannot
 // start would only fail later, on every restart.
-bool check_devices(const std::vector<std::string>& devices) {
+status check_devices(const std::vector<std::string>& devices) {
   std::string list;
   for (const auto& d : devices) list += (list.empty() ? "" : ",") + d;
   device_inventory inventory;
@@ -38,11 +38,8 @@ bool check_devices(const std::vector<std::string>& devices) {
     }
   }
   auto planned = plan_devices(list, inventory);
-  if (!planned) {
-    std::cerr << "atoll join: " << planned.err().message << "\n";
-    return false;
-  }
-  return true;
+  if (!planned) return planned.err();
+  return {};
 }
 
 // The run's model on this node: --model's copy, or the head's, fetched into the run dir
@@ -92,25 +89,24 @@ expected<std::pair<std::string, std::string>> local_model(const node_options& op
 
 }  // namespace
 
-int run_node(const node_options& opt) {
+int run_node(const node_options& opt, const external_node* external) {
   set_log_name("atoll node");
   warn_if_reference_blas();
-  if (opt.head.empty()) {
-    std::cerr << "atoll join: --head tcp://HOST:PORT is required\n";
-    return 2;
-  }
-  if (!check_devices(opt.devices)) return 2;
+  // Says why the node cannot start, to the terminal and to an embedding process.
+  const auto fail = [external](int exit_code, const error& why) {
+    std::cerr << "atoll join: " << why.describe() << "\n";
+    if (external && external->failure) external->failure(why);
+    return exit_code;
+  };
+  if (opt.head.empty()) return fail(2, make_error(errc::invalid_config, "--head tcp://HOST:PORT is required"));
+  if (auto err = check_devices(opt.devices)) return fail(2, err);
   auto security =
       resolve_link_security(link_side::client, opt.head, opt.keys_dir, opt.client_key, opt.insecure, "atoll join");
-  if (!security) {
-    std::cerr << "atoll join: " << security.err().describe() << "\n";
-    return 2;
-  }
+  if (!security) return fail(2, security.err());
   auto model = local_model(opt, *security);
   if (!model) {
     const bool no_head = model.err().code == errc::timeout;
-    std::cerr << "atoll join: " << (no_head ? "" : "the run's model: ") << model.err().describe() << "\n";
-    return 1;
+    return fail(1, no_head ? model.err() : make_error(model.err().code, "the run's model: " + model.err().message));
   }
   directory local;
   cluster_identity cluster;
@@ -123,30 +119,27 @@ int run_node(const node_options& opt) {
   try {
     net = std::make_unique<node_links>(links, local, cluster);
   } catch (const zmq::error_t& e) {
-    std::cerr << "atoll join: cannot connect to " << opt.head
-              << (links.listen.empty() ? "" : " or listen on " + links.listen) << ": " << e.what() << "\n";
-    return 1;
+    return fail(1, make_error(errc::invalid_config, "cannot connect to " + opt.head +
+                                                        (links.listen.empty() ? "" : " or listen on " + links.listen) +
+                                                        ": " + e.what()));
   }
-  if (!links.listen.empty() && net->data_endpoint().empty()) {
-    std::cerr << "atoll join: --listen " << links.listen << " is not tcp://HOST:PORT\n";
-    return 2;
-  }
+  if (!links.listen.empty() && net->data_endpoint().empty())
+    return fail(2, make_error(errc::invalid_config, "--listen " + links.listen + " is not tcp://HOST:PORT"));
   char host[256] = {0};
   ::gethostname(host, sizeof host - 1);
   node_agent_config nc;
   if (!opt.run_dir.empty()) {  // this node may host a keeper replica there
     std::error_code ec;
     std::filesystem::create_directories(opt.run_dir, ec);
-    if (ec) {
-      std::cerr << "atoll join: cannot create --run-dir " << opt.run_dir << ": " << ec.message() << "\n";
-      return 2;
-    }
+    if (ec)
+      return fail(2, make_error(errc::storage_failure, "cannot create --run-dir " + opt.run_dir + ": " + ec.message()));
     nc.data_dir = opt.run_dir;
   }
   nc.devices = opt.devices;
   nc.hostname = host;
   const std::string model_file = model->first;
-  nc.factory = torch_replica_factory(model_file);
+  nc.factory = external ? external->factory : torch_replica_factory(model_file);
+  if (external) nc.model_signature = external->signature;
   nc.model_digest = model->second;
   nc.batch_job = describe_batch_job([](const char* name) { return std::getenv(name); });
   if (!nc.batch_job.empty()) log_info("in batch job " + nc.batch_job);
@@ -175,6 +168,12 @@ int run_node(const node_options& opt) {
     if (auto err = check_task(run, model_file, world_size, /*with_data=*/true)) return err;
     return plan->layouts;
   };
+  // The user's own loop keeps its process's threads as the user set them.
+  if (external)
+    nc.prepare = [](const run_config&, std::size_t, std::uint32_t) -> expected<std::vector<thread_layout>> {
+      return std::vector<thread_layout>{};
+    };
+  if (external) nc.on_failure = external->failure;
   nc.apply_threads = [](const thread_layout& layout) { set_compute_threads(layout.torch, layout.blas); };
   nc.data_endpoint = net->data_endpoint();
   node_links* routed = net.get();
@@ -189,7 +188,8 @@ int run_node(const node_options& opt) {
   configure_actor_system(sys_cfg);
   caf::actor_system sys{sys_cfg};
   auto agent = sys.spawn(node_agent_actor, static_cast<transport*>(net.get()), &local, &cluster, nc);
-  const caf::error reason = wait_for_actor(sys, agent);
+  const caf::error reason =
+      external ? wait_for_actor(sys, agent, external->stop_requested) : wait_for_actor(sys, agent);
   net->stop();
   local.clear();
   if (reason) {

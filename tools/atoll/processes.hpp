@@ -1,6 +1,7 @@
 #pragma once
 // The processes `atoll` starts. Each returns the process exit code.
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -10,6 +11,8 @@
 #include <caf/actor_system_config.hpp>
 #include <caf/error.hpp>
 
+#include "actors/replica.hpp"
+#include "runtime/error.hpp"
 #include "runtime/security.hpp"
 
 namespace atl {
@@ -42,7 +45,17 @@ struct node_options {
   std::string model_file;  // this node's own copy of the run's model; empty: fetched from the head
   int wait_for_head_s = 300;  // give up when no head answers this long; 0: wait for ever
 };
-int run_node(const node_options& opt);
+// A node whose model is the user's own (the Python API, run.example = external): its
+// worker's replicas, the model's signature, and how it learns to stop (instead of SIGINT
+// and SIGTERM, which stay the embedding process's). `failure` receives the reason a node
+// gave up or could not start.
+struct external_node {
+  replica_factory factory;
+  std::string signature;
+  std::function<bool()> stop_requested;
+  std::function<void(const error&)> failure;
+};
+int run_node(const node_options& opt, const external_node* external = nullptr);
 
 struct local_options {
   int nodes = 2;
@@ -95,5 +108,7 @@ void configure_actor_system(caf::actor_system_config& cfg);
 // Blocks until `root` terminates, sending it stop_atom once on SIGINT/SIGTERM.
 // Returns the actor's exit reason.
 caf::error wait_for_actor(caf::actor_system& sys, const caf::actor& root);
+// The same, asking the root to stop once stop_requested() is true (polled every 200 ms).
+caf::error wait_for_actor(caf::actor_system& sys, const caf::actor& root, const std::function<bool()>& stop_requested);
 
 }  // namespace atl

@@ -1,0 +1,107 @@
+#include "examples/external_replica.hpp"
+
+#include <limits>
+#include <stdexcept>
+
+#include "examples/fragment_tensors.hpp"
+#include "runtime/model_signature.hpp"
+
+namespace atl {
+namespace {
+
+class external_replica final : public replica {
+ public:
+  external_replica(const run_config& cfg, std::shared_ptr<external_model> model)
+      : model_(std::move(model)), fragments_(assign_fragments(model_->groups, cfg)) {}
+
+  std::size_t fragment_count() const override { return fragments_.size(); }
+  std::size_t fragment_size(std::size_t f) const override { return value_count(fragments_.at(f)); }
+  void read_fragment(std::size_t f, float* values) const override { read_values(fragments_.at(f), values); }
+  void write_fragment(std::size_t f, const float* values) override { write_values(fragments_.at(f), values); }
+
+  // The user's step, when the user's thread hands it over. A user who left (closed the
+  // turns) hands over nothing: the step counts with the last loss, and the node is
+  // stopping anyway.
+  step_result train_step(std::int64_t) override {
+    const auto step = model_->turns.wait_for_user_step();
+    if (step) last_ = *step;
+    return {last_.loss, last_.samples};
+  }
+  // Called once the worker has merged every result of its last step: the parameters are
+  // final, and the user's loop may end.
+  std::optional<float> finish_queued_step() override {
+    model_->turns.finish();
+    return std::nullopt;
+  }
+
+  step_result compute_gradients(std::int64_t) override { throw ddp_refused(); }
+  void read_gradients(std::size_t, float*) const override { throw ddp_refused(); }
+  void write_gradients(std::size_t, const float*) override { throw ddp_refused(); }
+  void apply_gradients(std::int64_t) override { throw ddp_refused(); }
+
+  // The held-out loss is the user's to compute: none here (reported as not a number), and
+  // evaluate_global does not swap theta_global into tensors the user may be using.
+  float evaluate() override { return std::numeric_limits<float>::quiet_NaN(); }
+  float evaluate_global() override { return std::numeric_limits<float>::quiet_NaN(); }
+
+ private:
+  static std::invalid_argument ddp_refused() {
+    return std::invalid_argument("run.mode = ddp is not available to an external model");
+  }
+
+  std::shared_ptr<external_model> model_;
+  std::vector<std::vector<torch::Tensor>> fragments_;
+  step_turns::user_step last_;
+};
+
+std::string dtype_name(const torch::Tensor& t) {
+  switch (t.scalar_type()) {
+    case torch::kFloat32: return "float32";
+    case torch::kFloat64: return "float64";
+    case torch::kFloat16: return "float16";
+    case torch::kBFloat16: return "bfloat16";
+    default: return std::string(c10::toString(t.scalar_type()));
+  }
+}
+
+}  // namespace
+
+std::string signature_of(const external_model& model) {
+  std::vector<parameter_signature> params;
+  for (std::size_t g = 0; g < model.groups.size(); ++g)
+    for (std::size_t i = 0; i < model.groups[g].size(); ++i) {
+      const auto& t = model.groups[g][i];
+      params.push_back({model.names.at(g).at(i), dtype_name(t), t.sizes().vec()});
+    }
+  return format_signature(params);
+}
+
+status check_external_model(const external_model& model) {
+  if (model.groups.empty()) return make_error(errc::invalid_config, "the model has no parameters");
+  if (model.names.size() != model.groups.size())
+    return make_error(errc::invalid_config, "parameter names and groups do not match");
+  for (std::size_t g = 0; g < model.groups.size(); ++g) {
+    if (model.names[g].size() != model.groups[g].size())
+      return make_error(errc::invalid_config, "parameter names and groups do not match in group " + std::to_string(g));
+    for (std::size_t i = 0; i < model.groups[g].size(); ++i) {
+      const auto& t = model.groups[g][i];
+      const auto& name = model.names[g][i];
+      if (name.empty() || name.find_first_of(" \n") != std::string::npos)
+        return make_error(errc::invalid_config, "parameter name '" + name + "' is empty or has a space");
+      if (t.scalar_type() != torch::kFloat32)
+        return make_error(errc::invalid_config, "parameter " + name + " is " + dtype_name(t) +
+                                                    ": Atoll syncs fp32 parameters (keep the master weights "
+                                                    "in fp32 and use autocast for lower precision)");
+      if (!t.is_contiguous()) return make_error(errc::invalid_config, "parameter " + name + " is not contiguous");
+    }
+  }
+  return {};
+}
+
+replica_factory external_replica_factory(std::shared_ptr<external_model> model) {
+  return [model](const run_config& cfg, const replica_spec&) -> std::unique_ptr<replica> {
+    return std::make_unique<external_replica>(cfg, model);
+  };
+}
+
+}  // namespace atl

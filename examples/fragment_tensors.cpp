@@ -1,0 +1,45 @@
+#include "examples/fragment_tensors.hpp"
+
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+namespace atl {
+
+std::vector<std::vector<torch::Tensor>> assign_fragments(const std::vector<std::vector<torch::Tensor>>& groups,
+                                                         const run_config& cfg) {
+  const std::size_t p_count = static_cast<std::size_t>(cfg.fragments);
+  if (groups.size() < p_count)
+    throw std::invalid_argument("diloco.fragments = " + std::to_string(p_count) + " but the model has only " +
+                                std::to_string(groups.size()) + " layer groups");
+  std::vector<std::vector<torch::Tensor>> fragments(p_count);
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    const std::size_t f = cfg.assignment == "sequential" ? g * p_count / groups.size() : g % p_count;
+    for (const auto& p : groups[g]) fragments[f].push_back(p);
+  }
+  return fragments;
+}
+
+std::size_t value_count(const std::vector<torch::Tensor>& tensors) {
+  std::size_t n = 0;
+  for (const auto& p : tensors) n += static_cast<std::size_t>(p.numel());
+  return n;
+}
+
+void read_values(const std::vector<torch::Tensor>& tensors, float* values) {
+  for (const auto& p : tensors) {
+    auto c = p.detach().to(torch::kCPU, torch::kFloat32).contiguous();
+    std::memcpy(values, c.data_ptr<float>(), static_cast<std::size_t>(c.numel()) * sizeof(float));
+    values += c.numel();
+  }
+}
+
+void write_values(std::vector<torch::Tensor>& tensors, const float* values) {
+  torch::NoGradGuard no_grad;
+  for (auto& p : tensors) {
+    p.copy_(torch::from_blob(const_cast<float*>(values), p.sizes(), torch::kFloat32).to(p.device()));
+    values += p.numel();
+  }
+}
+
+}  // namespace atl
