@@ -1,0 +1,113 @@
+// The replica of a user's own loop (examples/external_replica.hpp): the user's thread and
+// the worker's take turns at each step boundary, and the worker reads and writes the
+// user's tensors in place.
+#include "examples/external_replica.hpp"
+
+#include <atomic>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "runtime/model_signature.hpp"
+
+namespace atl {
+namespace {
+
+TEST(StepTurns, TheWorkerSeesEachUserStepOnceAndTheUserWaitsForTheWorkersBoundary) {
+  step_turns turns;
+  std::atomic<int> boundary_work{0};  // what the worker did between steps, seen by the user
+  std::thread worker([&] {
+    for (int s = 0; s < 5; ++s) {
+      const auto step = turns.wait_for_user_step();
+      ASSERT_TRUE(step);
+      EXPECT_EQ(step->loss, static_cast<float>(s));
+      EXPECT_EQ(step->samples, 10);
+      boundary_work = s + 1;  // e.g. a merge into the user's tensors
+    }
+    turns.finish();
+  });
+  for (int s = 0; s < 5; ++s) {
+    ASSERT_EQ(turns.wait_for_worker(), step_turns::turn::go);
+    EXPECT_EQ(boundary_work.load(), s);  // the worker's work of the last boundary is done
+    turns.hand_over({static_cast<float>(s), 10});
+  }
+  EXPECT_EQ(turns.wait_for_worker(), step_turns::turn::done);
+  EXPECT_EQ(boundary_work.load(), 5);
+  EXPECT_EQ(turns.steps_handed_over(), 5);
+  worker.join();
+}
+
+TEST(StepTurns, AUserWhoLeavesReleasesAWaitingWorker) {
+  step_turns turns;
+  std::optional<step_turns::user_step> got = step_turns::user_step{};
+  std::thread worker([&] { got = turns.wait_for_user_step(); });
+  ASSERT_EQ(turns.wait_for_worker(), step_turns::turn::go);
+  turns.close();
+  worker.join();
+  EXPECT_FALSE(got);
+  EXPECT_TRUE(turns.finished());
+  EXPECT_EQ(turns.wait_for_worker(), step_turns::turn::done);
+}
+
+std::shared_ptr<external_model> two_layer_model() {
+  auto model = std::make_shared<external_model>();
+  model->groups = {{torch::ones({3, 2}), torch::zeros({3})}, {torch::full({2}, 2.0f)}};
+  model->names = {{"fc1.weight", "fc1.bias"}, {"fc2.bias"}};
+  return model;
+}
+
+TEST(ExternalReplica, ReadsAndWritesTheUsersTensorsInPlace) {
+  auto model = two_layer_model();
+  run_config cfg;
+  cfg.fragments = 2;
+  auto r = external_replica_factory(model)(cfg, replica_spec{});
+  ASSERT_EQ(r->fragment_count(), 2u);
+  EXPECT_EQ(r->fragment_size(0), 9u);
+  EXPECT_EQ(r->fragment_size(1), 2u);
+  std::vector<float> values(9);
+  r->read_fragment(0, values.data());
+  EXPECT_EQ(values, (std::vector<float>{1, 1, 1, 1, 1, 1, 0, 0, 0}));
+  const auto weight = model->groups[0][0];
+  const void* storage = weight.data_ptr();
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i);
+  r->write_fragment(0, values.data());
+  EXPECT_EQ(weight.data_ptr(), storage);  // the same tensor, written in place
+  EXPECT_EQ(weight[2][1].item<float>(), 5.0f);
+  EXPECT_EQ(model->groups[0][1][2].item<float>(), 8.0f);
+  EXPECT_TRUE(std::isnan(r->evaluate_global()));  // the held-out loss is the user's
+}
+
+TEST(ExternalReplica, ATrainStepIsTheUsersHandedOverStep) {
+  auto model = two_layer_model();
+  run_config cfg;
+  cfg.fragments = 1;
+  auto r = external_replica_factory(model)(cfg, replica_spec{});
+  std::thread user([&] {
+    ASSERT_EQ(model->turns.wait_for_worker(), step_turns::turn::go);
+    model->turns.hand_over({0.25f, 32});
+  });
+  const auto step = r->train_step(0);
+  user.join();
+  EXPECT_EQ(step.loss, 0.25f);
+  EXPECT_EQ(step.tokens, 32);
+  EXPECT_FALSE(r->finish_queued_step());
+  EXPECT_EQ(model->turns.wait_for_worker(), step_turns::turn::done);  // the worker's steps are over
+}
+
+TEST(ExternalReplica, TheSignatureNamesEachParameterAndRefusesWhatCannotBeSyncedInPlace) {
+  auto model = two_layer_model();
+  EXPECT_EQ(signature_of(*model), "fc1.weight float32 3x2\nfc1.bias float32 3\nfc2.bias float32 2\n");
+  EXPECT_FALSE(check_external_model(*model));
+  model->groups[1][0] = torch::zeros({2}, torch::kFloat16);
+  EXPECT_EQ(check_external_model(*model).code, errc::invalid_config);
+  model->groups[1][0] = torch::zeros({2, 2}).t();  // not contiguous
+  EXPECT_EQ(check_external_model(*model).code, errc::invalid_config);
+  model->groups[1][0] = torch::zeros({2});
+  model->names[1][0] = "has space";
+  EXPECT_EQ(check_external_model(*model).code, errc::invalid_config);
+  model->names[1].clear();
+  EXPECT_EQ(check_external_model(*model).code, errc::invalid_config);
+}
+
+}  // namespace
+}  // namespace atl
