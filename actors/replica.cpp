@@ -49,6 +49,12 @@ status replica::encode_pseudo_gradient(std::size_t f, const encoding& how, encod
                             : encode(how.codec, delta.data(), delta.size(), how.chunk, out);
 }
 
+void replica::adopt_every_global() {
+  auto& h = host();
+  for (std::size_t f = 0; f < h.global.size(); ++f)
+    if (h.global[f].size() == fragment_size(f)) write_fragment(f, h.global[f].data());
+}
+
 float replica::evaluate_global() {
   auto& h = host();
   std::vector<std::vector<float>> local(h.global.size());

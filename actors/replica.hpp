@@ -50,6 +50,9 @@ class replica {
   virtual void apply_gradients(std::int64_t step) = 0;
   // Mean held-out loss of the current parameters.
   virtual float evaluate() = 0;
+  // False for a replica with no held-out data of its own (a user's own loop): the worker
+  // then reports no held-out loss.
+  virtual bool evaluates() const { return true; }
 
   // theta_global of fragment f (fragment_size(f) fp32 values) is the committed state:
   // adopt makes it the local fragment too (a joiner, a resync); merge blends it in,
@@ -67,6 +70,10 @@ class replica {
   virtual status encode_pseudo_gradient(std::size_t f, const encoding& how, encoded_values& out);
   // Held-out loss of theta_global (every fragment's global swapped in, then swapped back).
   virtual float evaluate_global();
+  // Makes theta_global the local parameters of every fragment that has one: the model a
+  // run ends with, the same on every worker (Streaming DiLoCo's fragments last synced at
+  // different steps, and alpha > 0 keeps part of the local state).
+  void adopt_every_global();
 
  private:
   struct host_sync;  // theta_global and residuals of the host implementations

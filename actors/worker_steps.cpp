@@ -53,7 +53,7 @@ void report_progress(worker_self self) {
 void maybe_evaluate(worker_self self) {
   auto& st = self->state;
   if (st.cfg.spec.rank != 0 || st.step == 0 || st.step % st.cfg.run.eval_every != 0 || st.step == st.last_eval_step ||
-      st.step >= st.cfg.run.steps)
+      st.step >= st.cfg.run.steps || !st.model->evaluates())
     return;
   st.last_eval_step = st.step;
   wire::outgoing out;
@@ -67,7 +67,7 @@ void finish(worker_self self) {
   auto& st = self->state;
   st.current = worker_state::phase::finished;
   if (const auto loss = st.model->finish_queued_step()) st.last_loss = *loss;
-  const float val = st.cfg.spec.rank == 0 ? st.steps->evaluate_global(st) : -1.0f;
+  const float val = st.cfg.spec.rank == 0 && st.model->evaluates() ? st.steps->evaluate_global(st) : -1.0f;
   const double wall = std::chrono::duration<double>(st.now() - st.started).count();
   wire::outgoing out;
   auto d = out.envelope.initWorkerDone();

@@ -27,9 +27,10 @@ class external_replica final : public replica {
     if (step) last_ = *step;
     return {last_.loss, last_.samples};
   }
-  // Called once the worker has merged every result of its last step: the parameters are
-  // final, and the user's loop may end.
+  // Called once the worker has merged every result of its last step: the user's model
+  // becomes theta_global, the same on every node, and the user's loop may end.
   std::optional<float> finish_queued_step() override {
+    adopt_every_global();
     model_->turns.finish();
     return std::nullopt;
   }
@@ -39,8 +40,9 @@ class external_replica final : public replica {
   void write_gradients(std::size_t, const float*) override { throw ddp_refused(); }
   void apply_gradients(std::int64_t) override { throw ddp_refused(); }
 
-  // The held-out loss is the user's to compute: none here (reported as not a number), and
-  // evaluate_global does not swap theta_global into tensors the user may be using.
+  // The held-out loss is the user's to compute (the worker asks evaluates() first), and
+  // evaluate_global must not swap theta_global into tensors the user may be using.
+  bool evaluates() const override { return false; }
   float evaluate() override { return std::numeric_limits<float>::quiet_NaN(); }
   float evaluate_global() override { return std::numeric_limits<float>::quiet_NaN(); }
 

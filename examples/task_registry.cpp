@@ -4,6 +4,7 @@
 
 #include "examples/task.hpp"
 #include "examples/tasks.hpp"
+#include "runtime/model_signature.hpp"
 
 #ifndef ATOLL_SOURCE_DATA_DIR
 #define ATOLL_SOURCE_DATA_DIR "examples/data"
@@ -31,6 +32,11 @@ bool register_task(const std::string& name, task_factory factory) {
 }
 
 std::unique_ptr<task> make_task(const run_config& cfg, const replica_spec& spec) {
+  if (cfg.example == external_example)
+    throw task_error(make_error(errc::invalid_config,
+                                "run.example = external: the model is the Python nodes' own (atoll.DiLoCo), and "
+                                "this needs a built-in or TorchScript model; start the head with `atoll up` and "
+                                "the nodes from Python"));
   auto it = registry().find(cfg.example);
   if (it == registry().end())
     throw task_error(make_error(errc::invalid_config, "unknown example '" + cfg.example + "'"));

@@ -74,7 +74,8 @@ TEST(ExternalReplica, ReadsAndWritesTheUsersTensorsInPlace) {
   EXPECT_EQ(weight.data_ptr(), storage);  // the same tensor, written in place
   EXPECT_EQ(weight[2][1].item<float>(), 5.0f);
   EXPECT_EQ(model->groups[0][1][2].item<float>(), 8.0f);
-  EXPECT_TRUE(std::isnan(r->evaluate_global()));  // the held-out loss is the user's
+  EXPECT_FALSE(r->evaluates());  // the held-out loss is the user's
+  EXPECT_TRUE(std::isnan(r->evaluate_global()));
 }
 
 TEST(ExternalReplica, ATrainStepIsTheUsersHandedOverStep) {
@@ -92,6 +93,20 @@ TEST(ExternalReplica, ATrainStepIsTheUsersHandedOverStep) {
   EXPECT_EQ(step.tokens, 32);
   EXPECT_FALSE(r->finish_queued_step());
   EXPECT_EQ(model->turns.wait_for_worker(), step_turns::turn::done);  // the worker's steps are over
+}
+
+TEST(ExternalReplica, AtTheEndTheUsersModelIsThetaGlobal) {
+  auto model = two_layer_model();
+  run_config cfg;
+  cfg.fragments = 2;
+  auto r = external_replica_factory(model)(cfg, replica_spec{});
+  const std::vector<float> global = {7.0f, 8.0f};
+  r->adopt_global(1, global.data());
+  model->groups[1][0].fill_(-1.0f);  // the user trained on after the last sync of fragment 1
+  r->finish_queued_step();
+  EXPECT_EQ(model->groups[1][0][0].item<float>(), 7.0f);
+  EXPECT_EQ(model->groups[1][0][1].item<float>(), 8.0f);
+  EXPECT_EQ(model->groups[0][0][0][0].item<float>(), 1.0f);  // fragment 0 never synced: the local one stands
 }
 
 TEST(ExternalReplica, TheSignatureNamesEachParameterAndRefusesWhatCannotBeSyncedInPlace) {

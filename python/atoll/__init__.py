@@ -1,0 +1,195 @@
+"""Atoll from your own PyTorch loop.
+
+    import torch, atoll
+
+    node = atoll.join("tcp://head:7070", keys="keys/")   # this process becomes a node with one worker
+    model = MyNet()
+    inner = torch.optim.AdamW(model.parameters(), lr=3e-4)
+    diloco = atoll.DiLoCo(node, model, inner)            # H, fragments, tau, codec: the head's config
+    for x, y in my_loader(rank=node.rank, world=node.world):
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        diloco.step(loss)      # the inner step; fragment syncs run in the runtime
+        inner.zero_grad()
+        if diloco.done:        # run.steps reached, or this node was drained
+            break
+    node.leave()
+
+The head runs with `atoll up --set run.example=external`. The process is a real Atoll node
+(the same C++ node agent and worker as `atoll join`): CURVE keys, heartbeats, leases,
+fencing, state transfer, codecs with error feedback. The worker syncs the model's own
+parameter tensors in place, at step boundaries: between `diloco.step()` calls the runtime
+does not touch them.
+
+Errors are raised as subclasses of AtollError named after Atoll's typed errors
+(ModelMismatch, Timeout, InvalidConfig, ...); `error.code` is the name Atoll's logs use.
+"""
+from . import _atoll
+
+__all__ = ["join", "Node", "DiLoCo", "AtollError", "parameter_groups"]
+
+
+class AtollError(Exception):
+    """An Atoll error; `code` is its typed name (e.g. "model_mismatch")."""
+
+    code = "error"
+
+
+def _class_name(code):
+    return "".join(part.capitalize() for part in code.split("_"))
+
+
+# One exception class per typed error: ModelMismatch, Timeout, InvalidConfig, NotReady, ...
+_ERRORS = {}
+for _code in _atoll.error_names():
+    _ERRORS[_code] = type(_class_name(_code), (AtollError,), {"code": _code, "__module__": __name__})
+    globals()[_class_name(_code)] = _ERRORS[_code]
+    __all__.append(_class_name(_code))
+
+
+def _typed(code, message):
+    return _ERRORS.get(code, AtollError)(f"{code}: {message}")
+
+
+def _call(fn, *args, **kwargs):
+    """Calls into the module, raising its errors as their AtollError subclass."""
+    try:
+        return fn(*args, **kwargs)
+    except _atoll.Error as e:
+        code, _, message = str(e).partition(": ")
+        raise _typed(code, message) from None
+
+
+class Node:
+    """This process as a node of an Atoll run; made by join(). It joins the run when a
+    DiLoCo is made with it (the head checks the model then)."""
+
+    def __init__(self, head, keys=None, insecure=False, run_dir="", wait_for_head=300, listen="", no_listen=False):
+        if not isinstance(head, str) or not head.startswith("tcp://"):
+            raise InvalidConfig(f"invalid_config: the head's address must be tcp://HOST:PORT, not {head!r}")
+        if not isinstance(wait_for_head, int) or wait_for_head < 0:
+            raise InvalidConfig("invalid_config: wait_for_head is whole seconds, 0 for ever")
+        self._options = dict(head=head, keys=keys or "", insecure=bool(insecure), run_dir=run_dir or "",
+                             wait_for_head=wait_for_head, listen=listen or "", no_listen=bool(no_listen))
+        self._handle = None
+
+    def _start(self, groups, timeout):
+        if self._handle is not None:
+            raise InvalidConfig("invalid_config: this node already trains a model (one DiLoCo per node)")
+        self._handle = _call(_atoll.Node, groups=groups, **self._options)
+        _call(self._handle.wait_started, timeout)
+
+    def _joined(self):
+        if self._handle is None:
+            raise NotReady("not_ready: the node joins the run when atoll.DiLoCo(node, model, optimizer) is made")
+        return self._handle
+
+    @property
+    def rank(self):
+        """This worker's data shard, 0 .. world - 1."""
+        return self._joined().rank
+
+    @property
+    def world(self):
+        """Number of data shards of the run (its workers when it started)."""
+        return self._joined().world
+
+    def failure(self):
+        """Why the node gave up, as an AtollError, or None."""
+        if self._handle is None:
+            return None
+        f = self._handle.failure()
+        return _typed(*f) if f else None
+
+    def leave(self):
+        """Stops the node: its worker stops, the head sees it leave. Raises the node's failure, if any."""
+        if self._handle is None:
+            return
+        self._handle.leave()
+        failure = self.failure()
+        if failure is not None:
+            raise failure
+
+
+def join(head, keys=None, insecure=False, run_dir="", wait_for_head=300, listen="", no_listen=False):
+    """This process as a node of the run whose head listens at `head` (tcp://HOST:PORT).
+
+    keys: the run's key folder (`atoll keygen`) for CURVE; insecure: plain TCP to a
+    non-loopback head. run_dir: where this node may keep a keeper replica. wait_for_head:
+    seconds to wait for a head that is not up yet (0: for ever). listen / no_listen: where
+    peers send this node tensors, as `atoll join --listen / --no-listen`.
+    """
+    return Node(head, keys, insecure, run_dir, wait_for_head, listen, no_listen)
+
+
+def parameter_groups(model):
+    """The model's parameters in groups, as Atoll makes fragments of whole groups: the
+    module's own parameters first (if any), then each top-level child's, in order. Returns
+    a list of lists of (name, parameter)."""
+    own = [(name, p) for name, p in model.named_parameters(recurse=False)]
+    groups = [own] if own else []
+    for child_name, child in model.named_children():
+        group = [(f"{child_name}.{name}", p) for name, p in child.named_parameters()]
+        if group:
+            groups.append(group)
+    return groups
+
+
+class DiLoCo:
+    """DiLoCo / Streaming DiLoCo around the user's optimizer: step() takes the inner step,
+    and the runtime syncs fragments (H, fragments, tau, codec: the head's config).
+
+    groups: parameter groups to make fragments from (a list of lists of (name, parameter));
+    default parameter_groups(model). Make it after moving the model to its device: the
+    runtime holds the parameters' storage.
+    """
+
+    def __init__(self, node, model, optimizer, groups=None, timeout=600.0):
+        if not isinstance(node, Node):
+            raise InvalidConfig("invalid_config: node must come from atoll.join()")
+        self.model, self.optimizer, self._node = model, optimizer, node
+        groups = parameter_groups(model) if groups is None else groups
+        refs = []
+        for group in groups:
+            refs.append([_atoll.TensorRef(data=p.data_ptr(), shape=list(p.shape), dtype=str(p.dtype).split(".")[-1],
+                                          device=str(p.device), name=name) for name, p in group])
+        if not refs or not any(refs):
+            raise InvalidConfig("invalid_config: the model has no parameters")
+        node._start(refs, timeout)
+        self._handle = node._handle
+        # The worker waits for the first step: the run's initial state is in the parameters.
+        self._go = self._handle.wait_turn()
+        self.done = not self._go
+        self._raise_failure()
+
+    @property
+    def steps(self):
+        """The run's run.steps."""
+        return self._handle.steps
+
+    @property
+    def steps_taken(self):
+        return self._handle.steps_taken
+
+    def step(self, loss=None, samples=0):
+        """The inner step (the optimizer's), then the runtime's turn at this step boundary:
+        a fragment may be sent or merged into the parameters. Sets `done` when the run has
+        no more steps for this node. loss (a float or a tensor) is reported to the head."""
+        if self.done:
+            return
+        if not self._go:
+            self.done = True
+            self._raise_failure()
+            return
+        self.optimizer.step()
+        value = float("nan") if loss is None else float(loss.detach() if hasattr(loss, "detach") else loss)
+        self._handle.hand_over(value, int(samples))
+        self._go = self._handle.wait_turn()
+        if not self._go:
+            self.done = True
+            self._raise_failure()
+
+    def _raise_failure(self):
+        failure = self._node.failure()
+        if failure is not None:
+            raise failure

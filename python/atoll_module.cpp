@@ -1,0 +1,216 @@
+// The compiled half of `import atoll` (python/atoll/__init__.py is the other): a node of an
+// Atoll run inside the user's Python process, the same node as `atoll join` (run_node), whose
+// one worker syncs the user's own parameter tensors (examples/external_replica.hpp).
+//
+// Tensors cross as (data pointer, shape, dtype, device): the module wraps the user's storage
+// without a copy and without linking PyTorch's Python bindings, so it works with any
+// PyTorch whose LibTorch it was built against. The Python side keeps the tensors alive.
+//
+// Threads: run_node runs on a thread of its own (CAF's threads and the worker under it);
+// the user's thread only waits on step_turns, with the GIL released. No runtime thread
+// ever takes the GIL.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include <torch/torch.h>
+
+#include "examples/external_replica.hpp"
+#include "runtime/error.hpp"
+#include "tools/atoll/processes.hpp"
+
+namespace py = pybind11;
+
+namespace atl {
+namespace {
+
+// A typed error, raised as _atoll.Error("code: message"); python/atoll turns the code into
+// its own exception class.
+struct python_error : std::runtime_error {
+  explicit python_error(const error& e) : std::runtime_error(std::string(to_string(e.code)) + ": " + e.message) {}
+};
+
+struct tensor_ref {
+  std::uintptr_t data = 0;
+  std::vector<std::int64_t> shape;
+  std::string dtype;  // "float32"
+  std::string device;  // "cpu", "cuda:0"
+  std::string name;
+};
+
+torch::Tensor wrap(const tensor_ref& t) {
+  if (t.dtype != "float32")
+    throw python_error(make_error(errc::invalid_config, "parameter " + t.name + " is " + t.dtype +
+                                                            ": Atoll syncs fp32 parameters (keep the master "
+                                                            "weights in fp32 and use autocast for lower precision)"));
+  // No deleter: the storage stays the user's tensor's.
+  return torch::from_blob(reinterpret_cast<void*>(t.data), t.shape,
+                          torch::TensorOptions().dtype(torch::kFloat32).device(torch::Device(t.device)));
+}
+
+// One node in this process, from start to leave.
+class python_node {
+ public:
+  python_node(node_options options, const std::vector<std::vector<tensor_ref>>& groups)
+      : options_(std::move(options)), model_(std::make_shared<external_model>()) {
+    for (const auto& group : groups) {
+      model_->groups.emplace_back();
+      model_->names.emplace_back();
+      for (const auto& t : group) {
+        model_->groups.back().push_back(wrap(t));
+        model_->names.back().push_back(t.name);
+      }
+    }
+    if (auto err = check_external_model(*model_)) throw python_error(err);
+    auto make_replica = external_replica_factory(model_);
+    external_.signature = signature_of(*model_);
+    external_.factory = [this, make_replica](const run_config& cfg, const replica_spec& spec) {
+      auto r = make_replica(cfg, spec);  // throws on a bad fragment count: the worker fails with it
+      std::lock_guard lock(mu_);
+      rank_ = spec.rank;
+      world_ = spec.world_size;
+      steps_ = cfg.steps;
+      started_ = true;
+      changed_.notify_all();
+      return r;
+    };
+    external_.stop_requested = [this] { return stop_.load(); };
+    external_.failure = [this](const error& e) {
+      std::lock_guard lock(mu_);
+      if (!failure_) failure_ = e;
+    };
+    thread_ = std::thread([this] {
+      const int code = run_node(options_, &external_);
+      model_->turns.finish();  // a user waiting for a step learns that there are no more
+      std::lock_guard lock(mu_);
+      if (code != 0 && !failure_)
+        failure_ =
+            make_error(errc::not_ready, "the node stopped (exit code " + std::to_string(code) + "; see its log)");
+      ended_ = true;
+      changed_.notify_all();
+    });
+  }
+
+  ~python_node() { stop_and_join(); }
+
+  // Until the worker exists (its rank is known) and waits for the first step, so that the
+  // initial theta_global is in the user's tensors before the first forward.
+  void wait_started(double timeout_s) {
+    {
+      py::gil_scoped_release no_gil;
+      std::unique_lock lock(mu_);
+      const bool woke = changed_.wait_for(lock, std::chrono::duration<double>(timeout_s),
+                                          [&] { return started_ || ended_ || failure_; });
+      if (!woke)
+        throw python_error(make_error(errc::timeout, "the node did not get a worker within " +
+                                                         std::to_string(static_cast<int>(timeout_s)) +
+                                                         " s: is the run full (run.max_workers) or finished?"));
+      if (failure_) throw python_error(*failure_);
+      if (ended_) throw python_error(make_error(errc::not_ready, "the node stopped before its worker started"));
+    }
+  }
+
+  bool wait_turn() {
+    py::gil_scoped_release no_gil;
+    return model_->turns.wait_for_worker() == step_turns::turn::go;
+  }
+
+  void hand_over(float loss, std::int64_t samples) { model_->turns.hand_over({loss, samples}); }
+
+  void leave() {
+    py::gil_scoped_release no_gil;
+    stop_and_join();
+  }
+
+  std::optional<std::pair<std::string, std::string>> failure() {
+    std::lock_guard lock(mu_);
+    if (!failure_) return std::nullopt;
+    return std::make_pair(std::string(to_string(failure_->code)), failure_->message);
+  }
+
+  std::uint32_t rank() {
+    std::lock_guard lock(mu_);
+    return rank_;
+  }
+  std::uint32_t world() {
+    std::lock_guard lock(mu_);
+    return world_;
+  }
+  std::int64_t steps() {
+    std::lock_guard lock(mu_);
+    return steps_;
+  }
+  std::int64_t steps_taken() const { return model_->turns.steps_handed_over(); }
+
+ private:
+  void stop_and_join() {
+    stop_ = true;
+    model_->turns.close();  // a worker waiting for a step gives up waiting
+    if (thread_.joinable()) thread_.join();
+  }
+
+  node_options options_;
+  std::shared_ptr<external_model> model_;
+  external_node external_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable changed_;
+  bool started_ = false, ended_ = false;
+  std::optional<error> failure_;
+  std::uint32_t rank_ = 0, world_ = 0;
+  std::int64_t steps_ = 0;
+};
+
+}  // namespace
+}  // namespace atl
+
+PYBIND11_MODULE(_atoll, m) {
+  using namespace atl;
+  m.doc() = "Atoll's node runtime for a user's own PyTorch loop (use the atoll package, not this module)";
+  py::register_exception<python_error>(m, "Error");
+  m.def("error_names", [] {
+    std::vector<std::string> names;
+    for (int c = 1; c <= static_cast<int>(errc::model_mismatch); ++c) names.push_back(to_string(static_cast<errc>(c)));
+    return names;
+  });
+
+  py::class_<tensor_ref>(m, "TensorRef")
+      .def(py::init([](std::uintptr_t data, std::vector<std::int64_t> shape, std::string dtype, std::string device,
+                       std::string name) {
+             return tensor_ref{data, std::move(shape), std::move(dtype), std::move(device), std::move(name)};
+           }),
+           py::arg("data"), py::arg("shape"), py::arg("dtype"), py::arg("device"), py::arg("name"));
+
+  py::class_<python_node>(m, "Node")
+      .def(py::init([](const std::string& head, const std::string& keys, bool insecure, const std::string& run_dir,
+                       int wait_for_head, const std::string& listen, bool no_listen,
+                       const std::vector<std::vector<tensor_ref>>& groups) {
+             node_options opt;
+             opt.head = head;
+             opt.keys_dir = keys;
+             opt.insecure = insecure;
+             opt.run_dir = run_dir;
+             opt.wait_for_head_s = wait_for_head;
+             opt.listen = listen;
+             opt.no_listen = no_listen;
+             return std::make_unique<python_node>(opt, groups);
+           }),
+           py::arg("head"), py::arg("keys"), py::arg("insecure"), py::arg("run_dir"), py::arg("wait_for_head"),
+           py::arg("listen"), py::arg("no_listen"), py::arg("groups"))
+      .def("wait_started", &python_node::wait_started, py::arg("timeout_s"))
+      .def("wait_turn", &python_node::wait_turn)
+      .def("hand_over", &python_node::hand_over, py::arg("loss"), py::arg("samples"))
+      .def("leave", &python_node::leave)
+      .def("failure", &python_node::failure)
+      .def_property_readonly("rank", &python_node::rank)
+      .def_property_readonly("world", &python_node::world)
+      .def_property_readonly("steps", &python_node::steps)
+      .def_property_readonly("steps_taken", &python_node::steps_taken);
+}

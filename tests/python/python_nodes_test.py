@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""Python nodes (the atoll package) in real processes, against a real head:
+
+1. errors before anything starts: a bad head address, a node with no head to answer
+   (Timeout), a model Atoll cannot sync in place (InvalidConfig), each raised as its
+   AtollError subclass without crashing the process;
+2. a head with run.example = external and two Python nodes running
+   examples/python/classifier.py: both finish, hold bit-identical parameters, and reach a
+   held-out loss within 3% of the same loop's in plain PyTorch (classifier_plain.py, same
+   steps, the whole training set);
+3. while they train: a Python node with another model is refused with ModelMismatch naming
+   the first difference, and a C++ `atoll join` is refused with model_mismatch.
+
+Usage: python_nodes_test.py ATOLL_BINARY PYTHON_PACKAGE_DIR WORK_DIR
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+EXAMPLE = os.path.join(ROOT, "examples", "python")
+STEPS = 600
+
+
+def check(cond, what):
+    if not cond:
+        raise SystemExit("FAILED: " + what)
+    print("ok:", what, flush=True)
+
+
+def python(code_or_script, *args, env, timeout=300):
+    cmd = [sys.executable] + (["-c", code_or_script] if "\n" in code_or_script else [code_or_script]) + list(args)
+    return subprocess.run(cmd, text=True, capture_output=True, timeout=timeout, env=env)
+
+
+def last_json(text):
+    for line in reversed(text.splitlines()):
+        if line.startswith("{"):
+            return json.loads(line)
+    return None
+
+
+ERRORS = """
+import atoll, torch
+def expect(kind, fn):
+    try:
+        fn()
+    except atoll.AtollError as e:
+        assert isinstance(e, kind), f"{type(e).__name__} is not {kind.__name__}: {e}"
+        print("raised", type(e).__name__, e.code, str(e)[:200])
+        return
+    raise SystemExit(f"no {kind.__name__} raised")
+expect(atoll.InvalidConfig, lambda: atoll.join("http://nowhere"))
+model = torch.nn.Sequential(torch.nn.Linear(4, 4))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+node = atoll.join("tcp://127.0.0.1:1", wait_for_head=2)
+expect(atoll.Timeout, lambda: atoll.DiLoCo(node, model, opt))
+half = torch.nn.Sequential(torch.nn.Linear(4, 4).half())
+expect(atoll.InvalidConfig, lambda: atoll.DiLoCo(atoll.join("tcp://127.0.0.1:1"), half, opt))
+expect(atoll.NotReady, lambda: atoll.join("tcp://127.0.0.1:1").rank)
+print("done")
+"""
+
+MISMATCH = """
+import sys, atoll, torch
+sys.path.insert(0, sys.argv[2])
+import blobs
+blobs.HIDDEN = 64  # another model: fc1 is 64 x 32, not 128 x 32
+model = blobs.Classifier()
+node = atoll.join(sys.argv[1], wait_for_head=30)
+try:
+    atoll.DiLoCo(node, model, torch.optim.SGD(model.parameters(), lr=0.1), timeout=60)
+except atoll.ModelMismatch as e:
+    print("refused:", e)
+    sys.exit(0)
+sys.exit("not refused")
+"""
+
+
+def main():
+    atoll_bin, package, work = sys.argv[1], sys.argv[2], sys.argv[3]
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    env = dict(os.environ, PYTHONPATH=package + os.pathsep + os.environ.get("PYTHONPATH", ""))
+
+    r = python(ERRORS, env=env)
+    print(r.stdout, r.stderr[-2000:])
+    check(r.returncode == 0 and "done" in r.stdout, "bad input raises typed AtollErrors and the process lives on")
+
+    head_dir = os.path.join(work, "head")
+    head_log = open(os.path.join(work, "head.log"), "w")
+    head = subprocess.Popen([atoll_bin, "up", "--listen", "tcp://127.0.0.1:0", "--run-dir", head_dir, "--set",
+                             "run.example=external", "--set", f"run.steps={STEPS}", "--set", "diloco.sync_every=50",
+                             "--set", "diloco.fragments=3", "--set", "run.min_workers=2",
+                             # Plain averaging: on this easy task the default outer Nesterov
+                             # step (lr 0.7, momentum 0.9) inflates the logits (README).
+                             "--set", "diloco.outer_lr=1", "--set", "diloco.outer_momentum=0"],
+                            stdout=head_log, stderr=subprocess.STDOUT)
+    nodes = []
+    try:
+        endpoint_file = os.path.join(head_dir, "head.endpoint")
+        for _ in range(300):
+            if os.path.exists(endpoint_file) and open(endpoint_file).read().strip():
+                break
+            time.sleep(0.1)
+        endpoint = open(endpoint_file).read().strip()
+        for i in range(2):
+            log = open(os.path.join(work, f"node{i}.log"), "w")
+            nodes.append((subprocess.Popen([sys.executable, os.path.join(EXAMPLE, "classifier.py"), "--head", endpoint],
+                                           stdout=log, stderr=subprocess.STDOUT, env=env), log.name))
+        # While they train: another model, from Python and from C++.
+        r = python(MISMATCH, endpoint, EXAMPLE, env=env, timeout=120)
+        print(r.stdout, r.stderr[-1500:])
+        check(r.returncode == 0 and "parameter 1 is 'fc1.weight' float32 64x32" in r.stdout,
+              "a Python node with another model is refused with ModelMismatch naming the first difference")
+        r = subprocess.run([atoll_bin, "join", "--head", endpoint, "--no-listen", "--wait-for-head", "30"], text=True,
+                           capture_output=True, timeout=120)
+        check(r.returncode != 0 and "model_mismatch" in r.stderr, "a C++ node is refused from an external run")
+
+        results = []
+        for proc, log in nodes:
+            proc.wait(timeout=600)
+            text = open(log).read()
+            print(text[-1500:])
+            check(proc.returncode == 0, f"a Python node trains to the end ({log})")
+            results.append(last_json(text))
+        check(all(r and r["steps"] == STEPS for r in results), f"each node took {STEPS} steps")
+        check(results[0]["digest"] == results[1]["digest"],
+              f"both nodes end with bit-identical parameters ({results[0]['digest']})")
+        plain = python(os.path.join(EXAMPLE, "classifier_plain.py"), "--steps", str(STEPS), env=env)
+        baseline = last_json(plain.stdout)
+        ours = results[0]["held_out_loss"]
+        print(f"held-out loss: Atoll (2 Python nodes, Streaming DiLoCo H=50) {ours:.4f}, "
+              f"plain PyTorch {baseline['held_out_loss']:.4f}")
+        check(ours <= baseline["held_out_loss"] * 1.03, "the held-out loss is within 3% of plain PyTorch's")
+    finally:
+        for proc, _ in nodes:
+            if proc.poll() is None:
+                proc.kill()
+        head.terminate()
+        try:
+            head.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            head.kill()
+        head_log.close()
+        print(open(os.path.join(work, "head.log")).read()[-3000:])
+
+
+if __name__ == "__main__":
+    main()
