@@ -36,6 +36,13 @@ def make_data(seed=0, train=20000, held_out=4000):
     return sample(train), sample(held_out)
 
 
+def add_loop_arguments(parser):
+    """The loop's knobs, the same in both scripts."""
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--log-every", type=int, default=100)
+
+
 @torch.no_grad()
 def held_out_loss(model, data):
     x, y = data

@@ -22,16 +22,14 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import atoll  # noqa: E402  (PYTHONPATH=build/python)
-from blobs import Classifier, held_out_loss, make_data, parameter_digest  # noqa: E402
+from blobs import Classifier, add_loop_arguments, held_out_loss, make_data, parameter_digest  # noqa: E402
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--head", required=True, help="the head's address, tcp://HOST:PORT")
     ap.add_argument("--keys", default=None, help="the run's key folder (atoll keygen), for CURVE")
-    ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--lr", type=float, default=1e-3)
-    ap.add_argument("--log-every", type=int, default=100)
+    add_loop_arguments(ap)
     args = ap.parse_args()
 
     torch.manual_seed(0)

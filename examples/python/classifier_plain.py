@@ -13,15 +13,13 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from blobs import Classifier, held_out_loss, make_data, parameter_digest  # noqa: E402
+from blobs import Classifier, add_loop_arguments, held_out_loss, make_data, parameter_digest  # noqa: E402
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=1000)
-    ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--lr", type=float, default=1e-3)
-    ap.add_argument("--log-every", type=int, default=100)
+    add_loop_arguments(ap)
     args = ap.parse_args()
 
     torch.manual_seed(0)

@@ -17,7 +17,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
@@ -27,6 +26,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "examples", "torchscript"))
 import model as example_model  # noqa: E402
 from atoll_data import digest64, held_out_windows  # noqa: E402
+from head_endpoint import wait_for_endpoint  # noqa: E402
 
 DATA = os.path.join(ROOT, "examples", "data", "tinyshakespeare.txt")
 CONTEXT, BATCH, EVAL_BATCHES, FRAGMENTS = 64, 32, 16, 2
@@ -173,12 +173,7 @@ def check_model_mismatch_refused(atoll, work, model_file):
     head = subprocess.Popen([atoll, "up", "--listen", "tcp://127.0.0.1:0", "--run-dir", head_dir, "--model", model_file,
                              "--data", DATA], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        endpoint_file = os.path.join(head_dir, "head.endpoint")
-        for _ in range(300):
-            if os.path.exists(endpoint_file) and open(endpoint_file).read().strip():
-                break
-            time.sleep(0.1)
-        endpoint = open(endpoint_file).read().strip()
+        endpoint = wait_for_endpoint(head_dir)
         r = run([atoll, "join", "--head", endpoint, "--model", other, "--no-listen"])
         check(r.returncode != 0 and "model_mismatch" in r.stderr, "a node with another model file is refused")
     finally:

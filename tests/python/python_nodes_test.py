@@ -18,7 +18,8 @@ import os
 import shutil
 import subprocess
 import sys
-import time
+
+from head_endpoint import wait_for_endpoint
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -102,12 +103,7 @@ def main():
                             stdout=head_log, stderr=subprocess.STDOUT)
     nodes = []
     try:
-        endpoint_file = os.path.join(head_dir, "head.endpoint")
-        for _ in range(300):
-            if os.path.exists(endpoint_file) and open(endpoint_file).read().strip():
-                break
-            time.sleep(0.1)
-        endpoint = open(endpoint_file).read().strip()
+        endpoint = wait_for_endpoint(head_dir)
         for i in range(2):
             log = open(os.path.join(work, f"node{i}.log"), "w")
             nodes.append((subprocess.Popen([sys.executable, os.path.join(EXAMPLE, "classifier.py"), "--head", endpoint],
