@@ -4,6 +4,8 @@
 #include <stdexcept>
 
 #include "examples/fragment_tensors.hpp"
+#include "examples/task.hpp"
+#include "examples/tasks.hpp"
 #include "runtime/model_signature.hpp"
 
 namespace atl {
@@ -73,7 +75,7 @@ std::string signature_of(const external_model& model) {
   for (std::size_t g = 0; g < model.groups.size(); ++g)
     for (std::size_t i = 0; i < model.groups[g].size(); ++i) {
       const auto& t = model.groups[g][i];
-      params.push_back({model.names.at(g).at(i), dtype_name(t), t.sizes().vec()});
+      params.push_back({model.names.at(g).at(i), dtype_name(t), t.sizes().vec(), g});
     }
   return format_signature(params);
 }
@@ -96,6 +98,39 @@ status check_external_model(const external_model& model) {
                                                     "in fp32 and use autocast for lower precision)");
       if (!t.is_contiguous()) return make_error(errc::invalid_config, "parameter " + name + " is not contiguous");
     }
+  }
+  return {};
+}
+
+status export_external_model(const run_config& cfg, const std::string& signature,
+                             const std::vector<std::vector<float>>& fragments, const std::string& path) {
+  auto params = parse_signature(signature);
+  if (!params)
+    return make_error(errc::not_ready,
+                      "the run has no model signature yet (no node has joined): " + params.err().message);
+  try {
+    std::vector<std::vector<torch::Tensor>> groups;
+    std::vector<std::pair<std::string, torch::Tensor>> named;
+    for (const auto& p : *params) {
+      if (p.dtype != "float32") return make_error(errc::tensor_mismatch, p.name + " is " + p.dtype + ", not float32");
+      if (p.group == groups.size()) groups.emplace_back();
+      named.emplace_back(p.name, torch::zeros(p.shape, torch::kFloat32));
+      groups.back().push_back(named.back().second);
+    }
+    auto made = assign_fragments(groups, cfg);
+    if (made.size() != fragments.size())
+      return make_error(errc::tensor_mismatch, "the store has " + std::to_string(fragments.size()) +
+                                                   " fragments, the model " + std::to_string(made.size()));
+    for (std::size_t f = 0; f < made.size(); ++f) {
+      if (value_count(made[f]) != fragments[f].size())
+        return make_error(errc::tensor_mismatch, "fragment " + std::to_string(f) + " has " +
+                                                     std::to_string(fragments[f].size()) + " values, the model " +
+                                                     std::to_string(value_count(made[f])));
+      write_values(made[f], fragments[f].data());
+    }
+    save_state_dict(named, path);
+  } catch (const std::exception& e) {
+    return error_of(e);
   }
   return {};
 }

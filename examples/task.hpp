@@ -68,6 +68,10 @@ class task_error : public std::runtime_error {
 // for std::invalid_argument, bad_model for anything else (LibTorch's c10::Error included).
 error error_of(const std::exception& e);
 
+// Writes tensors by name in the format of torch.save (a dict of CPU tensors), so that
+// `torch.load(FILE)` in Python gives them back. Throws task_error when it cannot write.
+void save_state_dict(const std::vector<std::pair<std::string, torch::Tensor>>& tensors, const std::string& path);
+
 using task_factory = std::function<std::unique_ptr<task>(const run_config&, const replica_spec&)>;
 
 // Returns true so it can initialise a static; see ATOLL_REGISTER_TASK.

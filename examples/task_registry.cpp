@@ -56,9 +56,15 @@ std::string data_dir(const run_config& cfg) { return cfg.data_dir.empty() ? ATOL
 std::string default_data_file(const run_config& cfg) { return data_dir(cfg) + "/tinyshakespeare.txt"; }
 
 void module_task::save(const std::string& path) {
+  std::vector<std::pair<std::string, torch::Tensor>> tensors;
+  for (const auto& p : module().named_parameters()) tensors.emplace_back(p.key(), p.value());
+  for (const auto& b : module().named_buffers()) tensors.emplace_back(b.key(), b.value());
+  save_state_dict(tensors, path);
+}
+
+void save_state_dict(const std::vector<std::pair<std::string, torch::Tensor>>& tensors, const std::string& path) {
   c10::Dict<std::string, torch::Tensor> state;
-  for (const auto& p : module().named_parameters()) state.insert(p.key(), p.value().detach().to(torch::kCPU));
-  for (const auto& b : module().named_buffers()) state.insert(b.key(), b.value().detach().to(torch::kCPU));
+  for (const auto& [name, t] : tensors) state.insert(name, t.detach().to(torch::kCPU));
   const auto bytes = torch::pickle_save(c10::IValue(state));
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));

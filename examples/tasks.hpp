@@ -25,6 +25,12 @@ status check_task(const run_config& cfg, const std::string& model_file, std::uin
 status export_model(const run_config& cfg, const std::string& model_file,
                     const std::vector<std::vector<float>>& fragments, const std::string& path);
 
+// The same for a run whose model is its nodes' own (run.example = external): a torch.save
+// state dict keyed by parameter name, the tensors shaped and grouped as the run's model
+// signature says (runtime/model_signature.hpp); examples/external_replica.cpp.
+status export_external_model(const run_config& cfg, const std::string& signature,
+                             const std::vector<std::vector<float>>& fragments, const std::string& path);
+
 }  // namespace atl
 
 namespace atl {

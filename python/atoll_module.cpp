@@ -108,9 +108,9 @@ class python_node {
       const bool woke = changed_.wait_for(lock, std::chrono::duration<double>(timeout_s),
                                           [&] { return started_ || ended_ || failure_; });
       if (!woke)
-        throw python_error(make_error(errc::timeout, "the node did not get a worker within " +
-                                                         std::to_string(static_cast<int>(timeout_s)) +
-                                                         " s: is the run full (run.max_workers) or finished?"));
+        throw python_error(make_error(
+            errc::timeout, "the node did not get a worker within " + std::to_string(static_cast<int>(timeout_s)) +
+                               " s (the run waits for run.min_workers nodes, or it is full or finished)"));
       if (failure_) throw python_error(*failure_);
       if (ended_) throw python_error(make_error(errc::not_ready, "the node stopped before its worker started"));
     }

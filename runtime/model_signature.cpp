@@ -12,13 +12,16 @@ std::string shape_text(const std::vector<std::int64_t>& shape) {
   return s;
 }
 
-std::string describe(const parameter_signature& p) { return "'" + p.name + "' " + p.dtype + " " + shape_text(p.shape); }
+std::string describe(const parameter_signature& p) {
+  return "'" + p.name + "' " + p.dtype + " " + shape_text(p.shape) + " in group " + std::to_string(p.group);
+}
 
 }  // namespace
 
 std::string format_signature(const std::vector<parameter_signature>& parameters) {
   std::string text;
-  for (const auto& p : parameters) text += p.name + " " + p.dtype + " " + shape_text(p.shape) + "\n";
+  for (const auto& p : parameters)
+    text += p.name + " " + p.dtype + " " + shape_text(p.shape) + " " + std::to_string(p.group) + "\n";
   return text;
 }
 
@@ -30,9 +33,17 @@ expected<std::vector<parameter_signature>> parse_signature(const std::string& te
     std::istringstream words(line);
     parameter_signature p;
     std::string shape, extra;
-    if (!(words >> p.name >> p.dtype >> shape) || (words >> extra))
+    long long group = -1;
+    if (!(words >> p.name >> p.dtype >> shape >> group) || (words >> extra))
       return make_error(errc::invalid_config, "model signature line " + std::to_string(out.size() + 1) + " '" + line +
-                                                  "' is not 'name dtype shape'");
+                                                  "' is not 'name dtype shape group'");
+    const long long previous = out.empty() ? -1 : static_cast<long long>(out.back().group);
+    if (group != previous + 1 && (out.empty() || group != previous))
+      return make_error(errc::invalid_config,
+                        "model signature: " + p.name + " in group " + std::to_string(group) +
+                            (out.empty() ? " first" : " after group " + std::to_string(previous)) +
+                            " (groups number 0, 1, ... in order)");
+    p.group = static_cast<std::size_t>(group);
     if (shape != "scalar") {
       std::istringstream dims(shape + "x");  // each dimension ends with an x: "12x" is refused
       std::string dim;
@@ -63,7 +74,7 @@ std::string first_signature_difference(const std::string& node, const std::strin
   for (std::size_t i = 0; i < common; ++i) {
     const auto& a = (*mine)[i];
     const auto& b = (*theirs)[i];
-    if (a.name != b.name || a.dtype != b.dtype || a.shape != b.shape)
+    if (a.name != b.name || a.dtype != b.dtype || a.shape != b.shape || a.group != b.group)
       return "parameter " + std::to_string(i + 1) + " is " + describe(a) + " here, " + describe(b) + " in the run";
   }
   if (mine->size() != theirs->size())

@@ -73,7 +73,7 @@ struct Hello {
   dataEndpoint @5 :Text;      # where peers send it tensors (`atoll join --listen`); empty: relayed by the head
   modelDigest @6 :Text;       # digest of the node's copy of model.file (a TorchScript run); empty: none
   batchJob @7 :Text;          # the scheduler's job it runs in, e.g. "slurm 1234.0"; empty: none
-  modelSignature @8 :Text;    # run.example = external: the node's parameters, "name dtype shape"
+  modelSignature @8 :Text;    # run.example = external: the node's parameters, "name dtype shape group"
                               # a line (runtime/model_signature.hpp); empty: a built-in or file model
 }
 

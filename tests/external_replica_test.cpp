@@ -4,10 +4,13 @@
 #include "examples/external_replica.hpp"
 
 #include <atomic>
+#include <fstream>
+#include <iterator>
 #include <thread>
 
 #include <gtest/gtest.h>
 
+#include "examples/tasks.hpp"
 #include "runtime/model_signature.hpp"
 
 namespace atl {
@@ -109,9 +112,31 @@ TEST(ExternalReplica, AtTheEndTheUsersModelIsThetaGlobal) {
   EXPECT_EQ(model->groups[0][0][0][0].item<float>(), 1.0f);  // fragment 0 never synced: the local one stands
 }
 
+TEST(ExternalReplica, AnExportIsAStateDictShapedAndGroupedAsTheSignatureSays) {
+  const std::string signature = "fc1.weight float32 3x2 0\nfc1.bias float32 3 0\nfc2.bias float32 2 1\n";
+  run_config cfg;
+  cfg.fragments = 2;
+  const std::vector<std::vector<float>> theta = {{1, 2, 3, 4, 5, 6, 7, 8, 9}, {10, 11}};
+  const std::string path = ::testing::TempDir() + "/external-export.pt";
+  ASSERT_FALSE(export_external_model(cfg, signature, theta, path));
+  std::ifstream in(path, std::ios::binary);
+  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto state = torch::pickle_load(bytes).toGenericDict();
+  EXPECT_EQ(state.size(), 3u);
+  const auto weight = state.at("fc1.weight").toTensor();
+  EXPECT_EQ(weight.sizes().vec(), (std::vector<std::int64_t>{3, 2}));
+  EXPECT_EQ(weight[2][1].item<float>(), 6.0f);
+  EXPECT_EQ(state.at("fc1.bias").toTensor()[0].item<float>(), 7.0f);
+  EXPECT_EQ(state.at("fc2.bias").toTensor()[1].item<float>(), 11.0f);
+  // Fragments that do not fit the signature, and a run no node has joined yet.
+  EXPECT_EQ(export_external_model(cfg, signature, {{1, 2}, {10, 11}}, path).code, errc::tensor_mismatch);
+  EXPECT_EQ(export_external_model(cfg, signature, {theta[0]}, path).code, errc::tensor_mismatch);
+  EXPECT_EQ(export_external_model(cfg, "", theta, path).code, errc::not_ready);
+}
+
 TEST(ExternalReplica, TheSignatureNamesEachParameterAndRefusesWhatCannotBeSyncedInPlace) {
   auto model = two_layer_model();
-  EXPECT_EQ(signature_of(*model), "fc1.weight float32 3x2\nfc1.bias float32 3\nfc2.bias float32 2\n");
+  EXPECT_EQ(signature_of(*model), "fc1.weight float32 3x2 0\nfc1.bias float32 3 0\nfc2.bias float32 2 1\n");
   EXPECT_FALSE(check_external_model(*model));
   model->groups[1][0] = torch::zeros({2}, torch::kFloat16);
   EXPECT_EQ(check_external_model(*model).code, errc::invalid_config);

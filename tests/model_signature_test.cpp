@@ -6,24 +6,26 @@ namespace atl {
 namespace {
 
 const std::string run =
-    "fc1.weight float32 128x784\nfc1.bias float32 128\nfc2.weight float32 10x128\nscale float32 scalar\n";
+    "fc1.weight float32 128x784 0\nfc1.bias float32 128 0\nfc2.weight float32 10x128 1\nscale float32 scalar 2\n";
 
 TEST(ModelSignature, FormatsAndParsesOneLineAParameter) {
-  const std::vector<parameter_signature> params = {{"fc1.weight", "float32", {128, 784}},
-                                                   {"fc1.bias", "float32", {128}},
-                                                   {"fc2.weight", "float32", {10, 128}},
-                                                   {"scale", "float32", {}}};
+  const std::vector<parameter_signature> params = {{"fc1.weight", "float32", {128, 784}, 0},
+                                                   {"fc1.bias", "float32", {128}, 0},
+                                                   {"fc2.weight", "float32", {10, 128}, 1},
+                                                   {"scale", "float32", {}, 2}};
   EXPECT_EQ(format_signature(params), run);
   auto parsed = parse_signature(run);
   ASSERT_TRUE(parsed);
   ASSERT_EQ(parsed->size(), 4u);
   EXPECT_EQ((*parsed)[0].shape, (std::vector<std::int64_t>{128, 784}));
   EXPECT_TRUE((*parsed)[3].shape.empty());
+  EXPECT_EQ((*parsed)[2].group, 1u);
 }
 
 TEST(ModelSignature, RefusesWhatIsNotASignature) {
-  for (const char* bad : {"", "fc1.weight float32\n", "fc1.weight float32 12x\n", "w float32 3 extra\n",
-                          "w float32 -3\n", "w float32 3xa\n"})
+  for (const char* bad : {"", "fc1.weight float32 12\n", "fc1.weight float32 12x 0\n", "w float32 3 0 extra\n",
+                          "w float32 -3 0\n", "w float32 3xa 0\n", "w float32 3 1\n",  // the first group is 0
+                          "w float32 3 0\nv float32 3 2\n", "w float32 3 0\nv float32 3 -1\n"})
     EXPECT_EQ(parse_signature(bad).err().code, errc::invalid_config) << bad;
 }
 
@@ -33,22 +35,27 @@ TEST(ModelSignature, NamesTheFirstDifference) {
     const char* want;  // empty: the same model
   };
   const row rows[] = {
-      {"fc1.weight float32 128x784\nfc1.bias float32 128\nfc2.weight float32 10x128\nscale float32 scalar\n", ""},
-      {"fc1.weight float32 64x784\nfc1.bias float32 128\n",
-       "parameter 1 is 'fc1.weight' float32 64x784 here, 'fc1.weight' float32 128x784 in the run"},
-      {"fc1.weight float32 128x784\nfc1.bias float16 128\nfc2.weight float32 10x128\nscale float32 scalar\n",
-       "parameter 2 is 'fc1.bias' float16 128 here, 'fc1.bias' float32 128 in the run"},
-      {"fc1.weight float32 128x784\nb float32 128\nfc2.weight float32 10x128\nscale float32 scalar\n",
-       "parameter 2 is 'b' float32 128 here, 'fc1.bias' float32 128 in the run"},
-      {"fc1.weight float32 128x784\nfc1.bias float32 128\nfc2.weight float32 10x128\n",
+      {"fc1.weight float32 128x784 0\nfc1.bias float32 128 0\nfc2.weight float32 10x128 1\nscale float32 scalar 2\n",
+       ""},
+      {"fc1.weight float32 64x784 0\nfc1.bias float32 128 0\n",
+       "parameter 1 is 'fc1.weight' float32 64x784 in group 0 here, 'fc1.weight' float32 128x784 in group 0 in the "
+       "run"},
+      {"fc1.weight float32 128x784 0\nfc1.bias float16 128 0\nfc2.weight float32 10x128 1\nscale float32 scalar 2\n",
+       "parameter 2 is 'fc1.bias' float16 128 in group 0 here, 'fc1.bias' float32 128 in group 0 in the run"},
+      {"fc1.weight float32 128x784 0\nb float32 128 0\nfc2.weight float32 10x128 1\nscale float32 scalar 2\n",
+       "parameter 2 is 'b' float32 128 in group 0 here, 'fc1.bias' float32 128 in group 0 in the run"},
+      {"fc1.weight float32 128x784 0\nfc1.bias float32 128 1\nfc2.weight float32 10x128 2\nscale float32 scalar 3\n",
+       "parameter 2 is 'fc1.bias' float32 128 in group 1 here, 'fc1.bias' float32 128 in group 0 in the run"},
+      {"fc1.weight float32 128x784 0\nfc1.bias float32 128 0\nfc2.weight float32 10x128 1\n",
        "3 parameters here, 4 in the run"},
-      {"nonsense\n", "the node's signature is malformed: model signature line 1 'nonsense' is not 'name dtype shape'"},
+      {"nonsense\n",
+       "the node's signature is malformed: model signature line 1 'nonsense' is not 'name dtype shape group'"},
   };
   for (const auto& r : rows) EXPECT_EQ(first_signature_difference(r.node, run), r.want) << r.node;
 }
 
 TEST(ModelSignature, TheHeadAdmitsANodeWhoseModelIsTheRuns) {
-  const std::string other = "fc1.weight float32 64x784\n";
+  const std::string other = "fc1.weight float32 64x784 0\n";
   struct row {
     const char* example;
     const char* run_digest;

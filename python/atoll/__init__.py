@@ -24,6 +24,10 @@ does not touch them.
 Errors are raised as subclasses of AtollError named after Atoll's typed errors
 (ModelMismatch, Timeout, InvalidConfig, ...); `error.code` is the name Atoll's logs use.
 """
+import atexit
+import warnings
+import weakref
+
 from . import _atoll
 
 __all__ = ["join", "Node", "DiLoCo", "AtollError", "parameter_groups"]
@@ -60,6 +64,17 @@ def _call(fn, *args, **kwargs):
         raise _typed(code, message) from None
 
 
+# Nodes that joined and have not left: an interpreter that exits takes them with it (the
+# node's threads would otherwise outlive the objects that own them).
+_live_nodes = weakref.WeakSet()
+
+
+@atexit.register
+def _leave_all():
+    for node in list(_live_nodes):
+        node._handle.leave()
+
+
 class Node:
     """This process as a node of an Atoll run; made by join(). It joins the run when a
     DiLoCo is made with it (the head checks the model then)."""
@@ -77,6 +92,7 @@ class Node:
         if self._handle is not None:
             raise InvalidConfig("invalid_config: this node already trains a model (one DiLoCo per node)")
         self._handle = _call(_atoll.Node, groups=groups, **self._options)
+        _live_nodes.add(self)
         _call(self._handle.wait_started, timeout)
 
     def _joined(self):
@@ -106,6 +122,7 @@ class Node:
         if self._handle is None:
             return
         self._handle.leave()
+        _live_nodes.discard(self)
         failure = self.failure()
         if failure is not None:
             raise failure
@@ -161,6 +178,9 @@ class DiLoCo:
         self._go = self._handle.wait_turn()
         self.done = not self._go
         self._raise_failure()
+        if self.done:
+            warnings.warn("atoll: the run has no steps left for this node (it had finished when the node joined); "
+                          "the model is not the run's", RuntimeWarning, stacklevel=2)
 
     @property
     def steps(self):

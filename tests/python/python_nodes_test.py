@@ -9,7 +9,9 @@
    held-out loss within 3% of the same loop's in plain PyTorch (classifier_plain.py, same
    steps, the whole training set);
 3. while they train: a Python node with another model is refused with ModelMismatch naming
-   the first difference, and a C++ `atoll join` is refused with model_mismatch.
+   the first difference, and a C++ `atoll join` is refused with model_mismatch;
+4. `atoll export` writes a state dict that the model's load_state_dict takes, holding the
+   nodes' final parameters bit for bit.
 
 Usage: python_nodes_test.py ATOLL_BINARY PYTHON_PACKAGE_DIR WORK_DIR
 """
@@ -18,6 +20,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 from head_endpoint import wait_for_endpoint
 
@@ -36,6 +39,15 @@ def check(cond, what):
 def python(code_or_script, *args, env, timeout=300):
     cmd = [sys.executable] + (["-c", code_or_script] if "\n" in code_or_script else [code_or_script]) + list(args)
     return subprocess.run(cmd, text=True, capture_output=True, timeout=timeout, env=env)
+
+
+def wait_for_text(path, text, seconds):
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if text in open(path).read():
+            return True
+        time.sleep(0.1)
+    return False
 
 
 def last_json(text):
@@ -108,10 +120,13 @@ def main():
             log = open(os.path.join(work, f"node{i}.log"), "w")
             nodes.append((subprocess.Popen([sys.executable, os.path.join(EXAMPLE, "classifier.py"), "--head", endpoint],
                                            stdout=log, stderr=subprocess.STDOUT, env=env), log.name))
-        # While they train: another model, from Python and from C++.
+        # While they train (both joined: the first node's model is the run's), another
+        # model, from Python and from C++.
+        for _, log in nodes:
+            check(wait_for_text(log, "node rank", 120), f"a Python node joins ({log})")
         r = python(MISMATCH, endpoint, EXAMPLE, env=env, timeout=120)
         print(r.stdout, r.stderr[-1500:])
-        check(r.returncode == 0 and "parameter 1 is 'fc1.weight' float32 64x32" in r.stdout,
+        check(r.returncode == 0 and "parameter 1 is 'fc1.weight' float32 64x32 in group 0" in r.stdout,
               "a Python node with another model is refused with ModelMismatch naming the first difference")
         r = subprocess.run([atoll_bin, "join", "--head", endpoint, "--no-listen", "--wait-for-head", "30"], text=True,
                            capture_output=True, timeout=120)
@@ -133,6 +148,18 @@ def main():
         print(f"held-out loss: Atoll (2 Python nodes, Streaming DiLoCo H=50) {ours:.4f}, "
               f"plain PyTorch {baseline['held_out_loss']:.4f}")
         check(ours <= baseline["held_out_loss"] * 1.03, "the held-out loss is within 3% of plain PyTorch's")
+
+        out = os.path.join(work, "trained.pt")
+        r = subprocess.run([atoll_bin, "export", "--run-dir", head_dir, "--out", out, "--json"], text=True,
+                           capture_output=True, timeout=120)
+        check(r.returncode == 0 and json.loads(r.stdout)["format"] == "state_dict",
+              "atoll export writes the run's model as a state dict: " + r.stderr.strip())
+        load = (f"import sys, torch; sys.path.insert(0, {EXAMPLE!r}); import blobs; m = blobs.Classifier(); "
+                f"m.load_state_dict(torch.load({out!r})); print(blobs.parameter_digest(m))")
+        r = subprocess.run([sys.executable, "-c", load], text=True, capture_output=True, timeout=120, env=env)
+        check(r.returncode == 0 and r.stdout.strip() == results[0]["digest"],
+              "load_state_dict takes the export, and it holds the nodes' final parameters "
+              f"({r.stdout.strip()} {r.stderr[-300:]})")
     finally:
         for proc, _ in nodes:
             if proc.poll() is None:

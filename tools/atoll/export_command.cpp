@@ -14,6 +14,7 @@
 
 #include "examples/tasks.hpp"
 #include "runtime/digest.hpp"
+#include "runtime/model_signature.hpp"
 #include "runtime/model_transfer.hpp"
 #include "storage/checkpoint_rounds.hpp"
 #include "storage/registry_store.hpp"
@@ -90,6 +91,7 @@ expected<std::vector<keeper_source>> open_replicas(const export_options& opt, co
 struct run_stores {
   run_config cfg;
   std::string head_dir;
+  std::string model_signature;  // run.example = external: the model's, from the registry
   std::vector<keeper_source> sources;
 };
 
@@ -103,7 +105,7 @@ expected<run_stores> open_run(const export_options& opt) {
   if (!*snap) return make_error(errc::not_ready, *head_dir + " holds no run yet");
   auto cfg = parse_config_text((*snap)->config_toml, "stored config");
   if (!cfg) return cfg.err();
-  run_stores run{*cfg, *head_dir, {}};
+  run_stores run{*cfg, *head_dir, (*snap)->model_signature, {}};
   run.sources.push_back({*head_dir + "/db", std::move(*db), nullptr});
   run.sources.back().checkpoints =
       std::make_unique<checkpoint_store>(*run.sources.back().db, static_cast<std::uint64_t>(cfg->keep_rounds));
@@ -161,7 +163,9 @@ expected<exported> write_export(const export_options& opt, const std::string& tm
       return make_error(errc::model_mismatch,
                         model_file + " is not the run's model (digest " + *digest + ", the run's " + cfg.digest + ")");
   }
-  if (auto err = export_model(cfg, model_file, theta, tmp)) return err;
+  if (auto err = cfg.example == external_example ? export_external_model(cfg, run->model_signature, theta, tmp)
+                                                 : export_model(cfg, model_file, theta, tmp))
+    return err;
   return out;
 }
 

@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""A Python node SIGKILLed mid-run (the atoll package, real processes): the head declares
+it dead within its lease, the rounds go on with the other two, a new Python node joins,
+catches up from the committed state and trains to the end, and every node that finishes
+holds the same parameters as the others.
+
+Usage: python_node_killed_test.py ATOLL_BINARY PYTHON_PACKAGE_DIR WORK_DIR
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+from head_endpoint import wait_for_endpoint
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CLASSIFIER = os.path.join(os.path.dirname(os.path.dirname(HERE)), "examples", "python", "classifier.py")
+STEPS = 6000
+
+
+def check(cond, what):
+    if not cond:
+        raise SystemExit("FAILED: " + what)
+    print("ok:", what, flush=True)
+
+
+def wait_for_line(path, text, seconds):
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if os.path.exists(path) and text in open(path).read():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def last_json(path):
+    for line in reversed(open(path).read().splitlines()):
+        if line.startswith("{"):
+            return json.loads(line)
+    return None
+
+
+def main():
+    atoll_bin, package, work = sys.argv[1], sys.argv[2], sys.argv[3]
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    env = dict(os.environ, PYTHONPATH=package)
+    head_dir = os.path.join(work, "head")
+    head_log = os.path.join(work, "head.log")
+    head = subprocess.Popen([atoll_bin, "up", "--listen", "tcp://127.0.0.1:0", "--run-dir", head_dir,
+                             "--set", "run.example=external", "--set", f"run.steps={STEPS}",
+                             "--set", "run.min_workers=2", "--set", "diloco.sync_every=50",
+                             "--set", "diloco.fragments=3", "--set", "cluster.heartbeat_ms=300",
+                             "--set", "cluster.lease_ms=2000"],
+                            stdout=open(head_log, "w"), stderr=subprocess.STDOUT)
+    procs = {}
+
+    def start(name):
+        log = os.path.join(work, f"{name}.log")
+        procs[name] = (subprocess.Popen([sys.executable, CLASSIFIER, "--head", endpoint, "--log-every", "100"],
+                                        stdout=open(log, "w"), stderr=subprocess.STDOUT, env=env), log)
+
+    try:
+        endpoint = wait_for_endpoint(head_dir)
+        for name in ("a", "b", "c"):
+            start(name)
+        check(wait_for_line(procs["c"][1], "step 500:", 120), "three Python nodes train")
+        procs["c"][0].send_signal(signal.SIGKILL)
+        procs["c"][0].wait()
+        check(wait_for_line(head_log, "now dead", 30), "the head sees the killed node dead after its lease")
+        start("d")
+        check(wait_for_line(procs["d"][1], "node rank", 60), "a new Python node joins the running run")
+        finished = []
+        for name in ("a", "b", "d"):
+            proc, log = procs[name]
+            proc.wait(timeout=300)
+            print(open(log).read()[-800:])
+            check(proc.returncode == 0, f"node {name} trains to the end")
+            finished.append(last_json(log))
+        digests = {r["digest"] for r in finished}
+        check(len(digests) == 1, f"every node that finished holds the same parameters ({digests})")
+        check(wait_for_line(head_log, "run training -> finished", 30), "the run finishes")
+    finally:
+        for proc, _ in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+        head.terminate()
+        try:
+            head.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            head.kill()
+        print(open(head_log).read()[-3000:])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""The cost of atoll.DiLoCo in a user's loop: the same PyTorch loop, once plain and once
+with diloco.step(), in the same run.
+
+The loop trains an MLP (4 layers of width 1024, batch 256, AdamW, one compute thread) on
+generated data. Each way runs in a fresh process, alternating, REPEATS times; the Atoll
+way joins a head started here (`atoll up --set run.example=external`, one node, Streaming
+DiLoCo over 4 fragments, H = 50, tau = 5, the default fp32 codec) as the only worker.
+Reported, for each way, the median over repeats of:
+  - s/step between syncs: the median step time (a sync touches a few steps of each 50);
+  - wall s for all steps: first step to the end of the last, syncs included.
+
+    ./tools/dev bench python [--steps 300] [--repeats 2] [--out DIR]
+
+Writes OUT/results.json and OUT/table.md.
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
+from head_endpoint import wait_for_endpoint  # noqa: E402
+
+LOOP = r"""
+import json, statistics, sys, time
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+way, steps, head = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+torch.manual_seed(0)
+torch.set_num_threads(1)
+WIDTH, BATCH = 1024, 256
+model = nn.Sequential(nn.Linear(64, WIDTH), nn.GELU(), nn.Linear(WIDTH, WIDTH), nn.GELU(),
+                      nn.Linear(WIDTH, WIDTH), nn.GELU(), nn.Linear(WIDTH, 10))
+inner = torch.optim.AdamW(model.parameters(), lr=1e-3)
+if way == "atoll":
+    import atoll
+    node = atoll.join(head)
+    diloco = atoll.DiLoCo(node, model, inner)
+g = torch.Generator().manual_seed(1)
+xs = torch.randn(64, BATCH, 64, generator=g)
+ys = torch.randint(0, 10, (64, BATCH), generator=g)
+times = []
+started = time.perf_counter()
+for step in range(steps):
+    t0 = time.perf_counter()
+    loss = F.cross_entropy(model(xs[step % 64]), ys[step % 64])
+    loss.backward()
+    if way == "atoll":
+        diloco.step(loss, samples=BATCH)
+    else:
+        inner.step()
+    inner.zero_grad()
+    times.append(time.perf_counter() - t0)
+wall = time.perf_counter() - started
+if way == "atoll":
+    assert diloco.done, "the run should end with the loop"
+    node.leave()
+print(json.dumps({"way": way, "median_step_s": statistics.median(times), "wall_s": wall, "steps": len(times)}))
+"""
+
+
+def run_way(way, steps, atoll_bin, package, work, index):
+    env = dict(os.environ, PYTHONPATH=package)
+    head, endpoint = None, "-"
+    if way == "atoll":
+        head_dir = os.path.join(work, f"head-{index}")
+        shutil.rmtree(head_dir, ignore_errors=True)
+        log = open(os.path.join(work, f"head-{index}.log"), "w")
+        head = subprocess.Popen([atoll_bin, "up", "--listen", "tcp://127.0.0.1:0", "--run-dir", head_dir,
+                                 "--set", "run.example=external", "--set", "run.min_workers=1",
+                                 "--set", f"run.steps={steps}", "--set", "diloco.fragments=4",
+                                 "--set", "diloco.sync_every=50", "--set", "diloco.overlap=5"],
+                                stdout=log, stderr=subprocess.STDOUT)
+        endpoint = wait_for_endpoint(head_dir)
+    try:
+        proc = subprocess.run([sys.executable, "-c", LOOP, way, str(steps), endpoint], env=env, text=True,
+                              capture_output=True, timeout=1800)
+        if proc.returncode != 0:
+            print(proc.stderr[-3000:], file=sys.stderr)
+            raise SystemExit(f"python_api: the {way} loop failed")
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+    finally:
+        if head is not None:
+            head.terminate()
+            head.wait(timeout=30)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--atoll", required=True)
+    ap.add_argument("--package", required=True, help="folder holding the atoll package (BUILD/python)")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--repeats", type=int, default=2)
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    runs = {"plain": [], "atoll": []}
+    for r in range(args.repeats):
+        for way in ("plain", "atoll"):
+            result = run_way(way, args.steps, args.atoll, args.package, args.out, r)
+            print(result, flush=True)
+            runs[way].append(result)
+    summary = {way: {"median_step_s": statistics.median(x["median_step_s"] for x in rs),
+                     "wall_s": statistics.median(x["wall_s"] for x in rs), "runs": rs} for way, rs in runs.items()}
+    p, a = summary["plain"], summary["atoll"]
+    between = a["median_step_s"] / p["median_step_s"] - 1
+    whole = a["wall_s"] / p["wall_s"] - 1
+    table = "\n".join([
+        f"| loop ({args.steps} steps, median of {args.repeats} runs) | s / step between syncs | wall s, all steps |",
+        "|---|---|---|",
+        f"| plain PyTorch | {p['median_step_s']:.4f} | {p['wall_s']:.2f} |",
+        f"| with atoll.DiLoCo (H = 50, tau = 5, 4 fragments) | {a['median_step_s']:.4f} | {a['wall_s']:.2f} |",
+        f"| Atoll's cost | {between:+.1%} (goal at most +3%) | {whole:+.1%} (goal at most +5%) |",
+    ])
+    print(table)
+    summary["between_syncs"], summary["whole_run"] = between, whole
+    json.dump(summary, open(os.path.join(args.out, "results.json"), "w"), indent=1)
+    open(os.path.join(args.out, "table.md"), "w").write(table + "\n")
+
+
+if __name__ == "__main__":
+    main()
