@@ -22,6 +22,7 @@
 #include <torch/torch.h>
 
 #include "examples/external_replica.hpp"
+#include "examples/task.hpp"
 #include "runtime/error.hpp"
 #include "tools/atoll/processes.hpp"
 
@@ -71,7 +72,17 @@ class python_node {
     auto make_replica = external_replica_factory(model_);
     external_.signature = signature_of(*model_);
     external_.factory = [this, make_replica](const run_config& cfg, const replica_spec& spec) {
-      auto r = make_replica(cfg, spec);  // throws on a bad fragment count: the worker fails with it
+      std::unique_ptr<replica> r;
+      try {
+        r = make_replica(cfg, spec);
+      } catch (const std::exception& e) {  // e.g. more fragments than the model has groups
+        // A restart would fail the same way: stop the node and tell the user why.
+        std::lock_guard lock(mu_);
+        if (!failure_) failure_ = error_of(e);
+        stop_ = true;
+        changed_.notify_all();
+        throw;
+      }
       std::lock_guard lock(mu_);
       rank_ = spec.rank;
       world_ = spec.world_size;

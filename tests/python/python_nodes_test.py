@@ -2,8 +2,9 @@
 """Python nodes (the atoll package) in real processes, against a real head:
 
 1. errors before anything starts: a bad head address, a node with no head to answer
-   (Timeout), a model Atoll cannot sync in place (InvalidConfig), each raised as its
-   AtollError subclass without crashing the process;
+   (Timeout), a model Atoll cannot sync in place or with fewer groups than the run has
+   fragments (InvalidConfig), each raised as its AtollError subclass without crashing the
+   process;
 2. a head with run.example = external and two Python nodes running
    examples/python/classifier.py: both finish, hold bit-identical parameters, and reach a
    held-out loss within 3% of the same loop's in plain PyTorch (classifier_plain.py, same
@@ -78,6 +79,18 @@ expect(atoll.NotReady, lambda: atoll.join("tcp://127.0.0.1:1").rank)
 print("done")
 """
 
+TOO_FEW_GROUPS = """
+import sys, atoll, torch
+model = torch.nn.Linear(4, 4)  # one group, for a run of 3 fragments
+node = atoll.join(sys.argv[1], wait_for_head=30)
+try:
+    atoll.DiLoCo(node, model, torch.optim.SGD(model.parameters(), lr=0.1), timeout=60)
+except atoll.InvalidConfig as e:
+    print("refused:", e)
+    sys.exit(0)
+sys.exit("not refused")
+"""
+
 MISMATCH = """
 import sys, atoll, torch
 sys.path.insert(0, sys.argv[2])
@@ -103,6 +116,20 @@ def main():
     r = python(ERRORS, env=env)
     print(r.stdout, r.stderr[-2000:])
     check(r.returncode == 0 and "done" in r.stdout, "bad input raises typed AtollErrors and the process lives on")
+
+    # A model with fewer groups than the run has fragments: one clear error, no restarts.
+    small_dir = os.path.join(work, "small-head")
+    small = subprocess.Popen([atoll_bin, "up", "--listen", "tcp://127.0.0.1:0", "--run-dir", small_dir, "--set",
+                              "run.example=external", "--set", "diloco.fragments=3", "--set", "run.min_workers=1"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        r = python(TOO_FEW_GROUPS, wait_for_endpoint(small_dir), env=env, timeout=120)
+        print(r.stdout, r.stderr[-1500:])
+        check(r.returncode == 0 and "layer groups" in r.stdout,
+              "a model with fewer groups than fragments raises InvalidConfig saying so")
+    finally:
+        small.terminate()
+        small.wait(timeout=30)
 
     head_dir = os.path.join(work, "head")
     head_log = open(os.path.join(work, "head.log"), "w")
