@@ -41,6 +41,7 @@ class RegistryProtocol : public ::testing::Test {
     run.heartbeat_ms = 250;
     run.lease_ms = 1000;
     run.handover_ms = 3000;
+    adjust(run);
     registry_snapshot snap;
     snap.cluster_id = "cluster-registry";
     snap.config_toml = to_toml(run);
@@ -68,13 +69,16 @@ class RegistryProtocol : public ::testing::Test {
     sched_.run();
   }
 
-  void hello(const std::string& from, bool can_keep = false) {
+  virtual void adjust(run_config&) {}  // a derived fixture's run
+
+  void hello(const std::string& from, bool can_keep = false, const std::string& model_signature = "") {
     mailer mail(net_, from, "");
     wire::outgoing out;
     auto h = out.envelope.initHello();
     h.initDevices(1).set(0, "cpu");
     h.setHostname("island");
     h.setCanKeep(can_keep);
+    h.setModelSignature(model_signature);
     mail.send(registry_id(), 0, out);
     sched_.run();
   }
@@ -237,6 +241,35 @@ TEST_F(RegistryProtocol, ANodeWhoseModelIsNotTheRunsIsRefusedAndGetsNoSlot) {
   EXPECT_TRUE(!*snap || (*snap)->members.empty()) << "no member was recorded";
   hello("node/pending-b");  // the same Hello without a model is welcomed
   EXPECT_EQ(take(E::WELCOME, "node/pending-b").size(), 1u);
+}
+
+// A run whose model is its nodes' own (the Python API): the head holds no model.
+class ExternalRegistryProtocol : public RegistryProtocol {
+  void adjust(run_config& run) override { run.example = "external"; }
+};
+
+TEST_F(ExternalRegistryProtocol, TheFirstNodesModelBecomesTheRunsAndAnotherIsRefusedNamingTheDifference) {
+  using E = schema::Envelope;
+  const std::string model = "fc1.weight float32 4x2 0\nfc2.weight float32 2x4 1\n";
+  hello("node/pending-a", false, model);
+  EXPECT_EQ(take(E::WELCOME, "node/pending-a").size(), 1u);
+  auto snap = store_.load();
+  ASSERT_TRUE(snap && *snap);
+  EXPECT_EQ((*snap)->model_signature, model) << "the run's model survives a head restart";
+
+  hello("node/pending-b", false, "fc1.weight float32 4x2 0\nfc2.weight float32 3x4 1\n");
+  auto refusals = take(E::REFUSAL, "node/pending-b");
+  ASSERT_EQ(refusals.size(), 1u);
+  EXPECT_EQ(static_cast<errc>(refusals[0]->envelope().getRefusal().getCode()), errc::model_mismatch);
+  EXPECT_NE(std::string(refusals[0]->envelope().getRefusal().getMessage().cStr()).find("parameter 2 is 'fc2.weight'"),
+            std::string::npos);
+  hello("node/pending-c");  // a node with no model of its own (`atoll join`)
+  refusals = take(E::REFUSAL, "node/pending-c");
+  ASSERT_EQ(refusals.size(), 1u);
+  EXPECT_EQ(static_cast<errc>(refusals[0]->envelope().getRefusal().getCode()), errc::model_mismatch);
+  hello("node/pending-d", false, model);
+  EXPECT_EQ(take(E::WELCOME, "node/pending-d").size(), 1u);
+  EXPECT_TRUE(take(E::WELCOME, "node/pending-b").empty());
 }
 
 TEST_F(RegistryProtocol, EveryNodeHearsWhereTheOthersListenAndANodeKeepsItsKey) {
