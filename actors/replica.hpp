@@ -26,6 +26,9 @@ class replica {
   struct step_result {
     float loss;
     std::int64_t tokens;  // tokens (or samples) consumed by the step
+    // A held-out loss that came with the step (a user's own loop evaluates itself); the
+    // worker reports it as it reports its own evaluations.
+    std::optional<float> held_out = std::nullopt;
   };
 
   virtual ~replica() = default;

@@ -57,6 +57,7 @@ class diloco_steps final : public step_strategy {
     begin_inner_step(st);
     const auto result = st.model->train_step(st.step);
     end_inner_step(st);
+    if (result.held_out) report_held_out(self, *result.held_out);  // measured before this step's update
     st.step++;
     st.last_loss = result.loss;
     st.tokens_since_report += result.tokens;

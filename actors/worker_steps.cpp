@@ -56,10 +56,15 @@ void maybe_evaluate(worker_self self) {
       st.step >= st.cfg.run.steps || !st.model->evaluates())
     return;
   st.last_eval_step = st.step;
+  report_held_out(self, st.steps->evaluate_global(st));
+}
+
+void report_held_out(worker_self self, float loss) {
+  auto& st = self->state;
   wire::outgoing out;
   auto e = out.envelope.initEvalReport();
   e.setStep(static_cast<std::uint64_t>(st.step));
-  e.setValLoss(st.steps->evaluate_global(st));
+  e.setValLoss(loss);
   st.mail->send(st.cfg.registry, st.epoch, out);
 }
 

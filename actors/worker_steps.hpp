@@ -35,6 +35,7 @@ std::unique_ptr<step_strategy> make_ddp_steps();
 // The helpers, in actors/worker_steps.cpp.
 void report_progress(worker_self self);
 void maybe_evaluate(worker_self self);
+void report_held_out(worker_self self, float loss);  // an EvalReport at the current step
 void finish(worker_self self);  // WorkerDone, quit
 // Around each inner step of a worker whose thread layout is on trial
 // (runtime/thread_layout.hpp): the layout the step runs with, and its time.

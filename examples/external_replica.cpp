@@ -26,8 +26,9 @@ class external_replica final : public replica {
   // stopping anyway.
   step_result train_step(std::int64_t) override {
     const auto step = model_->turns.wait_for_user_step();
-    if (step) last_ = *step;
-    return {last_.loss, last_.samples};
+    if (!step) return {last_.loss, 0};
+    last_ = *step;
+    return {step->loss, step->samples, step->held_out};
   }
   // Called once the worker has merged every result of its last step: the user's model
   // becomes theta_global, the same on every node, and the user's loop may end.

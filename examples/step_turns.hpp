@@ -28,6 +28,7 @@ class step_turns {
   struct user_step {
     float loss = 0.0f;
     std::int64_t samples = 0;
+    std::optional<float> held_out;  // a held-out loss the user measured before this step
   };
   enum class turn { go, done };
 

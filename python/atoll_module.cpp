@@ -132,7 +132,9 @@ class python_node {
     return model_->turns.wait_for_worker() == step_turns::turn::go;
   }
 
-  void hand_over(float loss, std::int64_t samples) { model_->turns.hand_over({loss, samples}); }
+  void hand_over(float loss, std::int64_t samples, std::optional<float> held_out) {
+    model_->turns.hand_over({loss, samples, held_out});
+  }
 
   void leave() {
     py::gil_scoped_release no_gil;
@@ -217,7 +219,7 @@ PYBIND11_MODULE(_atoll, m) {
            py::arg("listen"), py::arg("no_listen"), py::arg("groups"))
       .def("wait_started", &python_node::wait_started, py::arg("timeout_s"))
       .def("wait_turn", &python_node::wait_turn)
-      .def("hand_over", &python_node::hand_over, py::arg("loss"), py::arg("samples"))
+      .def("hand_over", &python_node::hand_over, py::arg("loss"), py::arg("samples"), py::arg("held_out") = py::none())
       .def("leave", &python_node::leave)
       .def("failure", &python_node::failure)
       .def_property_readonly("rank", &python_node::rank)

@@ -32,7 +32,7 @@ TEST(StepTurns, TheWorkerSeesEachUserStepOnceAndTheUserWaitsForTheWorkersBoundar
   for (int s = 0; s < 5; ++s) {
     ASSERT_EQ(turns.wait_for_worker(), step_turns::turn::go);
     EXPECT_EQ(boundary_work.load(), s);  // the worker's work of the last boundary is done
-    turns.hand_over({static_cast<float>(s), 10});
+    turns.hand_over({static_cast<float>(s), 10, std::nullopt});
   }
   EXPECT_EQ(turns.wait_for_worker(), step_turns::turn::done);
   EXPECT_EQ(boundary_work.load(), 5);
@@ -88,12 +88,13 @@ TEST(ExternalReplica, ATrainStepIsTheUsersHandedOverStep) {
   auto r = external_replica_factory(model)(cfg, replica_spec{});
   std::thread user([&] {
     ASSERT_EQ(model->turns.wait_for_worker(), step_turns::turn::go);
-    model->turns.hand_over({0.25f, 32});
+    model->turns.hand_over({0.25f, 32, 0.5f});
   });
   const auto step = r->train_step(0);
   user.join();
   EXPECT_EQ(step.loss, 0.25f);
   EXPECT_EQ(step.tokens, 32);
+  EXPECT_EQ(step.held_out, 0.5f);  // the user's own evaluation, for the worker to report
   EXPECT_FALSE(r->finish_queued_step());
   EXPECT_EQ(model->turns.wait_for_worker(), step_turns::turn::done);  // the worker's steps are over
 }

@@ -30,6 +30,7 @@ def main():
     ap.add_argument("--head", required=True, help="the head's address, tcp://HOST:PORT")
     ap.add_argument("--keys", default=None, help="the run's key folder (atoll keygen), for CURVE")
     add_loop_arguments(ap)
+    ap.add_argument("--eval-every", type=int, default=200, help="steps between held-out losses (rank 0)")
     args = ap.parse_args()
 
     torch.manual_seed(0)
@@ -48,7 +49,9 @@ def main():
         idx = torch.randint(0, len(x), (args.batch,), generator=batches)
         loss = F.cross_entropy(model(x[idx]), y[idx])
         loss.backward()
-        diloco.step(loss, samples=args.batch)
+        # Rank 0 measures the held-out loss now and then; the head shows it (atollctl status).
+        held = held_out_loss(model, held_out)[0] if node.rank == 0 and step % args.eval_every == 0 else None
+        diloco.step(loss, samples=args.batch, held_out_loss=held)
         inner.zero_grad()
         step += 1
         if step % args.log_every == 0:

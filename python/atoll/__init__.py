@@ -191,10 +191,12 @@ class DiLoCo:
     def steps_taken(self):
         return self._handle.steps_taken
 
-    def step(self, loss=None, samples=0):
+    def step(self, loss=None, samples=0, held_out_loss=None):
         """The inner step (the optimizer's), then the runtime's turn at this step boundary:
         a fragment may be sent or merged into the parameters. Sets `done` when the run has
-        no more steps for this node. loss (a float or a tensor) is reported to the head."""
+        no more steps for this node. loss (a float or a tensor) and samples are reported to
+        the head as progress; held_out_loss, when given, as a held-out evaluation (what
+        `atollctl`, the dashboard and /metrics show as the run's held-out loss)."""
         if self.done:
             return
         if not self._go:
@@ -203,7 +205,8 @@ class DiLoCo:
             return
         self.optimizer.step()
         value = float("nan") if loss is None else float(loss.detach() if hasattr(loss, "detach") else loss)
-        self._handle.hand_over(value, int(samples))
+        held_out = None if held_out_loss is None else float(held_out_loss)
+        self._handle.hand_over(value, int(samples), held_out)
         self._go = self._handle.wait_turn()
         if not self._go:
             self.done = True
