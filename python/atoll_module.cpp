@@ -95,6 +95,7 @@ class python_node {
     external_.failure = [this](const error& e) {
       std::lock_guard lock(mu_);
       if (!failure_) failure_ = e;
+      changed_.notify_all();
     };
     thread_ = std::thread([this] {
       const int code = run_node(options_, &external_);
@@ -110,8 +111,9 @@ class python_node {
 
   ~python_node() { stop_and_join(); }
 
-  // Until the worker exists (its rank is known) and waits for the first step, so that the
-  // initial theta_global is in the user's tensors before the first forward.
+  // Until the worker exists (its rank is known), or the node failed. python/atoll then
+  // waits for the worker's first turn, so that the run's initial state is in the user's
+  // tensors before the first forward.
   void wait_started(double timeout_s) {
     {
       py::gil_scoped_release no_gil;

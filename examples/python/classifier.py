@@ -2,7 +2,8 @@
 """Train the example classifier from a plain PyTorch loop across Atoll nodes.
 
     build/tools/atoll up --listen tcp://127.0.0.1:7070 --run-dir runs/py-head \\
-        --set run.example=external --set run.steps=1000 --set diloco.fragments=3
+        --set run.example=external --set run.steps=600 --set diloco.fragments=3 \\
+        --set diloco.outer_lr=1 --set diloco.outer_momentum=0
     PYTHONPATH=build/python /usr/bin/python3 examples/python/classifier.py --head tcp://127.0.0.1:7070 &
     PYTHONPATH=build/python /usr/bin/python3 examples/python/classifier.py --head tcp://127.0.0.1:7070
 

@@ -1,6 +1,7 @@
-"""The address a test's head listens on: `atoll up --listen tcp://127.0.0.1:0` writes it to
-RUN_DIR/head.endpoint once bound."""
+"""A test's head: the address it listens on (`atoll up --listen tcp://127.0.0.1:0` writes it
+to RUN_DIR/head.endpoint once bound), and stopping it with the nodes a test started."""
 import os
+import subprocess
 import time
 
 
@@ -14,3 +15,15 @@ def wait_for_endpoint(head_dir, seconds=30):
                 return text
         time.sleep(0.1)
     raise SystemExit(f"FAILED: no head endpoint in {path} after {seconds} s")
+
+
+def stop_all(head, nodes):
+    """Kills the nodes still running, then stops the head (SIGTERM, SIGKILL after 30 s)."""
+    for proc in nodes:
+        if proc.poll() is None:
+            proc.kill()
+    head.terminate()
+    try:
+        head.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        head.kill()

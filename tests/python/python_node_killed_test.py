@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 
-from head_endpoint import wait_for_endpoint
+from head_endpoint import stop_all, wait_for_endpoint
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CLASSIFIER = os.path.join(os.path.dirname(os.path.dirname(HERE)), "examples", "python", "classifier.py")
@@ -84,14 +84,7 @@ def main():
         check(len(digests) == 1, f"every node that finished holds the same parameters ({digests})")
         check(wait_for_line(head_log, "run training -> finished", 30), "the run finishes")
     finally:
-        for proc, _ in procs.values():
-            if proc.poll() is None:
-                proc.kill()
-        head.terminate()
-        try:
-            head.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            head.kill()
+        stop_all(head, [proc for proc, _ in procs.values()])
         print(open(head_log).read()[-3000:])
 
 

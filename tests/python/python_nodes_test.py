@@ -23,7 +23,7 @@ import subprocess
 import sys
 import time
 
-from head_endpoint import wait_for_endpoint
+from head_endpoint import stop_all, wait_for_endpoint
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -79,32 +79,26 @@ expect(atoll.NotReady, lambda: atoll.join("tcp://127.0.0.1:1").rank)
 print("done")
 """
 
-TOO_FEW_GROUPS = """
-import sys, atoll, torch
-model = torch.nn.Linear(4, 4)  # one group, for a run of 3 fragments
-node = atoll.join(sys.argv[1], wait_for_head=30)
-try:
-    atoll.DiLoCo(node, model, torch.optim.SGD(model.parameters(), lr=0.1), timeout=60)
-except atoll.InvalidConfig as e:
-    print("refused:", e)
-    sys.exit(0)
-sys.exit("not refused")
-"""
-
-MISMATCH = """
+# A node whose model the run refuses: `model` is built by the given lines, and the
+# exception the script expects is `kind`.
+REFUSED = """
 import sys, atoll, torch
 sys.path.insert(0, sys.argv[2])
 import blobs
-blobs.HIDDEN = 64  # another model: fc1 is 64 x 32, not 128 x 32
-model = blobs.Classifier()
+{model}
 node = atoll.join(sys.argv[1], wait_for_head=30)
 try:
     atoll.DiLoCo(node, model, torch.optim.SGD(model.parameters(), lr=0.1), timeout=60)
-except atoll.ModelMismatch as e:
+except atoll.{kind} as e:
     print("refused:", e)
     sys.exit(0)
 sys.exit("not refused")
 """
+TOO_FEW_GROUPS = REFUSED.format(kind="InvalidConfig",
+                                model="model = torch.nn.Linear(4, 4)  # one group, for a run of 3 fragments")
+MISMATCH = REFUSED.format(kind="ModelMismatch", model="""
+blobs.HIDDEN = 64  # another model: fc1 is 64 x 32, not 128 x 32
+model = blobs.Classifier()""")
 
 
 def main():
@@ -123,13 +117,12 @@ def main():
                               "run.example=external", "--set", "diloco.fragments=3", "--set", "run.min_workers=1"],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        r = python(TOO_FEW_GROUPS, wait_for_endpoint(small_dir), env=env, timeout=120)
+        r = python(TOO_FEW_GROUPS, wait_for_endpoint(small_dir), EXAMPLE, env=env, timeout=120)
         print(r.stdout, r.stderr[-1500:])
         check(r.returncode == 0 and "layer groups" in r.stdout,
               "a model with fewer groups than fragments raises InvalidConfig saying so")
     finally:
-        small.terminate()
-        small.wait(timeout=30)
+        stop_all(small, [])
 
     head_dir = os.path.join(work, "head")
     head_log = open(os.path.join(work, "head.log"), "w")
@@ -193,14 +186,7 @@ def main():
               "load_state_dict takes the export, and it holds the nodes' final parameters "
               f"({r.stdout.strip()} {r.stderr[-300:]})")
     finally:
-        for proc, _ in nodes:
-            if proc.poll() is None:
-                proc.kill()
-        head.terminate()
-        try:
-            head.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            head.kill()
+        stop_all(head, [proc for proc, _ in nodes])
         head_log.close()
         print(open(os.path.join(work, "head.log")).read()[-3000:])
 
