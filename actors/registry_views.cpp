@@ -335,7 +335,10 @@ expected<json> explain(const registry_state& st, time_point now, const std::stri
 json status(const registry_state& st, time_point now) {
   json members = json::array();
   for (const auto& [id, n] : st.nodes)
-    members.push_back({{"node_id", id}, {"state", stored_member_state(n.state)}, {"workers", n.record.workers}});
+    members.push_back({{"node_id", id},
+                       {"state", stored_member_state(n.state)},
+                       {"workers", n.record.workers},
+                       {"batch_job", n.batch_job}});
   return {{"cluster_id", st.snap.cluster_id},
           {"epoch", st.snap.epoch},
           {"state", to_string(st.phase)},

@@ -176,8 +176,8 @@ def main():
         # 1. Rounds commit; each member names its Slurm job.
         check(wait_for(120, lambda: rounds() >= 3), f"rounds commit with the head job {head} and node job {first}"
               + slurm.logs())
-        jobs = {m["batch_job"] for m in members()}
-        check(jobs == {f"slurm {first}.0"}, f"each member names its Slurm job and step ({jobs})")
+        jobs = {m["batch_job"] for m in status()["members"]}
+        check(jobs == {f"slurm {first}.0"}, f"atollctl status names each member's Slurm job and step ({jobs})")
         # 2. A second node job joins and takes part.
         second = slurm.sbatch(nodes, env, ["--ntasks=2", "--cpus-per-task=1"])  # run.min_workers once the first goes
         check(wait_for(120, lambda: any(m["batch_job"] == f"slurm {second}.0" and m["state"] == "active"

@@ -83,7 +83,7 @@ void print_human(const std::string& command, const json& body) {
     if (ev["step"].get<long>() >= 0)
       std::cout << "held-out loss " << str(ev["val_loss"]) << " at step " << str(ev["step"]) << "\n";
     std::cout << "\nmembers\n";
-    print_table(body["members"], {"node_id", "state", "workers"});
+    print_table(body["members"], {"node_id", "state", "workers", "batch_job"});
     std::cout << "\nworkers\n";
     print_table(body["workers"], {"id", "rank", "step", "loss", "tokens_per_s", "threads", "bytes_sent", "done"});
     std::cout << "\nfragments\n";
