@@ -22,12 +22,10 @@ class external_replica final : public replica {
   void write_fragment(std::size_t f, const float* values) override { write_values(fragments_.at(f), values); }
 
   // The user's step, when the user's thread hands it over. A user who left (closed the
-  // turns) hands over nothing: the step counts with the last loss, and the node is
-  // stopping anyway.
+  // turns) hands over nothing: an empty step, and the node is stopping anyway.
   step_result train_step(std::int64_t) override {
     const auto step = model_->turns.wait_for_user_step();
-    if (!step) return {last_.loss, 0};
-    last_ = *step;
+    if (!step) return {0.0f, 0};
     return {step->loss, step->samples, step->held_out};
   }
   // Called once the worker has merged every result of its last step: the user's model
@@ -56,7 +54,6 @@ class external_replica final : public replica {
 
   std::shared_ptr<external_model> model_;
   std::vector<std::vector<torch::Tensor>> fragments_;
-  step_turns::user_step last_;
 };
 
 std::string dtype_name(const torch::Tensor& t) {

@@ -87,6 +87,35 @@ expected<std::pair<std::string, std::string>> local_model(const node_options& op
   return std::make_pair(dest, offer->digest);
 }
 
+// A node of a built-in or TorchScript run, once the run's config is known: plans the
+// process's threads and each CPU worker's layouts, and checks the data and the model.
+decltype(node_agent_config::prepare) prepare_cpu_run(const node_options& opt, const std::string& model_file) {
+  const auto cpu_workers = static_cast<int>(std::count(opt.devices.begin(), opt.devices.end(), std::string("cpu")));
+  return [forced_threads = opt.threads, cpu_workers, model_file](
+             const run_config& run, std::size_t local_workers,
+             std::uint32_t world_size) -> expected<std::vector<thread_layout>> {
+    thread_plan_input in;
+    in.cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    in.local_workers = static_cast<int>(local_workers);
+    in.cpu_workers = cpu_workers;
+    in.process_threads = forced_threads;
+    in.threads_per_worker = static_cast<int>(run.threads_per_worker);
+    in.layout = run.thread_layout;
+    auto plan = plan_threads(in);
+    if (!plan) return plan.err();
+    std::string layouts;
+    for (const auto& l : plan->layouts) layouts += (layouts.empty() ? "" : ", ") + to_string(l);
+    if (run.thread_layout != "auto") layouts += " (run.thread_layout)";
+    log_info(describe(set_compute_threads(plan->budget)) + (plan->layouts.size() > 1 ? "; a CPU worker tries " + layouts
+                                                            : plan->layouts.empty()  ? ""
+                                                                                     : "; CPU workers use " + layouts));
+    // The data (run.data must be on every node, at the same path) and the model, before
+    // any worker starts: a worker that cannot be built would only fail on every restart.
+    if (auto err = check_task(run, model_file, world_size, /*with_data=*/true)) return err;
+    return plan->layouts;
+  };
+}
+
 }  // namespace
 
 int run_node(const node_options& opt, const external_node* external) {
@@ -138,43 +167,20 @@ int run_node(const node_options& opt, const external_node* external) {
   nc.devices = opt.devices;
   nc.hostname = host;
   const std::string model_file = model->first;
-  nc.factory = external ? external->factory : torch_replica_factory(model_file);
-  if (external) nc.model_signature = external->signature;
   nc.model_digest = model->second;
   nc.batch_job = describe_batch_job([](const char* name) { return std::getenv(name); });
   if (!nc.batch_job.empty()) log_info("in batch job " + nc.batch_job);
-  const int forced_threads = opt.threads;
-  const auto cpu_workers = static_cast<int>(std::count(opt.devices.begin(), opt.devices.end(), std::string("cpu")));
-  nc.prepare = [forced_threads, cpu_workers, model_file](
-                   const run_config& run, std::size_t local_workers,
-                   std::uint32_t world_size) -> expected<std::vector<thread_layout>> {
-    thread_plan_input in;
-    in.cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    in.local_workers = static_cast<int>(local_workers);
-    in.cpu_workers = cpu_workers;
-    in.process_threads = forced_threads;
-    in.threads_per_worker = static_cast<int>(run.threads_per_worker);
-    in.layout = run.thread_layout;
-    auto plan = plan_threads(in);
-    if (!plan) return plan.err();
-    std::string layouts;
-    for (const auto& l : plan->layouts) layouts += (layouts.empty() ? "" : ", ") + to_string(l);
-    if (run.thread_layout != "auto") layouts += " (run.thread_layout)";
-    log_info(describe(set_compute_threads(plan->budget)) + (plan->layouts.size() > 1 ? "; a CPU worker tries " + layouts
-                                                            : plan->layouts.empty()  ? ""
-                                                                                     : "; CPU workers use " + layouts));
-    // The data (run.data must be on every node, at the same path) and the model, before
-    // any worker starts: a worker that cannot be built would only fail on every restart.
-    if (auto err = check_task(run, model_file, world_size, /*with_data=*/true)) return err;
-    return plan->layouts;
-  };
-  // The user's own loop keeps its process's threads as the user set them.
-  if (external)
-    nc.prepare = [](const run_config&, std::size_t, std::uint32_t) -> expected<std::vector<thread_layout>> {
-      return std::vector<thread_layout>{};
-    };
-  if (external) nc.on_failure = external->failure;
-  nc.apply_threads = [](const thread_layout& layout) { set_compute_threads(layout.torch, layout.blas); };
+  if (external) {
+    // The user's own loop (the Python API): its replicas and model, and its process's
+    // threads as the user set them (no prepare: nothing to plan or check here).
+    nc.factory = external->factory;
+    nc.model_signature = external->signature;
+    nc.on_failure = external->failure;
+  } else {
+    nc.factory = torch_replica_factory(model_file);
+    nc.prepare = prepare_cpu_run(opt, model_file);
+    nc.apply_threads = [](const thread_layout& layout) { set_compute_threads(layout.torch, layout.blas); };
+  }
   nc.data_endpoint = net->data_endpoint();
   node_links* routed = net.get();
   nc.on_routes = [routed](route_table table, std::uint32_t self_node) {
