@@ -14,12 +14,20 @@ namespace {
 class external_replica final : public replica {
  public:
   external_replica(const run_config& cfg, std::shared_ptr<external_model> model)
-      : model_(std::move(model)), fragments_(assign_fragments(model_->groups, cfg)) {}
+      : model_(std::move(model)),
+        fragments_(assign_fragments(model_->groups, cfg)),
+        groups_of_fragment_(fragments_.size()) {
+    for (std::size_t g = 0; g < model_->groups.size(); ++g)
+      groups_of_fragment_[fragment_of_group(g, model_->groups.size(), cfg)].push_back(g);
+  }
 
   std::size_t fragment_count() const override { return fragments_.size(); }
   std::size_t fragment_size(std::size_t f) const override { return value_count(fragments_.at(f)); }
   void read_fragment(std::size_t f, float* values) const override { read_values(fragments_.at(f), values); }
-  void write_fragment(std::size_t f, const float* values) override { write_values(fragments_.at(f), values); }
+  void write_fragment(std::size_t f, const float* values) override {
+    write_values(fragments_.at(f), values);
+    model_->written.mark(groups_of_fragment_.at(f));
+  }
 
   // The user's step, when the user's thread hands it over. A user who left (closed the
   // turns) hands over nothing: an empty step, and the node is stopping anyway.
@@ -54,6 +62,7 @@ class external_replica final : public replica {
 
   std::shared_ptr<external_model> model_;
   std::vector<std::vector<torch::Tensor>> fragments_;
+  std::vector<std::vector<std::size_t>> groups_of_fragment_;
 };
 
 std::string dtype_name(const torch::Tensor& t) {

@@ -6,6 +6,8 @@
 // feedback, merges. DiLoCo and Streaming DiLoCo only (run.mode = ddp is refused by the
 // config). Include only from LibTorch code.
 #include <memory>
+#include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -16,13 +18,36 @@
 
 namespace atl {
 
+// The groups whose tensors the worker wrote (a merge, theta_global at the start or the
+// end) since the user's side last took them: the leader of a process group that trains
+// one replica sends just those to the group's other processes.
+class written_groups {
+ public:
+  void mark(const std::vector<std::size_t>& groups) {
+    std::lock_guard lock(mu_);
+    written_.insert(groups.begin(), groups.end());
+  }
+  std::vector<std::size_t> take() {
+    std::lock_guard lock(mu_);
+    std::vector<std::size_t> out(written_.begin(), written_.end());
+    written_.clear();
+    return out;
+  }
+
+ private:
+  std::mutex mu_;
+  std::set<std::size_t> written_;
+};
+
 // What the user's process shares with its worker: the parameters in groups (top-level
 // children of the module in order; fragments are made of whole groups), their names in
-// the same order, and the turns of the loop. The tensors must be fp32 and contiguous.
+// the same order, the turns of the loop, and which groups the worker wrote. The tensors
+// must be fp32 and contiguous.
 struct external_model {
   std::vector<std::vector<torch::Tensor>> groups;
   std::vector<std::vector<std::string>> names;
   step_turns turns;
+  written_groups written;
 };
 
 // The model's signature, for the head to check against the run's (runtime/model_signature.hpp).

@@ -13,11 +13,14 @@ std::vector<std::vector<torch::Tensor>> assign_fragments(const std::vector<std::
     throw std::invalid_argument("diloco.fragments = " + std::to_string(p_count) + " but the model has only " +
                                 std::to_string(groups.size()) + " layer groups");
   std::vector<std::vector<torch::Tensor>> fragments(p_count);
-  for (std::size_t g = 0; g < groups.size(); ++g) {
-    const std::size_t f = cfg.assignment == "sequential" ? g * p_count / groups.size() : g % p_count;
-    for (const auto& p : groups[g]) fragments[f].push_back(p);
-  }
+  for (std::size_t g = 0; g < groups.size(); ++g)
+    for (const auto& p : groups[g]) fragments[fragment_of_group(g, groups.size(), cfg)].push_back(p);
   return fragments;
+}
+
+std::size_t fragment_of_group(std::size_t g, std::size_t group_count, const run_config& cfg) {
+  const std::size_t p_count = static_cast<std::size_t>(cfg.fragments);
+  return cfg.assignment == "sequential" ? g * p_count / group_count : g % p_count;
 }
 
 std::size_t value_count(const std::vector<torch::Tensor>& tensors) {

@@ -17,6 +17,9 @@ namespace atl {
 std::vector<std::vector<torch::Tensor>> assign_fragments(const std::vector<std::vector<torch::Tensor>>& groups,
                                                          const run_config& cfg);
 
+// The fragment that group g of group_count goes to (as assign_fragments places it).
+std::size_t fragment_of_group(std::size_t g, std::size_t group_count, const run_config& cfg);
+
 std::size_t value_count(const std::vector<torch::Tensor>& tensors);
 // The tensors' values, one after the other, as fp32 (value_count of them).
 void read_values(const std::vector<torch::Tensor>& tensors, float* values);

@@ -162,6 +162,8 @@ class python_node {
     return steps_;
   }
   std::int64_t steps_taken() const { return model_->turns.steps_handed_over(); }
+  // The groups the worker wrote since the last call (python/atoll/group.py sends them on).
+  std::vector<std::size_t> take_written_groups() { return model_->written.take(); }
 
  private:
   void stop_and_join() {
@@ -224,6 +226,7 @@ PYBIND11_MODULE(_atoll, m) {
       .def("hand_over", &python_node::hand_over, py::arg("loss"), py::arg("samples"), py::arg("held_out") = py::none())
       .def("leave", &python_node::leave)
       .def("failure", &python_node::failure)
+      .def("take_written_groups", &python_node::take_written_groups)
       .def_property_readonly("rank", &python_node::rank)
       .def_property_readonly("world", &python_node::world)
       .def_property_readonly("steps", &python_node::steps)

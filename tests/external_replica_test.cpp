@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include "examples/fragment_tensors.hpp"
 #include "examples/tasks.hpp"
 #include "runtime/model_signature.hpp"
 
@@ -111,6 +112,53 @@ TEST(ExternalReplica, AtTheEndTheUsersModelIsThetaGlobal) {
   EXPECT_EQ(model->groups[1][0][0].item<float>(), 7.0f);
   EXPECT_EQ(model->groups[1][0][1].item<float>(), 8.0f);
   EXPECT_EQ(model->groups[0][0][0][0].item<float>(), 1.0f);  // fragment 0 never synced: the local one stands
+}
+
+TEST(FragmentTensors, EachGroupGoesToTheFragmentItsAssignmentSays) {
+  struct row {
+    const char* assignment;
+    int fragments;
+    std::size_t groups;
+    std::vector<std::size_t> fragment_of_each_group;
+  };
+  const std::vector<row> table = {
+      {"strided", 2, 5, {0, 1, 0, 1, 0}},          {"sequential", 2, 5, {0, 0, 0, 1, 1}}, {"strided", 3, 3, {0, 1, 2}},
+      {"sequential", 3, 7, {0, 0, 0, 1, 1, 2, 2}}, {"sequential", 1, 3, {0, 0, 0}},
+  };
+  for (const auto& t : table) {
+    run_config cfg;
+    cfg.assignment = t.assignment;
+    cfg.fragments = t.fragments;
+    std::vector<std::vector<torch::Tensor>> groups;
+    for (std::size_t g = 0; g < t.groups; ++g) groups.push_back({torch::full({1}, static_cast<float>(g))});
+    const auto fragments = assign_fragments(groups, cfg);
+    for (std::size_t g = 0; g < t.groups; ++g) {
+      const std::size_t f = fragment_of_group(g, t.groups, cfg);
+      EXPECT_EQ(f, t.fragment_of_each_group[g]) << t.assignment << " P=" << t.fragments << " group " << g;
+      bool placed = false;  // assign_fragments put the group's tensor in that fragment
+      for (const auto& p : fragments.at(f)) placed = placed || p.item<float>() == static_cast<float>(g);
+      EXPECT_TRUE(placed) << t.assignment << " group " << g;
+    }
+  }
+}
+
+TEST(ExternalReplica, RecordsWhichGroupsTheWorkerWroteUntilTheUserTakesThem) {
+  auto model = std::make_shared<external_model>();
+  model->groups = {{torch::zeros({2})}, {torch::zeros({1})}, {torch::zeros({3})}};
+  model->names = {{"a.w"}, {"b.w"}, {"c.w"}};
+  run_config cfg;
+  cfg.fragments = 2;  // strided: groups 0 and 2 make fragment 0, group 1 fragment 1
+  auto r = external_replica_factory(model)(cfg, replica_spec{});
+  EXPECT_TRUE(model->written.take().empty());
+  std::vector<float> values(5, 1.0f);
+  r->read_fragment(0, values.data());  // reading writes nothing
+  EXPECT_TRUE(model->written.take().empty());
+  r->write_fragment(0, values.data());
+  EXPECT_EQ(model->written.take(), (std::vector<std::size_t>{0, 2}));
+  EXPECT_TRUE(model->written.take().empty());  // taken once
+  r->write_fragment(1, values.data());
+  r->write_fragment(0, values.data());
+  EXPECT_EQ(model->written.take(), (std::vector<std::size_t>{0, 1, 2}));
 }
 
 TEST(ExternalReplica, AnExportIsAStateDictShapedAndGroupedAsTheSignatureSays) {

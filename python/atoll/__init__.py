@@ -25,43 +25,20 @@ Errors are raised as subclasses of AtollError named after Atoll's typed errors
 (ModelMismatch, Timeout, InvalidConfig, ...); `error.code` is the name Atoll's logs use.
 """
 import atexit
+import contextlib
 import warnings
 import weakref
 
-from . import _atoll
-
-__all__ = ["join", "Node", "DiLoCo", "AtollError", "parameter_groups"]
-
-
-class AtollError(Exception):
-    """An Atoll error; `code` is its typed name (e.g. "model_mismatch")."""
-
-    code = "error"
-
-
-def _class_name(code):
-    return "".join(part.capitalize() for part in code.split("_"))
-
+from . import _atoll, errors
+from .errors import AtollError
+from .errors import call as _call
+from .errors import typed as _typed
+from .group import DONE, FAILED, GO, ReplicaGroup, unwrap_model
 
 # One exception class per typed error: ModelMismatch, Timeout, InvalidConfig, NotReady, ...
-_ERRORS = {}
-for _code in _atoll.error_names():
-    _ERRORS[_code] = type(_class_name(_code), (AtollError,), {"code": _code, "__module__": __name__})
-    globals()[_class_name(_code)] = _ERRORS[_code]
-    __all__.append(_class_name(_code))
-
-
-def _typed(code, message):
-    return _ERRORS.get(code, AtollError)(f"{code}: {message}")
-
-
-def _call(fn, *args, **kwargs):
-    """Calls into the module, raising its errors as their AtollError subclass."""
-    try:
-        return fn(*args, **kwargs)
-    except _atoll.Error as e:
-        code, _, message = str(e).partition(": ")
-        raise _typed(code, message) from None
+for _name in errors.CLASS_NAMES:
+    globals()[_name] = getattr(errors, _name)
+__all__ = ["join", "Node", "DiLoCo", "AtollError", "parameter_groups"] + errors.CLASS_NAMES
 
 
 # Nodes that joined and have not left: an interpreter that exits takes them with it (the
@@ -77,16 +54,25 @@ def _leave_all():
 
 class Node:
     """This process as a node of an Atoll run; made by join(). It joins the run when a
-    DiLoCo is made with it (the head checks the model then)."""
+    DiLoCo is made with it (the head checks the model then). With a process group, only
+    the group's rank 0 is a node; the others follow it (atoll/group.py)."""
 
-    def __init__(self, head, keys=None, insecure=False, run_dir="", wait_for_head=300, listen="", no_listen=False):
+    def __init__(self, head, keys=None, insecure=False, run_dir="", wait_for_head=300, listen="", no_listen=False,
+                 group=None):
         if not isinstance(head, str) or not head.startswith("tcp://"):
             raise InvalidConfig(f"invalid_config: the head's address must be tcp://HOST:PORT, not {head!r}")
         if not isinstance(wait_for_head, int) or wait_for_head < 0:
             raise InvalidConfig("invalid_config: wait_for_head is whole seconds, 0 for ever")
         self._options = dict(head=head, keys=keys or "", insecure=bool(insecure), run_dir=run_dir or "",
                              wait_for_head=wait_for_head, listen=listen or "", no_listen=bool(no_listen))
+        self._group = None if group is None else ReplicaGroup(group)
         self._handle = None
+        self._from_leader = None  # a follower's (rank, world, steps), from its group's leader
+
+    @property
+    def leads(self):
+        """Whether this process syncs with the run: always, unless it follows its group's rank 0."""
+        return self._group is None or self._group.is_leader
 
     def _start(self, groups, timeout):
         if self._handle is not None:
@@ -96,19 +82,21 @@ class Node:
         _call(self._handle.wait_started, timeout)
 
     def _joined(self):
-        if self._handle is None:
+        if self._handle is None and self._from_leader is None:
             raise NotReady("not_ready: the node joins the run when atoll.DiLoCo(node, model, optimizer) is made")
         return self._handle
 
     @property
     def rank(self):
-        """This worker's data shard, 0 .. world - 1."""
-        return self._joined().rank
+        """This worker's data shard, 0 .. world - 1 (a group's shard: split it by the group's rank)."""
+        handle = self._joined()
+        return handle.rank if handle else self._from_leader[0]
 
     @property
     def world(self):
         """Number of data shards of the run (its workers when it started)."""
-        return self._joined().world
+        handle = self._joined()
+        return handle.world if handle else self._from_leader[1]
 
     def failure(self):
         """Why the node gave up, as an AtollError, or None."""
@@ -128,15 +116,21 @@ class Node:
             raise failure
 
 
-def join(head, keys=None, insecure=False, run_dir="", wait_for_head=300, listen="", no_listen=False):
+def join(head, keys=None, insecure=False, run_dir="", wait_for_head=300, listen="", no_listen=False, group=None):
     """This process as a node of the run whose head listens at `head` (tcp://HOST:PORT).
 
     keys: the run's key folder (`atoll keygen`) for CURVE; insecure: plain TCP to a
     non-loopback head. run_dir: where this node may keep a keeper replica. wait_for_head:
     seconds to wait for a head that is not up yet (0: for ever). listen / no_listen: where
     peers send this node tensors, as `atoll join --listen / --no-listen`.
+
+    group: a torch.distributed process group (e.g. torch.distributed.group.WORLD under
+    torchrun) whose processes train one replica together, with DDP: every rank calls join
+    and DiLoCo alike; the group's rank 0 is the node, and the others receive the merged
+    fragments from it. A process of the group that fails takes the replica out of the run
+    (GroupLost). FSDP is refused.
     """
-    return Node(head, keys, insecure, run_dir, wait_for_head, listen, no_listen)
+    return Node(head, keys, insecure, run_dir, wait_for_head, listen, no_listen, group)
 
 
 def parameter_groups(model):
@@ -164,7 +158,8 @@ class DiLoCo:
     def __init__(self, node, model, optimizer, groups=None, timeout=600.0):
         if not isinstance(node, Node):
             raise InvalidConfig("invalid_config: node must come from atoll.join()")
-        self.model, self.optimizer, self._node = model, optimizer, node
+        model = unwrap_model(model)
+        self.model, self.optimizer, self._node, self._group = model, optimizer, node, node._group
         groups = parameter_groups(model) if groups is None else groups
         refs = []
         for group in groups:
@@ -172,24 +167,53 @@ class DiLoCo:
                                           device=str(p.device), name=name) for name, p in group])
         if not refs or not any(refs):
             raise InvalidConfig("invalid_config: the model has no parameters")
-        node._start(refs, timeout)
-        self._handle = node._handle
-        # The worker waits for the first step: the run's initial state is in the parameters.
-        self._go = self._handle.wait_turn()
+        self._tensors = [[p for _, p in group] for group in groups]
+        self._handle = None
+        self._steps_taken = 0
+        if node.leads:
+            self._start_node(refs, timeout)
+        else:
+            self._follow_start()
         self.done = not self._go
-        self._raise_failure()
         if self.done:
             warnings.warn("atoll: the run has no steps left for this node (it had finished when the node joined); "
                           "the model is not the run's", RuntimeWarning, stacklevel=2)
 
+    def _start_node(self, refs, timeout):
+        """Joins the run; the worker waits for the first step, with the run's initial state
+        in the parameters. A group's leader then hands that state to its group."""
+        try:
+            self._node._start(refs, timeout)
+            self._handle = self._node._handle
+            self._go = self._handle.wait_turn()
+            self._raise_failure()
+        except AtollError:
+            if self._group is not None:
+                self._group.share_start(FAILED)  # the followers raise too, instead of waiting
+            raise
+        if self._group is not None:
+            h = self._handle
+            with self._leaving_if_the_group_is_lost():
+                self._group.share_start(GO if self._go else DONE, h.rank, h.world, h.steps)
+                self._group.share_tensors([t for group in self._tensors for t in group])
+            self._handle.take_written_groups()  # the followers have them all
+
+    def _follow_start(self):
+        status, rank, world, steps = self._group.share_start()
+        if status == FAILED:
+            raise errors.GroupLost("group_lost: the group's leader could not join the run (its error says why)")
+        self._node._from_leader = (rank, world, steps)
+        self._group.share_tensors([t for group in self._tensors for t in group])
+        self._go = status == GO
+
     @property
     def steps(self):
         """The run's run.steps."""
-        return self._handle.steps
+        return self._handle.steps if self._handle else self._node._from_leader[2]
 
     @property
     def steps_taken(self):
-        return self._handle.steps_taken
+        return self._steps_taken
 
     def step(self, loss=None, samples=0, held_out_loss=None):
         """The inner step (the optimizer's), then the runtime's turn at this step boundary:
@@ -204,13 +228,46 @@ class DiLoCo:
             self._raise_failure()
             return
         self.optimizer.step()
-        value = float("nan") if loss is None else float(loss.detach() if hasattr(loss, "detach") else loss)
-        held_out = None if held_out_loss is None else float(held_out_loss)
-        self._handle.hand_over(value, int(samples), held_out)
-        self._go = self._handle.wait_turn()
+        self._steps_taken += 1
+        if self._node.leads:
+            value = float("nan") if loss is None else float(loss.detach() if hasattr(loss, "detach") else loss)
+            held_out = None if held_out_loss is None else float(held_out_loss)
+            self._handle.hand_over(value, int(samples), held_out)
+            self._go = self._handle.wait_turn()
+            if self._group is not None:
+                self._lead_turn()
+        else:
+            self._follow_turn()
         if not self._go:
             self.done = True
             self._raise_failure()
+
+    def _lead_turn(self):
+        """Sends the group this turn's outcome and the parameter groups the runtime wrote."""
+        status = GO if self._go else (FAILED if self._node.failure() else DONE)
+        written = self._handle.take_written_groups()
+        with self._leaving_if_the_group_is_lost():
+            self._group.share_turn(status, written, len(self._tensors))
+            self._group.share_tensors([t for g in written for t in self._tensors[g]])
+
+    def _follow_turn(self):
+        status, written = self._group.share_turn(group_count=len(self._tensors))
+        self._group.share_tensors([t for g in written for t in self._tensors[g]])
+        if status == FAILED:
+            self.done = True
+            raise errors.GroupLost("group_lost: the group's leader left the run (its error says why)")
+        self._go = status == GO
+
+    @contextlib.contextmanager
+    def _leaving_if_the_group_is_lost(self):
+        """A leader whose group lost a process leaves the run at once: the rest of a group
+        never contributes as the replica."""
+        try:
+            yield
+        except errors.GroupLost:
+            self.done = True
+            self._handle.leave()
+            raise
 
     def _raise_failure(self):
         failure = self._node.failure()

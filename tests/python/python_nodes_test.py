@@ -77,6 +77,14 @@ expect(atoll.Timeout, lambda: atoll.DiLoCo(node, model, opt))
 half = torch.nn.Sequential(torch.nn.Linear(4, 4).half())
 expect(atoll.InvalidConfig, lambda: atoll.DiLoCo(atoll.join("tcp://127.0.0.1:1"), half, opt))
 expect(atoll.NotReady, lambda: atoll.join("tcp://127.0.0.1:1").rank)
+expect(atoll.InvalidConfig, lambda: atoll.join("tcp://127.0.0.1:1", group=object()))  # no torch.distributed yet
+import os, torch.distributed as dist
+os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="0")
+dist.init_process_group("gloo", rank=0, world_size=1, store=dist.HashStore())
+expect(atoll.InvalidConfig, lambda: atoll.join("tcp://127.0.0.1:1", group="world"))  # not a process group
+FullyShardedDataParallel = type("FullyShardedDataParallel", (torch.nn.Linear,), {})  # FSDP, as atoll sees it
+expect(atoll.InvalidConfig, lambda: atoll.DiLoCo(atoll.join("tcp://127.0.0.1:1", group=dist.group.WORLD),
+                                                 FullyShardedDataParallel(4, 4), opt))
 print("done")
 """
 
