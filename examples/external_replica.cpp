@@ -65,27 +65,9 @@ class external_replica final : public replica {
   std::vector<std::vector<std::size_t>> groups_of_fragment_;
 };
 
-std::string dtype_name(const torch::Tensor& t) {
-  switch (t.scalar_type()) {
-    case torch::kFloat32: return "float32";
-    case torch::kFloat64: return "float64";
-    case torch::kFloat16: return "float16";
-    case torch::kBFloat16: return "bfloat16";
-    default: return std::string(c10::toString(t.scalar_type()));
-  }
-}
-
 }  // namespace
 
-std::string signature_of(const external_model& model) {
-  std::vector<parameter_signature> params;
-  for (std::size_t g = 0; g < model.groups.size(); ++g)
-    for (std::size_t i = 0; i < model.groups[g].size(); ++i) {
-      const auto& t = model.groups[g][i];
-      params.push_back({model.names.at(g).at(i), dtype_name(t), t.sizes().vec(), g});
-    }
-  return format_signature(params);
-}
+std::string signature_of(const external_model& model) { return signature_of_groups(model.groups, model.names); }
 
 status check_external_model(const external_model& model) {
   if (model.groups.empty()) return make_error(errc::invalid_config, "the model has no parameters");

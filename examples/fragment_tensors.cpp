@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "runtime/model_signature.hpp"
+
 namespace atl {
 
 std::vector<std::vector<torch::Tensor>> assign_fragments(const std::vector<std::vector<torch::Tensor>>& groups,
@@ -21,6 +23,25 @@ std::vector<std::vector<torch::Tensor>> assign_fragments(const std::vector<std::
 std::size_t fragment_of_group(std::size_t g, std::size_t group_count, const run_config& cfg) {
   const std::size_t p_count = static_cast<std::size_t>(cfg.fragments);
   return cfg.assignment == "sequential" ? g * p_count / group_count : g % p_count;
+}
+
+std::string dtype_name(const torch::Tensor& t) {
+  switch (t.scalar_type()) {
+    case torch::kFloat32: return "float32";
+    case torch::kFloat64: return "float64";
+    case torch::kFloat16: return "float16";
+    case torch::kBFloat16: return "bfloat16";
+    default: return std::string(c10::toString(t.scalar_type()));
+  }
+}
+
+std::string signature_of_groups(const std::vector<std::vector<torch::Tensor>>& groups,
+                                const std::vector<std::vector<std::string>>& names) {
+  std::vector<parameter_signature> params;
+  for (std::size_t g = 0; g < groups.size(); ++g)
+    for (std::size_t i = 0; i < groups[g].size(); ++i)
+      params.push_back({names.at(g).at(i), dtype_name(groups[g][i]), groups[g][i].sizes().vec(), g});
+  return format_signature(params);
 }
 
 std::size_t value_count(const std::vector<torch::Tensor>& tensors) {

@@ -32,12 +32,12 @@ bool register_task(const std::string& name, task_factory factory) {
 }
 
 std::unique_ptr<task> make_task(const run_config& cfg, const replica_spec& spec) {
-  if (cfg.example == external_example)
+  if (cfg.example == external_example && spec.model_file.empty())
     throw task_error(make_error(errc::invalid_config,
-                                "run.example = external: the model is the Python nodes' own (atoll.DiLoCo), and "
-                                "this needs a built-in or TorchScript model; start the head with `atoll up` and "
-                                "the nodes from Python"));
-  auto it = registry().find(cfg.example);
+                                "run.example = external: the model is the Python nodes' own (atoll.DiLoCo); a C++ "
+                                "node trains it from --model FILE.pt, the same module in TorchScript"));
+  // A C++ node of an external run trains the Python nodes' model as TorchScript.
+  auto it = registry().find(cfg.example == external_example ? std::string("torchscript") : cfg.example);
   if (it == registry().end())
     throw task_error(make_error(errc::invalid_config, "unknown example '" + cfg.example + "'"));
   return it->second(cfg, spec);

@@ -25,6 +25,10 @@ status check_task(const run_config& cfg, const std::string& model_file, std::uin
 status export_model(const run_config& cfg, const std::string& model_file,
                     const std::vector<std::vector<float>>& fragments, const std::string& path);
 
+// The signature of a TorchScript model file (runtime/model_signature.hpp): a C++ node
+// joins a run whose model is its Python nodes' own with it. Typed errors: bad_model.
+expected<std::string> torchscript_signature(const std::string& model_file);
+
 // The same for a run whose model is its nodes' own (run.example = external): a torch.save
 // state dict keyed by parameter name, the tensors shaped and grouped as the run's model
 // signature says (runtime/model_signature.hpp); examples/external_replica.cpp.

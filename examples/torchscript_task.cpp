@@ -16,8 +16,10 @@
 
 #include <torch/script.h>
 
+#include "examples/fragment_tensors.hpp"
 #include "examples/lm_batches.hpp"
 #include "examples/task.hpp"
+#include "examples/tasks.hpp"
 
 namespace atl {
 namespace {
@@ -72,6 +74,42 @@ bool is_container(const torch::jit::Module& m) {
          (name->name() == "ModuleList" || name->name() == "Sequential");
 }
 
+// The module's parameters in layer groups, named as named_parameters() names them: its
+// own, then each top-level child's (a container's child by child). A parameter shared by
+// two children (tied weights) belongs to the first. python/atoll's parameter_groups
+// makes the same groups of the same module in Python.
+struct named_groups {
+  std::vector<std::vector<torch::Tensor>> tensors;
+  std::vector<std::vector<std::string>> names;
+};
+named_groups layer_groups_of(const torch::jit::Module& module) {
+  std::set<std::pair<const void*, std::vector<std::int64_t>>> taken;  // memory and shape
+  named_groups groups;
+  auto add_group = [&](const std::string& prefix, auto named_params) {
+    std::vector<torch::Tensor> group;
+    std::vector<std::string> names;
+    for (const auto& p : named_params)
+      if (taken.insert({p.value.data_ptr(), p.value.sizes().vec()}).second) {
+        group.push_back(p.value);
+        names.push_back(prefix + p.name);
+      }
+    if (group.empty()) return;
+    groups.tensors.push_back(std::move(group));
+    groups.names.push_back(std::move(names));
+  };
+  add_group("", module.named_parameters(/*recurse=*/false));
+  for (const auto& child : module.named_children()) {
+    if (!is_container(child.value)) {
+      add_group(child.name + ".", child.value.named_parameters());
+      continue;
+    }
+    add_group(child.name + ".", child.value.named_parameters(/*recurse=*/false));
+    for (const auto& item : child.value.named_children())
+      add_group(child.name + "." + item.name + ".", item.value.named_parameters());
+  }
+  return groups;
+}
+
 class torchscript_task : public task {
  public:
   torchscript_task(const run_config& cfg, const replica_spec& spec) : module_(load_module(spec.model_file)) {
@@ -96,26 +134,7 @@ class torchscript_task : public task {
   void to(const torch::Device& device) override { module_.to(device); }
   void set_training(bool on) override { module_.train(on); }
 
-  std::vector<std::vector<torch::Tensor>> layer_groups() override {
-    std::set<std::pair<const void*, std::vector<std::int64_t>>> taken;  // memory and shape
-    std::vector<std::vector<torch::Tensor>> groups;
-    auto add_group = [&](auto params) {
-      std::vector<torch::Tensor> group;
-      for (const auto& p : params)
-        if (taken.insert({p.data_ptr(), p.sizes().vec()}).second) group.push_back(p);
-      if (!group.empty()) groups.push_back(std::move(group));
-    };
-    add_group(module_.parameters(/*recurse=*/false));
-    for (const auto& child : module_.children()) {
-      if (!is_container(child)) {
-        add_group(child.parameters());
-        continue;
-      }
-      add_group(child.parameters(/*recurse=*/false));
-      for (const auto& item : child.children()) add_group(item.parameters());
-    }
-    return groups;
-  }
+  std::vector<std::vector<torch::Tensor>> layer_groups() override { return layer_groups_of(module_).tensors; }
 
   batch next_train_batch() override { return data_->next_train_batch(); }
   const std::vector<batch>& eval_batches() override { return data_->eval_batches(); }
@@ -140,4 +159,14 @@ ATOLL_REGISTER_TASK("torchscript", [](const run_config& cfg, const replica_spec&
 });
 
 }  // namespace
+
+expected<std::string> torchscript_signature(const std::string& model_file) {
+  try {
+    const auto groups = layer_groups_of(load_module(model_file));
+    return signature_of_groups(groups.tensors, groups.names);
+  } catch (const task_error& e) {
+    return e.err;
+  }
+}
+
 }  // namespace atl

@@ -85,13 +85,22 @@ std::string first_signature_difference(const std::string& node, const std::strin
 node_model_check check_node_model(const std::string& example, const std::string& run_digest,
                                   const std::string& run_signature, const std::string& node_digest,
                                   const std::string& node_signature) {
-  const bool external = example == external_example;
   const auto refuse = [](std::string why) { return node_model_check{make_error(errc::model_mismatch, why), false}; };
-  if (external && node_signature.empty())
-    return refuse(
-        "this run trains a model from its nodes' own PyTorch loops (run.example = external): join it with "
-        "atoll.join() from Python");
-  if (!external && !node_signature.empty())
+  if (example == external_example) {
+    // The signature is the model: a Python node's, or a C++ node's --model file's (whose
+    // digest says nothing here: the Python nodes have no file).
+    if (node_signature.empty())
+      return refuse(
+          "this run trains a model from its nodes' own PyTorch loops (run.example = external): join it with "
+          "atoll.join() from Python, or with `atoll join --model FILE.pt` and the TorchScript module they train");
+    if (run_signature.empty()) return {{}, true};
+    if (auto diff = first_signature_difference(node_signature, run_signature); !diff.empty())
+      return refuse("the node's model is not the run's: " + diff);
+    return {};
+  }
+  // Any other run: the model file decides. A C++ node's --model also brings a signature
+  // (it cannot know the run's example before it joins); a Python node brings only that.
+  if (!node_signature.empty() && node_digest.empty())
     return refuse("the node brings its own model, but this run trains " +
                   (run_digest.empty() ? "the built-in " + example : "model.digest " + run_digest) +
                   " (start the head with --set run.example=external)");
@@ -99,10 +108,6 @@ node_model_check check_node_model(const std::string& example, const std::string&
     return refuse("the node's model (" + (node_digest.empty() ? std::string("no model") : node_digest) +
                   ") is not the run's (" + (run_digest.empty() ? "built-in " + example : "model.digest " + run_digest) +
                   "); start the node without --model to receive the run's");
-  if (!external) return {};
-  if (run_signature.empty()) return {{}, true};
-  if (auto diff = first_signature_difference(node_signature, run_signature); !diff.empty())
-    return refuse("the node's model is not the run's: " + diff);
   return {};
 }
 

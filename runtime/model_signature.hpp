@@ -33,7 +33,8 @@ std::string first_signature_difference(const std::string& node, const std::strin
 inline constexpr const char* external_example = "external";
 
 // Whether the head lets a node with this model join (its Hello): the node's model file
-// digest must be the run's, and in an external run its signature the run's, or the first.
+// digest must be the run's, and in an external run its signature (a Python node's model,
+// or a C++ node's TorchScript --model) the run's, or the first.
 struct node_model_check {
   status refusal;  // model_mismatch, naming what differs
   bool adopt_signature = false;  // the first node of an external run: its signature becomes the run's

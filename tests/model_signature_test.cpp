@@ -71,6 +71,13 @@ TEST(ModelSignature, TheHeadAdmitsANodeWhoseModelIsTheRuns) {
       {"external", "", "", "", run, false, true},  // the first Python node: its model is the run's
       {"external", "", run, "", run, false, false},
       {"external", "", run, "", other, true, false},
+      // A C++ node with --model: its file's digest and its module's signature.
+      {"torchscript", "d1", "", "d1", run, false, false},  // the run's file: the signature is not asked for
+      {"torchscript", "d1", "", "d2", run, true, false},
+      {"external", "", "", "d1", run, false, true},  // the first node of an external run
+      {"external", "", run, "d1", run, false, false},  // the Python nodes' model, as TorchScript
+      {"external", "", run, "d1", other, true, false},
+      {"external", "", "", "d1", "", true, false},  // a file whose signature is unknown
   };
   for (const auto& r : rows) {
     const auto got = check_node_model(r.example, r.run_digest, r.run_signature, r.node_digest, r.node_signature);

@@ -74,6 +74,26 @@ TEST(TorchScriptTask, ATiedWeightIsOneParameterInTheFirstGroupThatHoldsIt) {
   EXPECT_EQ(t->parameters().size(), 2u) << "the optimizer steps the shared tensor once";
 }
 
+TEST(TorchScriptTask, ItsSignatureNamesEachGroupsParametersForARunOfPythonNodes) {
+  testing::temp_dir dir;
+  auto signature = torchscript_signature(write_module(dir, "m.pt", 256, false));
+  ASSERT_TRUE(signature) << signature.err().message;
+  EXPECT_EQ(*signature,
+            "scale float32 1 0\n"
+            "emb.weight float32 256x8 1\n"
+            "head.weight float32 256x8 2\n");
+  auto tied = torchscript_signature(write_module(dir, "tied.pt", 256, true));
+  ASSERT_TRUE(tied);
+  EXPECT_EQ(*tied, "scale float32 1 0\nemb.weight float32 256x8 1\n");  // head's weight is emb's
+  // A C++ node of an external run (run.example = external) trains its --model as TorchScript.
+  auto cfg = toy_config();
+  cfg.example = "external";
+  EXPECT_EQ(toy_task(dir.sub("m.pt"), cfg)->layer_groups().size(), 3u);
+  EXPECT_THROW(toy_task("", cfg), task_error);  // without a file: the model is the Python nodes'
+  std::ofstream(dir.sub("junk.pt")) << "not a zip archive";
+  EXPECT_EQ(torchscript_signature(dir.sub("junk.pt")).err().code, errc::bad_model);
+}
+
 TEST(TorchScriptTask, AModelThatBreaksTheContractIsRefusedBeforeTraining) {
   testing::temp_dir dir;
   std::ofstream(dir.sub("junk.pt")) << "not a zip archive";

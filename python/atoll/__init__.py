@@ -29,6 +29,8 @@ import contextlib
 import warnings
 import weakref
 
+import torch
+
 from . import _atoll, errors
 from .errors import AtollError
 from .errors import call as _call
@@ -133,16 +135,41 @@ def join(head, keys=None, insecure=False, run_dir="", wait_for_head=300, listen=
     return Node(head, keys, insecure, run_dir, wait_for_head, listen, no_listen, group)
 
 
+def _is_container(module):
+    """nn.ModuleList and nn.Sequential, scripted or not: a model's blocks usually sit in one,
+    and each block makes a group of its own."""
+    if isinstance(module, torch.jit.ScriptModule):
+        qualified = module._c._type().qualified_name()
+        return "torch.nn.modules.container" in qualified and module.original_name in ("ModuleList", "Sequential")
+    return isinstance(module, (torch.nn.ModuleList, torch.nn.Sequential))
+
+
 def parameter_groups(model):
     """The model's parameters in groups, as Atoll makes fragments of whole groups: the
-    module's own parameters first (if any), then each top-level child's, in order. Returns
-    a list of lists of (name, parameter)."""
-    own = [(name, p) for name, p in model.named_parameters(recurse=False)]
-    groups = [own] if own else []
-    for child_name, child in model.named_children():
-        group = [(f"{child_name}.{name}", p) for name, p in child.named_parameters()]
+    module's own parameters first (if any), then each top-level child's, in order; a
+    top-level nn.ModuleList or nn.Sequential counts child by child. A parameter shared by
+    two children (tied weights) belongs to the first. The same groups as a C++ node makes
+    of the module in TorchScript (`atoll join --model`). Returns a list of lists of (name,
+    parameter)."""
+    taken, groups = set(), []
+
+    def add(prefix, named):
+        group = []
+        for name, p in named:
+            if (p.data_ptr(), tuple(p.shape)) not in taken:
+                taken.add((p.data_ptr(), tuple(p.shape)))
+                group.append((prefix + name, p))
         if group:
             groups.append(group)
+
+    add("", model.named_parameters(recurse=False))
+    for child_name, child in model.named_children():
+        if not _is_container(child):
+            add(f"{child_name}.", child.named_parameters())
+            continue
+        add(f"{child_name}.", child.named_parameters(recurse=False))
+        for item_name, item in child.named_children():
+            add(f"{child_name}.{item_name}.", item.named_parameters())
     return groups
 
 

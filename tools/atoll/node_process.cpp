@@ -177,6 +177,11 @@ int run_node(const node_options& opt, const external_node* external) {
     nc.model_signature = external->signature;
     nc.on_failure = external->failure;
   } else {
+    if (!opt.model_file.empty()) {  // in a run of Python nodes, the head judges the model by this
+      auto signature = torchscript_signature(opt.model_file);
+      if (!signature) return fail(2, signature.err());
+      nc.model_signature = *signature;
+    }
     nc.factory = torch_replica_factory(model_file);
     nc.prepare = prepare_cpu_run(opt, model_file);
     nc.apply_threads = [](const thread_layout& layout) { set_compute_threads(layout.torch, layout.blas); };
