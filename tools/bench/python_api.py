@@ -97,7 +97,9 @@ print(json.dumps({"way": "handoff", "median_step_s": statistics.median(times), "
 
 
 def run_way(way, steps, atoll_bin, package, work, index):
-    env = dict(os.environ, PYTHONPATH=package)
+    # One compute thread, BLAS included: torch.set_num_threads(1) leaves OpenBLAS's own pool
+    # at a thread per core, which then spins on the core the node's threads need.
+    env = dict(os.environ, PYTHONPATH=package, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
     head, endpoint = None, "-"
     if way != "plain":
         head_dir = os.path.join(work, f"head-{index}")
