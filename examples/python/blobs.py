@@ -54,5 +54,5 @@ def parameter_digest(model):
     """sha256 of the parameters' bytes in order: equal on every node of a run that ended."""
     h = hashlib.sha256()
     for p in model.parameters():
-        h.update(p.detach().contiguous().numpy().tobytes())
+        h.update(p.detach().cpu().contiguous().numpy().tobytes())
     return h.hexdigest()[:16]

@@ -32,22 +32,24 @@ def main():
     ap.add_argument("--keys", default=None, help="the run's key folder (atoll keygen), for CURVE")
     add_loop_arguments(ap)
     ap.add_argument("--eval-every", type=int, default=200, help="steps between held-out losses (rank 0)")
+    ap.add_argument("--device", default="cpu", help="where the model trains, e.g. cuda:0")
     args = ap.parse_args()
 
     torch.manual_seed(0)
     torch.set_num_threads(1)
     node = atoll.join(args.head, keys=args.keys)
-    model = Classifier()
+    model = Classifier().to(args.device)
     inner = torch.optim.AdamW(model.parameters(), lr=args.lr)
     diloco = atoll.DiLoCo(node, model, inner)  # joins the run; the first node's parameters start it
-    (x, y), held_out = make_data()
-    x, y = x[node.rank :: node.world], y[node.rank :: node.world]  # this node's shard
+    (x, y), (hx, hy) = make_data()
+    held_out = hx.to(args.device), hy.to(args.device)
+    x, y = x[node.rank :: node.world].to(args.device), y[node.rank :: node.world].to(args.device)  # this node's shard
     batches = torch.Generator().manual_seed(100 + node.rank)
     print(f"node rank {node.rank} of {node.world}: {len(x)} examples, {diloco.steps} steps", flush=True)
 
     step = 0
     while not diloco.done:
-        idx = torch.randint(0, len(x), (args.batch,), generator=batches)
+        idx = torch.randint(0, len(x), (args.batch,), generator=batches).to(args.device)
         loss = F.cross_entropy(model(x[idx]), y[idx])
         loss.backward()
         # Rank 0 measures the held-out loss now and then; the head shows it (atollctl status).
