@@ -2,27 +2,57 @@
 
 #include <caf/all.hpp>
 
+#include "actors/liveness.hpp"
 #include "actors/messages.hpp"
 
 namespace atl {
+namespace {
+
+// Quits when the node is no longer alive; true if it did.
+bool quit_unless_alive(caf::stateful_actor<lease_proxy_state>* self) {
+  auto& st = self->state;
+  const auto now = self->clock().now();
+  const auto since = [&](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(now - t);
+  };
+  liveness_facts facts;
+  facts.since_heartbeat = since(st.renewed);
+  if (st.suspected) facts.since_connection_closed = since(*st.suspected);
+  facts.lease = st.lease;
+  facts.confirm = st.confirm;
+  switch (judge_liveness(facts)) {
+    case liveness_verdict::alive: return false;
+    case liveness_verdict::lease_expired: self->quit(caf::exit_reason::unreachable); return true;
+    case liveness_verdict::connection_lost: self->quit(caf::exit_reason::remote_link_unreachable); return true;
+  }
+  return false;
+}
+
+}  // namespace
 
 caf::behavior lease_proxy(caf::stateful_actor<lease_proxy_state>* self, std::string peer,
-                          std::chrono::milliseconds lease) {
+                          std::chrono::milliseconds lease, std::chrono::milliseconds confirm) {
   auto& st = self->state;
   st.peer = std::move(peer);
   st.lease = lease;
+  st.confirm = confirm;
   st.renewed = self->clock().now();
   // Checked four times per lease: an expiry is seen at most a quarter lease late.
   const auto check_every = std::max(std::chrono::milliseconds(1), lease / 4);
   self->delayed_send(self, check_every, tick_atom::value);
   return {
-      [=](renew_atom) { self->state.renewed = self->clock().now(); },
+      [=](renew_atom) {
+        self->state.renewed = self->clock().now();
+        self->state.suspected.reset();
+      },
+      [=](suspect_atom) {
+        if (self->state.suspected || self->state.confirm.count() == 0) return;
+        self->state.suspected = self->clock().now();
+        self->delayed_send(self, self->state.confirm, deadline_atom::value);
+      },
+      [=](deadline_atom) { quit_unless_alive(self); },  // the suspicion's confirm window ended
       [=](tick_atom) {
-        if (self->clock().now() - self->state.renewed >= self->state.lease) {
-          self->quit(caf::exit_reason::unreachable);
-          return;
-        }
-        self->delayed_send(self, check_every, tick_atom::value);
+        if (!quit_unless_alive(self)) self->delayed_send(self, check_every, tick_atom::value);
       },
   };
 }

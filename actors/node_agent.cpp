@@ -351,7 +351,9 @@ caf::behavior node_agent_actor(caf::stateful_actor<node_agent_state>* self, tran
         else if (env.isPlaceCoordinator()) on_place_coordinator(self, msg);
         else if (env.isPlaceKeeper()) on_place_keeper(self, msg);
         else if (env.isPeerTable()) on_peer_table(self, msg);
-        else if (env.isShutdown()) {
+        else if (env.isHeartbeatRequest()) {  // the head lost our connection: we are alive
+          if (msg->sender() == registry_id() && self->state.current == phase::running) send_heartbeat(self);
+        } else if (env.isShutdown()) {
           log_info("shutdown requested by " + msg->sender() + ": " + env.getShutdown().getReason().cStr());
           stop_all(self, env.getShutdown().getReason().cStr());
         } else if (env.isRefusal()) {

@@ -320,6 +320,8 @@ caf::behavior registry_actor(caf::stateful_actor<registry_state>* self, registry
         self->delayed_send(self, std::chrono::milliseconds(self->state.cfg.heartbeat_ms), tick_atom::value);
       },
       [=](stop_atom) { self->quit(); },
+      // The head's transport saw a node's connection close (runtime/zmq_transport.hpp).
+      [=](link_lost_atom, const std::string& peer) { on_link_lost(self, peer); },
       // An in-process query (the head's HTTP server): the control commands that only read,
       // and leave. Answers ok and the JSON body.
       [=](view_atom, const std::string& command, const std::string& argument) -> std::tuple<bool, std::string> {

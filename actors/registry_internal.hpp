@@ -62,6 +62,7 @@ void watch_lease(self_ptr self, std::uint32_t id);
 void on_hello(self_ptr self, const wire::message_ptr& msg);
 void on_heartbeat(self_ptr self, const wire::message_ptr& msg);
 void on_proxy_down(self_ptr self, const caf::down_msg& down);
+void on_link_lost(self_ptr self, const std::string& peer);
 void on_goodbye(self_ptr self, const wire::message_ptr& msg);
 // `atoll leave N`: the reply body, or an error naming the problem.
 expected<nlohmann::json> start_leave(self_ptr self, const std::string& argument);

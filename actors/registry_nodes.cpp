@@ -107,7 +107,8 @@ expected<member_state> transition(self_ptr self, std::uint32_t id, member_event 
 void watch_lease(self_ptr self, std::uint32_t id) {
   auto& n = self->state.nodes.at(id);
   if (n.proxy) return;
-  n.proxy = self->spawn(lease_proxy, node_actor_id(id), std::chrono::milliseconds(self->state.cfg.lease_ms));
+  n.proxy = self->spawn(lease_proxy, node_actor_id(id), std::chrono::milliseconds(self->state.cfg.lease_ms),
+                        std::chrono::milliseconds(self->state.cfg.confirm_ms));
   self->monitor(n.proxy);
 }
 
@@ -200,7 +201,25 @@ void on_heartbeat(self_ptr self, const wire::message_ptr& msg) {
   if (st.phase == run_phase::finished) send_shutdown(self, it->first, run_finished_reason);
 }
 
-// A node's proxy went down: its lease ran out (no heartbeat for cluster.lease_ms).
+// A node's connection to the head closed (its process died, or the link dropped and may
+// come back): ask it to answer at once; its proxy goes down if it does not within
+// cluster.confirm_ms (actors/liveness.hpp).
+void on_link_lost(self_ptr self, const std::string& peer) {
+  auto& st = self->state;
+  const auto node = node_of(peer);
+  if (!node) return;
+  auto it = st.nodes.find(*node);
+  if (it == st.nodes.end() || !it->second.proxy || st.cfg.confirm_ms <= 0) return;
+  self->send(it->second.proxy, suspect_atom::value);
+  wire::outgoing out;
+  out.envelope.initHeartbeatRequest().setNodeId(*node);
+  st.mail->send(peer, st.snap.epoch, out);
+  log_info("registry: node " + std::to_string(*node) + "'s connection closed; it has " +
+           std::to_string(st.cfg.confirm_ms) + " ms to answer");
+}
+
+// A node's proxy went down: its lease ran out (no heartbeat for cluster.lease_ms), or its
+// connection closed and it did not answer within cluster.confirm_ms.
 void on_proxy_down(self_ptr self, const caf::down_msg& down) {
   auto& st = self->state;
   for (auto& [id, n] : st.nodes) {
@@ -210,7 +229,10 @@ void on_proxy_down(self_ptr self, const caf::down_msg& down) {
                                       [&](const std::string& w) { return st.workers[w].done; });
     const auto next = transition(self, id, all_done ? member_event::lease_expired_done : member_event::lease_expired);
     if (!next) return;  // already gone
-    log_warn("registry: node " + std::to_string(id) + " missed its lease; now " + to_string(*next));
+    const bool link = down.reason == caf::exit_reason::remote_link_unreachable;
+    log_warn("registry: node " + std::to_string(id) +
+             (link ? " did not answer within cluster.confirm_ms after its connection closed" : " missed its lease") +
+             "; now " + to_string(*next));
     after_membership_change(self);
     return;
   }

@@ -89,6 +89,9 @@ const std::vector<knob>& knobs() {
        "digest of model.file, set by the head; a node whose copy differs is refused"},
       {"cluster.heartbeat_ms", &C::heartbeat_ms, 10, 3.6e6, "ms", "node heartbeat interval"},
       {"cluster.lease_ms", &C::lease_ms, 100, 3.6e6, "ms", "a node without heartbeat this long is dead"},
+      {"cluster.confirm_ms", &C::confirm_ms, 0, 3.6e6, "ms",
+       "a node whose connection to the head closed (a killed process) is dead unless it answers the head this "
+       "soon (0: only the lease sees deaths)"},
       {"cluster.handover_ms", &C::handover_ms, 100, 8.64e7, "ms",
        "a node that leaves (atoll leave, SIGTERM) while it hosts a keeper replica waits at most this long for a "
        "new replica on another node to catch up, then leaves anyway"},
@@ -279,6 +282,9 @@ status validate(const run_config& cfg) {
                                                 " does not divide model.width " + std::to_string(cfg.width));
   if (cfg.lease_ms < 3 * cfg.heartbeat_ms)
     return make_error(errc::invalid_config, "cluster.lease_ms: must be at least 3 x cluster.heartbeat_ms");
+  if (cfg.confirm_ms >= cfg.lease_ms)
+    return make_error(errc::invalid_config, "cluster.confirm_ms: must be shorter than cluster.lease_ms (" +
+                                                std::to_string(cfg.lease_ms) + ")");
   if (cfg.overlap >= cfg.sync_every)
     return make_error(errc::invalid_config, "diloco.overlap: must be smaller than diloco.sync_every (" +
                                                 std::to_string(cfg.sync_every) + ")");

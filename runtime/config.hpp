@@ -61,6 +61,7 @@ struct run_config {
   // [cluster]
   std::int64_t heartbeat_ms = 1000;
   std::int64_t lease_ms = 20000;
+  std::int64_t confirm_ms = 500;  // a node whose connection closed is dead unless it answers this soon; 0: lease only
   std::int64_t handover_ms = 60000;  // a leaving keeper host waits this long for its successor
   std::int64_t restart_limit = 3;
   std::int64_t restart_backoff_ms = 500;

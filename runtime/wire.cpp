@@ -243,6 +243,7 @@ const char* kind_name(schema::Envelope::Which kind) {
     case E::STATE_HELD: return "state_held";
     case E::LEAVE_REQUEST: return "leave_request";
     case E::KEEPER_READY: return "keeper_ready";
+    case E::HEARTBEAT_REQUEST: return "heartbeat_request";
   }
   return "unknown";
 }

@@ -76,9 +76,11 @@ zmq_transport::zmq_transport(role r, const std::string& endpoint, directory& dir
   // a client counts its connections to the head (the second one is a reconnect).
   const std::string monitor_ep = "inproc://atoll-monitor-" + std::to_string(instance);
   const int connect_events = r == role::client && options.count_connections ? ZMQ_EVENT_CONNECTED : 0;
+  // A server that reports closed node connections watches them close.
+  const int close_events = r == role::server && options_.on_node_disconnected ? ZMQ_EVENT_DISCONNECTED : 0;
   if (zmq_socket_monitor(net_.handle(), monitor_ep.c_str(),
                          ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-                             ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | connect_events) != 0)
+                             ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | connect_events | close_events) != 0)
     throw zmq::error_t();
   monitor_ = zmq::socket_t(ctx_, zmq::socket_type::pair);
   monitor_.set(zmq::sockopt::linger, 0);
@@ -217,6 +219,12 @@ void zmq_transport::on_monitor_event() {
     counters_->connections++;
     return;
   }
+  if (event == ZMQ_EVENT_DISCONNECTED) {
+    std::uint32_t fd = 0;  // the event's value: the closed connection's descriptor
+    if (parts[0].size() >= sizeof event + sizeof fd) std::memcpy(&fd, parts[0].data<char>() + sizeof event, sizeof fd);
+    on_connection_closed(static_cast<int>(fd));
+    return;
+  }
   counters_->handshakes_failed++;
   if (role_ == role::client && event != ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) handshake_refused_ = true;
   const char* what = event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH       ? "authentication failed"
@@ -266,6 +274,7 @@ void zmq_transport::on_network_message(std::vector<zmq::message_t>& parts) {
       return;
     }
   }
+  if (role_ == role::server && options_.on_node_disconnected) note_node_connection(msg.sender(), parts[first]);
   if (auto target = dir_.find(msg.receiver())) {
     counters_->messages_in++;
     counters_->bytes_in += size;
@@ -288,6 +297,26 @@ void zmq_transport::on_network_message(std::vector<zmq::message_t>& parts) {
   }
   counters_->count_refusal(errc::unknown_peer);
   log_debug("no actor '" + msg.receiver() + "' for a " + wire::kind_name(msg.kind()) + " from " + msg.sender());
+}
+
+void zmq_transport::note_node_connection(const std::string& sender, const zmq::message_t& part) {
+  if (!node_of(sender)) return;  // nodes only: control clients come and go by design
+  // ZMQ_SRCFD: deprecated in ZeroMQ 4.3 for want of a better handle, and still the only
+  // link between a received message and the connection a DISCONNECTED event names.
+  const int fd = zmq_msg_get(const_cast<zmq_msg_t*>(part.handle()), ZMQ_SRCFD);
+  if (fd >= 0) node_connections_[sender] = fd;
+}
+
+void zmq_transport::on_connection_closed(int fd) {
+  for (auto it = node_connections_.begin(); it != node_connections_.end();) {
+    if (it->second != fd) {
+      ++it;
+      continue;
+    }
+    const std::string node = it->first;
+    it = node_connections_.erase(it);
+    options_.on_node_disconnected(node);
+  }
 }
 
 status zmq_transport::learn_route(const std::string& sender, const std::string& identity) {

@@ -30,6 +30,7 @@
 #include <atomic>
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -57,6 +58,10 @@ struct zmq_link_options {
   // Server with CURVE: refuse a message whose sender id the link's key may not speak for
   // (runtime/peer_routes.hpp check_sender). Null: no identity check.
   const shared_routes* senders = nullptr;
+  // Server: called on the I/O thread with "node/N" when the connection node/N last spoke
+  // from closes (a killed process closes its connections at once). A hint, not a verdict:
+  // the connection may come back (the registry asks the node to answer; actors/liveness.hpp).
+  std::function<void(const std::string& node)> on_node_disconnected;
 };
 
 class zmq_transport : public transport {
@@ -119,6 +124,11 @@ class zmq_transport : public transport {
   std::unordered_map<std::string, std::string> routes_;  // I/O thread only
   std::deque<std::string> client_routes_;  // "ctl/..." ids, oldest first; I/O thread only
   std::unordered_map<std::string, std::chrono::steady_clock::time_point> heard_;  // connection -> last message
+  // "node/N" -> the file descriptor of the connection it last spoke from; I/O thread only.
+  // ZeroMQ names a closed connection by its descriptor (ZMQ_EVENT_DISCONNECTED).
+  std::unordered_map<std::string, int> node_connections_;
+  void note_node_connection(const std::string& sender, const zmq::message_t& part);
+  void on_connection_closed(int fd);
   std::atomic<std::size_t> route_count_{0};
   std::atomic<bool> stopping_{false};
   std::atomic<bool> handshake_refused_{false};

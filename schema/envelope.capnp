@@ -49,6 +49,7 @@ struct Envelope {
     stateHeld         @37 :StateHeld;
     leaveRequest      @38 :LeaveRequest;
     keeperReady       @39 :KeeperReady;
+    heartbeatRequest  @40 :HeartbeatRequest;
   }
 }
 
@@ -102,6 +103,11 @@ struct Heartbeat {
   workerRestarts   @3 :UInt64;   # worker restarts by the node's supervisor since it started
 }
 struct ObsoleteHeartbeatAck { leaseMs @0 :UInt32; }  # retired: never sent
+
+# registry -> node agent: the node's connection to the head closed; a live node answers
+# with a Heartbeat at once, or is declared dead after cluster.confirm_ms
+# (actors/liveness.hpp).
+struct HeartbeatRequest { nodeId @0 :UInt32; }
 
 # worker -> coordinator: "give me the newest committed fragment". Rank 0's carries its own
 # initial fragment (one tensor) so that a fresh run can be seeded from it, until it has

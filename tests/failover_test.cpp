@@ -289,6 +289,57 @@ TEST(Failover, ANodeStoppedPastItsLeaseIsFencedAndRejoins) {
   shut_down(ep, head);
 }
 
+// A killed node closes its connection to the head at once: the head asks it to answer and
+// declares it dead when cluster.confirm_ms (500 ms) passes, long before its lease (4 s
+// here). A stopped node's connection stays open: only its lease tells, and not before.
+TEST(Failover, AKilledNodeIsDeadWithinASecondAndAStoppedOneOnlyAtItsLease) {
+  testing::temp_dir dir;
+  const std::string head_dir = dir.sub("head");
+  subprocess head(mlp_head(head_dir, 100000, {"--set", "cluster.heartbeat_ms=500", "--set", "cluster.lease_ms=4000"}),
+                  dir.sub("head.log"));
+  const std::string ep = testing::wait_for_endpoint(head_dir, head);
+  ASSERT_FALSE(ep.empty()) << head.output();
+  auto nodes = testing::join_nodes(ATOLL_BIN, ep, 3, dir);
+  ASSERT_TRUE(testing::wait_for_round(ep, 2)) << head.output();
+  // The member of a node's process (by pid), and how long until the head calls it dead.
+  const auto member_of = [&](subprocess& p) {
+    for (const auto& m : ask(ep, "members"))
+      if (m["pid"] == p.pid()) return m["node_id"].get<int>();
+    return -1;
+  };
+  const auto time_until_dead = [&](int node_id, std::chrono::milliseconds within) {
+    const auto from = std::chrono::steady_clock::now();
+    testing::eventually(
+        [&] {
+          for (const auto& m : ask(ep, "members"))
+            if (m["node_id"] == node_id && m["state"] == "dead") return true;
+          return false;
+        },
+        within, 20ms);
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - from);
+  };
+
+  const int killed = member_of(*nodes[0]);
+  ASSERT_GT(killed, 0);
+  nodes[0]->signal(SIGKILL);
+  const auto kill_seen = time_until_dead(killed, 10s);
+  EXPECT_LT(kill_seen, 1500ms) << "the lease is 4 s; the closed connection should tell within confirm_ms";
+  EXPECT_NE(head.output().find("did not answer within cluster.confirm_ms"), std::string::npos) << head.output();
+  std::cout << "killed node seen dead after " << kill_seen.count() << " ms\n";
+
+  const int stopped = member_of(*nodes[1]);
+  ASSERT_GT(stopped, 0);
+  nodes[1]->signal(SIGSTOP);
+  const auto stop_seen = time_until_dead(stopped, 10s);
+  nodes[1]->signal(SIGCONT);
+  EXPECT_GE(stop_seen, 3000ms)
+      << "a stopped node is alive until its lease (4 s, its last heartbeat up to 0.5 s before)";
+  EXPECT_LT(stop_seen, 6000ms);
+  EXPECT_NE(head.output().find("missed its lease"), std::string::npos) << head.output();
+  std::cout << "stopped node seen dead after " << stop_seen.count() << " ms\n";
+  shut_down(ep, head);
+}
+
 // SIGKILL the head mid-run and start it again on the same address and run dir. The
 // registry reloads membership, epoch and coordinator placements from RocksDB; nodes keep
 // training and reconnect by themselves; coordinators commit the rounds the dead head never

@@ -224,6 +224,49 @@ TEST_F(RegistryProtocol, NodesJoinTrainingStartsAndALeaseRunningOutReplacesTheCo
   EXPECT_EQ(static_cast<errc>(refusals[0]->envelope().getRefusal().getCode()), errc::stale_epoch);
 }
 
+// A node's closed connection (what the head's transport reports when a process dies)
+// makes it a suspect: the registry asks it for a heartbeat, and declares it dead when
+// cluster.confirm_ms (500 ms) passes without one, long before its lease (1000 ms here,
+// 20 s by default). A node that answers stays.
+TEST_F(RegistryProtocol, ANodeWhoseConnectionClosedIsDeadUnlessItAnswersWithinConfirm) {
+  using E = schema::Envelope;
+  hello("node/pending-a");
+  hello("node/pending-b");
+  run_for(1s, {1, 2});
+  const auto epoch_with_both = stored().epoch;
+  const auto registry = dir_.find(registry_id());
+
+  // Node 1's connection closes but node 1 answers (a link that came back): nothing changes.
+  seen_.clear();
+  caf::anon_send(registry, link_lost_atom::value, std::string("node/1"));
+  sched_.run();
+  ASSERT_EQ(take(E::HEARTBEAT_REQUEST, "node/1").size(), 1u);
+  heartbeat(1);
+  run_for(2s, {1, 2});
+  EXPECT_EQ(stored().epoch, epoch_with_both);
+  EXPECT_EQ(stored().members[0].state, "active");
+
+  // Node 2's closes and node 2 is silent from then on (a killed process).
+  seen_.clear();
+  caf::anon_send(registry, link_lost_atom::value, std::string("node/2"));
+  sched_.run();
+  ASSERT_EQ(take(E::HEARTBEAT_REQUEST, "node/2").size(), 1u);
+  const auto closed_at = sched_.clock().now();
+  run_for(300ms, {1});
+  EXPECT_EQ(stored().members[1].state, "active") << "within the confirm window";
+  while (stored().members[1].state == "active" && sched_.clock().now() - closed_at < 2s) run_for(50ms, {1});
+  EXPECT_EQ(stored().members[1].state, "dead");
+  EXPECT_LT(sched_.clock().now() - closed_at, 800ms) << "dead at the confirm window's end, not at the lease";
+  EXPECT_GT(stored().epoch, epoch_with_both);
+  EXPECT_EQ(stored().members[0].state, "active");
+
+  // A closed connection of a node that is not a member, or not a node, changes nothing.
+  caf::anon_send(registry, link_lost_atom::value, std::string("node/9"));
+  caf::anon_send(registry, link_lost_atom::value, std::string("ctl/t"));
+  sched_.run();
+  EXPECT_EQ(stored().members[0].state, "active");
+}
+
 TEST_F(RegistryProtocol, ANodeWhoseModelIsNotTheRunsIsRefusedAndGetsNoSlot) {
   using E = schema::Envelope;
   wire::outgoing out;

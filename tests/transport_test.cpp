@@ -93,5 +93,48 @@ TEST(ZmqTransport, ALargeTensorArrivesWholeDeliveredAndRelayed) {
     for (const auto& id : dir->ids()) caf::anon_send_exit(dir->find(id), caf::exit_reason::user_shutdown);
 }
 
+// A head that watches node connections hears, by node id, that the connection a node
+// last spoke from closed (the client transport gone, as with a killed process), and only
+// for nodes: a worker's or a control client's closed connection is not reported.
+TEST(ZmqTransport, TheHeadHearsWhenTheConnectionANodeSpokeFromCloses) {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  cluster_identity cluster("c");
+  kept_messages at_head;
+  directory head_dir, node_dir, worker_dir;
+  head_dir.add("registry", sys.spawn(keeping_actor, &at_head));
+  std::mutex mu;
+  std::vector<std::string> closed;
+  zmq_link_options options;
+  options.on_node_disconnected = [&](const std::string& node) {
+    std::lock_guard<std::mutex> lock(mu);
+    closed.push_back(node);
+  };
+  zmq_transport head(zmq_transport::role::server, "tcp://127.0.0.1:0", head_dir, cluster, {}, {}, options);
+  const auto closed_now = [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return closed;
+  };
+  auto say = [](transport& from, const std::string& sender) {
+    mailer mail(from, sender, "c");
+    wire::outgoing out;
+    out.envelope.initHeartbeat().setNodeId(3);
+    mail.send("registry", 1, out);
+  };
+  auto node = std::make_unique<zmq_transport>(zmq_transport::role::client, head.bound_endpoint(), node_dir, cluster);
+  auto worker =
+      std::make_unique<zmq_transport>(zmq_transport::role::client, head.bound_endpoint(), worker_dir, cluster);
+  say(*node, "node/3");
+  say(*worker, "worker/4.0");
+  ASSERT_TRUE(testing::eventually([&] { return at_head.size() == 2; }));
+  EXPECT_TRUE(closed_now().empty()) << "nothing closed yet";
+
+  worker.reset();  // not a node: not reported
+  node.reset();
+  ASSERT_TRUE(testing::eventually([&] { return !closed_now().empty(); }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // a wrong extra report would show by now
+  EXPECT_EQ(closed_now(), (std::vector<std::string>{"node/3"}));
+}
+
 }  // namespace
 }  // namespace atl

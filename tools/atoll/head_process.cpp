@@ -166,6 +166,11 @@ int run_head(const head_options& opt) {
     limits.max_tensor_bytes = static_cast<std::size_t>(cfg->max_frame_mb) << 20;
     zmq_link_options options;
     options.senders = &routes;  // with CURVE: a node's key speaks only for that node's ids
+    // A node's closed connection goes to the registry, which asks the node to answer
+    // (cluster.confirm_ms; actors/liveness.hpp). `local` outlives the transport.
+    options.on_node_disconnected = [&local](const std::string& node) {
+      if (auto registry = local.find(registry_id())) caf::anon_send(registry, link_lost_atom::value, node);
+    };
     net = std::make_unique<zmq_transport>(zmq_transport::role::server, opt.listen, local, cluster, limits, *security,
                                           options);
   } catch (const zmq::error_t& e) {
