@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 
+from checks import check, last_json, text_of
 from head_endpoint import stop_all, wait_for_endpoint
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -27,21 +28,7 @@ DATA = os.path.join(ROOT, "examples", "data", "tinyshakespeare.txt")
 STEPS = 200
 
 
-def check(cond, what):
-    if not cond:
-        raise SystemExit("FAILED: " + what)
-    print("ok:", what, flush=True)
 
-
-def text_of(path):
-    return open(path).read() if os.path.exists(path) else ""
-
-
-def last_json(path):
-    for line in reversed(text_of(path).splitlines()):
-        if line.startswith("{"):
-            return json.loads(line)
-    return None
 
 
 def script_model(path, width, env):
@@ -99,7 +86,7 @@ def main():
         check(compared, f"the Python and the C++ worker held the same theta_global at rounds {sorted(compared)[:6]}")
         print(text_of(py_log)[-800:], text_of(cpp_log)[-800:])
         check(procs[0].returncode == 0 and procs[1].returncode == 0, "the Python and the C++ node train to the end")
-        result = last_json(py_log)
+        result = last_json(text_of(py_log))
         check(result and result["steps"] == STEPS, f"the Python node took {STEPS} steps")
 
         out = os.path.join(work, "trained.pt")

@@ -6,7 +6,6 @@ bit-identical parameters, and a held-out loss within 3% of DiLoCo done by hand o
 
 Usage: python_gpu_test.py ATOLL_BINARY PYTHON_PACKAGE_DIR WORK_DIR
 """
-import json
 import os
 import shutil
 import subprocess
@@ -14,6 +13,7 @@ import sys
 
 import torch
 
+from checks import check, last_json
 from head_endpoint import stop_all, wait_for_endpoint
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -21,17 +21,6 @@ EXAMPLE = os.path.join(os.path.dirname(os.path.dirname(HERE)), "examples", "pyth
 STEPS = 600
 
 
-def check(cond, what):
-    if not cond:
-        raise SystemExit("FAILED: " + what)
-    print("ok:", what, flush=True)
-
-
-def last_json(text):
-    for line in reversed(text.splitlines()):
-        if line.startswith("{"):
-            return json.loads(line)
-    return None
 
 
 def main():

@@ -22,6 +22,7 @@ import subprocess
 import sys
 import time
 
+from checks import check, last_json, text_of, wait_for
 from head_endpoint import stop_all, wait_for_endpoint
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -29,23 +30,6 @@ EXAMPLE = os.path.join(os.path.dirname(os.path.dirname(HERE)), "examples", "pyth
 STEPS = 3000
 
 
-def check(cond, what):
-    if not cond:
-        raise SystemExit("FAILED: " + what)
-    print("ok:", what, flush=True)
-
-
-def wait_for(predicate, seconds):
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.1)
-    return False
-
-
-def text_of(path):
-    return open(path).read() if os.path.exists(path) else ""
 
 
 def free_port():
@@ -53,12 +37,6 @@ def free_port():
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
-
-def last_json(path):
-    for line in reversed(text_of(path).splitlines()):
-        if line.startswith("{"):
-            return json.loads(line)
-    return None
 
 
 def main():
@@ -120,7 +98,7 @@ def main():
             proc.wait(timeout=600)
             print(text_of(log)[-800:])
             check(proc.returncode == 0, f"process {rank} of group {group} trains to the end")
-            results.append(last_json(log))
+            results.append(last_json(text_of(log)))
         check(all(r and r["steps"] > 0 for r in results), "every process took steps")
         digests = {r["digest"] for r in results}
         check(len(digests) == 1, f"the four processes of both groups end with bit-identical parameters ({digests})")

@@ -7,7 +7,6 @@ finishes with both nodes' parameters bit-identical and the export equal to them.
 
 Usage: python_head_restart_test.py ATOLL_BINARY PYTHON_PACKAGE_DIR WORK_DIR
 """
-import json
 import os
 import shutil
 import signal
@@ -15,6 +14,7 @@ import subprocess
 import sys
 import time
 
+from checks import check, last_json, text_of, wait_for_text
 from head_endpoint import stop_all, wait_for_endpoint
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -22,30 +22,8 @@ EXAMPLE = os.path.join(os.path.dirname(os.path.dirname(HERE)), "examples", "pyth
 STEPS = 3000
 
 
-def check(cond, what):
-    if not cond:
-        raise SystemExit("FAILED: " + what)
-    print("ok:", what, flush=True)
 
 
-def text_of(path):
-    return open(path).read() if os.path.exists(path) else ""
-
-
-def wait_for_text(path, text, seconds):
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        if text in text_of(path):
-            return True
-        time.sleep(0.1)
-    return False
-
-
-def last_json(path):
-    for line in reversed(text_of(path).splitlines()):
-        if line.startswith("{"):
-            return json.loads(line)
-    return None
 
 
 def main():
@@ -85,7 +63,7 @@ def main():
             proc.wait(timeout=600)
             print(text_of(log)[-1200:])
             check(proc.returncode == 0, f"a Python node trains to the end ({log})")
-            results.append(last_json(log))
+            results.append(last_json(text_of(log)))
         check(all(r and r["steps"] == STEPS for r in results), f"each node took {STEPS} steps")
         check(results[0]["digest"] == results[1]["digest"],
               f"both nodes end with bit-identical parameters ({results[0]['digest']})")

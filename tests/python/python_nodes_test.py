@@ -23,8 +23,8 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 
+from checks import check, last_json, wait_for_text
 from head_endpoint import stop_all, wait_for_endpoint
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -33,31 +33,12 @@ EXAMPLE = os.path.join(ROOT, "examples", "python")
 STEPS = 600
 
 
-def check(cond, what):
-    if not cond:
-        raise SystemExit("FAILED: " + what)
-    print("ok:", what, flush=True)
-
 
 def python(code_or_script, *args, env, timeout=300):
     cmd = [sys.executable] + (["-c", code_or_script] if "\n" in code_or_script else [code_or_script]) + list(args)
     return subprocess.run(cmd, text=True, capture_output=True, timeout=timeout, env=env)
 
 
-def wait_for_text(path, text, seconds):
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        if text in open(path).read():
-            return True
-        time.sleep(0.1)
-    return False
-
-
-def last_json(text):
-    for line in reversed(text.splitlines()):
-        if line.startswith("{"):
-            return json.loads(line)
-    return None
 
 
 ERRORS = """

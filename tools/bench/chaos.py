@@ -9,11 +9,14 @@ chaos run, every --every seconds (jittered) one fault is drawn:
   stop   SIGSTOP a node past its lease, then SIGCONT (it is fenced and registers again)
   leave  `atoll leave` a node; a replacement joins --rejoin-after seconds later
   join   one more node (up to --max-nodes)
+  cpu    saturate the CPU for --hog-seconds with one busy process per core (on one
+         machine, every node's CPU at once): no node may be declared dead for it
 At least two nodes (run.min_workers) stay up; once a worker has finished its steps no new
 fault starts. The script polls `atollctl` every second and reads the head's metrics
 afterwards. It writes
   OUT/summary.json   rounds_committed, rounds_lost, invariant_violations, max_stall_s,
-                     detect_s_median, detect_s_max, join_productive_s_median, false_evictions,
+                     detect_s_median, detect_s_max (and per kind: detect_kill_s_*, detect_stop_s_*),
+                     join_productive_s_median, false_evictions,
                      faults_injected, val_loss, val_loss_fault_free (and details)
   OUT/timeline.png   committed rounds, live members and faults over time
 Invariants checked: every worker's acknowledged digest equals the released digest of its
@@ -74,6 +77,9 @@ class Cluster:
             time.sleep(0.05)
         if not self.endpoint:
             raise RuntimeError("the head did not start; see " + f"{run_dir}/logs/head.log")
+        # The head's metrics count time from its registry's start, just after it wrote the
+        # endpoint: within the 50 ms poll above of now.
+        self.metrics_t0 = self.now()
 
     def now(self):
         return time.monotonic() - self.t0
@@ -119,10 +125,11 @@ def run(args, name, steps, chaos):
         c.join()
     rng = random.Random(args.seed)
     obs = {"faults": [], "polls": [], "deaths": {}, "joins": {}, "pid_of_node": {}, "node_seen": {}, "keeper_rounds": [],
-           "regressions": 0, "head_start": c.t0}
+           "regressions": 0, "head_start": c.t0, "metrics_t0": c.metrics_t0}
     injected = set()  # pids we killed or stopped: their deaths are not false evictions
     stopped = set()   # pids stopped now: not chosen again until resumed
     pending = []      # (time, action, pid)
+    hogs = []         # busy processes of a cpu fault
     next_fault = c.now() + args.every * rng.uniform(0.5, 1.5)
     deadline = c.now() + args.minutes * 60 * 2  # a hung run ends the benchmark
     while c.now() < deadline:
@@ -159,12 +166,19 @@ def run(args, name, steps, chaos):
                     os.kill(pid, signal.SIGCONT)
             elif action == "join" and len(c.running_nodes()) < args.max_nodes:
                 obs["joins"][c.join()] = c.now()
+            elif action == "unhog":
+                for hog in hogs:
+                    hog.kill()
+                    hog.wait()
+                hogs.clear()
         if chaos and not tail and t >= next_fault:
             next_fault = t + args.every * rng.uniform(0.5, 1.5)
             alive = [p for p in c.running_nodes() if p not in stopped]
             kinds = ["join"] if len(alive) < args.max_nodes else []
             if len(alive) >= 3:
                 kinds += ["kill", "stop", "leave"]
+            if not hogs:
+                kinds.append("cpu")
             if kinds:
                 kind = rng.choice(kinds)
                 pid = rng.choice(alive)
@@ -177,6 +191,11 @@ def run(args, name, steps, chaos):
                     injected.add(pid)
                     stopped.add(pid)
                     pending.append((t + LEASE_MS / 1000 + 3, "cont", pid))
+                elif kind == "cpu":
+                    hogs.extend(subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                                for _ in range(os.cpu_count() or 2))
+                    pending.append((t + args.hog_seconds, "unhog", None))
+                    pid = None
                 elif kind == "leave":
                     # The process's current node: one that registered again has a newer id.
                     nodes = [n for n, p in obs["pid_of_node"].items() if p == pid]
@@ -192,6 +211,8 @@ def run(args, name, steps, chaos):
                 if kind != "leave-refused":
                     obs["faults"].append({"time": t, "kind": kind, "pid": pid})
         time.sleep(1.0)  # each poll starts three atollctl processes: keep the cores for training
+    for hog in hogs:
+        hog.kill()
     obs["finished"] = bool(status and status.get("state") == "finished")
     obs["fragments"] = c.ctl("fragments") or []
     obs["status"] = c.ctl("status") or {}
@@ -259,16 +280,22 @@ def evaluate(lines, obs):
         nodes = [n for n, p in obs["pid_of_node"].items() if p == pid and obs["node_seen"].get(n, 0) <= when]
         return max(nodes) if nodes else None
 
-    # Detection: from a kill or stop to the registry's "dead".
-    detect = []
+    # Detection: from a kill or stop to the registry's "dead", at the time the head's
+    # metrics give (its own clock, on the bench's from metrics_t0), else the poll's.
+    deaths = dict(obs["deaths"])
+    for l in lines:
+        if l["type"] == "member" and l.get("state") == "dead":
+            deaths[l["node"]] = l["time"] + obs["metrics_t0"]
+    detect, detect_by_kind = [], {"kill": [], "stop": []}
     for f in obs["faults"]:
         node = node_at(f["pid"], f["time"]) if f["kind"] in ("kill", "stop") else None
-        if node in obs["deaths"]:
-            detect.append(obs["deaths"][node] - f["time"])
-    false_evictions = [n for n, _ in obs["deaths"].items() if obs["pid_of_node"].get(n) not in obs["injected"]]
+        if node in deaths:
+            detect.append(deaths[node] - f["time"])
+            detect_by_kind[f["kind"]].append(deaths[node] - f["time"])
+    false_evictions = [n for n, _ in deaths.items() if obs["pid_of_node"].get(n) not in obs["injected"]]
     # Joiners: from `atoll join` to the first round their worker took part in.
     productive = []
-    head_to_bench = 0.0  # metrics times count from the head's start, which is the bench's t0
+    head_to_bench = obs["metrics_t0"]  # metrics times count from the head's registry's start
     for pid, started in obs["joins"].items():
         nodes = [n for n, p in obs["pid_of_node"].items() if p == pid]
         if not nodes:
@@ -287,11 +314,14 @@ def evaluate(lines, obs):
         "max_stall_s": round(max(stalls, default=0.0), 2),
         "detect_s_median": round(statistics.median(detect), 2) if detect else None,
         "detect_s_max": round(max(detect), 2) if detect else None,
+        **{f"detect_{k}_s_{stat}": (round(fn(v), 2) if v else None) for k, v in detect_by_kind.items()
+           for stat, fn in (("median", statistics.median), ("max", max))},
         "join_productive_s_median": round(statistics.median(productive), 2) if productive else None,
         "join_productive_s_max": round(max(productive), 2) if productive else None,
         "false_evictions": len(false_evictions),
         "faults_injected": len(obs["faults"]),
-        "faults_by_kind": {k: sum(1 for f in obs["faults"] if f["kind"] == k) for k in ("kill", "stop", "leave", "join")},
+        "faults_by_kind": {k: sum(1 for f in obs["faults"] if f["kind"] == k)
+                           for k in ("kill", "stop", "leave", "join", "cpu")},
         "val_loss": final_val_loss(lines, obs),
         "keeper_latest": keeper_latest,
         "finished": obs["finished"],
@@ -312,7 +342,7 @@ def plot(obs, out):
     ax2.step(t, [p[1] for p in obs["polls"]], where="post", label="active members", color="tab:green")
     ax2.set_ylabel("active members")
     ax2.set_ylim(0, max([p[1] for p in obs["polls"]] + [1]) + 1)
-    colors = {"kill": "red", "stop": "orange", "leave": "purple", "join": "gray"}
+    colors = {"kill": "red", "stop": "orange", "leave": "purple", "join": "gray", "cpu": "green"}
     for f in obs["faults"]:
         ax.axvline(f["time"], color=colors[f["kind"]], alpha=0.5, linestyle="--")
     for kind, color in colors.items():
@@ -333,6 +363,7 @@ def main():
     ap.add_argument("--every", type=float, default=20, help="seconds between faults (jittered 0.5x to 1.5x)")
     ap.add_argument("--rejoin-after", type=float, default=5, help="seconds before a killed or drained node is replaced")
     ap.add_argument("--max-nodes", type=int, default=4)
+    ap.add_argument("--hog-seconds", type=float, default=10, help="how long a cpu fault saturates the CPU")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--steps", type=int, default=0, help="inner steps per worker (default: from --minutes)")
     ap.add_argument("--keepers", choices=["nodes", "head"], default="nodes",
