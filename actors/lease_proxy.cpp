@@ -37,9 +37,14 @@ caf::behavior lease_proxy(caf::stateful_actor<lease_proxy_state>* self, std::str
   st.lease = lease;
   st.confirm = confirm;
   st.renewed = self->clock().now();
-  // Checked four times per lease: an expiry is seen at most a quarter lease late.
-  const auto check_every = std::max(std::chrono::milliseconds(1), lease / 4);
-  self->delayed_send(self, check_every, tick_atom::value);
+  // Checked when the lease would end if no renewal came: a renewal moves that later, and
+  // the check then waits again for what is left, so an expiry is seen on time.
+  const auto check_at_lease_end = [self] {
+    const auto left = self->state.lease -
+                      std::chrono::duration_cast<std::chrono::milliseconds>(self->clock().now() - self->state.renewed);
+    self->delayed_send(self, std::max(std::chrono::milliseconds(1), left), tick_atom::value);
+  };
+  check_at_lease_end();
   return {
       [=](renew_atom) {
         self->state.renewed = self->clock().now();
@@ -52,7 +57,7 @@ caf::behavior lease_proxy(caf::stateful_actor<lease_proxy_state>* self, std::str
       },
       [=](deadline_atom) { quit_unless_alive(self); },  // the suspicion's confirm window ended
       [=](tick_atom) {
-        if (!quit_unless_alive(self)) self->delayed_send(self, check_every, tick_atom::value);
+        if (!quit_unless_alive(self)) check_at_lease_end();
       },
   };
 }

@@ -8,7 +8,7 @@
 //
 //   alive --renew--> alive (deadline moved)
 //   alive --suspect--> suspected --renew--> alive
-//   alive or suspected --tick, lease passed since the last renew--> quits (unreachable)
+//   alive or suspected --tick at the lease's end, no renew since--> quits (unreachable)
 //   suspected --confirm passed since suspect--> quits (remote_link_unreachable)
 //   any --exit from its owner (the node left)--> quits (user_shutdown)
 #include <chrono>
