@@ -21,6 +21,10 @@
 //
 // A node's data endpoint (runtime/node_links.hpp) is a server that relays nothing.
 //
+// Closed connections: the head's server names the node whose connection closed
+// (zmq_link_options::on_node_disconnected), so that a killed process is seen at once
+// rather than at its lease; the registry confirms it (actors/liveness.hpp).
+//
 // Security (runtime/security.hpp): with keys, the server socket is a CURVE server whose
 // ZAP handler (polled on the I/O thread) admits only authorized client keys, and clients
 // authenticate the server by its public key. Each message then carries the key its
