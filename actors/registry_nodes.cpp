@@ -230,9 +230,8 @@ void on_proxy_down(self_ptr self, const caf::down_msg& down) {
     const auto next = transition(self, id, all_done ? member_event::lease_expired_done : member_event::lease_expired);
     if (!next) return;  // already gone
     const bool link = down.reason == caf::exit_reason::remote_link_unreachable;
-    st.metrics.write("member", {{"node", id},
-                                {"state", to_string(*next)},
-                                {"why", link ? "connection_lost" : "lease_expired"}});
+    st.metrics.write("member",
+                     {{"node", id}, {"state", to_string(*next)}, {"why", link ? "connection_lost" : "lease_expired"}});
     log_warn("registry: node " + std::to_string(id) +
              (link ? " did not answer within cluster.confirm_ms after its connection closed" : " missed its lease") +
              "; now " + to_string(*next));
