@@ -1,0 +1,76 @@
+#pragma once
+// A small client of etcd's v3 API through its JSON gateway (etcd 3.4: POST /v3/kv/...,
+// /v3/lease/...), over the HTTP library the head already links: the first step of a head
+// that can be lost (issue 34), whose registry state and election live in the consensus
+// store people already run. Keys and values are bytes (base64 on the wire, here strings).
+//
+// Endpoints: several members ("http://127.0.0.1:2379,http://127.0.0.1:22379"); a request
+// that cannot reach one (connection refused, timeout, a member without quorum answering
+// 503) goes to the next, so one member down changes nothing. Errors are typed:
+// errc::timeout when no member answers, errc::not_ready when none has a quorum,
+// errc::malformed_frame for an answer that is not etcd's.
+//
+// Thread-compatible (one object per thread); each request opens its own connection.
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/error.hpp"
+#include "runtime/expected.hpp"
+
+namespace atl {
+
+struct etcd_value {
+  std::string value;
+  std::int64_t create_revision = 0;  // the revision that created the key (an election's term)
+  std::int64_t mod_revision = 0;
+  std::int64_t lease = 0;  // 0: none
+};
+
+// The outcome of create_if_absent: whether this call created the key, and the key's value
+// and revisions either way.
+struct etcd_claim {
+  bool created = false;
+  etcd_value holder;
+};
+
+class etcd_client {
+ public:
+  // `endpoints`: comma-separated http://HOST:PORT of the cluster's members.
+  explicit etcd_client(const std::string& endpoints,
+                       std::chrono::milliseconds timeout = std::chrono::milliseconds(2000));
+
+  const std::vector<std::string>& endpoints() const { return endpoints_; }
+
+  status put(const std::string& key, const std::string& value, std::int64_t lease = 0);
+  expected<std::optional<etcd_value>> get(const std::string& key);
+  status erase(const std::string& key);
+  // Creates `key` with `value` (and `lease`) unless it exists: one transaction, so of two
+  // callers exactly one creates it. The basis of an election.
+  expected<etcd_claim> create_if_absent(const std::string& key, const std::string& value, std::int64_t lease);
+
+  // Leases: a key put with one goes when it expires (ttl without a keep-alive) or is revoked.
+  expected<std::int64_t> grant_lease(std::chrono::seconds ttl);
+  // The lease's remaining ttl after renewing it; not_ready once it expired.
+  expected<std::chrono::seconds> keep_alive(std::int64_t lease);
+  status revoke(std::int64_t lease);
+
+  // The cluster's current revision (the header of a read).
+  expected<std::int64_t> revision();
+
+ private:
+  // POSTs `body` to `path` on the first member that answers; its JSON text.
+  expected<std::string> call(const std::string& path, const std::string& body);
+
+  std::vector<std::string> endpoints_;
+  std::chrono::milliseconds timeout_;
+  std::size_t preferred_ = 0;  // the member that answered last
+};
+
+// Base64 of bytes and back (RFC 4648, with padding), as etcd's gateway writes them.
+std::string base64_encode(const std::string& bytes);
+expected<std::string> base64_decode(const std::string& text);
+
+}  // namespace atl

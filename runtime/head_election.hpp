@@ -1,0 +1,51 @@
+#pragma once
+// Which head leads, decided by etcd (runtime/etcd_client.hpp): each head that may lead
+// campaigns for one key with a lease of its own; the one that creates the key leads, the
+// others stand by. The key goes when its lease does (the leader died, or was cut off from
+// etcd for its ttl), and a standby's next campaign takes it.
+//
+//   candidate --campaign, created the key--> leading (term = the key's create revision)
+//   candidate --campaign, the key exists--> standing by (learns the leader and its term)
+//   leading --renew fails (lease expired)--> deposed: must stop directing at once
+//   standing by --campaign after the key went--> leading, with a greater term
+//
+// The term orders leaders: every later one's is greater (etcd's revisions only grow), so
+// nodes, coordinators and keepers can fence a deposed head's commands by it.
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "runtime/etcd_client.hpp"
+
+namespace atl {
+
+struct election_outcome {
+  bool leading = false;
+  std::string leader;  // the leading candidate's name (its address, for heads)
+  std::int64_t term = 0;
+};
+
+// What one campaign's claim means for candidate `me`. Pure.
+election_outcome outcome_of(const etcd_claim& claim, const std::string& me);
+
+class head_election {
+ public:
+  head_election(etcd_client& etcd, std::string key, std::string me, std::chrono::seconds ttl);
+
+  // One attempt: leads if the key is free (taking it with this candidate's lease), else
+  // says who leads. Typed errors from etcd (timeout, not_ready without a quorum).
+  expected<election_outcome> campaign();
+  // Keeps this candidate's lease alive; call it every ttl / 3. not_ready once it expired:
+  // a leader that sees it is deposed.
+  status renew();
+  // Gives the lead up at once (the key goes with the lease).
+  status resign();
+
+ private:
+  etcd_client& etcd_;
+  std::string key_, me_;
+  std::chrono::seconds ttl_;
+  std::int64_t lease_ = 0;
+};
+
+}  // namespace atl
