@@ -28,9 +28,6 @@ DATA = os.path.join(ROOT, "examples", "data", "tinyshakespeare.txt")
 STEPS = 200
 
 
-
-
-
 def script_model(path, width, env):
     subprocess.run([sys.executable, os.path.join(ROOT, "examples", "torchscript", "model.py"), "--out", path,
                     "--width", str(width), "--layers", "2"], check=True, capture_output=True, env=env, timeout=120)

@@ -21,8 +21,6 @@ EXAMPLE = os.path.join(os.path.dirname(os.path.dirname(HERE)), "examples", "pyth
 STEPS = 600
 
 
-
-
 def main():
     if not torch.cuda.is_available():
         print("skipped: this PyTorch sees no CUDA device")

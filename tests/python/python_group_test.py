@@ -30,13 +30,10 @@ EXAMPLE = os.path.join(os.path.dirname(os.path.dirname(HERE)), "examples", "pyth
 STEPS = 3000
 
 
-
-
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
 
 
 def main():

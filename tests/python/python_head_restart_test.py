@@ -22,10 +22,6 @@ EXAMPLE = os.path.join(os.path.dirname(os.path.dirname(HERE)), "examples", "pyth
 STEPS = 3000
 
 
-
-
-
-
 def main():
     atoll_bin, package, work = sys.argv[1], sys.argv[2], sys.argv[3]
     shutil.rmtree(work, ignore_errors=True)

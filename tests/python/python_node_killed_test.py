@@ -20,9 +20,6 @@ CLASSIFIER = os.path.join(os.path.dirname(os.path.dirname(HERE)), "examples", "p
 STEPS = 6000
 
 
-
-
-
 def main():
     atoll_bin, package, work = sys.argv[1], sys.argv[2], sys.argv[3]
     shutil.rmtree(work, ignore_errors=True)

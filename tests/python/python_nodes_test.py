@@ -33,12 +33,9 @@ EXAMPLE = os.path.join(ROOT, "examples", "python")
 STEPS = 600
 
 
-
 def python(code_or_script, *args, env, timeout=300):
     cmd = [sys.executable] + (["-c", code_or_script] if "\n" in code_or_script else [code_or_script]) + list(args)
     return subprocess.run(cmd, text=True, capture_output=True, timeout=timeout, env=env)
-
-
 
 
 ERRORS = """
