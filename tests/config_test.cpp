@@ -62,6 +62,12 @@ TEST(Config, RelationsBetweenKnobsAreChecked) {
   ASSERT_FALSE(cfg);
   EXPECT_NE(cfg.err().message.find("run.thread_layout"), std::string::npos) << cfg.err().message;
   EXPECT_TRUE(parse_config_text("[run]\nthread_layout = \"1x2\"\n", "t.toml"));
+  // A closed connection's confirmation must end before the lease would.
+  cfg = parse_config_text("[cluster]\nheartbeat_ms = 100\nlease_ms = 400\n", "t.toml");
+  ASSERT_FALSE(cfg);
+  EXPECT_NE(cfg.err().message.find("cluster.confirm_ms"), std::string::npos) << cfg.err().message;
+  EXPECT_TRUE(parse_config_text("[cluster]\nheartbeat_ms = 100\nlease_ms = 400\nconfirm_ms = 200\n", "t.toml"));
+  EXPECT_TRUE(parse_config_text("[cluster]\nheartbeat_ms = 100\nlease_ms = 400\nconfirm_ms = 0\n", "t.toml"));
 }
 
 TEST(Config, OverridesUseTheSameRules) {
