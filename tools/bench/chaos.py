@@ -153,10 +153,11 @@ def run(args, name, steps, chaos):
         if status and status.get("state") == "finished":
             break
         # The run's tail: once a worker is done, new faults (above all new joiners, which
-        # would train on) only delay the end. Nodes already stopped are still resumed.
+        # would train on) only delay the end. Nodes already stopped are still resumed, and a
+        # cpu fault still ends on time.
         tail = bool(status) and any(w.get("done") for w in status.get("workers", []))
         if tail:
-            pending = [p for p in pending if p[1] == "cont"]
+            pending = [p for p in pending if p[1] in ("cont", "unhog")]
         for item in [p for p in pending if p[0] <= t]:
             pending.remove(item)
             _, action, pid = item
