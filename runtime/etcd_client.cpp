@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 
+#include <charconv>
 #include <cstring>
 
 #include <nlohmann/json.hpp>
@@ -13,12 +14,18 @@ using json = nlohmann::json;
 
 constexpr char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
-// proto3's JSON writes int64 as a string and leaves out zero values.
+// proto3's JSON writes int64 as a string and leaves out zero values. Anything else
+// (an answer that is not etcd's) reads as 0, which every caller treats as absent: never
+// an exception.
 std::int64_t int64_of(const json& j, const char* key) {
   auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return 0;
-  if (it->is_string()) return std::stoll(it->get<std::string>());
-  return it->get<std::int64_t>();
+  if (it == j.end()) return 0;
+  if (it->is_number_integer()) return it->get<std::int64_t>();
+  if (!it->is_string()) return 0;
+  const auto& text = it->get_ref<const std::string&>();
+  std::int64_t v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  return ec == std::errc() && end == text.data() + text.size() ? v : 0;
 }
 
 expected<etcd_value> value_of(const json& kv) {
@@ -103,6 +110,7 @@ etcd_client::etcd_client(const std::string& endpoints, std::chrono::milliseconds
 expected<std::string> etcd_client::call(const std::string& path, const std::string& body) {
   if (endpoints_.empty()) return make_error(errc::invalid_config, "no etcd endpoint (http://HOST:PORT[,...])");
   std::string tried;
+  bool without_quorum = false;  // a member answered 503
   for (std::size_t k = 0; k < endpoints_.size(); ++k) {
     const std::size_t index = (preferred_ + k) % endpoints_.size();
     httplib::Client client(endpoints_[index]);
@@ -123,16 +131,16 @@ expected<std::string> etcd_client::call(const std::string& path, const std::stri
     // A member that lost its quorum (or is starting) answers 503: another may have one.
     tried += (tried.empty() ? "" : "; ") + endpoints_[index] + ": HTTP " + std::to_string(res->status) + " " +
              res->body.substr(0, 200);
+    without_quorum = without_quorum || res->status == 503;
     if (res->status != 503) {
       auto error = parse(res->body);
       const std::string message = error ? error->value("message", error->value("error", res->body)) : res->body;
       return make_error(errc::invalid_config, "etcd refused " + path + ": " + message);
     }
   }
-  const bool answered = tried.find("HTTP 503") != std::string::npos;
   return make_error(
-      answered ? errc::not_ready : errc::timeout,
-      std::string(answered ? "no etcd member has a quorum" : "no etcd member answered") + " (" + tried + ")");
+      without_quorum ? errc::not_ready : errc::timeout,
+      std::string(without_quorum ? "no etcd member has a quorum" : "no etcd member answered") + " (" + tried + ")");
 }
 
 status etcd_client::put(const std::string& key, const std::string& value, std::int64_t lease) {
@@ -210,14 +218,6 @@ expected<std::chrono::seconds> etcd_client::keep_alive(std::int64_t lease) {
 status etcd_client::revoke(std::int64_t lease) {
   auto res = call("/v3/lease/revoke", json{{"ID", std::to_string(lease)}}.dump());
   return res ? status{} : status{res.err()};
-}
-
-expected<std::int64_t> etcd_client::revision() {
-  auto res = call("/v3/kv/range", json{{"key", base64_encode(std::string(1, '\0'))}, {"count_only", true}}.dump());
-  if (!res) return res.err();
-  auto j = parse(*res);
-  if (!j) return j.err();
-  return int64_of(j->value("header", json::object()), "revision");
 }
 
 }  // namespace atl

@@ -57,9 +57,6 @@ class etcd_client {
   expected<std::chrono::seconds> keep_alive(std::int64_t lease);
   status revoke(std::int64_t lease);
 
-  // The cluster's current revision (the header of a read).
-  expected<std::int64_t> revision();
-
  private:
   // POSTs `body` to `path` on the first member that answers; its JSON text.
   expected<std::string> call(const std::string& path, const std::string& body);

@@ -2,11 +2,11 @@
 
 namespace atl {
 
-election_outcome outcome_of(const etcd_claim& claim, const std::string& me) {
+election_outcome outcome_of(const etcd_claim& claim, std::int64_t my_lease) {
   election_outcome out;
   out.leader = claim.holder.value;
   out.term = claim.holder.create_revision;
-  out.leading = claim.created || (claim.holder.value == me && !me.empty());
+  out.leading = claim.created || (my_lease != 0 && claim.holder.lease == my_lease);
   return out;
 }
 
@@ -21,7 +21,7 @@ expected<election_outcome> head_election::campaign() {
   }
   auto claim = etcd_.create_if_absent(key_, me_, lease_);
   if (!claim) return claim.err();
-  return outcome_of(*claim, me_);
+  return outcome_of(*claim, lease_);
 }
 
 status head_election::renew() {

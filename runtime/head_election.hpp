@@ -25,8 +25,11 @@ struct election_outcome {
   std::int64_t term = 0;
 };
 
-// What one campaign's claim means for candidate `me`. Pure.
-election_outcome outcome_of(const etcd_claim& claim, const std::string& me);
+// What one campaign's claim means for the candidate holding lease `my_lease`: it leads if
+// it created the key, or the key is bound to its lease (a campaign again). A key with its
+// name but another lease (a restarted head's old one) is not its lead: that lease is not
+// renewed, and the key goes with it. Pure.
+election_outcome outcome_of(const etcd_claim& claim, std::int64_t my_lease);
 
 class head_election {
  public:

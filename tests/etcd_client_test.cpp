@@ -30,20 +30,22 @@ TEST(EtcdClient, Base64RoundTripsAnyBytesAndRefusesWhatIsNotBase64) {
   }
 }
 
-TEST(HeadElection, AClaimLeadsWhenItCreatedTheKeyOrAlreadyHeldIt) {
+TEST(HeadElection, AClaimLeadsWhenItCreatedTheKeyOrTheKeyIsBoundToItsLease) {
   struct row {
     const char* name;
     etcd_claim claim;
-    const char* me;
+    std::int64_t my_lease;
     bool leading;
   };
   const row rows[] = {
-      {"created the key", {true, {"tcp://a:7070", 12, 12, 5}}, "tcp://a:7070", true},
-      {"another holds it", {false, {"tcp://a:7070", 12, 12, 5}}, "tcp://b:7070", false},
-      {"it already held it (a campaign again)", {false, {"tcp://b:7070", 30, 30, 9}}, "tcp://b:7070", true},
+      {"created the key", {true, {"tcp://a:7070", 12, 12, 5}}, 5, true},
+      {"another holds it", {false, {"tcp://a:7070", 12, 12, 5}}, 7, false},
+      {"it already held it (a campaign again)", {false, {"tcp://b:7070", 30, 30, 9}}, 9, true},
+      {"its name, a dead lease (a restarted head)", {false, {"tcp://b:7070", 30, 30, 9}}, 11, false},
+      {"no lease of its own", {false, {"tcp://b:7070", 30, 30, 0}}, 0, false},
   };
   for (const auto& r : rows) {
-    const auto out = outcome_of(r.claim, r.me);
+    const auto out = outcome_of(r.claim, r.my_lease);
     EXPECT_EQ(out.leading, r.leading) << r.name;
     EXPECT_EQ(out.leader, r.claim.holder.value) << r.name;
     EXPECT_EQ(out.term, r.claim.holder.create_revision) << r.name;
