@@ -7,6 +7,7 @@
 #include <zmq_addon.hpp>
 
 #include "runtime/actor_id.hpp"
+#include "runtime/head_endpoints.hpp"
 #include "runtime/wire.hpp"
 
 namespace atl {
@@ -19,8 +20,10 @@ expected<control_reply> control_request(const std::string& head, const std::stri
     zmq::socket_t sock(ctx, zmq::socket_type::dealer);
     // The request must leave even if no reply comes: closing waits up to this long for it.
     sock.set(zmq::sockopt::linger, 200);
+    // With several heads the request waits for a connection to the leader: not for ever.
+    sock.set(zmq::sockopt::sndtimeo, static_cast<int>(timeout.count()));
     apply_client_security(sock, security);
-    sock.connect(head);
+    connect_to_heads(sock, head);
     std::random_device rd;
     wire::outgoing out;
     out.envelope.setSender(control_id(std::to_string(::getpid()) + "-" + std::to_string(rd())));
@@ -31,8 +34,10 @@ expected<control_reply> control_request(const std::string& head, const std::stri
     req.setArgument(argument);
     auto frames = wire::encode(out);
     for (std::size_t i = 0; i < frames.size(); ++i)
-      sock.send(zmq::const_buffer(frames[i].data(), frames[i].size()),
-                i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+      if (!sock.send(zmq::const_buffer(frames[i].data(), frames[i].size()),
+                     i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none))
+        return make_error(errc::timeout,
+                          "no head listening at " + head + " within " + std::to_string(timeout.count()) + " ms");
     zmq::pollitem_t item{static_cast<void*>(sock), 0, ZMQ_POLLIN, 0};
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     while (true) {

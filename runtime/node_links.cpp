@@ -7,6 +7,7 @@
 
 #include <vector>
 
+#include "runtime/head_endpoints.hpp"
 #include "runtime/log.hpp"
 
 namespace atl {
@@ -30,9 +31,10 @@ std::string advertised_endpoint(const std::string& bound, const std::string& hos
   return "tcp://" + (wildcard ? host : bound_host) + ":" + port;
 }
 
-std::string local_address_towards(const std::string& endpoint) {
+std::string local_address_towards(const std::string& endpoints) {
   const std::string fallback = "127.0.0.1";
-  const auto [host, port] = split_tcp(endpoint);
+  const auto heads = split_endpoints(endpoints);  // several heads: the first is as good a guide as any
+  const auto [host, port] = split_tcp(heads.empty() ? std::string() : heads.front());
   if (host.empty()) return fallback;
   addrinfo hints{};
   hints.ai_family = AF_INET;

@@ -87,8 +87,9 @@ class node_links : public transport {
 // `host`, the address this machine uses towards the head. "" if `bound` is not tcp://H:P.
 std::string advertised_endpoint(const std::string& bound, const std::string& host);
 
-// The local address the kernel would use to reach the host of `endpoint` (tcp://HOST:PORT);
+// The local address the kernel would use to reach the host of `endpoints` (tcp://HOST:PORT,
+// the first of several);
 // "127.0.0.1" if that cannot be found.
-std::string local_address_towards(const std::string& endpoint);
+std::string local_address_towards(const std::string& endpoints);
 
 }  // namespace atl

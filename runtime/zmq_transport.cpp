@@ -6,6 +6,7 @@
 #include <caf/send.hpp>
 
 #include "runtime/actor_id.hpp"
+#include "runtime/head_endpoints.hpp"
 #include "runtime/log.hpp"
 #include "runtime/peer_routes.hpp"
 
@@ -102,7 +103,7 @@ zmq_transport::zmq_transport(role r, const std::string& endpoint, directory& dir
     apply_client_security(net_, security);
     net_.set(zmq::sockopt::reconnect_ivl, 100);
     net_.set(zmq::sockopt::reconnect_ivl_max, 2000);
-    net_.connect(endpoint);
+    connect_to_heads(net_, endpoint);  // "A,B": the heads of a run that fails over
     bound_ = endpoint;
   }
   io_ = std::thread([this] { run(); });

@@ -4,6 +4,7 @@
 
 #include <capnp/message.h>
 
+#include "runtime/head_endpoints.hpp"
 #include "runtime/node_links.hpp"
 #include "runtime/peer_routes.hpp"
 
@@ -156,6 +157,14 @@ TEST(NodeLinks, AdvertisesAWildcardBindAsTheAddressTowardsTheHead) {
   EXPECT_EQ(advertised_endpoint("tcp://nohostport", "10.0.0.5"), "");
   EXPECT_EQ(local_address_towards("tcp://127.0.0.1:7070"), "127.0.0.1");
   EXPECT_EQ(local_address_towards("not an endpoint"), "127.0.0.1");
+  EXPECT_EQ(local_address_towards("tcp://127.0.0.1:7070,tcp://10.9.9.9:7070"), "127.0.0.1") << "the first head";
+}
+
+TEST(NodeLinks, SeveralHeadsAreSplitAtCommas) {
+  EXPECT_EQ(split_endpoints("tcp://a:1"), (std::vector<std::string>{"tcp://a:1"}));
+  EXPECT_EQ(split_endpoints("tcp://a:1,tcp://b:2"), (std::vector<std::string>{"tcp://a:1", "tcp://b:2"}));
+  EXPECT_EQ(split_endpoints(",tcp://a:1,,"), (std::vector<std::string>{"tcp://a:1"}));
+  EXPECT_TRUE(split_endpoints("").empty());
 }
 
 }  // namespace

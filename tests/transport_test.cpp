@@ -136,5 +136,63 @@ TEST(ZmqTransport, TheHeadHearsWhenTheConnectionANodeSpokeFromCloses) {
   EXPECT_EQ(closed_now(), (std::vector<std::string>{"node/3"}));
 }
 
+// A node given several heads (`atoll join --head A,B`) reaches the one that listens, and
+// the next one when that one goes and another binds: nothing queues for a head that does
+// not listen (a standby), so nothing is lost to it. Control requests do the same.
+TEST(ZmqTransport, AClientGivenSeveralHeadsReachesTheOneThatListens) {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  cluster_identity cluster("c");
+  kept_messages at_first, at_second;
+  directory first_dir, second_dir, node_dir;
+  first_dir.add("registry", sys.spawn(keeping_actor, &at_first));
+  second_dir.add("registry", sys.spawn(keeping_actor, &at_second));
+  auto first = std::make_unique<zmq_transport>(zmq_transport::role::server, "tcp://127.0.0.1:0", first_dir, cluster);
+  // The second head's address is known but nothing listens there yet: bind, note, close.
+  std::string second_ep;
+  {
+    zmq_transport probe(zmq_transport::role::server, "tcp://127.0.0.1:0", node_dir, cluster);
+    second_ep = probe.bound_endpoint();
+  }
+  zmq_transport node(zmq_transport::role::client, first->bound_endpoint() + "," + second_ep, node_dir, cluster);
+  std::size_t said = 0;
+  auto say = [&] {
+    ++said;
+    mailer mail(node, "node/3", "c");
+    wire::outgoing out;
+    out.envelope.initHeartbeat().setNodeId(3);
+    mail.send("registry", 1, out);
+  };
+  ASSERT_TRUE(testing::eventually([&] {
+    say();
+    return at_first.size() >= 1;
+  }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  said = at_first.size();  // those sent before the connection completed were dropped, never queued
+  for (int i = 0; i < 20; ++i) say();
+  EXPECT_TRUE(testing::eventually([&] { return at_first.size() == said; }))
+      << at_first.size() << " of " << said << ": every message goes to the head that listens, none waits for the other";
+  EXPECT_EQ(at_second.size(), 0u);
+  // A control request too (this registry keeps it and does not answer).
+  (void)control_request(first->bound_endpoint() + "," + second_ep, "status", "", std::chrono::milliseconds(300));
+  EXPECT_TRUE(testing::eventually([&] { return at_first.size() == said + 1; }));
+  EXPECT_TRUE(at_first.last()->envelope().isControlRequest());
+
+  first.reset();  // the leader goes; the standby binds its address and takes over
+  zmq_transport second(zmq_transport::role::server, second_ep, second_dir, cluster);
+  const auto before = at_first.size();
+  ASSERT_TRUE(testing::eventually(
+      [&] {
+        say();
+        return at_second.size() >= 1;
+      },
+      std::chrono::seconds(10), std::chrono::milliseconds(50)));
+  EXPECT_EQ(at_first.size(), before);
+  node.stop();
+  second.stop();
+  for (auto* dir : {&first_dir, &second_dir})
+    for (const auto& id : dir->ids()) caf::anon_send_exit(dir->find(id), caf::exit_reason::user_shutdown);
+}
+
 }  // namespace
 }  // namespace atl

@@ -1,6 +1,7 @@
 // --keys / --insecure of `atoll up` and `atoll join`.
 #include <iostream>
 
+#include "runtime/head_endpoints.hpp"
 #include "tools/atoll/processes.hpp"
 
 namespace atl {
@@ -26,13 +27,20 @@ status check_endpoint(const std::string& endpoint) {
 
 expected<link_security> resolve_link_security(link_side side, const std::string& endpoint, const std::string& keys_dir,
                                               const std::string& client_key, bool insecure, const char* command) {
-  if (auto err = check_endpoint(endpoint)) return err;
+  // `atoll join --head A,B`: every head's endpoint, each checked; loopback only if all are.
+  const auto endpoints = split_endpoints(endpoint);
+  if (endpoints.empty()) return make_error(errc::invalid_config, "no endpoint given (expected tcp://HOST:PORT)");
+  bool all_local = true;
+  for (const auto& one : endpoints) {
+    if (auto err = check_endpoint(one)) return err;
+    all_local = all_local && is_local_endpoint(one);
+  }
   if (!keys_dir.empty()) {
     if (insecure) return make_error(errc::invalid_config, "--keys and --insecure exclude each other");
     return side == link_side::server ? load_server_security(keys_dir) : load_client_security(keys_dir, client_key);
   }
   if (!client_key.empty()) return make_error(errc::invalid_config, "--client-key needs --keys DIR (for head.pub)");
-  if (is_local_endpoint(endpoint)) return link_security{};
+  if (all_local) return link_security{};
   if (!insecure)
     return make_error(errc::invalid_config,
                       endpoint +
