@@ -230,7 +230,12 @@ void persist(self_ptr self) {
     n.record.state = stored_member_state(n.state);
     st.snap.members.push_back(n.record);
   }
-  if (auto err = st.deps.store->save(st.snap)) log_error("registry: cannot persist membership: " + err.describe());
+  auto err = st.deps.store->save(st.snap);
+  if (!err) return;
+  if (!st.deps.stop_when_unsaved) return log_error("registry: cannot persist membership: " + err.describe());
+  log_error("registry: cannot persist membership (" + err.describe() + "): this head stops directing");
+  st.mail->silence();
+  self->quit(caf::make_error(caf::sec::runtime_error, "registry state unsaved: " + err.describe()));
 }
 
 void publish_membership(self_ptr self) {

@@ -35,6 +35,10 @@ struct registry_deps {
   bool secure = false;  // CURVE on the head's socket
   shared_routes* routes = nullptr;  // the head's copy of the PeerTable (its ingress checks senders with it)
   std::string model_file;  // the head's copy of model.file (runtime/model_transfer.hpp); empty: none
+  // The store is fenced by an election (etcd): a snapshot it refuses means this head no
+  // longer leads, or cannot prove it does, so the registry falls silent and stops rather
+  // than publish what a successor will not know. False (RocksDB): log and go on.
+  bool stop_when_unsaved = false;
 };
 
 struct worker_view {

@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/head_endpoints.hpp"
+
 namespace atl {
 namespace {
 
@@ -41,6 +43,15 @@ expected<json> parse(const std::string& text) {
   } catch (const std::exception& e) {
     return make_error(errc::malformed_frame, std::string("etcd answered something that is not JSON: ") + e.what());
   }
+}
+
+// The end of the key range holding every key with `prefix`: the prefix with its last byte
+// that is not 0xff incremented ("\0", every key, for a prefix of 0xff bytes only).
+std::string prefix_end(std::string prefix) {
+  while (!prefix.empty() && static_cast<unsigned char>(prefix.back()) == 0xff) prefix.pop_back();
+  if (prefix.empty()) return std::string(1, '\0');
+  prefix.back() = static_cast<char>(static_cast<unsigned char>(prefix.back()) + 1);
+  return prefix;
 }
 
 }  // namespace
@@ -96,16 +107,8 @@ expected<std::string> base64_decode(const std::string& text) {
   return out;
 }
 
-etcd_client::etcd_client(const std::string& endpoints, std::chrono::milliseconds timeout) : timeout_(timeout) {
-  std::size_t start = 0;
-  while (start <= endpoints.size()) {
-    const auto comma = endpoints.find(',', start);
-    const auto one = endpoints.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    if (!one.empty()) endpoints_.push_back(one);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-}
+etcd_client::etcd_client(const std::string& endpoints, std::chrono::milliseconds timeout)
+    : endpoints_(split_endpoints(endpoints)), timeout_(timeout) {}
 
 expected<std::string> etcd_client::call(const std::string& path, const std::string& body) {
   if (endpoints_.empty()) return make_error(errc::invalid_config, "no etcd endpoint (http://HOST:PORT[,...])");
@@ -162,6 +165,23 @@ expected<std::optional<etcd_value>> etcd_client::get(const std::string& key) {
   return std::optional<etcd_value>{*value};
 }
 
+expected<std::vector<std::pair<std::string, etcd_value>>> etcd_client::get_prefix(const std::string& prefix) {
+  auto res = call("/v3/kv/range",
+                  json{{"key", base64_encode(prefix)}, {"range_end", base64_encode(prefix_end(prefix))}}.dump());
+  if (!res) return res.err();
+  auto j = parse(*res);
+  if (!j) return j.err();
+  std::vector<std::pair<std::string, etcd_value>> rows;
+  for (const auto& kv : j->value("kvs", json::array())) {
+    auto key = base64_decode(kv.value("key", std::string()));
+    if (!key) return key.err();
+    auto value = value_of(kv);
+    if (!value) return value.err();
+    rows.emplace_back(std::move(*key), std::move(*value));
+  }
+  return rows;
+}
+
 status etcd_client::erase(const std::string& key) {
   auto res = call("/v3/kv/deleterange", json{{"key", base64_encode(key)}}.dump());
   return res ? status{} : status{res.err()};
@@ -192,6 +212,31 @@ expected<etcd_claim> etcd_client::create_if_absent(const std::string& key, const
     claim.holder = *holder;
   }
   return claim;
+}
+
+expected<bool> etcd_client::write_if_held(const std::string& fence_key, std::int64_t fence_revision,
+                                          const std::vector<etcd_write>& writes) {
+  if (writes.size() > etcd_max_txn_ops)
+    return make_error(errc::invalid_config, std::to_string(writes.size()) +
+                                                " writes in one etcd transaction; etcd takes " +
+                                                std::to_string(etcd_max_txn_ops) + " (--max-txn-ops)");
+  json ops = json::array();
+  for (const auto& w : writes) {
+    if (w.erase) ops.push_back({{"request_delete_range", {{"key", base64_encode(w.key)}}}});
+    else ops.push_back({{"request_put", {{"key", base64_encode(w.key)}, {"value", base64_encode(w.value)}}}});
+  }
+  const json txn = {
+      {"compare", json::array({{{"key", base64_encode(fence_key)},
+                                {"result", "EQUAL"},
+                                {"target", "CREATE"},
+                                {"create_revision", std::to_string(fence_revision)}}})},
+      {"success", ops},
+  };
+  auto res = call("/v3/kv/txn", txn.dump());
+  if (!res) return res.err();
+  auto j = parse(*res);
+  if (!j) return j.err();
+  return j->value("succeeded", false);
 }
 
 expected<std::int64_t> etcd_client::grant_lease(std::chrono::seconds ttl) {

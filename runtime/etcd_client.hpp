@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/error.hpp"
@@ -36,6 +37,16 @@ struct etcd_claim {
   etcd_value holder;
 };
 
+// One write of a transaction: a put, or the key's deletion.
+struct etcd_write {
+  std::string key;
+  std::string value;
+  bool erase = false;
+};
+
+// etcd refuses a transaction of more operations than this (its --max-txn-ops default).
+inline constexpr std::size_t etcd_max_txn_ops = 128;
+
 class etcd_client {
  public:
   // `endpoints`: comma-separated http://HOST:PORT of the cluster's members.
@@ -46,10 +57,17 @@ class etcd_client {
 
   status put(const std::string& key, const std::string& value, std::int64_t lease = 0);
   expected<std::optional<etcd_value>> get(const std::string& key);
+  // Every key starting with `prefix`, in key order.
+  expected<std::vector<std::pair<std::string, etcd_value>>> get_prefix(const std::string& prefix);
   status erase(const std::string& key);
   // Creates `key` with `value` (and `lease`) unless it exists: one transaction, so of two
   // callers exactly one creates it. The basis of an election.
   expected<etcd_claim> create_if_absent(const std::string& key, const std::string& value, std::int64_t lease);
+  // Applies `writes` in one transaction if `fence_key` still has create revision
+  // `fence_revision` (the writer still holds the lead it won with that term); false, and
+  // nothing written, if not. invalid_config for more than etcd_max_txn_ops writes.
+  expected<bool> write_if_held(const std::string& fence_key, std::int64_t fence_revision,
+                               const std::vector<etcd_write>& writes);
 
   // Leases: a key put with one goes when it expires (ttl without a keep-alive) or is revoked.
   expected<std::int64_t> grant_lease(std::chrono::seconds ttl);

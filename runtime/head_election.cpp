@@ -1,6 +1,46 @@
 #include "runtime/head_election.hpp"
 
+#include <cctype>
+
+#include "runtime/head_endpoints.hpp"
+
 namespace atl {
+
+expected<etcd_registry> parse_etcd_registry(const std::string& url) {
+  const std::string scheme = "etcd://";
+  if (url.compare(0, scheme.size(), scheme) != 0)
+    return make_error(errc::invalid_config, "--registry " + url + ": expected etcd://HOST:PORT[,HOST:PORT...][/NAME]");
+  const auto rest = url.substr(scheme.size());
+  const auto slash = rest.find('/');
+  const auto hosts = split_endpoints(rest.substr(0, slash));
+  std::string name = slash == std::string::npos ? "" : rest.substr(slash + 1);
+  if (name.empty()) name = "default";
+  for (const char c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-')
+      return make_error(errc::invalid_config, "--registry " + url + ": the run name '" + name +
+                                                  "' may hold letters, digits, '.', '_' and '-' only");
+  if (hosts.empty()) return make_error(errc::invalid_config, "--registry " + url + ": no etcd member named");
+  etcd_registry out;
+  for (const auto& host : hosts) {
+    const auto colon = host.rfind(':');
+    const auto port = colon == std::string::npos ? std::string() : host.substr(colon + 1);
+    const bool digits = !port.empty() && port.size() <= 5 && port.find_first_not_of("0123456789") == std::string::npos;
+    if (colon == 0 || !digits || std::stoi(port) < 1 || std::stoi(port) > 65535)
+      return make_error(errc::invalid_config, "--registry " + url + ": '" + host + "' is not HOST:PORT");
+    out.endpoints += (out.endpoints.empty() ? "http://" : ",http://") + host;
+  }
+  out.root = "/atoll/" + name;
+  return out;
+}
+
+std::chrono::milliseconds lead_margin(std::chrono::seconds ttl) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(ttl) / 6;
+}
+
+bool lead_lost(std::chrono::steady_clock::time_point last_renewal_sent, std::chrono::steady_clock::time_point now,
+               std::chrono::seconds ttl) {
+  return now >= last_renewal_sent + ttl - lead_margin(ttl);
+}
 
 election_outcome outcome_of(const etcd_claim& claim, std::int64_t my_lease) {
   election_outcome out;

@@ -31,6 +31,23 @@ struct election_outcome {
 // renewed, and the key goes with it. Pure.
 election_outcome outcome_of(const etcd_claim& claim, std::int64_t my_lease);
 
+// Where a run's registry lives in etcd: `atoll up --registry etcd://HOST:PORT[,...][/NAME]`.
+struct etcd_registry {
+  std::string endpoints;  // "http://HOST:PORT,..." for etcd_client
+  std::string root;  // "/atoll/NAME" (NAME "default" when none): the run's keys
+  std::string election_key() const { return root + "/leader"; }
+};
+// invalid_config naming what is wrong: another scheme, a member without host or port, a
+// port out of range, a name with characters other than letters, digits, '.', '_', '-'.
+expected<etcd_registry> parse_etcd_registry(const std::string& url);
+
+// A leader renews its lease every ttl / 3 and stops directing once `ttl - margin` passed
+// since the last renewal it sent that etcd took: etcd counts the ttl from when it took
+// that renewal, later than the leader sent it, so the leader stops first. Pure.
+std::chrono::milliseconds lead_margin(std::chrono::seconds ttl);
+bool lead_lost(std::chrono::steady_clock::time_point last_renewal_sent, std::chrono::steady_clock::time_point now,
+               std::chrono::seconds ttl);
+
 class head_election {
  public:
   head_election(etcd_client& etcd, std::string key, std::string me, std::chrono::seconds ttl);

@@ -71,6 +71,7 @@ void memory_transport::send(const std::string& receiver, wire::frames frames) {
 }
 
 std::size_t mailer::send(const std::string& receiver, std::uint64_t epoch, wire::outgoing& msg) {
+  if (silenced_) return 0;
   msg.envelope.setClusterId(cluster_);
   msg.envelope.setSender(self_);
   msg.envelope.setReceiver(receiver);

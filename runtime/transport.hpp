@@ -141,6 +141,10 @@ class mailer {
   std::uint64_t bytes_sent() const { return bytes_sent_; }
   std::uint64_t last_seq() const { return seq_; }  // of the last message sent (a Refusal names it)
   bool delivers_in_process(const std::string& receiver) const { return transport_->delivers_in_process(receiver); }
+  // Sends nothing from now on: an actor that lost its authority (a deposed head's
+  // registry) must not say what it could not make durable, even later in the same handler.
+  void silence() { silenced_ = true; }
+  bool silenced() const { return silenced_; }
 
  private:
   transport* transport_;
@@ -148,6 +152,7 @@ class mailer {
   std::string cluster_;
   std::uint64_t seq_ = 0;
   std::uint64_t bytes_sent_ = 0;
+  bool silenced_ = false;
 };
 
 }  // namespace atl

@@ -1,5 +1,5 @@
-// The etcd client's pure parts: base64 as etcd's gateway writes it, and what a campaign's
-// claim means for a candidate. The client against a real etcd is tests/etcd_process_test.cpp.
+// The etcd client's pure parts: base64 as etcd's gateway writes it, what a campaign's
+// claim means for a candidate, the --registry URL, and when a leader must stop. The client against a real etcd is tests/etcd_process_test.cpp.
 #include <gtest/gtest.h>
 
 #include "runtime/etcd_client.hpp"
@@ -61,6 +61,52 @@ TEST(EtcdClient, WithoutAnyMemberItSaysSoTyped) {
   EXPECT_NE(got.err().message.find("127.0.0.1:2"), std::string::npos) << got.err().message;
   etcd_client empty("");
   EXPECT_EQ(empty.put("k", "v").code, errc::invalid_config);
+}
+
+TEST(HeadElection, ARegistryUrlNamesTheMembersAndTheRun) {
+  struct row {
+    std::string url;
+    std::string endpoints;  // empty: refused
+    std::string root;
+  };
+  const row table[] = {
+      {"etcd://127.0.0.1:2379", "http://127.0.0.1:2379", "/atoll/default"},
+      {"etcd://a:2379,b:22379/run-7.x_y", "http://a:2379,http://b:22379", "/atoll/run-7.x_y"},
+      {"etcd://a:2379,,b:1/", "http://a:2379,http://b:1", "/atoll/default"},
+      {"http://a:2379", "", ""},
+      {"etcd://", "", ""},
+      {"etcd://a", "", ""},
+      {"etcd://:2379", "", ""},
+      {"etcd://a:0", "", ""},
+      {"etcd://a:65536", "", ""},
+      {"etcd://a:23x9", "", ""},
+      {"etcd://a:2379/bad/name", "", ""},
+      {"etcd://a:2379/sp ace", "", ""},
+  };
+  for (const auto& r : table) {
+    auto parsed = parse_etcd_registry(r.url);
+    if (r.endpoints.empty()) {
+      ASSERT_FALSE(parsed) << r.url;
+      EXPECT_EQ(parsed.err().code, errc::invalid_config);
+      EXPECT_NE(parsed.err().message.find(r.url), std::string::npos) << parsed.err().message;
+      continue;
+    }
+    ASSERT_TRUE(parsed) << r.url << ": " << parsed.err().describe();
+    EXPECT_EQ(parsed->endpoints, r.endpoints) << r.url;
+    EXPECT_EQ(parsed->root, r.root) << r.url;
+    EXPECT_EQ(parsed->election_key(), r.root + "/leader");
+  }
+}
+
+TEST(HeadElection, ALeaderStopsBeforeEtcdCouldHaveLetItsLeaseGo) {
+  using namespace std::chrono_literals;
+  const auto sent = std::chrono::steady_clock::time_point(100s);
+  const auto ttl = 3s;
+  EXPECT_EQ(lead_margin(ttl), 500ms);
+  EXPECT_FALSE(lead_lost(sent, sent, ttl));
+  EXPECT_FALSE(lead_lost(sent, sent + 2499ms, ttl));
+  EXPECT_TRUE(lead_lost(sent, sent + 2500ms, ttl)) << "ttl less the margin after the last renewal sent";
+  EXPECT_TRUE(lead_lost(sent, sent + 10s, ttl));
 }
 
 }  // namespace

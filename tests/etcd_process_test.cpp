@@ -1,108 +1,21 @@
 // The etcd client and the head election against a real three-member etcd cluster on
 // loopback (Debian's etcd-server, started and stopped here): reads and writes, leases
 // that expire and take their keys, an election whose leader is lost and replaced with a
-// greater term, and one member down changing nothing while two down leave no quorum.
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
-#include <array>
-#include <filesystem>
-#include <memory>
-#include <thread>
-
+// greater term, one member down changing nothing while two down leave no quorum, and
+// the registry's records stored there, fenced by the writer's term.
 #include <gtest/gtest.h>
 
 #include "runtime/etcd_client.hpp"
 #include "runtime/head_election.hpp"
-#include "tests/eventually.hpp"
-#include "tests/subprocess.hpp"
-#include "tests/test_dir.hpp"
+#include "storage/etcd_store.hpp"
+#include "storage/registry_store.hpp"
+#include "tests/etcd_cluster.hpp"
 
 namespace atl {
 namespace {
 
 using namespace std::chrono_literals;
-constexpr const char* etcd_binary = "/usr/bin/etcd";
-
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
-
-// Three etcd members on loopback, each its own process and data dir.
-class EtcdCluster : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!std::filesystem::exists(etcd_binary)) GTEST_SKIP() << "no " << etcd_binary << " (apt install etcd-server)";
-    std::string initial;
-    for (std::size_t i = 0; i < members_.size(); ++i) {
-      members_[i].client = "http://127.0.0.1:" + std::to_string(free_port());
-      members_[i].peer = "http://127.0.0.1:" + std::to_string(free_port());
-      initial += (i ? "," : "") + name(i) + "=" + members_[i].peer;
-    }
-    initial_cluster_ = initial;
-    for (std::size_t i = 0; i < members_.size(); ++i) start(i, "new");
-    etcd_client etcd(endpoints());
-    ASSERT_TRUE(testing::eventually([&] { return !etcd.put("/ready", "1"); }, 30s, 100ms))
-        << members_[0].process->output();
-  }
-
-  static std::string name(std::size_t i) { return "m" + std::to_string(i); }
-
-  void start(std::size_t i, const std::string& state) {
-    auto& m = members_[i];
-    m.process = std::make_unique<testing::subprocess>(std::vector<std::string>{etcd_binary,
-                                                                               "--name",
-                                                                               name(i),
-                                                                               "--data-dir",
-                                                                               dir_.sub(name(i)),
-                                                                               "--listen-client-urls",
-                                                                               m.client,
-                                                                               "--advertise-client-urls",
-                                                                               m.client,
-                                                                               "--listen-peer-urls",
-                                                                               m.peer,
-                                                                               "--initial-advertise-peer-urls",
-                                                                               m.peer,
-                                                                               "--initial-cluster",
-                                                                               initial_cluster_,
-                                                                               "--initial-cluster-state",
-                                                                               state,
-                                                                               "--initial-cluster-token",
-                                                                               "atoll-test",
-                                                                               "--heartbeat-interval",
-                                                                               "50",
-                                                                               "--election-timeout",
-                                                                               "500"},
-                                                      dir_.sub(name(i) + ".log"));
-  }
-  void kill(std::size_t i) {
-    members_[i].process->signal(SIGKILL);
-    members_[i].process->wait(5s);
-  }
-
-  std::string endpoints() const {
-    std::string list;
-    for (const auto& m : members_) list += (list.empty() ? "" : ",") + m.client;
-    return list;
-  }
-
-  struct member {
-    std::string client, peer;
-    std::unique_ptr<testing::subprocess> process;
-  };
-  testing::temp_dir dir_;
-  std::array<member, 3> members_;
-  std::string initial_cluster_;
-};
+using testing::EtcdCluster;
 
 TEST_F(EtcdCluster, ReadsWritesAndCreatesAKeyOnlyOnce) {
   etcd_client etcd(endpoints());
@@ -202,6 +115,70 @@ TEST_F(EtcdCluster, OneMemberDownChangesNothingTwoDownLeaveNoQuorumUntilOneIsBac
   EXPECT_TRUE(testing::eventually([&] { return !etcd.put("/atoll/c/k", "4"); }, 30s, 200ms))
       << "the cluster takes writes again once a quorum is back";
   EXPECT_EQ((*etcd.get("/atoll/c/k"))->value, "4");
+}
+
+TEST_F(EtcdCluster, TheRegistryStoredInEtcdIsWrittenOnlyByTheTermThatLeads) {
+  etcd_client etcd(endpoints());
+  head_election a(etcd, "/atoll/r/leader", "tcp://a:7070", std::chrono::seconds(2));
+  auto lead = a.campaign();
+  ASSERT_TRUE(lead && lead->leading);
+  auto store = make_etcd_store(endpoints(), "/atoll/r", {"/atoll/r/leader", lead->term});
+  registry_store registry(*store);
+  auto empty = registry.load();
+  ASSERT_TRUE(empty) << empty.err().describe();
+  EXPECT_FALSE(*empty) << "a new run has no snapshot";
+
+  registry_snapshot snap;
+  snap.cluster_id = "c1";
+  snap.config_toml = "[run]\nexample = \"mlp\"\n";
+  snap.epoch = 7;
+  snap.placements = {"node/1", ""};
+  member_record m;
+  m.node_id = 1;
+  m.state = "active";
+  m.workers = {"worker/1.0"};
+  m.ranks = {0};
+  snap.members = {m};
+  ASSERT_FALSE(registry.save(snap));
+  auto loaded = registry_store(*make_etcd_store(endpoints(), "/atoll/r", {})).load();
+  ASSERT_TRUE(loaded && *loaded) << "a standby reads what the leader wrote";
+  EXPECT_EQ((*loaded)->cluster_id, "c1");
+  EXPECT_EQ((*loaded)->epoch, 7u);
+  EXPECT_EQ((*loaded)->placements, snap.placements);
+  ASSERT_EQ((*loaded)->members.size(), 1u);
+  EXPECT_EQ((*loaded)->members[0].workers, m.workers);
+
+  // The lead passes to another term: the old one's writes are refused and change nothing.
+  ASSERT_FALSE(a.resign());
+  head_election b(etcd, "/atoll/r/leader", "tcp://b:7070", std::chrono::seconds(2));
+  auto next = b.campaign();
+  ASSERT_TRUE(next && next->leading);
+  snap.epoch = 8;
+  const auto refused = registry.save(snap);
+  ASSERT_TRUE(refused) << "a deposed head cannot write the registry";
+  EXPECT_EQ(refused.code, errc::stale_epoch) << refused.describe();
+  EXPECT_EQ((*registry.load())->epoch, 7u);
+  auto next_store = make_etcd_store(endpoints(), "/atoll/r", {"/atoll/r/leader", next->term});
+  registry_store successor(*next_store);
+  ASSERT_FALSE(successor.save(snap));
+  EXPECT_EQ((*successor.load())->epoch, 8u);
+}
+
+TEST_F(EtcdCluster, ATransactionOfMoreWritesThanEtcdTakesIsRefusedWhole) {
+  etcd_client etcd(endpoints());
+  std::vector<etcd_write> writes(etcd_max_txn_ops + 1, etcd_write{"/atoll/t/k", "v"});
+  auto refused = etcd.write_if_held("/atoll/t/leader", 0, writes);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.err().code, errc::invalid_config);
+  writes.resize(2);
+  writes[1] = {"/atoll/t/k2", "w"};
+  auto written = etcd.write_if_held("/atoll/t/leader", 0, writes);  // revision 0: the key is absent
+  ASSERT_TRUE(written && *written);
+  auto rows = etcd.get_prefix("/atoll/t/");
+  ASSERT_TRUE(rows);
+  ASSERT_EQ(rows->size(), 2u);
+  EXPECT_EQ((*rows)[0].first, "/atoll/t/k");
+  EXPECT_EQ((*rows)[1].second.value, "w");
 }
 
 }  // namespace

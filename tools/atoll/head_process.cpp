@@ -17,6 +17,7 @@
 #include "runtime/model_transfer.hpp"
 #include "runtime/zmq_transport.hpp"
 #include "tools/atoll/head_http.hpp"
+#include "tools/atoll/head_internal.hpp"
 #include "tools/atoll/processes.hpp"
 
 namespace atl {
@@ -47,6 +48,18 @@ status adopt_model(run_config& cfg, const std::string& file, const std::string& 
   cfg.file = std::filesystem::absolute(file).string();
   cfg.digest = *digest;
   log_info("model " + cfg.file + " (digest " + cfg.digest + ") kept as " + copy);
+  return {};
+}
+
+// A head taking over a --model run on another machine: its run dir has no copy yet, and
+// --model names the file (checked against the run's digest next).
+status adopt_missing_model_copy(const run_config& cfg, const head_options& opt) {
+  const auto copy = model_copy(opt.run_dir);
+  if (cfg.digest.empty() || opt.model_file.empty() || std::filesystem::exists(copy)) return {};
+  std::error_code ec;
+  std::filesystem::copy_file(opt.model_file, copy, ec);
+  if (ec)
+    return make_error(errc::storage_failure, "cannot copy " + opt.model_file + " to " + copy + ": " + ec.message());
   return {};
 }
 
@@ -82,7 +95,8 @@ expected<std::unique_ptr<head_http>> start_http(caf::actor_system& sys, const ca
   return http;
 }
 
-// The run's config: stored on a restart (the run resumes as it was), else file + overrides.
+}  // namespace
+
 expected<registry_snapshot> initial_snapshot(registry_store& store, const head_options& opt) {
   auto stored = store.load();
   if (!stored) return stored.err();
@@ -116,8 +130,6 @@ expected<registry_snapshot> initial_snapshot(registry_store& store, const head_o
   return snap;
 }
 
-}  // namespace
-
 int run_head(const head_options& opt) {
   set_log_name("atoll head");
   warn_if_reference_blas();
@@ -136,15 +148,33 @@ int run_head(const head_options& opt) {
     std::cerr << "atoll up: " << db.err().describe() << "\n";
     return 1;
   }
+  // Heads that fail over keep the registry in etcd; the run dir keeps keeper/0's rounds.
+  if (!opt.registry.empty()) return run_failover_head(opt, **db);
   registry_store reg_store(**db);
   auto snap = initial_snapshot(reg_store, opt);
   if (!snap) {
     std::cerr << "atoll up: " << snap.err().describe() << "\n";
     return 2;
   }
-  auto cfg = parse_config_text(snap->config_toml, "stored config");
+  const auto& stop = install_stop_signals();
+  return direct_run(
+      opt, **db, reg_store, *snap, [&stop] { return stop; }, false);
+}
+
+int direct_run(const head_options& opt, kv_store& db, registry_store& reg_store, const registry_snapshot& snap,
+               const std::function<bool()>& stop, bool fenced) {
+  auto cfg = parse_config_text(snap.config_toml, "stored config");
   if (!cfg) {
     std::cerr << "atoll up: " << cfg.err().describe() << "\n";
+    return 2;
+  }
+  if (fenced && cfg->keepers != "nodes") {
+    std::cerr << "atoll up: --registry needs storage.keepers = nodes: with the rounds on the head alone, the "
+                 "head that takes over would not have them\n";
+    return 2;
+  }
+  if (auto err = adopt_missing_model_copy(*cfg, opt)) {
+    std::cerr << "atoll up: " << err.describe() << "\n";
     return 2;
   }
   if (auto err = check_model_copy(*cfg, model_copy(opt.run_dir))) {
@@ -156,9 +186,9 @@ int run_head(const head_options& opt) {
     std::cerr << "atoll up: " << security.err().describe() << "\n";
     return 2;
   }
-  checkpoint_store checkpoints(**db, static_cast<std::uint64_t>(cfg->keep_rounds), log_options_for(*cfg));
+  checkpoint_store checkpoints(db, static_cast<std::uint64_t>(cfg->keep_rounds), log_options_for(*cfg));
   directory local;
-  cluster_identity cluster(snap->cluster_id);
+  cluster_identity cluster(snap.cluster_id);
   shared_routes routes;  // the registry's PeerTable, read by the ingress
   std::unique_ptr<zmq_transport> net;
   try {
@@ -179,8 +209,8 @@ int run_head(const head_options& opt) {
   }
   net->set_route_takeover(std::chrono::milliseconds(cfg->lease_ms / 2));
   { std::ofstream(opt.run_dir + "/head.endpoint") << net->bound_endpoint() << "\n"; }
-  log_info("cluster " + snap->cluster_id + " listening on " + net->bound_endpoint() + " (run dir " + opt.run_dir +
-           ", example " + cfg->example + ", state " + snap->run_state + ", " +
+  log_info("cluster " + snap.cluster_id + " listening on " + net->bound_endpoint() + " (run dir " + opt.run_dir +
+           ", example " + cfg->example + ", state " + snap.run_state + ", " +
            (net->secure() ? "CURVE with " + std::to_string(security->authorized.size()) + " authorized key(s)"
                           : "plain TCP") +
            ")");
@@ -197,12 +227,12 @@ int run_head(const head_options& opt) {
                      net->bound_endpoint(),
                      net->secure(),
                      &routes,
-                     cfg->digest.empty() ? std::string() : model_copy(opt.run_dir)};
+                     cfg->digest.empty() ? std::string() : model_copy(opt.run_dir),
+                     fenced};
   const auto keeper_name = keeper_id(head_keeper_number);
-  auto keeper =
-      sys.spawn(keeper_actor, static_cast<transport*>(net.get()), keeper_name, snap->cluster_id, &checkpoints);
+  auto keeper = sys.spawn(keeper_actor, static_cast<transport*>(net.get()), keeper_name, snap.cluster_id, &checkpoints);
   local.add(keeper_name, keeper);
-  auto registry = sys.spawn(registry_actor, deps, *snap);
+  auto registry = sys.spawn(registry_actor, deps, snap);
   local.add(registry_id(), registry);
   std::unique_ptr<head_http> http;
   if (!opt.http.empty()) {
@@ -218,13 +248,15 @@ int run_head(const head_options& opt) {
     http = std::move(*started);
   }
   // Coordinators are placed on the nodes by the registry when training starts.
-  (void)wait_for_actor(sys, registry);
+  const auto reason = wait_for_actor(sys, registry, stop);
   http.reset();
   caf::anon_send_exit(keeper, caf::exit_reason::user_shutdown);
   net->stop();
   local.clear();
   log_info("head stopped");
-  return 0;
+  // The registry stops itself with runtime_error when it cannot save its state (a head whose
+  // lead ended): the run goes on, under another head.
+  return reason && reason == caf::sec::runtime_error ? head_lost_its_lead : 0;
 }
 
 }  // namespace atl

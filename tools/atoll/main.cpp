@@ -103,6 +103,12 @@ int main(int argc, char** argv) {
   up->add_option("--metrics", head.metrics_file, "JSON-lines metrics file (default RUN_DIR/metrics.jsonl)");
   up->add_option("--keys", head.keys_dir, "CURVE key folder from `atoll keygen` (head.key, authorized_keys)");
   up->add_flag("--insecure", head.insecure, "allow plain TCP on a non-loopback address (not recommended)");
+  up->add_option("--registry", head.registry,
+                 "etcd://HOST:PORT[,HOST:PORT...][/NAME]: keep the registry in etcd; heads started alike elect "
+                 "one leader and the others take over if it is lost");
+  up->add_option("--election-ttl", head.election_ttl_s,
+                 "seconds a leading head may go unheard by etcd before another takes over (with --registry)")
+      ->capture_default_str();
   up->add_option("--http", head.http,
                  "serve /metrics and the dashboard at tcp://HOST:PORT (port 0 picks one); off loopback every "
                  "request needs the bearer token KEYS/http.token");
@@ -114,7 +120,9 @@ int main(int argc, char** argv) {
   atl::node_options node;
   std::string devices = "cpu";
   auto* join = app.add_subcommand("join", "start a node: registers with the head, runs one worker per device");
-  join->add_option("--head", node.head, "the head's endpoint, e.g. tcp://10.0.0.1:7070")->required();
+  join->add_option("--head", node.head,
+                   "the head's endpoint, e.g. tcp://10.0.0.1:7070; heads that fail over: all of them, comma-separated")
+      ->required();
   join->add_option("--run-dir", node.run_dir,
                    "folder for this node's files; with it the node may host a keeper replica (its RocksDB)");
   join->add_option("--devices", devices, "comma-separated devices: cpu or cuda:0,cuda:1")->capture_default_str();

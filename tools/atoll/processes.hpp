@@ -27,6 +27,10 @@ struct head_options {
   bool insecure = false;  // allow plain TCP on a non-loopback address
   std::string model_file;  // a TorchScript model to train (copied to RUN_DIR/model.pt)
   std::string http;  // "tcp://HOST:PORT": /metrics and the dashboard (tools/atoll/head_http.hpp); empty: none
+  // "etcd://HOST:PORT[,HOST:PORT...][/NAME]": the registry lives in etcd and heads fail over
+  // (tools/atoll/head_failover.cpp); empty: in RUN_DIR's RocksDB, one head.
+  std::string registry;
+  int election_ttl_s = 3;  // the leading head's etcd lease: a lost head is replaced after about this long
 };
 int run_head(const head_options& opt);
 

@@ -1,0 +1,30 @@
+#pragma once
+// The parts of `atoll up` that a single head (head_process.cpp) and heads that fail over
+// (head_failover.cpp) share.
+#include <functional>
+
+#include "storage/kv_store.hpp"
+#include "storage/registry_store.hpp"
+#include "tools/atoll/processes.hpp"
+
+namespace atl {
+
+// direct_run's exit code when the registry stopped because it could not save its state:
+// the lead ended (or could not be proven), and another head carries on.
+inline constexpr int head_lost_its_lead = 3;
+
+// The run's snapshot: stored (the run resumes as it was, --config/--set/--model ignored),
+// else a new run from the config file, overrides and model, saved before it returns.
+expected<registry_snapshot> initial_snapshot(registry_store& store, const head_options& opt);
+
+// Directs the run from `snap` until the registry stops (atoll down), `stop()` turns true
+// (polled every 200 ms), or, with `fenced`, a save is refused. `db` holds keeper/0's
+// rounds; `reg_store` the registry. Returns the process exit code.
+int direct_run(const head_options& opt, kv_store& db, registry_store& reg_store, const registry_snapshot& snap,
+               const std::function<bool()>& stop, bool fenced);
+
+// `atoll up --registry etcd://...`: stands by until elected, directs the run while it
+// leads, and stands by again when it loses the lead.
+int run_failover_head(const head_options& opt, kv_store& db);
+
+}  // namespace atl
