@@ -118,6 +118,14 @@ struct coordinator_state {
   std::map<std::string, wire::message_ptr> round_inputs;
   std::chrono::steady_clock::time_point round_started;
   std::chrono::steady_clock::time_point last_contribution;  // arrival of the round's latest one
+  // The last committed round as reported to the registry, sent again after the node's link
+  // to the head comes back (a head that took over, or restarted, may never have heard it).
+  struct round_report {
+    std::uint64_t round = 0, epoch = 0, digest = 0, bytes = 0;
+    std::vector<std::string> participants;
+    float duration_s = 0, since_last_contribution_s = 0;
+  };
+  std::optional<round_report> last_report;
   // The committing round's keepers (every one must acknowledge it; from the Membership),
   // their answers, and its retries (actors/commit_barrier.hpp).
   commit_barrier commit;

@@ -11,22 +11,38 @@
 namespace atl::coordinator_detail {
 namespace {
 
-// The committed round, to the registry (its views and the metrics file).
-void report_round(self_ptr self, const std::vector<std::string>& contributors, std::uint64_t digest) {
-  auto& st = self->state;
+void send_last_report(coordinator_state& st) {
+  if (!st.last_report) return;
+  const auto& r = *st.last_report;
   wire::outgoing out;
   auto report = out.envelope.initRoundReport();
   report.setFragment(st.cfg.fragment);
-  report.setRound(st.rounds->committed_round());
-  report.setEpoch(st.rounds->open_epoch());
-  report.setDigest(digest);
-  auto names = report.initParticipants(static_cast<unsigned>(contributors.size()));
-  for (unsigned i = 0; i < contributors.size(); ++i) names.set(i, contributors[i]);
-  report.setDurationS(static_cast<float>(std::chrono::duration<double>(st.now() - st.round_started).count()));
-  report.setSinceLastContributionS(
-      static_cast<float>(std::chrono::duration<double>(st.now() - st.last_contribution).count()));
-  report.setBytes(st.round_bytes);
+  report.setRound(r.round);
+  report.setEpoch(r.epoch);
+  report.setDigest(r.digest);
+  auto names = report.initParticipants(static_cast<unsigned>(r.participants.size()));
+  for (unsigned i = 0; i < r.participants.size(); ++i) names.set(i, r.participants[i]);
+  report.setDurationS(r.duration_s);
+  report.setSinceLastContributionS(r.since_last_contribution_s);
+  report.setBytes(r.bytes);
   st.mail->send(st.cfg.registry, st.epoch, out);
+}
+
+// The committed round, to the registry (its views and the metrics file); kept, to be sent
+// again if the node's link to the head comes back (a head that took over never heard it).
+void report_round(self_ptr self, const std::vector<std::string>& contributors, std::uint64_t digest) {
+  auto& st = self->state;
+  coordinator_state::round_report r;
+  r.round = st.rounds->committed_round();
+  r.epoch = st.rounds->open_epoch();
+  r.digest = digest;
+  r.participants = contributors;
+  r.duration_s = static_cast<float>(std::chrono::duration<double>(st.now() - st.round_started).count());
+  r.since_last_contribution_s =
+      static_cast<float>(std::chrono::duration<double>(st.now() - st.last_contribution).count());
+  r.bytes = st.round_bytes;
+  st.last_report = std::move(r);
+  send_last_report(st);
 }
 
 // The result of `round` to every one of `receivers`: whole (the encoded change in `update`
@@ -59,6 +75,8 @@ void send_results(coordinator_state& st, std::vector<std::string> receivers, std
 }
 
 }  // namespace
+
+void resend_round_report(self_ptr self) { send_last_report(self->state); }
 
 std::optional<round_update_frames> released_update_frames(const coordinator_state& st) {
   if (const auto* u = st.rounds->released_update()) return make_round_update_frames(encoded_values(*u));

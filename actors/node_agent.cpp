@@ -66,6 +66,9 @@ void spawn_worker(self_ptr self, std::size_t index) {
       caf::anon_send(agent, threads_atom::value, kept.torch, kept.blas);
     };
   }
+  wc.keep_done = [agent = caf::actor_cast<caf::actor>(self), index](const worker_done_report& report) {
+    caf::anon_send(agent, done_atom::value, static_cast<std::uint64_t>(index), report);
+  };
   try {
     w.handle = self->spawn<caf::detached>(worker_actor, st.net, wc, st.cfg.factory);
   } catch (const std::exception& e) {  // a worker whose replica cannot be built
@@ -267,8 +270,13 @@ void resend_after_reconnect(self_ptr self) {
   st.connections_seen = connections;
   if (!reconnected) return;
   log_warn("the link to the head came back; workers resend what they wait on");
-  for (const auto& w : st.workers)
+  for (const auto& c : st.coordinators) self->send(c, resend_atom::value);  // their last round reports
+  for (const auto& w : st.workers) {
     if (w.handle) self->send(w.handle, resend_atom::value);
+    if (!w.done) continue;
+    mailer as_worker(*st.net, w.id, st.mail->cluster());  // the report is the worker's, which has quit
+    send_worker_done(as_worker, registry_id(), st.epoch, *w.done);
+  }
 }
 
 // Until the registry names us, we answer to a unique provisional id.
@@ -382,6 +390,9 @@ caf::behavior node_agent_actor(caf::stateful_actor<node_agent_state>* self, tran
         }
         const auto interval = st.current == phase::running ? st.run.heartbeat_ms : 1000;
         self->delayed_send(self, std::chrono::milliseconds(interval), tick_atom::value);
+      },
+      [=](done_atom, std::uint64_t index, const worker_done_report& report) {
+        if (index < self->state.workers.size()) self->state.workers[index].done = report;
       },
       [=](threads_atom, int torch, int blas) {  // a CPU worker's trial settled: restarts reuse it
         self->state.cpu_worker_layouts = {thread_layout{torch, blas}};

@@ -27,6 +27,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,7 @@
 
 #include "actors/replica.hpp"
 #include "actors/restart_budget.hpp"
+#include "actors/worker_done.hpp"
 #include "runtime/expected.hpp"
 #include "runtime/peer_routes.hpp"
 #include "runtime/thread_layout.hpp"
@@ -80,6 +82,7 @@ struct supervised_worker {
   caf::actor handle;
   restart_budget budget;  // R restarts in T, from cluster.restart_limit / restart_window_ms
   bool finished = false;
+  std::optional<worker_done_report> done;  // its final report, sent again after a reconnect
 };
 
 struct node_agent_state {

@@ -51,6 +51,11 @@ void record_eval(registry_state& st, const std::string& worker, std::uint64_t st
 
 void on_worker_done(registry_state& st, worker_view& w, const schema::WorkerDone::Reader& d) {
   w.done = true;
+  for (auto ack : d.getLastAcks()) {  // the same as its RoundAcks, unless a head that took over missed them
+    if (ack.getFragment() >= st.fragments.size()) continue;
+    auto& known = st.fragments[ack.getFragment()].worker_digests[w.id];
+    if (ack.getRound() >= known.first) known = {ack.getRound(), ack.getDigest()};
+  }
   w.step = d.getSteps();
   w.loss = d.getFinalLoss();
   w.tokens_per_s = d.getTokensPerSec();
@@ -92,6 +97,7 @@ void on_worker_report(self_ptr self, const wire::message_ptr& msg) {
     record_eval(st, w.id, e.getStep(), e.getValLoss());
     log_info("registry: step " + std::to_string(e.getStep()) + " held-out loss " + std::to_string(e.getValLoss()));
   } else if (env.isWorkerDone()) {
+    if (w.done) return;  // sent again after a reconnect: known already
     on_worker_done(st, w, env.getWorkerDone());
     persist(self);  // a restarted head must not wait for it either
     publish_membership(self);  // no round waits for it, and the quorum may shrink

@@ -13,6 +13,7 @@
 
 #include "actors/fragment_sync.hpp"
 #include "actors/replica.hpp"
+#include "actors/worker_done.hpp"
 #include "runtime/actor_id.hpp"
 #include "runtime/algorithm/codec.hpp"
 #include "runtime/algorithm/fragment_schedule.hpp"
@@ -34,6 +35,9 @@ struct worker_config {
   std::function<void(const thread_layout&)> apply_threads;
   // Told the layout a trial kept, so that a restarted worker starts with it (no new trial).
   std::function<void(const thread_layout&)> keep_threads;
+  // Told the final report when the worker finishes, for its node to send again after the
+  // link to the head comes back (actors/worker_done.hpp).
+  std::function<void(const worker_done_report&)> keep_done;
 };
 
 class step_strategy;  // actors/worker_steps.hpp
@@ -56,6 +60,7 @@ struct worker_state {
     std::chrono::steady_clock::time_point at;
   };
   std::vector<sent_contribution> contributed;
+  std::vector<std::optional<worker_done_report::fragment_ack>> last_acks;  // per fragment: for WorkerDone
   encoded_values received_update;  // a low-bit result's change as it came (reused round to round)
   std::uint64_t epoch = 0;
   std::int64_t step = 0;

@@ -6,6 +6,7 @@
 
 #include "actors/messages.hpp"
 #include "actors/pseudo_gradient.hpp"
+#include "actors/worker_done.hpp"
 #include "runtime/digest.hpp"
 #include "runtime/fault_point.hpp"
 #include "runtime/log.hpp"
@@ -74,17 +75,19 @@ void finish(worker_self self) {
   if (const auto loss = st.model->finish_queued_step()) st.last_loss = *loss;
   const float val = st.cfg.spec.rank == 0 && st.model->evaluates() ? st.steps->evaluate_global(st) : -1.0f;
   const double wall = std::chrono::duration<double>(st.now() - st.started).count();
-  wire::outgoing out;
-  auto d = out.envelope.initWorkerDone();
-  d.setSteps(static_cast<std::uint64_t>(st.step));
-  d.setFinalLoss(st.last_loss);
-  d.setValLoss(val);
-  d.setTokensPerSec(wall > 0 ? static_cast<float>(st.tokens_total / wall) : 0.0f);
-  d.setWallSeconds(static_cast<float>(wall));
-  d.setWaitSeconds(static_cast<float>(st.wait_seconds));
-  d.setBytesReceived(st.bytes_received);
-  d.setBytesSent(st.mail->bytes_sent());
-  st.mail->send(st.cfg.registry, st.epoch, out);
+  worker_done_report report;
+  report.steps = static_cast<std::uint64_t>(st.step);
+  report.final_loss = st.last_loss;
+  report.val_loss = val;
+  report.tokens_per_sec = wall > 0 ? static_cast<float>(st.tokens_total / wall) : 0.0f;
+  report.wall_seconds = static_cast<float>(wall);
+  report.wait_seconds = static_cast<float>(st.wait_seconds);
+  report.bytes_received = st.bytes_received;
+  report.bytes_sent = st.mail->bytes_sent();
+  for (const auto& ack : st.last_acks)
+    if (ack) report.last_acks.push_back(*ack);
+  send_worker_done(*st.mail, st.cfg.registry, st.epoch, report);
+  if (st.cfg.keep_done) st.cfg.keep_done(report);
   log_info(st.cfg.id + ": finished " + std::to_string(st.step) + " steps");
   self->quit();
 }
@@ -128,6 +131,8 @@ void acknowledge_round(worker_self self, std::size_t f, std::uint64_t round, std
   if (!adopted && st.contributed[f].round == round)
     ack.setSinceContributed(std::chrono::duration<double>(st.now() - st.contributed[f].at).count());
   st.mail->send(st.cfg.registry, st.epoch, out);
+  if (st.last_acks.size() <= f) st.last_acks.resize(f + 1);
+  st.last_acks[f] = worker_done_report::fragment_ack{static_cast<std::uint32_t>(f), round, digest, adopted};
 }
 
 void send_contribution(worker_self self, std::size_t f, std::uint64_t round, encoded_values enc) {

@@ -211,6 +211,8 @@ struct WorkerDone {
   bytesReceived @5 :UInt64;
   wallSeconds   @6 :Float32;
   waitSeconds   @7 :Float32;  # time blocked on outer results
+  lastAcks      @8 :List(RoundAck);  # the last RoundAck of each fragment, again: a head that
+                                     # took over while the worker finished never heard them
 }
 
 # Typed refusal of a message; `code` is an atl::errc value (runtime/error.hpp).
