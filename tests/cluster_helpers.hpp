@@ -3,6 +3,7 @@
 // ask it through the control protocol, wait for rounds, map node ids to processes, and
 // check the invariants at the end of a run. Needs ATOLL_BIN (the atoll binary).
 #include <fstream>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -135,6 +136,28 @@ inline void expect_every_round_kept(const std::string& head, int final_round) {
   std::int64_t expected = 0;
   for (const auto& c : ask(head, "checkpoints")) EXPECT_EQ(c["round"].get<std::int64_t>(), expected++) << c.dump();
   EXPECT_EQ(expected, final_round + 1);
+}
+
+// With storage.keepers = nodes: the replicas' stores under `dir` hold every round from 1 to
+// `final_round`, two stores each, one digest per round (S3, S4); none is in `head_dir`'s
+// store after the seed (empty: not checked), as no commit crosses the head's link.
+// `more`: further export flags (--registry).
+inline void expect_every_round_on_two_replicas(const std::string& atoll, const temp_dir& dir, std::int64_t final_round,
+                                               const std::string& head_dir = "",
+                                               const std::vector<std::string>& more = {}) {
+  std::vector<std::string> args = {atoll, "export", "--run-dir", dir.str(), "--list", "--json"};
+  args.insert(args.end(), more.begin(), more.end());
+  auto [code, out] = run_command(args, dir.sub("list.log"));
+  ASSERT_EQ(code, 0) << out;
+  std::map<std::int64_t, int> stores_of;
+  for (const auto& r : nlohmann::json::parse(out.substr(out.find('[')))) {
+    EXPECT_EQ(stores_of.count(r["round"]), 0u) << "two digests for round " << r["round"];
+    stores_of[r["round"]] = static_cast<int>(r["stores"].size());
+    if (r["round"] == 0 || head_dir.empty()) continue;  // the seed may be committed before the replicas are placed
+    for (const auto& path : r["stores"])
+      EXPECT_EQ(path.get<std::string>().find(head_dir), std::string::npos) << r.dump();
+  }
+  for (std::int64_t round = 1; round <= final_round; ++round) EXPECT_GE(stores_of[round], 2) << "round " << round;
 }
 
 }  // namespace atl::testing

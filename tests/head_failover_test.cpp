@@ -2,8 +2,10 @@
 // against a real three-member etcd on loopback: two heads, nodes given both addresses.
 // The leading head is SIGKILLed mid-run; the standby takes over from the registry in
 // etcd, the nodes follow it, no committed round is lost and every worker agrees with the
-// keepers (S1, S3, L1 in docs/reliability.md); the old head, back, stands by.
+// keepers (S1, S3, L1 in docs/reliability.md); the old head, back on an empty disk,
+// stands by.
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -26,18 +28,18 @@ class HeadFailover : public testing::EtcdCluster {
   // `atoll up` with run dir DIR/`name` on its own port, the registry in etcd; logs to DIR/`log`.log.
   std::unique_ptr<subprocess> start_head(const std::string& name, const std::string& endpoint, long steps,
                                          const std::string& log = "") {
-    auto args = testing::mlp_head(dir_.sub(name), steps,
-                                  {"--registry", "etcd://" + etcd_hosts() + "/failover", "--election-ttl", "2", "--set",
-                                   "cluster.heartbeat_ms=300", "--set", "cluster.lease_ms=3000", "--set",
-                                   "storage.keep_rounds=100", "--set", "storage.keepers=nodes"});
+    auto args = testing::mlp_head(
+        dir_.sub(name), steps,
+        {"--registry", registry(), "--election-ttl", "2", "--set", "cluster.heartbeat_ms=300", "--set",
+         "cluster.lease_ms=3000", "--set", "storage.keep_rounds=100", "--set", "storage.keepers=nodes"});
     args[3] = endpoint;  // mlp_head's --listen: a fixed port, which the nodes are given
     return std::make_unique<subprocess>(args, dir_.sub((log.empty() ? name : log) + ".log"));
   }
-  // The members as etcd://'s HOST:PORT list.
-  std::string etcd_hosts() const {
+  // --registry: the members as etcd://'s HOST:PORT list, and this run's name.
+  std::string registry() const {
     std::string hosts = endpoints();
     for (std::string::size_type at; (at = hosts.find("http://")) != std::string::npos;) hosts.erase(at, 7);
-    return hosts;
+    return "etcd://" + hosts + "/failover";
   }
   static std::string endpoint_file(const std::string& run_dir) {
     std::ifstream in(run_dir + "/head.endpoint");
@@ -47,7 +49,7 @@ class HeadFailover : public testing::EtcdCluster {
   }
 };
 
-TEST_F(HeadFailover, AKilledLeadingHeadIsReplacedByTheStandbyAndNoRoundIsLost) {
+TEST_F(HeadFailover, ALeadingHeadKilledWithItsDiskIsReplacedByTheStandbyAndNoRoundIsLost) {
   const std::string ep_a = "tcp://127.0.0.1:" + std::to_string(testing::free_port());
   const std::string ep_b = "tcp://127.0.0.1:" + std::to_string(testing::free_port());
   const std::string both = ep_a + "," + ep_b;
@@ -70,8 +72,9 @@ TEST_F(HeadFailover, AKilledLeadingHeadIsReplacedByTheStandbyAndNoRoundIsLost) {
   EXPECT_LT(took, 2s + 5s) << "the standby leads within 5 s of the lost leader's lease (2 s)";
   std::cout << "standby listening " << took.count() << " ms after the leader was killed\n";
 
-  // The old head, back on its run dir, stands by: never a second leader.
-  std::remove((dir_.sub("a") + "/head.endpoint").c_str());
+  // The old head's machine is lost with its disk: nothing the run needs was only there. Its
+  // replacement, on an empty run dir, stands by: never a second leader.
+  std::filesystem::remove_all(dir_.sub("a"));
   a = start_head("a", ep_a, 16000, "a2");
   ASSERT_TRUE(testing::eventually([&] { return a->output().find("standing by") != std::string::npos; }, 10s, 50ms))
       << a->output();
@@ -84,11 +87,51 @@ TEST_F(HeadFailover, AKilledLeadingHeadIsReplacedByTheStandbyAndNoRoundIsLost) {
   const json fragments = testing::ask(ep_b, "fragments");
   EXPECT_EQ(fragments[0]["round"], 40) << "16000 steps / 400: every round, none lost";
   EXPECT_EQ(testing::agreeing_at_final_round(fragments), 2) << fragments.dump();
+  testing::expect_every_round_on_two_replicas(ATOLL_BIN, dir_, 40, "", {"--registry", registry()});
   EXPECT_TRUE(endpoint_file(dir_.sub("a")).empty()) << "the restarted head never listened";
   EXPECT_EQ(a->output().find("leading the run"), std::string::npos) << a->output();
   testing::shut_down(ep_b, *b);
   a->signal(SIGTERM);
   EXPECT_EQ(a->wait(10s), 0) << a->output();
+}
+
+// One etcd member lost changes nothing; two leave no quorum: the leader cannot renew its
+// lead, stops directing and stands by, no head leads, and the nodes train on with their
+// coordinators and keepers; once a member is back, a head leads again and the run
+// finishes with every round (S1, L1).
+TEST_F(HeadFailover, WithoutAnEtcdQuorumNoHeadDirectsAndTheRunResumesWhenEtcdDoes) {
+  const std::string ep_a = "tcp://127.0.0.1:" + std::to_string(testing::free_port());
+  const std::string ep_b = "tcp://127.0.0.1:" + std::to_string(testing::free_port());
+  const std::string both = ep_a + "," + ep_b;
+  auto a = start_head("a", ep_a, 24000);
+  ASSERT_EQ(testing::wait_for_endpoint(dir_.sub("a"), *a), ep_a) << a->output();
+  auto b = start_head("b", ep_b, 24000);
+  auto nodes = testing::join_nodes(ATOLL_BIN, both, 2, dir_, true);
+  ASSERT_TRUE(testing::wait_for_round(both, 3)) << a->output();
+
+  kill(0);
+  const int round = testing::round_of(ep_a);
+  ASSERT_TRUE(testing::wait_for_round(ep_a, round + 3)) << "one member down: the leader directs on\n" << a->output();
+  EXPECT_EQ(a->output().find("lost the lead"), std::string::npos) << a->output();
+
+  kill(1);
+  ASSERT_TRUE(testing::eventually([&] { return a->output().find("lost the lead") != std::string::npos; }, 10s, 50ms))
+      << a->output();
+  std::this_thread::sleep_for(3s);  // past the ttl: nobody can lead
+  EXPECT_TRUE(testing::ask(both, "status").is_null()) << "no head answers without a quorum";
+  EXPECT_EQ(b->output().find("leading the run"), std::string::npos) << b->output();
+  for (auto& n : nodes) EXPECT_TRUE(n->running()) << "the nodes wait out etcd: " << n->output();
+
+  start(1, "existing");
+  for (auto& n : nodes) ASSERT_EQ(n->wait(120s), 0) << n->output() << a->output() << b->output();
+  const json status = testing::ask(both, "status");
+  EXPECT_EQ(status["state"], "finished") << status.dump();
+  const json fragments = testing::ask(both, "fragments");
+  EXPECT_EQ(fragments[0]["round"], 60) << "24000 steps / 400: every round, none lost";
+  EXPECT_EQ(testing::agreeing_at_final_round(fragments), 2) << fragments.dump();
+  testing::expect_every_round_on_two_replicas(ATOLL_BIN, dir_, 60, "", {"--registry", registry()});
+  for (auto* head : {a.get(), b.get()}) head->signal(SIGTERM);
+  for (auto* head : {a.get(), b.get()}) EXPECT_EQ(head->wait(10s), 0) << head->output();
 }
 
 }  // namespace

@@ -14,9 +14,11 @@
 
 #include "examples/tasks.hpp"
 #include "runtime/digest.hpp"
+#include "runtime/head_election.hpp"
 #include "runtime/model_signature.hpp"
 #include "runtime/model_transfer.hpp"
 #include "storage/checkpoint_rounds.hpp"
+#include "storage/etcd_store.hpp"
 #include "storage/registry_store.hpp"
 #include "tools/atoll/processes.hpp"
 
@@ -95,20 +97,36 @@ struct run_stores {
   std::vector<keeper_source> sources;
 };
 
+// The run's snapshot from etcd (--registry: heads that fail over keep it there).
+expected<std::optional<registry_snapshot>> snapshot_in_etcd(const std::string& url) {
+  auto where = parse_etcd_registry(url);
+  if (!where) return where.err();
+  auto store = make_etcd_store(where->endpoints, where->root, {});  // read only: no term needed
+  return registry_store(*store).load();
+}
+
 expected<run_stores> open_run(const export_options& opt) {
   auto head_dir = head_dir_of(opt.run_dir);
-  if (!head_dir) return head_dir.err();
-  auto db = open_store(*head_dir + "/db");
-  if (!db) return db.err();
-  auto snap = registry_store(**db).load();
+  // With the registry in etcd, a head's store is one keeper among others, and may be gone.
+  if (!head_dir && opt.registry.empty()) return head_dir.err();
+  std::unique_ptr<kv_store> head_db;
+  if (head_dir) {
+    auto db = open_store(*head_dir + "/db");
+    if (!db) return db.err();
+    head_db = std::move(*db);
+  }
+  auto snap = opt.registry.empty() ? registry_store(*head_db).load() : snapshot_in_etcd(opt.registry);
   if (!snap) return snap.err();
-  if (!*snap) return make_error(errc::not_ready, *head_dir + " holds no run yet");
+  if (!*snap)
+    return make_error(errc::not_ready, (opt.registry.empty() ? *head_dir : opt.registry) + " holds no run yet");
   auto cfg = parse_config_text((*snap)->config_toml, "stored config");
   if (!cfg) return cfg.err();
-  run_stores run{*cfg, *head_dir, (*snap)->model_signature, {}};
-  run.sources.push_back({*head_dir + "/db", std::move(*db), nullptr});
-  run.sources.back().checkpoints =
-      std::make_unique<checkpoint_store>(*run.sources.back().db, static_cast<std::uint64_t>(cfg->keep_rounds));
+  run_stores run{*cfg, head_dir ? *head_dir : opt.run_dir, (*snap)->model_signature, {}};
+  if (head_db) {
+    run.sources.push_back({*head_dir + "/db", std::move(head_db), nullptr});
+    run.sources.back().checkpoints =
+        std::make_unique<checkpoint_store>(*run.sources.back().db, static_cast<std::uint64_t>(cfg->keep_rounds));
+  }
   auto replicas = open_replicas(opt, *cfg);
   if (!replicas) return replicas.err();
   for (auto& r : *replicas) run.sources.push_back(std::move(r));

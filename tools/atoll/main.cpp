@@ -208,6 +208,9 @@ int main(int argc, char** argv) {
       "--keeper-dir", exp.keeper_dirs,
       "a replica keeper's store (a node's RUN_DIR/keeper-N), read beside the head's; those under "
       "--run-dir are read without naming them (storage.keepers = nodes keeps the newest rounds there)");
+  export_cmd->add_option("--registry", exp.registry,
+                         "etcd://HOST:PORT[,...][/NAME]: the run's registry, for heads started with --registry (then "
+                         "--run-dir may be any folder holding the keepers' stores)");
   export_cmd->add_flag("--list", exp.list,
                        "write nothing: list every stored round of every fragment, with its digest and the stores "
                        "holding it");

@@ -89,6 +89,9 @@ struct export_options {
   // storage.keepers = nodes the newest rounds are only there. Those under run_dir (the
   // nodes of `atoll local`) are found without naming them.
   std::vector<std::string> keeper_dirs;
+  // etcd://...: the run's registry is in etcd (`atoll up --registry`); run_dir may then be
+  // any head's run dir, or a folder holding the replicas' stores.
+  std::string registry;
 };
 int run_export(const export_options& opt);
 
