@@ -14,7 +14,10 @@ namespace atl {
 std::vector<std::string> split_endpoints(const std::string& list);
 
 // Connects `socket` to every endpoint in `list`. With more than one, messages go only to
-// completed connections: none queues for a head that does not listen.
+// completed connections: none queues for a head that does not listen; and a connection
+// whose head has not answered a ping for heartbeat_timeout_ms is dropped (a partitioned head).
 void connect_to_heads(zmq::socket_t& socket, const std::string& list);
+inline constexpr int heartbeat_interval_ms = 1000;
+inline constexpr int heartbeat_timeout_ms = 3000;
 
 }  // namespace atl

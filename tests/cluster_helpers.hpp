@@ -48,12 +48,14 @@ inline bool wait_for_round(const std::string& head, int round) {
 }
 
 // `count` `atoll join` processes, logging to DIR/nodeK.log; with run dirs DIR/nodeK (they
-// may host the keeper replica).
+// may host the keeper replica); `more`: further flags.
 inline std::vector<std::unique_ptr<subprocess>> join_nodes(const std::string& atoll, const std::string& head, int count,
-                                                           const temp_dir& dir, bool with_run_dirs = false) {
+                                                           const temp_dir& dir, bool with_run_dirs = false,
+                                                           const std::vector<std::string>& more = {}) {
   std::vector<std::unique_ptr<subprocess>> nodes;
   for (int i = 0; i < count; ++i) {
     std::vector<std::string> args = {atoll, "join", "--head", head, "--threads", "1"};
+    args.insert(args.end(), more.begin(), more.end());
     if (with_run_dirs) args.insert(args.end(), {"--run-dir", dir.sub("node" + std::to_string(i))});
     nodes.push_back(std::make_unique<subprocess>(args, dir.sub("node" + std::to_string(i) + ".log")));
   }

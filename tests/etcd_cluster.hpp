@@ -53,7 +53,7 @@ class EtcdCluster : public ::testing::Test {
     if (!std::filesystem::exists(etcd_binary)) GTEST_SKIP() << "no " << etcd_binary << " (apt install etcd-server)";
     std::string initial;
     for (std::size_t i = 0; i < members_.size(); ++i) {
-      members_[i].client = "http://127.0.0.1:" + std::to_string(free_port());
+      members_[i].client = "http://" + client_host_ + ":" + std::to_string(free_port());
       members_[i].peer = "http://127.0.0.1:" + std::to_string(free_port());
       initial += (i ? "," : "") + name(i) + "=" + members_[i].peer;
     }
@@ -99,6 +99,9 @@ class EtcdCluster : public ::testing::Test {
     members_[i].process->wait(std::chrono::seconds(5));
   }
 
+  // Where clients reach the members; a fixture that sets another address sets it before
+  // SetUp (and the address must be this machine's).
+  std::string client_host_ = "127.0.0.1";
   struct member {
     std::string client, peer;
     std::unique_ptr<testing::subprocess> process;
