@@ -36,6 +36,7 @@ struct etcd_registry {
   std::string endpoints;  // "http://HOST:PORT,..." for etcd_client
   std::string root;  // "/atoll/NAME" (NAME "default" when none): the run's keys
   std::string election_key() const { return root + "/leader"; }
+  std::string http_key() const { return root + "/http"; }  // the leader's dashboard URL
 };
 // invalid_config naming what is wrong: another scheme, a member without host or port, a
 // port out of range, a name with characters other than letters, digits, '.', '_', '-'.

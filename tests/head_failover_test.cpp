@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <gtest/gtest.h>
+#include <httplib.h>
 #include <nlohmann/json.hpp>
 
 #include "runtime/control_client.hpp"
@@ -29,9 +30,10 @@ class HeadFailover : public testing::EtcdCluster {
  protected:
   // `atoll up` with run dir DIR/`name` on its own port, the registry in etcd; logs to DIR/`log`.log.
   std::unique_ptr<subprocess> start_head(const std::string& name, const std::string& endpoint, long steps,
-                                         const std::string& log = "") {
-    return std::make_unique<subprocess>(head_args(name, endpoint, steps),
-                                        dir_.sub((log.empty() ? name : log) + ".log"));
+                                         const std::string& log = "", const std::vector<std::string>& more = {}) {
+    auto args = head_args(name, endpoint, steps);
+    args.insert(args.end(), more.begin(), more.end());
+    return std::make_unique<subprocess>(args, dir_.sub((log.empty() ? name : log) + ".log"));
   }
   std::vector<std::string> head_args(const std::string& name, const std::string& endpoint, long steps) {
     auto args = testing::mlp_head(
@@ -59,12 +61,31 @@ TEST_F(HeadFailover, ALeadingHeadKilledWithItsDiskIsReplacedByTheStandbyAndNoRou
   const std::string ep_a = "tcp://127.0.0.1:" + std::to_string(testing::free_port());
   const std::string ep_b = "tcp://127.0.0.1:" + std::to_string(testing::free_port());
   const std::string both = ep_a + "," + ep_b;
-  auto a = start_head("a", ep_a, 16000);
+  const int http_a = testing::free_port(), http_b = testing::free_port();
+  auto a = start_head("a", ep_a, 16000, "", {"--http", "tcp://127.0.0.1:" + std::to_string(http_a)});
   ASSERT_EQ(testing::wait_for_endpoint(dir_.sub("a"), *a), ep_a) << a->output();
-  auto b = start_head("b", ep_b, 16000);
+  auto b = start_head("b", ep_b, 16000, "", {"--http", "tcp://127.0.0.1:" + std::to_string(http_b)});
   ASSERT_TRUE(testing::eventually([&] { return b->output().find("standing by") != std::string::npos; }, 10s, 50ms))
       << b->output();
   EXPECT_TRUE(endpoint_file(dir_.sub("b")).empty()) << "a standby does not listen";
+  // The standby's dashboard sends the browser to the leader's.
+  httplib::Client standby_http("127.0.0.1", http_b);
+  std::string location;
+  ASSERT_TRUE(testing::eventually(
+      [&] {
+        auto res = standby_http.Get("/api/status");
+        location = res && res->status == 307 ? res->get_header_value("Location") : "";
+        return !location.empty();
+      },
+      10s, 100ms));
+  EXPECT_EQ(location, "http://127.0.0.1:" + std::to_string(http_a) + "/api/status");
+  auto hostile = standby_http.Get("/api/x%0D%0ASet-Cookie:%20a=b");
+  ASSERT_TRUE(hostile);
+  EXPECT_NE(hostile->status, 307) << "no header split through a redirect";
+  EXPECT_FALSE(hostile->has_header("Set-Cookie"));
+  auto tab = standby_http.Get("/api/x%09y");
+  ASSERT_TRUE(tab);
+  EXPECT_EQ(tab->status, 400) << "a control character in the path is refused";
 
   auto nodes = testing::join_nodes(ATOLL_BIN, both, 2, dir_, true);
   ASSERT_TRUE(testing::wait_for_round(both, 3)) << a->output();
@@ -77,6 +98,9 @@ TEST_F(HeadFailover, ALeadingHeadKilledWithItsDiskIsReplacedByTheStandbyAndNoRou
   const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - killed);
   EXPECT_LT(took, 2s + 5s) << "the standby leads within 5 s of the lost leader's lease (2 s)";
   std::cout << "standby listening " << took.count() << " ms after the leader was killed\n";
+  auto served = standby_http.Get("/api/status");
+  ASSERT_TRUE(served);
+  EXPECT_EQ(served->status, 200) << "the new leader serves its dashboard itself: " << served->body;
 
   // The old head's machine is lost with its disk: nothing the run needs was only there. Its
   // replacement, on an empty run dir, stands by: never a second leader.

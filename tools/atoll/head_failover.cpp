@@ -2,7 +2,8 @@
 // run's election key (runtime/head_election.hpp); the one that wins directs the run from
 // the registry stored in etcd (storage/etcd_store.hpp), the others stand by without
 // listening, so nodes given every head's address (`atoll join --head A,B`) reach the
-// leader alone.
+// leader alone. A standby with --http redirects the dashboard to the leader's (the leader
+// writes its URL to ROOT/http).
 //
 //   standing by --campaign won--> leading: load (or create) the run, epoch := max(epoch + 1, term),
 //                                 listen and direct
@@ -16,12 +17,14 @@
 #include <algorithm>
 #include <atomic>
 #include <iostream>
+#include <mutex>
 #include <thread>
 
 #include "runtime/etcd_client.hpp"
 #include "runtime/head_election.hpp"
 #include "runtime/log.hpp"
 #include "storage/etcd_store.hpp"
+#include "tools/atoll/head_http.hpp"
 #include "tools/atoll/head_internal.hpp"
 
 namespace atl {
@@ -62,12 +65,43 @@ class lead_keeper {
   std::thread thread_;
 };
 
-// Campaigns every ttl / 3 until this head leads or is asked to stop.
-std::optional<election_outcome> stand_by(head_election& election, std::chrono::seconds ttl, const volatile bool& stop) {
+// The leading head's dashboard URL, as the leader wrote it to etcd (ROOT/http), for the
+// standby's redirects: read by the campaign loop, served by the HTTP thread.
+class leader_http_url {
+ public:
+  void set(std::string url) {
+    std::lock_guard<std::mutex> lock(mu_);
+    url_ = std::move(url);
+  }
+  std::string get() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return url_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::string url_;
+};
+
+// Campaigns every ttl / 3 until this head leads or is asked to stop; meanwhile, with
+// --http, redirects the dashboard's requests to the leader's.
+std::optional<election_outcome> stand_by(const head_options& opt, const etcd_registry& where, etcd_client& etcd,
+                                         head_election& election, std::chrono::seconds ttl, const volatile bool& stop) {
+  leader_http_url leader_url;
+  std::unique_ptr<standby_http> http;
+  if (!opt.http.empty()) {
+    auto started = standby_http::start(opt.http, [&leader_url] { return leader_url.get(); });
+    if (started) http = std::move(*started);
+    else log_warn("head: standing by without --http: " + started.err().describe());
+  }
   std::string announced;  // the leader last logged
   while (!stop) {
     auto outcome = election.campaign();
-    if (outcome && outcome->leading) return *outcome;
+    if (outcome && outcome->leading) return *outcome;  // `http` closes: the leader's binds there
+    if (http) {
+      auto url = outcome ? etcd.get(where.http_key()) : expected<std::optional<etcd_value>>(outcome.err());
+      leader_url.set(url && *url ? (*url)->value : std::string());
+    }
     const auto seen = outcome ? outcome->leader + " (term " + std::to_string(outcome->term) + ")"
                               : "no answer: " + outcome.err().describe();
     if (seen != announced) log_info("head: standing by; leading: " + seen);
@@ -97,7 +131,7 @@ int run_failover_head(const head_options& opt, kv_store& db) {
   head_election election(etcd, where->election_key(), opt.listen, ttl);
   log_info("head: registry in etcd at " + where->endpoints + " under " + where->root);
   while (!stop) {
-    const auto lead = stand_by(election, ttl, stop);
+    const auto lead = stand_by(opt, *where, etcd, election, ttl, stop);
     if (!lead) break;
     log_info("head: leading the run (term " + std::to_string(lead->term) + ")");
     auto store = make_etcd_store(where->endpoints, where->root, {where->election_key(), lead->term});
@@ -116,8 +150,15 @@ int run_failover_head(const head_options& opt, kv_store& db) {
     }
     if (snap) {
       lead_keeper keeper(election, ttl);
-      code = direct_run(
-          opt, db, reg_store, *snap, [&] { return stop || keeper.lost(); }, true);
+      direct_run_hooks hooks;
+      hooks.stop = [&] { return stop || keeper.lost(); };
+      hooks.fenced = true;
+      hooks.serving_http = [&](const std::string& url) {  // for the standbys' redirects
+        etcd_client own(where->endpoints);  // `etcd` is the lead keeper's now
+        auto written = own.write_if_held(where->election_key(), lead->term, {{where->http_key(), url}});
+        if (!written || !*written) log_warn("head: cannot tell etcd where the dashboard is");
+      };
+      code = direct_run(opt, db, reg_store, *snap, hooks);
       if (keeper.lost()) code = head_lost_its_lead;
     }
     if (code != head_lost_its_lead || stop) {

@@ -70,6 +70,16 @@ void send_json(httplib::Response& res, const std::pair<bool, std::string>& answe
   res.set_content(answer.second, "application/json");
 }
 
+// Binds HOST:PORT (0 picks one) and serves on `listener`; the URL it serves at.
+expected<std::string> bind_and_listen(httplib::Server& server, std::thread& listener, const std::string& host, int port,
+                                      const std::string& endpoint) {
+  const int bound = port == 0 ? server.bind_to_any_port(host) : (server.bind_to_port(host, port) ? port : -1);
+  if (bound <= 0) return make_error(errc::invalid_config, "--http " + endpoint + ": cannot listen there");
+  listener = std::thread([&server] { server.listen_after_bind(); });
+  const bool v6 = host.find(':') != std::string::npos;
+  return "http://" + (v6 ? "[" + host + "]" : host) + ":" + std::to_string(bound) + "/";
+}
+
 }  // namespace
 
 struct head_http::impl {
@@ -160,6 +170,20 @@ head_http::~head_http() {
 expected<std::unique_ptr<head_http>> head_http::start(caf::actor_system& sys, caf::actor registry,
                                                       const std::string& endpoint, http_access access,
                                                       std::string web_dir) {
+  auto where = parse_http_endpoint(endpoint);
+  if (!where) return where.err();
+  const auto& [host, port] = *where;
+  access.loopback = is_loopback_host(host);
+  auto p = std::make_unique<impl>(sys, std::move(registry), std::move(access), std::move(web_dir));
+  p->routes();
+  auto url = bind_and_listen(p->server, p->listener, host, port, endpoint);
+  if (!url) return url.err();
+  std::unique_ptr<head_http> out(new head_http(std::move(p)));
+  out->url_ = *url;
+  return out;
+}
+
+expected<std::pair<std::string, int>> parse_http_endpoint(const std::string& endpoint) {
   const std::string scheme = "tcp://";
   const auto colon = endpoint.rfind(':');
   if (endpoint.compare(0, scheme.size(), scheme) != 0 || colon == std::string::npos || colon < scheme.size())
@@ -170,17 +194,54 @@ expected<std::unique_ptr<head_http>> head_http::start(caf::actor_system& sys, ca
   if (*end != '\0' || port < 0 || port > 65535)
     return make_error(errc::invalid_config, "--http " + endpoint + ": not a port");
   if (host.size() > 1 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  access.loopback = is_loopback_host(host);
-  auto p = std::make_unique<impl>(sys, std::move(registry), std::move(access), std::move(web_dir));
-  p->routes();
-  const int bound = port == 0 ? p->server.bind_to_any_port(host)
-                              : (p->server.bind_to_port(host, static_cast<int>(port)) ? static_cast<int>(port) : -1);
-  if (bound <= 0) return make_error(errc::invalid_config, "--http " + endpoint + ": cannot listen there");
-  impl* raw = p.get();
-  p->listener = std::thread([raw] { raw->server.listen_after_bind(); });
-  std::unique_ptr<head_http> out(new head_http(std::move(p)));
-  const bool v6 = host.find(':') != std::string::npos;
-  out->url_ = "http://" + (v6 ? "[" + host + "]" : host) + ":" + std::to_string(bound) + "/";
+  return std::make_pair(host, static_cast<int>(port));
+}
+
+struct standby_http::impl {
+  std::function<std::string()> leader_url;
+  httplib::Server server;
+  std::thread listener;
+};
+
+standby_http::standby_http(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
+
+standby_http::~standby_http() {
+  impl_->server.stop();
+  if (impl_->listener.joinable()) impl_->listener.join();
+}
+
+expected<std::unique_ptr<standby_http>> standby_http::start(const std::string& endpoint,
+                                                            std::function<std::string()> leader_url) {
+  auto where = parse_http_endpoint(endpoint);
+  if (!where) return where.err();
+  auto p = std::make_unique<impl>();
+  p->leader_url = std::move(leader_url);
+  auto& server = p->server;
+  server.new_task_queue = [] { return new httplib::ThreadPool(1); };  // redirects only
+  server.set_read_timeout(2, 0);
+  server.set_write_timeout(2, 0);
+  server.set_payload_max_length(4096);
+  server.Get(".*", [raw = p.get()](const httplib::Request& req, httplib::Response& res) {
+    // The path is decoded (%0D%0A is a line break): a control character would split the header.
+    for (const char c : req.path)
+      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+        res.status = 400;
+        res.set_content(json{{"error", "a control character in the path"}}.dump(), "application/json");
+        return;
+      }
+    const auto leader = raw->leader_url();
+    if (leader.empty()) {
+      res.status = 503;
+      res.set_content(json{{"error", "this head stands by and no head leads now"}}.dump(), "application/json");
+      return;
+    }
+    // The path only (never the query's token): the leader's own page asks for what it needs.
+    res.set_redirect(leader + (req.path.empty() ? "" : req.path.substr(1)), 307);
+  });
+  auto url = bind_and_listen(p->server, p->listener, where->first, where->second, endpoint);
+  if (!url) return url.err();
+  std::unique_ptr<standby_http> out(new standby_http(std::move(p)));
+  out->url_ = *url;
   return out;
 }
 

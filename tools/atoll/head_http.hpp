@@ -8,8 +8,10 @@
 // Its own thread budget (four request threads plus the listener), short read and write
 // timeouts, small header and body limits: a bad or slow client costs it, not training.
 // Access: runtime/http_access.hpp.
+#include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
@@ -44,5 +46,28 @@ class head_http {
 
 // Where the dashboard's files are: $ATOLL_WEB_DIR, else the build tree's web/.
 std::string default_web_dir();
+
+// --http's "tcp://HOST:PORT" as host ([v6] unbracketed) and port; invalid_config if not that.
+expected<std::pair<std::string, int>> parse_http_endpoint(const std::string& endpoint);
+
+// A head standing by (tools/atoll/head_failover.cpp) on the --http it will serve once it
+// leads: every GET is redirected (307) to the same path at the leading head's HTTP
+// endpoint, so a dashboard opened on any head shows the leader's; 503 while no head leads.
+class standby_http {
+ public:
+  // `leader_url()`: the leading head's "http://HOST:PORT/", empty when unknown; called per request.
+  static expected<std::unique_ptr<standby_http>> start(const std::string& endpoint,
+                                                       std::function<std::string()> leader_url);
+  ~standby_http();
+  standby_http(const standby_http&) = delete;
+  standby_http& operator=(const standby_http&) = delete;
+  const std::string& url() const { return url_; }
+
+ private:
+  struct impl;
+  explicit standby_http(std::unique_ptr<impl> p);
+  std::unique_ptr<impl> impl_;
+  std::string url_;
+};
 
 }  // namespace atl

@@ -157,18 +157,19 @@ int run_head(const head_options& opt) {
     return 2;
   }
   const auto& stop = install_stop_signals();
-  return direct_run(
-      opt, **db, reg_store, *snap, [&stop] { return stop; }, false);
+  direct_run_hooks hooks;
+  hooks.stop = [&stop] { return stop; };
+  return direct_run(opt, **db, reg_store, *snap, hooks);
 }
 
 int direct_run(const head_options& opt, kv_store& db, registry_store& reg_store, const registry_snapshot& snap,
-               const std::function<bool()>& stop, bool fenced) {
+               const direct_run_hooks& hooks) {
   auto cfg = parse_config_text(snap.config_toml, "stored config");
   if (!cfg) {
     std::cerr << "atoll up: " << cfg.err().describe() << "\n";
     return 2;
   }
-  if (fenced && cfg->keepers != "nodes") {
+  if (hooks.fenced && cfg->keepers != "nodes") {
     std::cerr << "atoll up: --registry needs storage.keepers = nodes: with the rounds on the head alone, the "
                  "head that takes over would not have them\n";
     return 2;
@@ -228,7 +229,7 @@ int direct_run(const head_options& opt, kv_store& db, registry_store& reg_store,
                      net->secure(),
                      &routes,
                      cfg->digest.empty() ? std::string() : model_copy(opt.run_dir),
-                     fenced};
+                     hooks.fenced};
   const auto keeper_name = keeper_id(head_keeper_number);
   auto keeper = sys.spawn(keeper_actor, static_cast<transport*>(net.get()), keeper_name, snap.cluster_id, &checkpoints);
   local.add(keeper_name, keeper);
@@ -248,7 +249,8 @@ int direct_run(const head_options& opt, kv_store& db, registry_store& reg_store,
     http = std::move(*started);
   }
   // Coordinators are placed on the nodes by the registry when training starts.
-  const auto reason = wait_for_actor(sys, registry, stop);
+  if (hooks.serving_http) hooks.serving_http(http ? http->url() : std::string());
+  const auto reason = wait_for_actor(sys, registry, hooks.stop);
   http.reset();
   caf::anon_send_exit(keeper, caf::exit_reason::user_shutdown);
   net->stop();

@@ -162,7 +162,9 @@ int main(int argc, char** argv) {
   std::string head, run_dir, keys_dir, client_key;
   bool as_json = false;
   int timeout_ms = 5000;
-  app.add_option("--head", head, "the head's endpoint, e.g. tcp://127.0.0.1:7070");
+  app.add_option("--head", head,
+                 "the head's endpoint, e.g. tcp://127.0.0.1:7070; heads that fail over: all of them, comma-separated "
+                 "(the leader answers)");
   app.add_option("--run-dir", run_dir, "a run dir of `atoll up` or `atoll local`");
   app.add_option("--keys", keys_dir, "the cluster's key folder (`atoll keygen`)");
   app.add_option("--client-key", client_key, "a client key file other than KEYS/client.key");
