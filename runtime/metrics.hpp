@@ -1,6 +1,7 @@
 #pragma once
 // JSON-lines metrics: one object per line with a "type" field ("step", "eval", "round",
-// "summary"), a wall-clock "time" (seconds since the writer opened) and the figures.
+// "summary"), a wall-clock "time" (seconds since the writer opened), "unix_s" (the system
+// clock: lines of several heads in turn can be put on one time line) and the figures.
 // Owned by one actor; not thread-safe.
 #include <chrono>
 #include <fstream>
@@ -20,6 +21,7 @@ class metrics_writer {
     if (!out_.is_open()) return;
     fields["type"] = type;
     fields["time"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    fields["unix_s"] = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
     out_ << fields.dump() << '\n';
     out_.flush();
   }

@@ -133,9 +133,9 @@ TEST_F(HeadFailover, WithoutAnEtcdQuorumNoHeadDirectsAndTheRunResumesWhenEtcdDoe
   const std::string ep_a = "tcp://127.0.0.1:" + std::to_string(testing::free_port());
   const std::string ep_b = "tcp://127.0.0.1:" + std::to_string(testing::free_port());
   const std::string both = ep_a + "," + ep_b;
-  auto a = start_head("a", ep_a, 24000);
+  auto a = start_head("a", ep_a, 16000);
   ASSERT_EQ(testing::wait_for_endpoint(dir_.sub("a"), *a), ep_a) << a->output();
-  auto b = start_head("b", ep_b, 24000);
+  auto b = start_head("b", ep_b, 16000);
   auto nodes = testing::join_nodes(ATOLL_BIN, both, 2, dir_, true);
   ASSERT_TRUE(testing::wait_for_round(both, 3)) << a->output();
 
@@ -157,9 +157,9 @@ TEST_F(HeadFailover, WithoutAnEtcdQuorumNoHeadDirectsAndTheRunResumesWhenEtcdDoe
   const json status = testing::ask(both, "status");
   EXPECT_EQ(status["state"], "finished") << status.dump();
   const json fragments = testing::ask(both, "fragments");
-  EXPECT_EQ(fragments[0]["round"], 60) << "24000 steps / 400: every round, none lost";
+  EXPECT_EQ(fragments[0]["round"], 40) << "16000 steps / 400: every round, none lost";
   EXPECT_EQ(testing::agreeing_at_final_round(fragments), 2) << fragments.dump();
-  testing::expect_every_round_on_two_replicas(ATOLL_BIN, dir_, 60, "", {"--registry", registry()});
+  testing::expect_every_round_on_two_replicas(ATOLL_BIN, dir_, 40, "", {"--registry", registry()});
   for (auto* head : {a.get(), b.get()}) head->signal(SIGTERM);
   for (auto* head : {a.get(), b.get()}) EXPECT_EQ(head->wait(10s), 0) << head->output();
 }
@@ -220,9 +220,9 @@ TEST_F(PartitionedHeadFailover, ALeaderCutOffWhileUpIsReplacedAndStandsByAfterTh
   const std::string ep_a = std::string("tcp://") + head_address + ":" + std::to_string(testing::free_port());
   const std::string ep_b = "tcp://127.0.0.1:" + std::to_string(testing::free_port());
   const std::string both = ep_a + "," + ep_b;
-  auto a = start_head_inside("a", ep_a, 24000);
+  auto a = start_head_inside("a", ep_a, 16000);
   ASSERT_EQ(testing::wait_for_endpoint(dir_.sub("a"), *a), ep_a) << a->output();
-  auto b = start_head("b", ep_b, 24000);
+  auto b = start_head("b", ep_b, 16000);
   auto nodes = testing::join_nodes(ATOLL_BIN, both, 2, dir_, true, {"--insecure"});
   ASSERT_TRUE(testing::wait_for_round(both, 3)) << a->output();
   const int epoch_before = testing::ask(both, "status")["epoch"];
@@ -250,9 +250,9 @@ TEST_F(PartitionedHeadFailover, ALeaderCutOffWhileUpIsReplacedAndStandsByAfterTh
   EXPECT_EQ(status["state"], "finished") << status.dump();
   EXPECT_GT(status["epoch"].get<int>(), epoch_before);
   const json fragments = testing::ask(ep_b, "fragments");
-  EXPECT_EQ(fragments[0]["round"], 60) << "24000 steps / 400: every round, none lost";
+  EXPECT_EQ(fragments[0]["round"], 40) << "16000 steps / 400: every round, none lost";
   EXPECT_EQ(testing::agreeing_at_final_round(fragments), 2) << fragments.dump();
-  testing::expect_every_round_on_two_replicas(ATOLL_BIN, dir_, 60, "", {"--registry", registry()});
+  testing::expect_every_round_on_two_replicas(ATOLL_BIN, dir_, 40, "", {"--registry", registry()});
   EXPECT_FALSE(control_request(ep_a, "status", "", 1000ms)) << "one leader: the old one does not listen";
   testing::shut_down(ep_b, *b);
   a->signal(SIGTERM);

@@ -11,12 +11,16 @@ chaos run, every --every seconds (jittered) one fault is drawn:
   join   one more node (up to --max-nodes)
   cpu    saturate the CPU for --hog-seconds with one busy process per core (on one
          machine, every node's CPU at once): no node may be declared dead for it
+  head   with --heads 2 (two heads that fail over, on a three-member etcd started here):
+         SIGKILL the leading head; the standby takes over; the killed one is started
+         again --rejoin-after seconds later on its run dir and stands by
 At least two nodes (run.min_workers) stay up; once a worker has finished its steps no new
 fault starts. The script polls `atollctl` every second and reads the head's metrics
 afterwards. It writes
   OUT/summary.json   rounds_committed, rounds_lost, invariant_violations, max_stall_s,
                      detect_s_median, detect_s_max (and per kind: detect_kill_s_*, detect_stop_s_*),
-                     join_productive_s_median, false_evictions,
+                     join_productive_s_median, false_evictions, takeover_s_median and
+                     takeover_s_max (--heads 2: from a head's kill to the next one listening),
                      faults_injected, val_loss, val_loss_fault_free (and details)
   OUT/timeline.png   committed rounds, live members and faults over time
 Invariants checked: every worker's acknowledged digest equals the released digest of its
@@ -29,7 +33,8 @@ replica host hands its replica over first); `--keepers head` runs the head's kee
 one replica instead.
 
 Usage: tools/bench/chaos.py --atoll build/tools/atoll --atollctl build/tools/atollctl
-                            [--minutes N] [--every K] [--seed S] [--keepers nodes|head] [--out DIR]
+                            [--minutes N] [--every K] [--seed S] [--keepers nodes|head] [--heads 1|2]
+                            [--out DIR]
 """
 import argparse
 import json
@@ -37,10 +42,12 @@ import os
 import random
 import shutil
 import signal
+import socket
 import statistics
 import subprocess
 import sys
 import time
+import urllib.request
 
 from quality import pyplot_or_none, read_metrics  # tools/bench/quality.py, next to this script
 
@@ -48,6 +55,48 @@ MODEL = ["--set", "model.layers=2", "--set", "model.width=64", "--set", "diloco.
          "--set", "run.min_workers=2", "--set", "storage.keep_rounds=100000"]
 LEASE_MS = 4000
 CLUSTER = ["--set", "cluster.heartbeat_ms=500", "--set", f"cluster.lease_ms={LEASE_MS}"]
+ETCD = "/usr/bin/etcd"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Etcd:
+    """Three etcd members on loopback (Debian's etcd-server), for heads that fail over."""
+
+    def __init__(self, run_dir):
+        self.members = [(f"m{i}", free_port(), free_port()) for i in range(3)]
+        initial = ",".join(f"{n}=http://127.0.0.1:{peer}" for n, _, peer in self.members)
+        self.procs = []
+        for name, client, peer in self.members:
+            log = open(f"{run_dir}/logs/etcd-{name}.log", "ab")
+            self.procs.append(subprocess.Popen(
+                [ETCD, "--name", name, "--data-dir", f"{run_dir}/etcd-{name}",
+                 "--listen-client-urls", f"http://127.0.0.1:{client}", "--advertise-client-urls",
+                 f"http://127.0.0.1:{client}", "--listen-peer-urls", f"http://127.0.0.1:{peer}",
+                 "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}", "--initial-cluster", initial,
+                 "--initial-cluster-state", "new", "--initial-cluster-token", "atoll-chaos"],
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+        for _ in range(300):
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.members[0][1]}/health", timeout=1) as r:
+                    if json.loads(r.read()).get("health") == "true":
+                        return
+            except (OSError, ValueError):
+                pass
+            time.sleep(0.1)
+        raise RuntimeError(f"etcd did not start; see {run_dir}/logs/etcd-m0.log")
+
+    def url(self):
+        return "etcd://" + ",".join(f"127.0.0.1:{client}" for _, client, _ in self.members) + "/chaos"
+
+    def stop(self):
+        for p in self.procs:
+            p.kill()
+            p.wait()
 
 
 class Cluster:
@@ -60,29 +109,55 @@ class Cluster:
         self.nodes = {}  # pid -> Popen
         self.joined = 0
         self.t0 = time.monotonic()
-        head_dir = f"{run_dir}/head"
-        self.head = self._spawn([args.atoll, "up", "--listen", "tcp://127.0.0.1:0", "--run-dir", head_dir,
-                                 "--metrics", f"{run_dir}/metrics.jsonl", "--set", f"run.steps={steps}",
-                                 "--set", f"run.seed={args.seed}", "--set", f"run.eval_every={max(20, steps // 4)}"]
-                                + MODEL + CLUSTER + ["--set", f"storage.keepers={args.keepers}"], "head")
+        self.unix_t0 = time.time()
+        self.etcd = Etcd(run_dir) if args.heads > 1 else None
+        # Each head: its name, listen endpoint and run dir; self.heads[name] its process.
+        self.head_args = {}
+        for i in range(args.heads):
+            name = "head" if args.heads == 1 else f"head-{'ab'[i]}"
+            listen = "tcp://127.0.0.1:0" if args.heads == 1 else f"tcp://127.0.0.1:{free_port()}"
+            argv = [args.atoll, "up", "--listen", listen, "--run-dir", f"{run_dir}/{name}",
+                    "--metrics", f"{run_dir}/metrics.jsonl", "--set", f"run.steps={steps}",
+                    "--set", f"run.seed={args.seed}", "--set", f"run.eval_every={max(20, steps // 4)}"]
+            argv += MODEL + CLUSTER + ["--set", f"storage.keepers={args.keepers}"]
+            if self.etcd:
+                argv += ["--registry", self.etcd.url()]
+            self.head_args[name] = (listen, argv)
+        self.heads = {name: self._spawn(argv, name) for name, (_, argv) in self.head_args.items()}
         self.endpoint = None
         for _ in range(600):
-            try:
-                with open(f"{head_dir}/head.endpoint") as f:
-                    self.endpoint = f.read().strip() or None
-            except FileNotFoundError:
-                pass
-            if self.endpoint:
+            listening = [self.listening(name) for name in self.heads]
+            if any(listening):
+                self.endpoint = listening[0] if args.heads == 1 else ",".join(l for l, _ in self.head_args.values())
                 break
             time.sleep(0.05)
         if not self.endpoint:
-            raise RuntimeError("the head did not start; see " + f"{run_dir}/logs/head.log")
+            raise RuntimeError("no head started; see " + f"{run_dir}/logs/")
         # The head's metrics count time from its registry's start, just after it wrote the
         # endpoint: within the 50 ms poll above of now.
         self.metrics_t0 = self.now()
 
     def now(self):
         return time.monotonic() - self.t0
+
+    def listening(self, name):
+        """The endpoint head `name` wrote once it listened (it leads), else None."""
+        try:
+            with open(f"{self.run_dir}/{name}/head.endpoint") as f:
+                return f.read().strip() or None
+        except FileNotFoundError:
+            return None
+
+    def leader(self):
+        """The name of the head that leads now (by `atollctl status`), else None."""
+        status = self.ctl("status") or {}
+        for name, (listen, _) in self.head_args.items():
+            if status.get("head") == listen and self.heads[name].poll() is None:
+                return name
+        return None
+
+    def restart_head(self, name):
+        self.heads[name] = self._spawn(self.head_args[name][1], name)
 
     def _spawn(self, argv, name):
         log = open(f"{self.run_dir}/logs/{name}.log", "ab")
@@ -110,7 +185,9 @@ class Cluster:
 
     def stop(self):
         subprocess.run([self.args.atoll, "down", "--head", self.endpoint], capture_output=True, timeout=15)
-        for p in list(self.nodes.values()) + [self.head]:
+        for p in list(self.nodes.values()) + list(self.heads.values()):
+            if len(self.heads) > 1 and p in self.heads.values():
+                p.send_signal(signal.SIGTERM)  # a standby takes over the finished run: stop it too
             try:
                 p.wait(timeout=15)
             except subprocess.TimeoutExpired:
@@ -125,7 +202,8 @@ def run(args, name, steps, chaos):
         c.join()
     rng = random.Random(args.seed)
     obs = {"faults": [], "polls": [], "deaths": {}, "joins": {}, "pid_of_node": {}, "node_seen": {}, "keeper_rounds": [],
-           "regressions": 0, "head_start": c.t0, "metrics_t0": c.metrics_t0}
+           "regressions": 0, "head_start": c.t0, "metrics_t0": c.metrics_t0, "unix_t0": c.unix_t0, "takeovers": []}
+    head_down = None  # (name, killed at) while a killed head waits to be started again
     injected = set()  # pids we killed or stopped: their deaths are not false evictions
     stopped = set()   # pids stopped now: not chosen again until resumed
     pending = []      # (time, action, pid)
@@ -152,12 +230,18 @@ def run(args, name, steps, chaos):
         status = c.ctl("status")
         if status and status.get("state") == "finished":
             break
+        if head_down and head_down[2] is None:  # a head was killed: has another taken over?
+            for name in c.heads:
+                path = f"{c.run_dir}/{name}/head.endpoint"
+                if name != head_down[0] and os.path.exists(path) and os.path.getmtime(path) > head_down[1]:
+                    head_down = (head_down[0], head_down[1], os.path.getmtime(path) - head_down[1])
+                    obs["takeovers"].append(head_down[2])
         # The run's tail: once a worker is done, new faults (above all new joiners, which
         # would train on) only delay the end. Nodes already stopped are still resumed, and a
         # cpu fault still ends on time.
         tail = bool(status) and any(w.get("done") for w in status.get("workers", []))
         if tail:
-            pending = [p for p in pending if p[1] in ("cont", "unhog")]
+            pending = [p for p in pending if p[1] in ("cont", "unhog", "head")]
         for item in [p for p in pending if p[0] <= t]:
             pending.remove(item)
             _, action, pid = item
@@ -167,6 +251,9 @@ def run(args, name, steps, chaos):
                     os.kill(pid, signal.SIGCONT)
             elif action == "join" and len(c.running_nodes()) < args.max_nodes:
                 obs["joins"][c.join()] = c.now()
+            elif action == "head":  # the killed head comes back, on its run dir: it stands by
+                c.restart_head(pid)
+                head_down = None
             elif action == "unhog":
                 for hog in hogs:
                     hog.kill()
@@ -180,6 +267,8 @@ def run(args, name, steps, chaos):
                 kinds += ["kill", "stop", "leave"]
             if not hogs:
                 kinds.append("cpu")
+            if len(c.heads) > 1 and head_down is None:
+                kinds.append("head")
             if kinds:
                 kind = rng.choice(kinds)
                 pid = rng.choice(alive)
@@ -192,6 +281,20 @@ def run(args, name, steps, chaos):
                     injected.add(pid)
                     stopped.add(pid)
                     pending.append((t + LEASE_MS / 1000 + 3, "cont", pid))
+                elif kind == "head":
+                    pid = c.leader()
+                    if pid is None:
+                        kind = "head-unknown"  # no head answers now: not counted as a fault
+                    else:
+                        killed_at = time.time()
+                        c.heads[pid].kill()
+                        c.heads[pid].wait()
+                        try:
+                            os.remove(f"{c.run_dir}/{pid}/head.endpoint")
+                        except FileNotFoundError:
+                            pass
+                        head_down = (pid, killed_at, None)
+                        pending.append((t + args.rejoin_after, "head", pid))
                 elif kind == "cpu":
                     hogs.extend(subprocess.Popen([sys.executable, "-c", "while True: pass"])
                                 for _ in range(os.cpu_count() or 2))
@@ -209,7 +312,7 @@ def run(args, name, steps, chaos):
                 else:
                     pid = c.join()
                     obs["joins"][pid] = c.now()
-                if kind != "leave-refused":
+                if kind not in ("leave-refused", "head-unknown"):
                     obs["faults"].append({"time": t, "kind": kind, "pid": pid})
         time.sleep(1.0)  # each poll starts three atollctl processes: keep the cores for training
     for hog in hogs:
@@ -220,14 +323,18 @@ def run(args, name, steps, chaos):
     obs["injected"] = sorted(injected)
     obs["wall_s"] = c.now()
     c.stop()
-    obs["stored"] = stored_rounds(args.atoll, run_dir)
+    obs["stored"] = stored_rounds(args.atoll, run_dir, c.etcd.url() if c.etcd else None)
+    if c.etcd:
+        c.etcd.stop()
     return read_metrics(os.path.join(run_dir, "metrics.jsonl")), obs
 
 
-def stored_rounds(atoll, run_dir):
+def stored_rounds(atoll, run_dir, registry=None):
     """Every round in every keeper's store under the run dir (the head's and each node's
-    replicas, the dead nodes' included): [{fragment, round, digest, stores}]."""
-    out = subprocess.run([atoll, "export", "--run-dir", run_dir, "--list", "--json"], capture_output=True, text=True)
+    replicas, the dead nodes' included): [{fragment, round, digest, stores}]. `registry`:
+    etcd's URL when heads fail over (the run's config is there)."""
+    argv = [atoll, "export", "--run-dir", run_dir, "--list", "--json"] + (["--registry", registry] if registry else [])
+    out = subprocess.run(argv, capture_output=True, text=True)
     if out.returncode != 0:
         print(f"chaos: atoll export --list failed: {out.stderr.strip()}", file=sys.stderr)
         return []
@@ -243,6 +350,9 @@ def final_val_loss(lines, obs):
 
 def evaluate(lines, obs):
     """The figures of summary.json for one run."""
+    for l in lines:  # on the bench's clock: with heads that fail over, each head's metrics start anew
+        if "unix_s" in l:
+            l["time"] = l["unix_s"] - obs["unix_t0"] - obs["metrics_t0"]
     released = {(l["fragment"], l["round"]): l for l in lines if l["type"] == "round"}
     violations = []
     for l in lines:  # S1 per round: every ack (and every state adopted) carries the released digest
@@ -320,9 +430,11 @@ def evaluate(lines, obs):
         "join_productive_s_median": round(statistics.median(productive), 2) if productive else None,
         "join_productive_s_max": round(max(productive), 2) if productive else None,
         "false_evictions": len(false_evictions),
+        "takeover_s_median": round(statistics.median(obs["takeovers"]), 2) if obs["takeovers"] else None,
+        "takeover_s_max": round(max(obs["takeovers"]), 2) if obs["takeovers"] else None,
         "faults_injected": len(obs["faults"]),
         "faults_by_kind": {k: sum(1 for f in obs["faults"] if f["kind"] == k)
-                           for k in ("kill", "stop", "leave", "join", "cpu")},
+                           for k in ("kill", "stop", "leave", "join", "cpu", "head")},
         "val_loss": final_val_loss(lines, obs),
         "keeper_latest": keeper_latest,
         "finished": obs["finished"],
@@ -343,7 +455,7 @@ def plot(obs, out):
     ax2.step(t, [p[1] for p in obs["polls"]], where="post", label="active members", color="tab:green")
     ax2.set_ylabel("active members")
     ax2.set_ylim(0, max([p[1] for p in obs["polls"]] + [1]) + 1)
-    colors = {"kill": "red", "stop": "orange", "leave": "purple", "join": "gray", "cpu": "green"}
+    colors = {"kill": "red", "stop": "orange", "leave": "purple", "join": "gray", "cpu": "green", "head": "black"}
     for f in obs["faults"]:
         ax.axvline(f["time"], color=colors[f["kind"]], alpha=0.5, linestyle="--")
     for kind, color in colors.items():
@@ -369,6 +481,8 @@ def main():
     ap.add_argument("--steps", type=int, default=0, help="inner steps per worker (default: from --minutes)")
     ap.add_argument("--keepers", choices=["nodes", "head"], default="nodes",
                     help="storage.keepers for both runs: the head's keeper and a replica, or two replicas on nodes")
+    ap.add_argument("--heads", type=int, choices=[1, 2], default=1,
+                    help="2: two heads that fail over on a three-member etcd started here, and the head fault")
     ap.add_argument("--out", default="build/bench/chaos")
     args = ap.parse_args()
     if args.minutes <= 0 or args.every <= 0 or args.max_nodes < 3:
@@ -391,6 +505,7 @@ def main():
     summary["steps"] = steps
     summary["seed"] = args.seed
     summary["keepers"] = args.keepers
+    summary["heads"] = args.heads
     with open(os.path.join(args.out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=2)
     plot(obs, os.path.join(args.out, "timeline.png"))
