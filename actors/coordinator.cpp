@@ -362,10 +362,8 @@ caf::behavior coordinator_actor(caf::stateful_actor<coordinator_state>* self, tr
         }
       },
       [=](deadline_atom, std::uint64_t round) { on_deadline(self, round); },
-      [=](confirm_atom) { request_membership(self); },
-      [=](resend_atom) {
-        resend_round_report(self);
-      },  // the node's link to the head came back  // placed again: a restarted head learns we run
+      [=](confirm_atom) { request_membership(self); },  // placed again: a restarted head learns we run
+      [=](resend_atom) { resend_round_report(self); },  // the node's link to the head came back
       [=](tick_atom) {  // every commit_retry: startup requests until answered, commit retries
         auto& st = self->state;
         if (!st.loaded || !st.has_membership) request_startup_state(self);

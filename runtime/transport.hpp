@@ -144,7 +144,6 @@ class mailer {
   // Sends nothing from now on: an actor that lost its authority (a deposed head's
   // registry) must not say what it could not make durable, even later in the same handler.
   void silence() { silenced_ = true; }
-  bool silenced() const { return silenced_; }
 
  private:
   transport* transport_;

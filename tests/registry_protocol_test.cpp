@@ -56,6 +56,7 @@ class RegistryProtocol : public ::testing::Test {
     deps.local_actors = &dir_;
     deps.counters = &net_.counters();
     deps.listen_endpoint = "inproc://test";
+    deps.stop_when_unsaved = fenced();
     dir_.add(registry_id(), sys_.spawn(registry_actor, deps, snap));
     sched_.run();
   }
@@ -70,6 +71,7 @@ class RegistryProtocol : public ::testing::Test {
   }
 
   virtual void adjust(run_config&) {}  // a derived fixture's run
+  virtual bool fenced() const { return false; }  // a derived fixture's store is an election's
 
   void hello(const std::string& from, bool can_keep = false, const std::string& model_signature = "") {
     mailer mail(net_, from, "");
@@ -168,7 +170,29 @@ class RegistryProtocol : public ::testing::Test {
   directory dir_;
   cluster_identity cluster_{"cluster-registry"};
   memory_transport net_{dir_, cluster_};
-  std::unique_ptr<kv_store> registry_db_ = make_memory_store();
+  // The registry's store, which refuses every commit while `refuse_` is set (an etcd store
+  // whose writer's term has ended).
+  class refusable_store : public kv_store {
+   public:
+    explicit refusable_store(bool& refuse) : refuse_(refuse) {}
+    status commit(const std::vector<kv_write>& batch, bool sync) override {
+      if (refuse_) return make_error(errc::stale_epoch, "another head leads");
+      return inner_->commit(batch, sync);
+    }
+    expected<std::optional<std::string>> get(column family, const std::string& key) const override {
+      return inner_->get(family, key);
+    }
+    expected<std::vector<std::pair<std::string, std::string>>> scan(column family,
+                                                                    const std::string& prefix) const override {
+      return inner_->scan(family, prefix);
+    }
+
+   private:
+    bool& refuse_;
+    std::unique_ptr<kv_store> inner_ = make_memory_store();
+  };
+  bool refuse_ = false;
+  std::unique_ptr<kv_store> registry_db_ = std::make_unique<refusable_store>(refuse_);
   std::unique_ptr<kv_store> checkpoint_db_ = make_memory_store();
   registry_store store_{*registry_db_};
   checkpoint_store checkpoints_{*checkpoint_db_, 10};
@@ -287,6 +311,41 @@ TEST_F(RegistryProtocol, ANodeWhoseModelIsNotTheRunsIsRefusedAndGetsNoSlot) {
 }
 
 // A run whose model is its nodes' own (the Python API): the head holds no model.
+// A registry whose store is fenced by an election (heads that fail over): once a save is
+// refused (its term ended), it says nothing more, not even what the same change would
+// have sent, and stops, so no head publishes an epoch a successor does not know.
+class FencedRegistryProtocol : public RegistryProtocol {
+  bool fenced() const override { return true; }
+};
+
+TEST_F(FencedRegistryProtocol, ARegistryWhoseSaveIsRefusedFallsSilentAndStops) {
+  using E = schema::Envelope;
+  hello("node/pending-a");
+  hello("node/pending-b");
+  ASSERT_EQ(stored().run_state, "training");
+  const auto epoch = stored().epoch;
+  run_for(1s, {1, 2});
+  ASSERT_FALSE(take(E::MEMBERSHIP, "coord/0").empty()) << "it directs while its saves are taken";
+
+  refuse_ = true;  // another head leads now
+  seen_.clear();
+  run_for(2s, {1});  // node 2's lease runs out: a new epoch that cannot be saved
+  // Memberships and placements repeat every tick until then; none tells of the new epoch.
+  for (const auto& m : take(E::MEMBERSHIP, "coord/0"))
+    EXPECT_EQ(m->envelope().getMembership().getEpoch(), epoch) << "no Membership of the epoch it could not save";
+  for (const auto& m : take(E::PLACE_COORDINATOR, "node/1"))
+    EXPECT_EQ(m->envelope().getPlaceCoordinator().getFragment(), 0u) << "fragment 1's coordinator is not re-placed";
+  refuse_ = false;
+  EXPECT_EQ(stored().epoch, epoch) << "the store kept what the last leader saved";
+  seen_.clear();
+  mailer mail(net_, "ctl/t", "");
+  wire::outgoing out;
+  out.envelope.initControlRequest().setCommand("status");
+  mail.send(registry_id(), 0, out);
+  sched_.run();
+  EXPECT_TRUE(take(E::CONTROL_REPLY, "ctl/t").empty()) << "the registry has stopped";
+}
+
 class ExternalRegistryProtocol : public RegistryProtocol {
   void adjust(run_config& run) override { run.example = "external"; }
 };
