@@ -43,6 +43,9 @@ bool membership_ready(const coordinator_state& st) {
   return quorum::members_suffice(policy_view(st), policy_options(st));
 }
 
+// Donors a FragmentState names at most (each is asked in turn, 2 s of silence each).
+constexpr std::size_t max_donors = 4;
+
 // The committed state of the fragment: inline, or for a large fragment a header naming the
 // keepers the worker fetches it from in chunks (every keeper has the committed round).
 void send_state(self_ptr self, const std::string& worker) {
@@ -61,6 +64,12 @@ void send_state(self_ptr self, const std::string& worker) {
     auto keepers = fs.initKeepers(static_cast<unsigned>(every.size()));
     for (unsigned i = 0; i < every.size(); ++i) keepers.set(i, every[i]);
   }
+  // The fragment's other members: a joiner may take its inner-optimizer state from one.
+  std::vector<std::string> donors;
+  for (const auto& m : st.members)
+    if (m != worker && donors.size() < max_donors) donors.push_back(m);
+  auto listed = fs.initDonors(static_cast<unsigned>(donors.size()));
+  for (unsigned i = 0; i < donors.size(); ++i) listed.set(i, donors[i]);
   st.mail->send(worker, st.rounds->open_epoch(), out);
 }
 

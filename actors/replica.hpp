@@ -57,6 +57,21 @@ class replica {
   // then reports no held-out loss.
   virtual bool evaluates() const { return true; }
 
+  // The inner optimizer's state (AdamW's first and second moments, fp32, in a layout of the
+  // replica's choosing that replicas of one model share) and its step count, for a worker
+  // that joins warm (actors/warm_start.hpp). Size 0: the replica cannot share it (a user's
+  // own loop), and a joiner starts with fresh state. Ordered after a queued step.
+  virtual std::size_t inner_state_size() const { return 0; }
+  // Copies the state into `values` (inner_state_size() floats); returns AdamW's step count.
+  virtual std::int64_t read_inner_state(float* values) const {
+    (void)values;
+    return 0;
+  }
+  virtual void write_inner_state(const float* values, std::int64_t adam_step) {
+    (void)values;
+    (void)adam_step;
+  }
+
   // theta_global of fragment f (fragment_size(f) fp32 values) is the committed state:
   // adopt makes it the local fragment too (a joiner, a resync); merge blends it in,
   // local = alpha * local + (1 - alpha) * global (alpha = 0 is plain DiLoCo).

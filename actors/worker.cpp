@@ -1,5 +1,6 @@
 #include "actors/worker.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include <caf/all.hpp>
@@ -43,10 +44,11 @@ void request_state(self_ptr self, std::size_t f) {
   st.mail->send(coordinator_of(f), st.fragments[f].epoch(), out);
 }
 
-// Every fragment has its state: a joiner starts, a worker held at a sync point goes on.
+}  // namespace
+
 // A DiLoCo worker joining a run in progress starts at the step of the newest round it
 // received: past every round it has, and before the sync point of every round it takes
-// part in.
+// part in. It first takes a live peer's inner-optimizer state, if it can (inner.warm_start).
 void resume_if_synced(self_ptr self) {
   auto& st = self->state;
   for (const auto& frag : st.fragments)
@@ -56,12 +58,16 @@ void resume_if_synced(self_ptr self) {
     for (std::size_t f = 0; f < st.fragments.size(); ++f)
       st.step = std::max(st.step, st.schedule->step_of(static_cast<std::int64_t>(f), st.fragments[f].round()));
   }
+  if (st.warm) return;  // its inner-optimizer state is on its way
+  if (st.current == phase::syncing && st.step > 0 && !st.warm_tried && start_warm(self)) return;
   if (st.current == phase::blocked) unblock(self);
   else {
     st.current = phase::training;
     self->send(self, step_atom::value);
   }
 }
+
+namespace {
 
 // fragment f's committed state at `round` is here: it replaces the local fragment. The
 // registry hears of it: a worker that resynced on its last round merges no result after.
@@ -108,6 +114,8 @@ void fetch_elsewhere(self_ptr self, std::size_t f, const std::string& why) {
 // Adopts the state a FragmentState carries, or starts fetching it in chunks.
 void adopt_state(self_ptr self, const wire::message_ptr& msg, std::size_t f, std::uint64_t round) {
   auto& st = self->state;
+  for (const auto d : msg->envelope().getFragmentState().getDonors())  // for a warm start
+    if (std::find(st.donors.begin(), st.donors.end(), d.cStr()) == st.donors.end()) st.donors.push_back(d);
   if (msg->tensors().size() == 1) return apply_state(self, f, round, msg->epoch(), msg->tensors()[0].to_floats());
   const auto header = msg->envelope().getFragmentState();
   std::vector<std::string> keepers;
@@ -351,6 +359,8 @@ caf::behavior worker_actor(caf::stateful_actor<worker_state>* self, transport* n
         else if (env.isChunkReply()) on_chunk(self, msg);
         else if (env.isRefusal()) on_refusal(self, msg);
         else if (env.isStateHeld()) on_held(self, *msg);
+        else if (env.isInnerStateRequest()) lend_inner_state(self, *msg);
+        else if (env.isInnerStateReply()) on_inner_state_reply(self, msg);
         else if (env.isShutdown()) self->quit();
       },
       [=](step_atom) {
@@ -361,6 +371,7 @@ caf::behavior worker_actor(caf::stateful_actor<worker_state>* self, transport* n
         if (st.current == phase::finished) return;
         for (std::size_t f = 0; f < st.fragments.size(); ++f)
           repeat(self, f, st.fragments[f].on_tick(st.now(), state_retry, result_timeout(st.cfg.run)));
+        warm_tick(self, state_retry);
         self->delayed_send(self, state_retry, tick_atom::value);
       },
       [=](resend_atom) {  // the node's link to the head dropped: what we sent may be lost

@@ -13,6 +13,7 @@
 
 #include "actors/fragment_sync.hpp"
 #include "actors/replica.hpp"
+#include "actors/warm_start.hpp"
 #include "actors/worker_done.hpp"
 #include "runtime/actor_id.hpp"
 #include "runtime/algorithm/codec.hpp"
@@ -71,6 +72,22 @@ struct worker_state {
   std::int64_t tokens_total = 0;
   double wait_seconds = 0;  // blocked on results
   std::optional<layout_trial> threads;  // set when cfg.thread_layouts is not empty
+  // A joiner's warm start (actors/worker_warm.cpp): the live peers the coordinators named,
+  // the transfer while it runs, and whether it was tried (once per worker).
+  std::vector<std::string> donors;
+  std::optional<warm_start> warm;
+  std::chrono::steady_clock::time_point warm_asked_at;
+  bool warm_tried = false;
+  // A donor's side: the snapshot of its inner-optimizer state it lends, until the joiner
+  // has its last chunk or another joiner asks for a new one.
+  struct lent_snapshot {
+    std::uint64_t id = 0;
+    std::int64_t adam_step = 0;
+    std::uint64_t digest = 0;
+    std::vector<float> values;
+  };
+  std::optional<lent_snapshot> lent;
+  std::uint64_t snapshots_lent = 0;
   std::chrono::steady_clock::time_point step_started;
   std::chrono::steady_clock::time_point report_time, started, blocked_since;
   // The actor system's clock: steady time in production, simulated under the

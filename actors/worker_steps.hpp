@@ -10,6 +10,7 @@
 #include <caf/stateful_actor.hpp>
 
 #include "actors/worker_state.hpp"
+#include "runtime/wire.hpp"
 
 namespace atl {
 
@@ -52,6 +53,18 @@ void send_contribution(worker_self self, std::size_t f, std::uint64_t round, enc
 // Tells the registry which round of fragment f this worker now holds (RoundAck): a result
 // it merges, or a state it adopted, with the digest of its theta_global.
 void acknowledge_round(worker_self self, std::size_t f, std::uint64_t round, std::uint64_t digest, bool adopted);
+// Every fragment has its state (and a joiner its inner-optimizer state): a joiner starts
+// training, a worker held at a sync point goes on (actors/worker.cpp).
+void resume_if_synced(worker_self self);
+
+// Warm start (actors/worker_warm.cpp, actors/warm_start.hpp). A joiner asks the donors the
+// coordinators named for their inner-optimizer state; false when there is nothing to wait
+// for (it starts cold, or run.warm_start is off). Its replies, and a donor's requests:
+bool start_warm(worker_self self);
+void on_inner_state_reply(worker_self self, const wire::message_ptr& msg);
+void lend_inner_state(worker_self self, const wire::message& msg);
+void warm_tick(worker_self self, std::chrono::steady_clock::duration patience);
+
 // NaN or infinity in what a worker would send: the replica diverged; the supervisor
 // restarts it.
 void quit_on_encode_error(worker_self self, std::size_t f, const status& err);

@@ -27,6 +27,12 @@ class inner_optimizer {
   void step(double lr);
   // True when the fused kernel is in use (it depends on the device and the LibTorch).
   bool fused() const;
+  // AdamW's state as fp32 values, for a joiner that starts warm: per parameter in order, its
+  // first moment, then its second (zeros for a parameter not stepped yet). 2 x the values of
+  // the parameters, the same layout in both implementations.
+  std::size_t state_size() const;
+  std::int64_t read_state(float* values) const;  // returns the step count
+  void write_state(const float* values, std::int64_t step);
 
  private:
   struct fused_adamw;

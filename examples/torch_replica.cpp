@@ -115,6 +115,12 @@ class torch_replica : public replica {
 
   void apply_gradients(std::int64_t step) override { optimizer_->step(learning_rate(step)); }
 
+  std::size_t inner_state_size() const override { return optimizer_->state_size(); }
+  std::int64_t read_inner_state(float* values) const override { return optimizer_->read_state(values); }
+  void write_inner_state(const float* values, std::int64_t adam_step) override {
+    optimizer_->write_state(values, adam_step);
+  }
+
   float evaluate() override {
     torch::NoGradGuard no_grad;
     task_->set_training(false);

@@ -70,6 +70,9 @@ const std::vector<knob>& knobs() {
       {"inner.weight_decay", &C::weight_decay, 0, 10, "", "AdamW decoupled weight decay"},
       {"inner.grad_clip", &C::grad_clip, 0, 1e9, "", "max global gradient norm; 0 disables clipping"},
       {"inner.batch_size", &C::batch_size, 1, 1e6, "sequences", "sequences per inner step"},
+      {"inner.warm_start", &C::warm_start, 0, 0, "",
+       "a worker that joins a run in progress (or restarts) takes a live peer's inner-optimizer state (AdamW's "
+       "moments and step), chunked and digest-checked; false, or no peer can give it: fresh state"},
       {"model.preset", &C::preset, 0, 0, "",
        "GPT size: small (0.83M parameters), 25m (25.4M) or 100m (99.6M); sets model.layers, width, heads and "
        "context, which a later --set (or the same file) may still change",

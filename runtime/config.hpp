@@ -49,6 +49,7 @@ struct run_config {
   double weight_decay = 0.1;
   double grad_clip = 1.0;
   std::int64_t batch_size = 32;
+  bool warm_start = true;  // a joiner takes a live peer's AdamW moments and step (actors/warm_start.hpp)
   // [model]
   std::string preset = "small";  // sets layers, width, heads and context when assigned (model_presets())
   std::int64_t layers = 4;

@@ -244,6 +244,8 @@ const char* kind_name(schema::Envelope::Which kind) {
     case E::LEAVE_REQUEST: return "leave_request";
     case E::KEEPER_READY: return "keeper_ready";
     case E::HEARTBEAT_REQUEST: return "heartbeat_request";
+    case E::INNER_STATE_REQUEST: return "inner_state_request";
+    case E::INNER_STATE_REPLY: return "inner_state_reply";
   }
   return "unknown";
 }

@@ -50,6 +50,8 @@ struct Envelope {
     leaveRequest      @38 :LeaveRequest;
     keeperReady       @39 :KeeperReady;
     heartbeatRequest  @40 :HeartbeatRequest;
+    innerStateRequest @41 :InnerStateRequest;
+    innerStateReply   @42 :InnerStateReply;
   }
 }
 
@@ -129,6 +131,25 @@ struct FragmentState {
   count    @2 :UInt64;         # values of theta (chunked transfer)
   digest   @3 :UInt64;         # digest64 of their fp32 bytes (chunked transfer)
   keepers  @4 :List(Text);     # where to fetch them, in order of preference
+  donors   @5 :List(Text);     # live workers that may give a joiner their inner-optimizer state
+}
+# worker (a joiner) -> worker (a donor): values [offset, offset + count) of the donor's
+# inner-optimizer state (AdamW's moments). snapshot 0 asks for a new snapshot, taken at the
+# donor's step boundary; later chunks name the snapshot its first reply gave.
+struct InnerStateRequest {
+  snapshot @0 :UInt64;
+  offset   @1 :UInt64;
+  count    @2 :UInt64;
+}
+# donor -> joiner: the values asked for (one Float32 tensor) with the snapshot's header, or
+# found = false (no such snapshot, nothing trained yet, or a replica without such state).
+struct InnerStateReply {
+  snapshot @0 :UInt64;
+  found    @1 :Bool;
+  adamStep @2 :Int64;          # AdamW's step count (its bias correction)
+  count    @3 :UInt64;         # values in the whole snapshot
+  digest   @4 :UInt64;         # digest64 of their fp32 bytes
+  offset   @5 :UInt64;
 }
 # worker -> keeper: values [offset, offset + count) of theta of fragment `fragment` at `round`.
 struct ChunkRequest {

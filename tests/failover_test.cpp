@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -225,6 +226,26 @@ TEST(Failover, ANodeJoiningMidRunTakesPartAndAgrees) {
   // reports list it as a participant.
   const int joiner_rounds = rounds_with(metrics, "worker/3.0");
   EXPECT_GE(joiner_rounds, 3) << "the joiner took part in " << joiner_rounds << " rounds\n" << joiner.output();
+
+  // It started warm: the AdamW moments and step it holds (read back after installing
+  // them, 1154 values in chunks of 64) are the bytes its donor lent, at the donor's step.
+  std::smatch took, lent;
+  const std::string joiner_log = joiner.output();
+  ASSERT_TRUE(std::regex_search(joiner_log, took,
+                                std::regex("worker/3.0: starting at step \\d+ warm: inner-optimizer state of (\\d+) "
+                                           "values at AdamW step (\\d+) from (worker/\\d+\\.0), digest ([0-9a-f]+)\n")))
+      << joiner_log;
+  EXPECT_EQ(took[1], "1154");
+  const std::string donor_log = nodes[took[3] == "worker/1.0" ? 0 : 1]->output();
+  ASSERT_TRUE(
+      std::regex_search(donor_log, lent,
+                        std::regex(std::string(took[3]) + ": lending its inner-optimizer state to worker/3.0: "
+                                                          "(\\d+) values at AdamW step (\\d+), digest ([0-9a-f]+)")))
+      << donor_log;
+  EXPECT_EQ(lent[1], took[1]);
+  EXPECT_EQ(lent[2], took[2]);  // the donor's step count
+  EXPECT_GT(std::stol(took[2]), 0);
+  EXPECT_EQ(lent[3], took[4]) << "the joiner holds other moments than its donor lent";
   shut_down(ep, head);
 }
 
