@@ -75,6 +75,8 @@ void start_warm_with(worker_self self) {
 bool start_warm(worker_self self) {
   auto& st = self->state;
   if (!st.cfg.run.warm_start) {
+    log_info(st.cfg.id + ": starting at step " + std::to_string(st.step) +
+             " with fresh inner-optimizer state (inner.warm_start = false)");
     st.warm_tried = true;
     return false;
   }

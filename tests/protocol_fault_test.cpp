@@ -17,7 +17,10 @@
 //   L1  finish every worker within 10 simulated minutes (the fault-free run takes ~0 s);
 //   S1  see every digest a worker acknowledged for (fragment, round) equal the keeper's;
 //   S3  leave the keeper with every round of each fragment once, in order (none lost);
-//   S4  find in the replica only rounds the head's keeper holds, with the same bytes.
+//   S4  find in the replica only rounds the head's keeper holds, with the same bytes;
+//   W1  install in a joiner only inner-optimizer state that a donor lent (a warm start
+//       across dropped, duplicated and reordered chunks installs its donor's bytes or
+//       none).
 //
 //   ATOLL_FAULT_SEEDS=N   seeds 1..N (default 2000, a few seconds)
 //   ATOLL_FAULT_SEED=S    replay seed S alone; a failure names its seed
@@ -172,6 +175,7 @@ struct seed_outcome {
   std::string failure;  // empty: every invariant held
   std::uint64_t dropped = 0, duplicated = 0, delayed = 0;
   bool killed = false;
+  std::uint64_t warm_starts = 0;  // joiners that installed a donor's inner-optimizer state
   double simulated_s = 0;
 };
 
@@ -233,6 +237,7 @@ seed_outcome run_seed(std::uint64_t seed) {
   };
   spawn_replica();
   for (std::uint32_t f = 0; f < fragments; ++f) spawn_coordinator(f);
+  auto ledger = std::make_shared<testing::inner_state_ledger>();  // W1
   auto spawn_worker = [&](const std::string& id, std::uint32_t rank) {
     worker_config wc;
     wc.id = id;
@@ -240,8 +245,8 @@ seed_outcome run_seed(std::uint64_t seed) {
     wc.spec.rank = rank;
     wc.spec.world_size = workers;
     wc.run = run;
-    replica_factory factory = [](const run_config&, const replica_spec& s) {
-      return std::make_unique<testing::fake_replica>(s.rank, fragments);
+    replica_factory factory = [ledger](const run_config&, const replica_spec& s) {
+      return std::make_unique<testing::fake_replica>(s.rank, fragments, ledger);
     };
     dir.add(wc.id, sys.spawn(worker_actor, static_cast<transport*>(&net), wc, factory));
   };
@@ -324,6 +329,9 @@ seed_outcome run_seed(std::uint64_t seed) {
     }
     for (std::uint32_t f = 0; f < fragments && out.failure.empty(); ++f)
       if (next_round[f] < 2) out.failure = "fragment " + std::to_string(f) + " committed no round";
+    if (out.failure.empty() && ledger->installed_unlent > 0)
+      out.failure = "W1: a joiner installed inner-optimizer state no donor lent";
+    out.warm_starts = ledger->installed;
     auto replicated = replica->checkpoints->list();
     if (!replicated) {
       out.failure = "replica: " + replicated.err().describe();
@@ -353,7 +361,7 @@ std::vector<std::uint64_t> seeds_to_run() {
 }
 
 TEST(ProtocolFaults, EverySeedFinishesAgreesAndKeepsEveryRound) {
-  std::uint64_t dropped = 0, duplicated = 0, delayed = 0, kills = 0, failures = 0;
+  std::uint64_t dropped = 0, duplicated = 0, delayed = 0, kills = 0, failures = 0, warm_starts = 0;
   double longest = 0;
   const auto seeds = seeds_to_run();
   for (const auto seed : seeds) {
@@ -362,6 +370,7 @@ TEST(ProtocolFaults, EverySeedFinishesAgreesAndKeepsEveryRound) {
     duplicated += out.duplicated;
     delayed += out.delayed;
     kills += out.killed;
+    warm_starts += out.warm_starts;
     longest = std::max(longest, out.simulated_s);
     if (!out.failure.empty()) {
       ++failures;
@@ -369,14 +378,15 @@ TEST(ProtocolFaults, EverySeedFinishesAgreesAndKeepsEveryRound) {
     }
   }
   std::cout << seeds.size() << " seeds: " << dropped << " dropped, " << duplicated << " duplicated, " << delayed
-            << " delayed, " << kills << " coordinators, replicas or workers killed; longest run " << longest
-            << " simulated s; " << failures << " failed\n";
+            << " delayed, " << kills << " coordinators, replicas or workers killed, " << warm_starts
+            << " warm joiners; longest run " << longest << " simulated s; " << failures << " failed\n";
   // The schedule must have injected faults at all, or the test proves nothing.
   if (seeds.size() >= 50) {
     EXPECT_GT(dropped, 0u);
     EXPECT_GT(duplicated, 0u);
     EXPECT_GT(delayed, 0u);
     EXPECT_GT(kills, 0u);
+    EXPECT_GT(warm_starts, 0u);  // killed workers' replacements took a donor's state
   }
 }
 
