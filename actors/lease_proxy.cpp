@@ -1,5 +1,7 @@
 #include "actors/lease_proxy.hpp"
 
+#include <algorithm>
+
 #include <caf/all.hpp>
 
 #include "actors/liveness.hpp"
@@ -46,8 +48,11 @@ caf::behavior lease_proxy(caf::stateful_actor<lease_proxy_state>* self, std::str
   };
   check_at_lease_end();
   return {
-      [=](renew_atom) {
-        self->state.renewed = self->clock().now();
+      // A heartbeat that arrived `waited_us` ago (it waited in the registry's mailbox behind
+      // other work): the lease counts from its arrival, so a busy head does not stretch it.
+      [=](renew_atom, std::int64_t waited_us) {
+        const auto arrived = self->clock().now() - std::chrono::microseconds(std::max<std::int64_t>(0, waited_us));
+        self->state.renewed = std::max(self->state.renewed, arrived);
         self->state.suspected.reset();
       },
       [=](suspect_atom) {

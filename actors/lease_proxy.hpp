@@ -6,7 +6,7 @@
 // then supervise remote peers the CAF way, by monitoring the proxy and handling its down
 // message, instead of polling timestamps (CAF monitors cannot see other processes).
 //
-//   alive --renew--> alive (deadline moved)
+//   alive --renew(waited)--> alive (deadline moved to the heartbeat's arrival + lease)
 //   alive --suspect--> suspected --renew--> alive
 //   alive or suspected --tick at the lease's end, no renew since--> quits (unreachable)
 //   suspected --confirm passed since suspect--> quits (remote_link_unreachable)

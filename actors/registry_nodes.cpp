@@ -190,7 +190,12 @@ void on_heartbeat(self_ptr self, const wire::message_ptr& msg) {
   // learns it from this heartbeat): a joining node gets the table again at once.
   if (n.state == member_state::joining) send_routes(self, routes_of(st), it->first);
   n.last_seen = st.now();
-  if (n.proxy) self->send(n.proxy, renew_atom::value);
+  // How long the heartbeat waited since it was decoded (a real duration, whatever clock the
+  // proxy runs on): the lease counts from its arrival.
+  const auto waited = std::chrono::steady_clock::now() - msg->decoded_at();
+  if (n.proxy)
+    self->send(n.proxy, renew_atom::value,
+               static_cast<std::int64_t>(std::chrono::duration_cast<std::chrono::microseconds>(waited).count()));
   n.refused.clear();
   for (auto count : hb.getRefused())
     if (n.refused.size() < traffic_counters::reasons) n.refused.push_back(count);

@@ -5,6 +5,8 @@
 // handled between steps.
 //
 //   syncing --every fragment synced--> training --a result due and not yet here--> blocked
+//   syncing --every fragment synced, a joiner--> syncing, warming: a live peer's
+//       inner-optimizer state (actors/worker_warm.cpp) --installed, or none to be had--> training
 //   blocked --the result, or the state it waited for--> training
 //   training --step == run.steps and every result merged--> finished: WorkerDone, quit
 //

@@ -154,6 +154,7 @@ expected<message_ptr> decode(frames&& in, const limits& lim, std::string peer_ke
   std::size_t total = 0;
   for (auto& f : in) total += f.size();
   msg->wire_bytes_ = total;
+  msg->decoded_at_ = std::chrono::steady_clock::now();
   msg->peer_key_ = std::move(peer_key);
   // Copy into word-aligned memory: Cap'n Proto 0.9 reads aligned buffers only.
   msg->words_ = kj::heapArray<capnp::word>(head.size() / sizeof(capnp::word));

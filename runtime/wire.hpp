@@ -7,6 +7,7 @@
 // checksums). Callers get either a validated `message` or a typed error; no exception
 // escapes. Cluster-id and epoch checks need per-process state and live in
 // check_cluster() and the actors.
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -98,6 +99,9 @@ class message {
   // The CURVE public key (Z85) the link authenticated the sending process with; empty
   // for in-process delivery and plain TCP. Envelope fields are claims; this is not.
   const std::string& peer_key() const { return peer_key_; }
+  // When it was decoded, on the receiving thread (steady clock): how long it then waited in
+  // an actor's mailbox (a lease renewed by a heartbeat counts from its arrival).
+  std::chrono::steady_clock::time_point decoded_at() const { return decoded_at_; }
 
  private:
   friend expected<std::shared_ptr<const message>> decode(frames&&, const limits&, std::string);
@@ -108,6 +112,7 @@ class message {
   std::string sender_, receiver_, cluster_id_, peer_key_;
   std::uint64_t epoch_ = 0, seq_ = 0;
   std::size_t wire_bytes_ = 0;
+  std::chrono::steady_clock::time_point decoded_at_;
 };
 using message_ptr = std::shared_ptr<const message>;
 

@@ -45,7 +45,7 @@ class LeaseProxy : public ::testing::Test {
     while (sched_.clock().now() < end && !reason_) {
       sched_.clock().advance_time(10ms);
       if (renew_every.count() > 0 && sched_.clock().now() >= next_renewal) {
-        caf::anon_send(proxy_, renew_atom::value);
+        caf::anon_send(proxy_, renew_atom::value, std::int64_t{0});
         next_renewal += renew_every;
       }
       sched_.run();
@@ -78,6 +78,34 @@ TEST_F(LeaseProxy, LivesWhileRenewedAndGoesDownUnreachableWhenTheLeaseRunsOut) {
   EXPECT_LE(took, 1010ms);  // at the lease's end (the test's clock moves in 10 ms steps)
 }
 
+// A heartbeat that waited 400 ms in the registry's mailbox renews the lease from when it
+// arrived: the proxy goes down 400 ms sooner than if it counted from the renewal.
+TEST_F(LeaseProxy, ARenewalCountsFromTheHeartbeatsArrivalNotFromWhenItWasHandled) {
+  start(1000ms, 0ms);
+  run_for(500ms);
+  caf::anon_send(proxy_, renew_atom::value, std::int64_t{400'000});  // arrived 400 ms ago
+  sched_.run();
+  const auto renewed_at = sched_.clock().now();
+  run_for(5000ms);
+  EXPECT_EQ(reason_, caf::exit_reason::unreachable);
+  const auto took = sched_.clock().now() - renewed_at;
+  EXPECT_GE(took, 590ms);
+  EXPECT_LE(took, 610ms) << "the lease counted from the renewal, not from the heartbeat's arrival";
+}
+
+// A renewal older than the one before it moves nothing back.
+TEST_F(LeaseProxy, AnOlderRenewalDoesNotShortenTheLease) {
+  start(1000ms, 0ms);
+  run_for(500ms);
+  caf::anon_send(proxy_, renew_atom::value, std::int64_t{0});
+  caf::anon_send(proxy_, renew_atom::value, std::int64_t{900'000});  // arrived before the first
+  sched_.run();
+  const auto renewed_at = sched_.clock().now();
+  run_for(5000ms);
+  EXPECT_EQ(reason_, caf::exit_reason::unreachable);
+  EXPECT_GE(sched_.clock().now() - renewed_at, 990ms);
+}
+
 TEST_F(LeaseProxy, ASuspectThatDoesNotAnswerWithinConfirmGoesDownRemoteLinkUnreachable) {
   start(20000ms, 500ms);
   run_for(2000ms, 1000ms);
@@ -94,7 +122,7 @@ TEST_F(LeaseProxy, ASuspectThatAnswersLivesAndOnlyItsLeaseCanEndIt) {
   caf::anon_send(proxy_, suspect_atom::value);
   sched_.run();
   run_for(200ms);
-  caf::anon_send(proxy_, renew_atom::value);  // it answered: the connection came back
+  caf::anon_send(proxy_, renew_atom::value, std::int64_t{0});  // it answered: the connection came back
   sched_.run();
   run_for(3000ms);  // past the first suspicion's window, within the lease
   EXPECT_FALSE(reason_) << "a renewed suspect stays alive";
