@@ -2,16 +2,20 @@
 // through the in-memory transport (full encode and ingress on every message), with a
 // deterministic fake replica instead of LibTorch. A probe actor stands in for the
 // registry and records what the actors report.
+//
+// Everything runs on CAF's deterministic scheduler with simulated time, on the test's
+// thread: a wait runs the actors until they are idle and then fires their timers one by
+// one (a worker's 2 s retry, a round's deadline), and "nothing more happens" is checked by
+// letting simulated time pass. No sleeps, no real clock.
 #include <algorithm>
 #include <cmath>
-#include <condition_variable>
 #include <cstring>
 #include <mutex>
 #include <set>
-#include <thread>
 
 #include <gtest/gtest.h>
 #include <caf/all.hpp>
+#include <caf/scheduler/test_coordinator.hpp>
 
 #include "actors/commit_record.hpp"
 #include "actors/coordinator.hpp"
@@ -22,7 +26,6 @@
 #include "actors/worker.hpp"
 #include "runtime/digest.hpp"
 #include "storage/checkpoint_store.hpp"
-#include "tests/eventually.hpp"
 #include "tests/fake_replica.hpp"
 
 namespace atl {
@@ -30,7 +33,38 @@ namespace {
 
 using testing::fake_replica;
 
-constexpr auto wait_limit = std::chrono::seconds(20);
+// How much simulated time a wait may let pass before it fails.
+constexpr auto wait_limit = std::chrono::seconds(120);
+
+// The scheduler of the running test (set by the fixture): the waits below drive it.
+caf::scheduler::test_coordinator* simulation = nullptr;
+
+// Runs the actors until `pred` holds: every job, then the next timer, and so on, for at
+// most `limit` of simulated time. False if it never held.
+template <class Pred>
+bool run_until(Pred pred, std::chrono::milliseconds limit = wait_limit) {
+  auto& sched = *simulation;
+  const auto end = sched.clock().now() + limit;
+  for (;;) {
+    sched.run();
+    if (pred()) return true;
+    if (sched.clock().now() >= end || !sched.trigger_timeout()) return false;
+  }
+}
+
+// Lets `span` of simulated time pass, running every job and every timer due within it.
+void settle(std::chrono::milliseconds span) {
+  auto& sched = *simulation;
+  const auto end = sched.clock().now() + span;
+  for (;;) {
+    sched.run();
+    const auto& timers = sched.clock().schedule();
+    if (timers.empty() || timers.begin()->first > end) break;
+    sched.trigger_timeout();
+  }
+  if (sched.clock().now() < end) sched.clock().advance_time(end - sched.clock().now());
+  sched.run();
+}
 
 struct observed_round {
   std::uint64_t round = 0;
@@ -45,8 +79,7 @@ struct observed_ack {
 };
 
 struct observations {
-  std::mutex mu;
-  std::condition_variable cv;
+  std::mutex mu;  // kept for the tests' lock_guards; one thread does everything
   std::vector<observed_round> rounds;
   std::vector<observed_ack> digests;  // results merged
   std::vector<observed_ack> adopted;  // states adopted (a joiner, a resync)
@@ -57,8 +90,7 @@ struct observations {
 
   template <class Pred>
   bool wait_for(Pred pred) {
-    std::unique_lock<std::mutex> lock(mu);
-    return cv.wait_for(lock, wait_limit, [&] { return pred(); });
+    return run_until(pred);
   }
 };
 
@@ -66,7 +98,6 @@ caf::behavior probe_actor(caf::event_based_actor*, observations* obs) {
   auto record = [obs](auto fn) {
     std::lock_guard<std::mutex> lock(obs->mu);
     fn();
-    obs->cv.notify_all();
   };
   return {
       [=](const wire::message_ptr& msg) {
@@ -159,7 +190,9 @@ class ProtocolTest : public ::testing::Test {
         checkpoints_(*kv_, 10),
         cluster_("cluster-test"),
         net_(dir_, cluster_),
-        sys_(sys_cfg_) {
+        sys_(deterministic(sys_cfg_)),
+        sched_(dynamic_cast<caf::scheduler::test_coordinator&>(sys_.scheduler())) {
+    simulation = &sched_;
     keeper_ = sys_.spawn(keeper_actor, static_cast<transport*>(&net_), std::string("keeper/0"), cluster_.get(),
                          &checkpoints_);
     dir_.add("keeper/0", keeper_);
@@ -174,7 +207,14 @@ class ProtocolTest : public ::testing::Test {
     for (const auto& id : dir_.ids()) caf::anon_send_exit(dir_.find(id), caf::exit_reason::user_shutdown);
     dir_.clear();
     keeper_ = probe_ = nullptr;
+    sched_.run();  // every actor sees its exit
     sys_.await_all_actors_done();
+  }
+
+  static caf::actor_system_config& deterministic(caf::actor_system_config& cfg) {
+    cfg.set("scheduler.policy", caf::atom("testing"));
+    cfg.set("logger.verbosity", caf::atom("quiet"));
+    return cfg;
   }
 
   caf::actor spawn_coordinator(std::size_t min_workers, outer_options outer = {0.7f, 0.9f},
@@ -214,6 +254,7 @@ class ProtocolTest : public ::testing::Test {
   observations obs_;  // before the actor system: actors write into it until they stop
   caf::actor_system_config sys_cfg_;
   caf::actor_system sys_;
+  caf::scheduler::test_coordinator& sched_;
   caf::actor keeper_, probe_;
 };
 
@@ -541,7 +582,7 @@ TEST_F(FencingTest, AContributionBeforeItsRoundOpensIsHeldThenFencedByEpoch) {
   ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.received.size() == 2; }));  // round 1's result
 
   contribute(1, 2, {1.0f, 0.0f, 0.0f});  // early: round 2 is not open
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  settle(std::chrono::milliseconds(100));
   {
     std::lock_guard<std::mutex> lock(worker_obs_.mu);
     EXPECT_TRUE(worker_obs_.refusals.empty()) << "refused before its round opened";
@@ -619,7 +660,7 @@ TEST_F(FencingTest, ARoundPastItsDeadlineWithoutAMajorityKeepsWaiting) {
   request_state_with({1.0f, 2.0f, 3.0f});
   ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.received.size() == 1; }));
   contribute(1, 1, {0.5f, 0.0f, 0.0f});
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // six deadlines
+  settle(std::chrono::milliseconds(300));  // six deadlines
   EXPECT_EQ(received_count(), 1u) << "a round closed with one participant of three";
 }
 
@@ -631,14 +672,14 @@ TEST_F(FencingTest, ARoundIsReleasedOnlyWhenEveryKeeperAcknowledgedIt) {
   send_membership(1, {"worker/x"}, 0, {"keeper/0", "keeper/1"});
   request_state_with({1.0f, 2.0f, 3.0f});
   ASSERT_TRUE(replica_obs_.wait_for([&] { return commits_seen() >= 1; })) << "the replica got no commit of round 0";
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  settle(std::chrono::milliseconds(100));
   EXPECT_EQ(received_count(), 0u) << "round 0 released with only the head's keeper";
   ack_as_replica(0);
   ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.received.size() == 1; }));
 
   contribute(1, 1, {0.5f, 0.0f, 0.0f});
   ASSERT_TRUE(replica_obs_.wait_for([&] { return commits_seen() >= 2; }));
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  settle(std::chrono::milliseconds(100));
   EXPECT_EQ(received_count(), 1u) << "round 1 released with only the head's keeper";
   ack_as_replica(1);
   ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.received.size() == 2; }));
@@ -661,7 +702,7 @@ TEST_F(FencingTest, EarlyResultsAreConfirmedOnlyWhenEveryKeeperAcknowledgedTheRo
 
   contribute(1, 1, {0.5f, 0.0f, 0.0f});  // lr 1, no momentum: theta - delta
   ASSERT_TRUE(replica_obs_.wait_for([&] { return commits_seen() >= 2; }));
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  settle(std::chrono::milliseconds(100));
   EXPECT_EQ(received_count(), 1u) << "results sent before every keeper had the whole commit";
   ack_as_replica(1, /*writing=*/true);  // the replica has it and writes it (the head's keeper says so itself)
   ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.received.size() == 2; }))
@@ -681,7 +722,7 @@ TEST_F(FencingTest, EarlyResultsAreConfirmedOnlyWhenEveryKeeperAcknowledgedTheRo
     EXPECT_EQ(r.getDigest(), digest64(expected.data(), expected.size() * sizeof(float)));
     digest = r.getDigest();
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  settle(std::chrono::milliseconds(100));
   EXPECT_EQ(received_count(), 2u) << "round 1 confirmed with only the head's keeper";
   ack_as_replica(1);
   ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.received.size() == 3; }));
@@ -723,7 +764,7 @@ TEST_F(FencingTest, EarlyResultsGoOutWhenTheKeeperNotYetWritingIsDropped) {
   contribute(1, 1, {0.5f, 0.0f, 0.0f});
   ASSERT_TRUE(replica_obs_.wait_for([&] { return commits_seen() >= 2; }));
   ack_as_replica(1, /*writing=*/true);
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  settle(std::chrono::milliseconds(100));
   EXPECT_EQ(received_count(), 1u) << "results sent while keeper/2 had not said it has the round";
   send_membership(2, {"worker/x"}, 0, {"keeper/1"});  // keeper/2's node is gone
   ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.received.size() == 2; }))
@@ -734,7 +775,7 @@ TEST_F(FencingTest, EarlyResultsGoOutWhenTheKeeperNotYetWritingIsDropped) {
     EXPECT_EQ(r.getRound(), 1u);
     EXPECT_TRUE(r.getProvisional());
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  settle(std::chrono::milliseconds(100));
   EXPECT_EQ(received_count(), 2u) << "confirmed before keeper/1 acknowledged";
   ack_as_replica(1);
   ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.received.size() == 3; }));
@@ -774,7 +815,7 @@ TEST_F(FencingTest, ACoordinatorLoadingFromEveryKeeperResumesFromTheNewestRound)
   };
   send_membership(1, {"worker/x"}, 0, {"keeper/0", "keeper/1", "keeper/2"});  // keeper/1 never answers
   request_state_as(as_worker_);
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  settle(std::chrono::milliseconds(200));
   EXPECT_TRUE(states().empty()) << "resumed without keeper/1's answer";
 
   send_membership(2, {"worker/x"}, 0, {"keeper/0", "keeper/2"});
@@ -842,12 +883,10 @@ TEST_F(ProtocolTest, AReplicaKeeperCatchesUpFromItsSource) {
   const auto* replica_store = storage->checkpoints.get();
   dir_.add("keeper/1", sys_.spawn(keeper_replica_actor, static_cast<transport*>(&net_), std::string("keeper/1"),
                                   cluster_.get(), storage, std::string("keeper/0"), std::uint32_t{2}));
-  const bool caught_up = testing::eventually(
-      [&] {
-        auto latest = replica_store->latest(0);
-        return latest && latest->has_value() && (*latest)->round == 3;
-      },
-      std::chrono::seconds(5), std::chrono::milliseconds(10));
+  const bool caught_up = run_until([&] {
+    auto latest = replica_store->latest(0);
+    return latest && latest->has_value() && (*latest)->round == 3;
+  });
   ASSERT_TRUE(caught_up);
   auto latest = replica_store->latest(0);
   EXPECT_EQ((*latest)->theta, cp.theta);
@@ -1130,7 +1169,7 @@ TEST_F(FencingTest, RepeatedStateRequestsAreAnsweredOnce) {
   }
   send_membership(1, {"worker/x"});
   ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.received.size() == 1; }));
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // room for a wrong second answer
+  settle(std::chrono::milliseconds(100));  // room for a wrong second answer
   EXPECT_EQ(received_count(), 1u);
 }
 
@@ -1343,10 +1382,10 @@ TEST_F(WorkerRecoveryTest, RankZeroSendsItsParametersOnlyWhileTheCoordinatorNeed
     held.setSeedHeld(seed_held);
     as_coordinator_.send("worker/1.0", 1, out);
   };
-  const auto asked_at = std::chrono::steady_clock::now();
+  const auto asked_at = sched_.clock().now();
   say_held(false);
   ASSERT_TRUE(coord_obs_.wait_for([&] { return seen_locked().first >= 2; }));
-  EXPECT_LT(std::chrono::steady_clock::now() - asked_at, std::chrono::seconds(1)) << "sent at once, not at a retry";
+  EXPECT_LT(sched_.clock().now() - asked_at, std::chrono::seconds(1)) << "sent at once, not at a retry";
   {
     std::lock_guard<std::mutex> lock(coord_obs_.mu);
     EXPECT_EQ(coord_obs_.received.back()->tensors().size(), 1u) << "the parameters the coordinator asked for";
