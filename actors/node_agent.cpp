@@ -339,6 +339,25 @@ void on_peer_table(self_ptr self, const wire::message_ptr& msg) {
   st.cfg.on_routes(read_peer_table(msg->envelope().getPeerTable()), st.node_id);
 }
 
+// A message from the registry below the highest epoch it has sent us comes from a head
+// that no longer leads (cut off, then deposed by an election): refused, not acted on.
+bool fenced_as_stale(self_ptr self, const wire::message& msg) {
+  auto& st = self->state;
+  if (msg.epoch() >= st.registry_epoch) {
+    st.registry_epoch = msg.epoch();
+    return false;
+  }
+  log_warn("refused " + std::string(wire::kind_name(msg.kind())) + " of epoch " + std::to_string(msg.epoch()) +
+           " from the registry: it has sent epoch " + std::to_string(st.registry_epoch) +
+           " (a head that no longer leads)");
+  if (msg.kind() != schema::Envelope::REFUSAL)  // never answer a refusal with one
+    st.mail->refuse(msg,
+                    make_error(errc::stale_epoch,
+                               "epoch " + std::to_string(msg.epoch()) + " < " + std::to_string(st.registry_epoch)),
+                    st.registry_epoch);
+  return true;
+}
+
 }  // namespace
 
 caf::behavior node_agent_actor(caf::stateful_actor<node_agent_state>* self, transport* net, directory* local,
@@ -355,6 +374,7 @@ caf::behavior node_agent_actor(caf::stateful_actor<node_agent_state>* self, tran
   return {
       [=](const wire::message_ptr& msg) {
         const auto env = msg->envelope();
+        if (msg->sender() == registry_id() && fenced_as_stale(self, *msg)) return;
         if (env.isWelcome()) on_welcome(self, msg);
         else if (env.isPlaceCoordinator()) on_place_coordinator(self, msg);
         else if (env.isPlaceKeeper()) on_place_keeper(self, msg);

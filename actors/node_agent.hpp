@@ -18,6 +18,8 @@
 //   running --PeerTable--> the node's links send tensors straight to the hosts it names
 //   running --Refusal(stale_epoch) from the registry--> stops its actors, registering again
 //            (it was declared dead: SIGSTOP, a partition)
+//   any --a registry message of an epoch below the highest it has seen (a deposed head)-->
+//            refused with stale_epoch, nothing done
 //   running, hosting a keeper replica --SIGTERM--> LeaveRequest to the registry, which hands
 //            the replica over and then sends Shutdown (or, after cluster.handover_ms, stops)
 //   running --PlaceKeeper(k) again, k hosted--> keeper k reports KeeperReady once caught up
@@ -95,6 +97,10 @@ struct node_agent_state {
   std::unique_ptr<mailer> mail;
   std::uint32_t node_id = 0;
   std::uint64_t epoch = 0;
+  // The highest epoch a message from the registry carried. The registry saves an epoch
+  // before it sends it, and a head that takes over starts above every saved one, so a
+  // message below this is from a head that was deposed (or a stale copy): refused.
+  std::uint64_t registry_epoch = 0;
   run_config run;
   std::vector<supervised_worker> workers;
   std::vector<thread_layout> cpu_worker_layouts;  // from prepare; the one a trial kept, after it
