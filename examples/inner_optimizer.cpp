@@ -1,5 +1,6 @@
 #include "examples/inner_optimizer.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <sstream>
 #include <string>

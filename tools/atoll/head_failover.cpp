@@ -51,8 +51,15 @@ class lead_keeper {
   void run() {
     while (!done_) {
       const auto sent = clock_type::now();
-      if (auto err = election_.renew()) log_warn("head: cannot renew the lead: " + err.describe());
-      else last_renewal_sent_ = sent.time_since_epoch().count();
+      if (auto err = election_.renew()) {
+        // Once per streak: etcd without a quorum fails every try for as long as it lasts.
+        if (failed_in_a_row_++ == 0) log_warn("head: cannot renew the lead: " + err.describe());
+      } else {
+        if (failed_in_a_row_ > 0)
+          log_info("head: renewed the lead again, after " + std::to_string(failed_in_a_row_) + " failed tries");
+        failed_in_a_row_ = 0;
+        last_renewal_sent_ = sent.time_since_epoch().count();
+      }
       const auto next = sent + ttl_ / 3;
       while (!done_ && clock_type::now() < next) std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
@@ -62,6 +69,7 @@ class lead_keeper {
   std::chrono::seconds ttl_;
   std::atomic<clock_type::rep> last_renewal_sent_;
   std::atomic<bool> done_{false};
+  int failed_in_a_row_ = 0;  // the renewal thread's own
   std::thread thread_;
 };
 

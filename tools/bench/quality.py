@@ -8,7 +8,8 @@ with `atoll local`: the same model, workers, steps and seeds each time. Then it 
                     peak_round_bytes, wall_s, ...)
   OUT/table.md      held-out loss, bytes sent and received per worker, the largest upload
                     of one worker in one round, and ratios to data-parallel
-  OUT/loss.png      held-out loss against steps and against bytes sent per worker
+  OUT/loss.png      held-out loss against steps and against bytes sent + received per worker
+                    (log scale), every configuration
 
 bytes_sent_per_worker / bytes_received_per_worker: every byte a worker sent / received
 (contributions and results, state transfers, reports). bytes_per_worker is the sent figure,
@@ -77,9 +78,9 @@ def summarize(name, mode, fragments, overlap, codec, workers, steps, lines, wall
     evals = sorted((l["step"], l["val_loss"]) for l in lines if l["type"] == "eval")
     rounds = [l for l in lines if l["type"] == "round"]
     step_lines = [l for l in lines if l["type"] == "step"]
-    bytes_at = {}
+    bytes_at = {}  # sent + received by each worker, at each reported step
     for l in step_lines:
-        bytes_at.setdefault(l["step"], []).append(l["bytes_sent"])
+        bytes_at.setdefault(l["step"], []).append(l["bytes_sent"] + l.get("bytes_received", 0))
     curve = [(s, v, sum(bytes_at.get(s, [0])) / max(1, len(bytes_at.get(s, [0])))) for s, v in evals]
     return {
         "name": name,
@@ -143,15 +144,15 @@ def write_plot(results, out):
     for r in results:
         steps = [c[0] for c in r["curve"]]
         loss = [c[1] for c in r["curve"]]
-        sent = [max(c[2], 1) for c in r["curve"]]
+        moved = [max(c[2], 1) for c in r["curve"]]
         a.plot(steps, loss, marker="o", label=r["name"])
-        b.plot(sent, loss, marker="o", label=r["name"])
+        b.plot(moved, loss, marker="o", label=r["name"])
     a.set_xlabel("inner step")
     a.set_ylabel("held-out loss (nats/byte)")
-    b.set_xlabel("bytes sent per worker")
+    b.set_xlabel("bytes sent + received per worker")
     b.set_xscale("log")
     b.set_ylabel("held-out loss (nats/byte)")
-    a.legend()
+    a.legend(fontsize=7)
     a.grid(alpha=0.3)
     b.grid(alpha=0.3)
     fig.suptitle("Atoll: quality against steps and bytes (2 workers, shakespeare)")
