@@ -6,8 +6,9 @@ bridge, all on this machine. With --mbit R (default 100) each node's link is sha
 `tc tbf` to R Mbit/s in both directions (the node's side and the bridge's side). netem is
 not available on these kernels, so no delay is added: this measures bandwidth, not latency.
 
-Runs data-parallel, DiLoCo and the best Streaming configuration, each shaped and unshaped
-(the twin), with CURVE keys and each node listening (tensors go node to node). Every
+Runs data-parallel, DiLoCo, the best dense Streaming configuration and the best sparse
+one (topk16), each shaped and unshaped (the twin), with CURVE keys and each node
+listening (tensors go node to node). Every
 node gets a run dir and the runs use storage.keepers = nodes (the default): the commits go
 to two keeper replicas on nodes, not to the head's keeper. `--keepers head` gives the
 nodes no run dir, so every commit goes to the head's keeper.
@@ -43,6 +44,12 @@ RUNS = [
     ("streaming-overlap-int8-ef", H + ["--set", "diloco.fragments=3", "--set", "diloco.codec=int8", "--set",
                                        "diloco.overlap=5", "--set", "diloco.alpha=0.5", "--set",
                                        "diloco.error_feedback=true"], "diloco", 3, "int8"),
+    # The sparse codec's best row of the quality bench (tools/bench/quality.py: no outer
+    # momentum, alpha = 0).
+    ("streaming-overlap-topk16-ef", H + ["--set", "diloco.fragments=3", "--set", "diloco.codec=topk16", "--set",
+                                         "diloco.overlap=5", "--set", "diloco.alpha=0", "--set",
+                                         "diloco.error_feedback=true", "--set", "diloco.outer_momentum=0", "--set",
+                                         "diloco.outer_lr=1.0"], "diloco", 3, "topk16"),
 ]
 
 
