@@ -5,10 +5,8 @@
 #include "actors/lease_proxy.hpp"
 
 #include <gtest/gtest.h>
-#include <caf/all.hpp>
-#include <caf/scheduler/test_coordinator.hpp>
-
 #include "actors/messages.hpp"
+#include "tests/deterministic.hpp"
 
 namespace atl {
 namespace {
@@ -17,13 +15,7 @@ using namespace std::chrono_literals;
 
 class LeaseProxy : public ::testing::Test {
  protected:
-  LeaseProxy() : sys_(configure(cfg_)), sched_(dynamic_cast<caf::scheduler::test_coordinator&>(sys_.scheduler())) {}
-
-  static caf::actor_system_config& configure(caf::actor_system_config& cfg) {
-    cfg.set("scheduler.policy", caf::atom("testing"));
-    cfg.set("logger.verbosity", caf::atom("quiet"));
-    return cfg;
-  }
+  LeaseProxy() : sys_(testing::deterministic(cfg_)), sched_(testing::test_scheduler(sys_)) {}
 
   // A proxy of `lease` and `confirm` and an actor that records its down message.
   void start(std::chrono::milliseconds lease, std::chrono::milliseconds confirm) {

@@ -3,30 +3,19 @@
 // higher epoch) may still send what it believed; the node refuses every registry message
 // below the highest epoch it has seen, and acts on the new head's.
 #include <gtest/gtest.h>
-#include <caf/all.hpp>
-#include <caf/scheduler/test_coordinator.hpp>
-
 #include "actors/messages.hpp"
 #include "actors/node_agent.hpp"
 #include "runtime/actor_id.hpp"
+#include "tests/deterministic.hpp"
 
 namespace atl {
 namespace {
 
-caf::behavior recorder(caf::event_based_actor*, std::vector<wire::message_ptr>* seen) {
-  return {[=](const wire::message_ptr& msg) { seen->push_back(msg); }};
-}
+using testing::recorder;
 
 class NodeAgentProtocol : public ::testing::Test {
  protected:
-  NodeAgentProtocol()
-      : sys_(configure(cfg_)), sched_(dynamic_cast<caf::scheduler::test_coordinator&>(sys_.scheduler())) {}
-
-  static caf::actor_system_config& configure(caf::actor_system_config& cfg) {
-    cfg.set("scheduler.policy", caf::atom("testing"));
-    cfg.set("logger.verbosity", caf::atom("quiet"));
-    return cfg;
-  }
+  NodeAgentProtocol() : sys_(testing::deterministic(cfg_)), sched_(testing::test_scheduler(sys_)) {}
 
   void SetUp() override {
     dir_.add(registry_id(), sys_.spawn(recorder, &to_registry_));

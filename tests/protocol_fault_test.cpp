@@ -32,7 +32,6 @@
 
 #include <gtest/gtest.h>
 #include <caf/all.hpp>
-#include <caf/scheduler/test_coordinator.hpp>
 
 #include "actors/coordinator.hpp"
 #include "actors/keeper.hpp"
@@ -40,6 +39,7 @@
 #include "actors/quorum.hpp"
 #include "actors/worker.hpp"
 #include "storage/checkpoint_store.hpp"
+#include "tests/deterministic.hpp"
 #include "tests/fake_replica.hpp"
 
 namespace atl {
@@ -184,10 +184,8 @@ seed_outcome run_seed(std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   const auto plan = plan_for(rng);
   caf::actor_system_config cfg;
-  cfg.set("scheduler.policy", caf::atom("testing"));
-  cfg.set("logger.verbosity", caf::atom("quiet"));
-  caf::actor_system sys(cfg);
-  auto& sched = dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
+  caf::actor_system sys(testing::deterministic(cfg));
+  auto& sched = testing::test_scheduler(sys);
   const std::string cluster_id = "cluster-faults";
   directory dir;
   cluster_identity cluster(cluster_id);

@@ -15,7 +15,6 @@
 
 #include <gtest/gtest.h>
 #include <caf/all.hpp>
-#include <caf/scheduler/test_coordinator.hpp>
 
 #include "actors/commit_record.hpp"
 #include "actors/coordinator.hpp"
@@ -26,6 +25,7 @@
 #include "actors/worker.hpp"
 #include "runtime/digest.hpp"
 #include "storage/checkpoint_store.hpp"
+#include "tests/deterministic.hpp"
 #include "tests/fake_replica.hpp"
 
 namespace atl {
@@ -190,8 +190,8 @@ class ProtocolTest : public ::testing::Test {
         checkpoints_(*kv_, 10),
         cluster_("cluster-test"),
         net_(dir_, cluster_),
-        sys_(deterministic(sys_cfg_)),
-        sched_(dynamic_cast<caf::scheduler::test_coordinator&>(sys_.scheduler())) {
+        sys_(testing::deterministic(sys_cfg_)),
+        sched_(testing::test_scheduler(sys_)) {
     simulation = &sched_;
     keeper_ = sys_.spawn(keeper_actor, static_cast<transport*>(&net_), std::string("keeper/0"), cluster_.get(),
                          &checkpoints_);
@@ -209,12 +209,6 @@ class ProtocolTest : public ::testing::Test {
     keeper_ = probe_ = nullptr;
     sched_.run();  // every actor sees its exit
     sys_.await_all_actors_done();
-  }
-
-  static caf::actor_system_config& deterministic(caf::actor_system_config& cfg) {
-    cfg.set("scheduler.policy", caf::atom("testing"));
-    cfg.set("logger.verbosity", caf::atom("quiet"));
-    return cfg;
   }
 
   caf::actor spawn_coordinator(std::size_t min_workers, outer_options outer = {0.7f, 0.9f},

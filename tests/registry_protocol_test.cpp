@@ -4,7 +4,6 @@
 // No thread, no sleep: leases run out because the test advances the simulated clock.
 #include <gtest/gtest.h>
 #include <caf/all.hpp>
-#include <caf/scheduler/test_coordinator.hpp>
 #include <nlohmann/json.hpp>
 
 #include "actors/messages.hpp"
@@ -12,27 +11,18 @@
 #include "runtime/actor_id.hpp"
 #include "storage/checkpoint_store.hpp"
 #include "storage/registry_store.hpp"
+#include "tests/deterministic.hpp"
 
 namespace atl {
 namespace {
 
 using namespace std::chrono_literals;
 
-// Records every message to the ids it is registered under. Runs on the test's thread.
-caf::behavior recorder(caf::event_based_actor*, std::vector<wire::message_ptr>* seen) {
-  return {[=](const wire::message_ptr& msg) { seen->push_back(msg); }};
-}
+using testing::recorder;
 
 class RegistryProtocol : public ::testing::Test {
  protected:
-  RegistryProtocol()
-      : sys_(configure(cfg_)), sched_(dynamic_cast<caf::scheduler::test_coordinator&>(sys_.scheduler())) {}
-
-  static caf::actor_system_config& configure(caf::actor_system_config& cfg) {
-    cfg.set("scheduler.policy", caf::atom("testing"));
-    cfg.set("logger.verbosity", caf::atom("quiet"));
-    return cfg;
-  }
+  RegistryProtocol() : sys_(testing::deterministic(cfg_)), sched_(testing::test_scheduler(sys_)) {}
 
   void SetUp() override {
     run_config run;
