@@ -138,6 +138,7 @@ void lend_inner_state(worker_self self, const wire::message& msg) {
   const bool found = st.lent && (req.getSnapshot() == 0 || req.getSnapshot() == st.lent->id) &&
                      offset < st.lent->values.size() && req.getCount() > 0;
   wire::outgoing out;
+  bool last_chunk = false;
   auto reply = out.envelope.initInnerStateReply();
   reply.setOffset(offset);
   reply.setFound(found);
@@ -149,13 +150,10 @@ void lend_inner_state(worker_self self, const wire::message& msg) {
     reply.setDigest(lent.digest);
     const auto n = std::min({req.getCount(), max_reply_values, lent.values.size() - offset});
     out.tensors.push_back(wire::tensor::from_floats(lent.values.data() + offset, n));
-    if (offset + n == lent.values.size()) {
-      st.mail->send(msg.sender(), st.epoch, out);
-      st.lent.reset();  // the joiner has it all (or asks a new snapshot, or the next donor)
-      return;
-    }
+    last_chunk = offset + n == lent.values.size();
   }
   st.mail->send(msg.sender(), st.epoch, out);
+  if (last_chunk) st.lent.reset();  // the joiner has it all (or asks a new snapshot, or the next donor)
 }
 
 }  // namespace atl
