@@ -46,20 +46,22 @@ bool membership_ready(const coordinator_state& st) {
 // Donors a FragmentState names at most (each is asked in turn, 2 s of silence each).
 constexpr std::size_t max_donors = 4;
 
-// The committed state of the fragment: inline, or for a large fragment a header naming the
-// keepers the worker fetches it from in chunks (every keeper has the committed round).
-void send_state(self_ptr self, const std::string& worker) {
+// The committed state of the fragment: inline, or a header naming the keepers the worker
+// fetches it from in chunks (every keeper has the committed round) for a large fragment or
+// one whose bytes the worker holds already (`held_digest`: it then fetches nothing).
+void send_state(self_ptr self, const std::string& worker, std::uint64_t held_digest) {
   auto& st = self->state;
   const auto& theta = st.rounds->theta();
+  const auto digest = digest64(theta.data(), theta.size() * sizeof(float));
   wire::outgoing out;
   auto fs = out.envelope.initFragmentState();
   fs.setFragment(st.cfg.fragment);
   fs.setRound(st.rounds->committed_round());
-  if (theta.size() <= st.cfg.state_chunk_values) {
+  if (theta.size() <= st.cfg.state_chunk_values && held_digest != digest) {
     out.tensors.push_back(wire::tensor::from_floats(theta.data(), theta.size()));
   } else {
     fs.setCount(theta.size());
-    fs.setDigest(digest64(theta.data(), theta.size() * sizeof(float)));
+    fs.setDigest(digest);
     const auto& every = st.commit.keepers();
     auto keepers = fs.initKeepers(static_cast<unsigned>(every.size()));
     for (unsigned i = 0; i < every.size(); ++i) keepers.set(i, every[i]);
@@ -71,6 +73,10 @@ void send_state(self_ptr self, const std::string& worker) {
   auto listed = fs.initDonors(static_cast<unsigned>(donors.size()));
   for (unsigned i = 0; i < donors.size(); ++i) listed.set(i, donors[i]);
   st.mail->send(worker, st.rounds->open_epoch(), out);
+}
+
+std::uint64_t held_digest_of(const wire::message& state_request) {
+  return state_request.envelope().getStateRequest().getHeldDigest();
 }
 
 bool is_participant(const coordinator_state& st, const std::string& worker) {
@@ -120,14 +126,14 @@ void advance(self_ptr self) {
   st.round_inputs.clear();
   std::vector<wire::message_ptr> still_waiting;
   for (const auto& req : st.waiting) {
-    if (is_participant(st, req->sender())) send_state(self, req->sender());
+    if (is_participant(st, req->sender())) send_state(self, req->sender(), held_digest_of(*req));
     else still_waiting.push_back(req);
   }
   if (st.announce_on_open) {
     for (const auto& worker : st.members)
       if (std::none_of(st.waiting.begin(), st.waiting.end(),
                        [&](const wire::message_ptr& held) { return held->sender() == worker; }))
-        send_state(self, worker);
+        send_state(self, worker, 0);
     st.announce_on_open = false;
   }
   st.waiting = std::move(still_waiting);
@@ -310,7 +316,7 @@ void on_state_request(self_ptr self, const wire::message_ptr& msg) {
   // includes it, so a joiner or a resyncing worker is never refused as not_participant in
   // a loop.
   if (held_requests::decide(state_request_facts_of(st, msg->sender())) != held_requests::state_verdict::hold) {
-    send_state(self, msg->sender());
+    send_state(self, msg->sender(), held_digest_of(*msg));
     return;
   }
   // One held request per worker: its retries replace it, so it is answered once.

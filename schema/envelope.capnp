@@ -113,8 +113,14 @@ struct HeartbeatRequest { nodeId @0 :UInt32; }
 
 # worker -> coordinator: "give me the newest committed fragment". Rank 0's carries its own
 # initial fragment (one tensor) so that a fresh run can be seeded from it, until it has
-# a state or the coordinator says it needs none (StateHeld).
-struct StateRequest { fragment @0 :UInt32; }
+# a state or the coordinator says it needs none (StateHeld). `heldDigest`: digest64 of the
+# fragment's values the worker holds now (0: none); when it is the committed state's, the
+# FragmentState comes as a header, and a worker still holding those bytes fetches nothing
+# (workers start from the same seed, so a fresh run's first state is not sent to them).
+struct StateRequest {
+  fragment   @0 :UInt32;
+  heldDigest @1 :UInt64;
+}
 # coordinator -> worker: your StateRequest is held until a round that includes you opens
 # (repeat it meanwhile, for a lost message). `seedHeld`: the fragment is seeded or the
 # coordinator holds parameters to seed it from; repeats need not carry any.
@@ -123,8 +129,10 @@ struct StateHeld {
   seedHeld @1 :Bool;
 }
 # coordinator -> worker: theta_global of the fragment at `round`: one tensor, or, for a
-# fragment larger than diloco.state_chunk_values, none: the worker then fetches the `count`
-# values in chunks from `keepers` (each has the round) and checks them against `digest`.
+# fragment larger than diloco.state_chunk_values or one whose bytes the worker said it
+# holds (StateRequest.heldDigest), none: the worker then uses what it holds if its digest
+# is `digest`, or fetches the `count` values in chunks from `keepers` (each has the round)
+# and checks them against `digest`.
 struct FragmentState {
   fragment @0 :UInt32;
   round    @1 :UInt64;

@@ -175,10 +175,12 @@ void contribute_as(mailer& as, std::uint64_t epoch, std::uint64_t round, const s
   as.send("coord/0", epoch, out);
 }
 
-// A StateRequest; with `init`, a fresh coordinator seeds round 0 from it.
-void request_state_as(mailer& as, const std::vector<float>& init = {}) {
+// A StateRequest; with `init`, a fresh coordinator seeds round 0 from it. `held_digest`:
+// the digest of the values the sender says it holds.
+void request_state_as(mailer& as, const std::vector<float>& init = {}, std::uint64_t held_digest = 0) {
   wire::outgoing req;
   req.envelope.initStateRequest().setFragment(0);
+  req.envelope.getStateRequest().setHeldDigest(held_digest);
   if (!init.empty()) req.tensors.push_back(wire::tensor::from_floats(init.data(), init.size()));
   as.send("coord/0", 0, req);
 }
@@ -545,6 +547,36 @@ TEST_F(FencingTest, AMemberOutsideTheOpenRoundGetsItsBaseUntilRefusedThenWaitsFo
   EXPECT_EQ(state->envelope().getFragmentState().getRound(), 1u);
   EXPECT_EQ(state->epoch(), 2u);  // round 2's epoch: the joiner contributes in it
   EXPECT_EQ(state->tensors()[0].to_floats(), (std::vector<float>{0.5f, 2.0f, 3.0f}));  // y's 9s did not count
+}
+
+// A worker that holds the committed state's bytes (its StateRequest names their digest) is
+// sent only the header: count, digest and the keepers, should its values have changed
+// since. One that names another digest, or none, gets the values.
+TEST_F(FencingTest, AStateRequestNamingTheCommittedDigestIsAnsweredWithoutTheValues) {
+  spawn_coordinator(1, {1.0f, 0.0f});
+  send_membership(1, {"worker/x"});
+  const std::vector<float> theta{1.0f, 2.0f, 3.0f};
+  const auto digest = digest64(theta.data(), theta.size() * sizeof(float));
+  request_state_with(theta);
+  ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.received.size() == 1; }));  // seeded, round 1 open
+  request_state_as(as_worker_, {}, digest);
+  request_state_as(as_worker_, {}, digest + 1);
+  request_state_as(as_worker_);
+  ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.received.size() == 4; }));
+  std::lock_guard<std::mutex> lock(worker_obs_.mu);
+  const auto header = worker_obs_.received[1];
+  ASSERT_TRUE(header->envelope().isFragmentState());
+  EXPECT_TRUE(header->tensors().empty());
+  const auto fs = header->envelope().getFragmentState();
+  EXPECT_EQ(fs.getRound(), 0u);
+  EXPECT_EQ(fs.getCount(), 3u);
+  EXPECT_EQ(fs.getDigest(), digest);
+  ASSERT_EQ(fs.getKeepers().size(), 1u);
+  EXPECT_EQ(std::string(fs.getKeepers()[0].cStr()), "keeper/0");
+  for (std::size_t i : {2, 3}) {
+    ASSERT_EQ(worker_obs_.received[i]->tensors().size(), 1u) << "request " << i;
+    EXPECT_EQ(worker_obs_.received[i]->tensors()[0].to_floats(), theta);
+  }
 }
 
 // A held StateRequest is answered StateHeld, whose seedHeld tells rank 0 whether its
@@ -1216,6 +1248,20 @@ class WorkerRecoveryTest : public ProtocolTest {
     as_coordinator_.send("worker/1.0", epoch, out);
   }
 
+  // FragmentState of fragment 0 at `round` as a header: `theta`'s count and digest, and
+  // the keepers to fetch it from.
+  void send_header(std::uint64_t round, const std::vector<float>& theta, const std::vector<std::string>& keepers) {
+    wire::outgoing out;
+    auto fs = out.envelope.initFragmentState();
+    fs.setFragment(0);
+    fs.setRound(round);
+    fs.setCount(theta.size());
+    fs.setDigest(digest64(theta.data(), theta.size() * sizeof(float)));
+    auto listed = fs.initKeepers(static_cast<unsigned>(keepers.size()));
+    for (unsigned i = 0; i < keepers.size(); ++i) listed.set(i, keepers[i]);
+    as_coordinator_.send("worker/1.0", 1, out);
+  }
+
   // The i-th and j-th contributions the coordinator probe received.
   std::pair<wire::message_ptr, wire::message_ptr> contributions(std::size_t i, std::size_t j) {
     std::lock_guard<std::mutex> lock(coord_obs_.mu);
@@ -1279,6 +1325,7 @@ TEST_F(WorkerRecoveryTest, AChunkedStateTransferResumesFromTheNextKeeperWhenItsS
   fake_replica initial(0);
   std::vector<float> theta(initial.fragment_size(0));
   initial.read_fragment(0, theta.data());
+  for (auto& v : theta) v += 1.0f;  // not the values the worker starts with: it must fetch them
   auto answer = [&](mailer& as, const wire::message_ptr& req) {
     const auto r = req->envelope().getChunkRequest();
     wire::outgoing out;
@@ -1300,18 +1347,7 @@ TEST_F(WorkerRecoveryTest, AChunkedStateTransferResumesFromTheNextKeeperWhenItsS
 
   spawn_worker(600000, 40);  // 97 values: chunks at 0, 40, 80
   ASSERT_TRUE(coord_obs_.wait_for([&] { return coord_obs_.received.size() >= 1; }));
-  {
-    wire::outgoing out;
-    auto fs = out.envelope.initFragmentState();
-    fs.setFragment(0);
-    fs.setRound(0);
-    fs.setCount(theta.size());
-    fs.setDigest(digest64(theta.data(), theta.size() * sizeof(float)));
-    auto keepers = fs.initKeepers(2);
-    keepers.set(0, "keeper/0");
-    keepers.set(1, "keeper/1");
-    as_coordinator_.send("worker/1.0", 1, out);
-  }
+  send_header(0, theta, {"keeper/0", "keeper/1"});
   ASSERT_TRUE(k0_obs.wait_for([&] { return chunk_requests(k0_obs).size() == 1; }));
   wire::message_ptr first;
   {
@@ -1342,6 +1378,32 @@ TEST_F(WorkerRecoveryTest, AChunkedStateTransferResumesFromTheNextKeeperWhenItsS
   // The digest matched: it trained H steps and contributed round 1.
   EXPECT_TRUE(coord_obs_.wait_for([&] { return seen_locked().second >= 1; }));
   EXPECT_EQ(seen().first, 1);  // one StateRequest: no fallback to the coordinator
+}
+
+// Workers start from the same seed, so a fresh run's first state is what each one holds:
+// the worker's StateRequest names the digest of its values, and a header with that digest
+// is adopted from them, with no chunk asked of any keeper.
+TEST_F(WorkerRecoveryTest, AStateWhoseBytesTheWorkerHoldsIsAdoptedWithoutAFetch) {
+  observations k0_obs;
+  dir_.add("keeper/0", sys_.spawn(probe_actor, &k0_obs));
+  fake_replica initial(0);  // the worker's replica, as it starts
+  std::vector<float> theta(initial.fragment_size(0));
+  initial.read_fragment(0, theta.data());
+
+  spawn_worker(600000, 40);
+  ASSERT_TRUE(coord_obs_.wait_for([&] { return coord_obs_.received.size() >= 1; }));
+  {
+    std::lock_guard<std::mutex> lock(coord_obs_.mu);
+    const auto req = coord_obs_.received[0]->envelope();
+    ASSERT_TRUE(req.isStateRequest());
+    EXPECT_EQ(req.getStateRequest().getHeldDigest(), digest64(theta.data(), theta.size() * sizeof(float)));
+  }
+  send_header(0, theta, {"keeper/0"});
+  // It trained H steps and contributed round 1, and asked no keeper for anything.
+  EXPECT_TRUE(coord_obs_.wait_for([&] { return seen_locked().second >= 1; }));
+  EXPECT_EQ(seen().first, 1);
+  std::lock_guard<std::mutex> lock(k0_obs.mu);
+  EXPECT_TRUE(k0_obs.received.empty()) << k0_obs.received.size() << " messages to the keeper";
 }
 
 // The node's link to the head came back (a restarted head): messages in flight may be
