@@ -340,7 +340,7 @@ coordinator_config coordinator_config_for(const run_config& run, std::uint32_t f
   cc.average_only = run.mode == "ddp";
   cc.round_deadline = std::chrono::milliseconds(run.round_deadline_ms);
   cc.state_chunk_values = static_cast<std::size_t>(run.state_chunk_values);
-  const auto codec = parse_codec(run.codec);  // validated with the config
+  const auto codec = parse_codec(run.result_codec == "same" ? run.codec : run.result_codec);  // validated
   if (codec && !cc.average_only) cc.result_codec = *codec;
   cc.result_chunk = static_cast<std::size_t>(run.codec_chunk);
   cc.load_from_every_keeper = run.keepers == "nodes";

@@ -49,6 +49,11 @@ const std::vector<knob>& knobs() {
        "position each "
        "(use error feedback with it)",
        "fp32|bf16|fp16|int8|fp4|topk16|topk32|topk64"},
+      {"diloco.result_codec", &C::result_codec, 0, 0, "",
+       "the encoding of the coordinators' results (the round's change of theta_global): same as diloco.codec, or "
+       "another, e.g. a denser sparse one, since the average of M sparse contributions holds up to M times the "
+       "values",
+       "same|fp32|bf16|fp16|int8|fp4|topk16|topk32|topk64"},
       {"diloco.codec_chunk", &C::codec_chunk, 8, 1 << 24, "values", "values sharing one scale (int8, fp4)"},
       {"diloco.error_feedback", &C::error_feedback, 0, 0, "",
        "add what quantization lost to the next contribution of the fragment"},
@@ -296,11 +301,13 @@ status validate(const run_config& cfg) {
     return make_error(errc::invalid_config,
                       "run.example = external trains DiLoCo or Streaming DiLoCo; run.mode = ddp needs a built-in "
                       "or TorchScript model");
-  if (const auto codec = parse_codec(cfg.codec);
-      codec && is_sparse(*codec) && static_cast<std::size_t>(cfg.codec_chunk) > max_sparse_chunk)
-    return make_error(errc::invalid_config, "diloco.codec_chunk: " + std::to_string(cfg.codec_chunk) +
-                                                " is more than the " + std::to_string(max_sparse_chunk) +
-                                                " values a sparse codec's chunk can hold (" + cfg.codec + ")");
+  for (const auto* name : {&cfg.codec, &cfg.result_codec}) {
+    if (const auto codec = parse_codec(*name);
+        codec && is_sparse(*codec) && static_cast<std::size_t>(cfg.codec_chunk) > max_sparse_chunk)
+      return make_error(errc::invalid_config, "diloco.codec_chunk: " + std::to_string(cfg.codec_chunk) +
+                                                  " is more than the " + std::to_string(max_sparse_chunk) +
+                                                  " values a sparse codec's chunk can hold (" + *name + ")");
+  }
   if (cfg.thread_layout != "auto") {
     if (const auto layout = parse_thread_layout(cfg.thread_layout); !layout)
       return make_error(errc::invalid_config, "run.thread_layout: " + layout.err().message);

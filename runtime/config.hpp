@@ -33,7 +33,8 @@ struct run_config {
   std::string assignment = "strided";  // strided | sequential
   std::int64_t overlap = 0;
   double alpha = 0.0;
-  std::string codec = "fp32";  // fp32 | bf16 | fp16 | int8 | fp4
+  std::string codec = "fp32";  // fp32 | bf16 | fp16 | int8 | fp4 | topk16 | topk32 | topk64
+  std::string result_codec = "same";  // the coordinator's results: "same" as codec, or a codec
   std::int64_t codec_chunk = 256;
   bool error_feedback = false;
   std::int64_t result_timeout_ms = 0;  // 0: 2 x cluster.lease_ms

@@ -57,6 +57,13 @@ TEST(Config, RelationsBetweenKnobsAreChecked) {
   ASSERT_FALSE(cfg);
   EXPECT_NE(cfg.err().message.find("diloco.codec_chunk: 512"), std::string::npos) << cfg.err().message;
   EXPECT_TRUE(parse_config_text("[diloco]\ncodec = \"topk32\"\ncodec_chunk = 256\n", "t.toml"));
+  // So does a sparse result codec's, whatever the contributions' codec.
+  cfg = parse_config_text("[diloco]\ncodec = \"fp4\"\nresult_codec = \"topk16\"\ncodec_chunk = 512\n", "t.toml");
+  ASSERT_FALSE(cfg);
+  EXPECT_NE(cfg.err().message.find("(topk16)"), std::string::npos) << cfg.err().message;
+  cfg = parse_config_text("[diloco]\nresult_codec = \"topk8\"\n", "t.toml");
+  ASSERT_FALSE(cfg);
+  EXPECT_NE(cfg.err().message.find("diloco.result_codec"), std::string::npos) << cfg.err().message;
   // A thread layout is TxB or auto.
   cfg = parse_config_text("[run]\nthread_layout = \"2by2\"\n", "t.toml");
   ASSERT_FALSE(cfg);

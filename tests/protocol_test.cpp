@@ -185,6 +185,30 @@ void request_state_as(mailer& as, const std::vector<float>& init = {}, std::uint
   as.send("coord/0", 0, req);
 }
 
+// The codec a coordinator publishes its results in: the contributions' unless
+// diloco.result_codec names another; ddp publishes averages (fp32) whatever is set.
+TEST(CoordinatorConfig, TheResultCodecIsTheContributionsUnlessOneIsNamed) {
+  struct row {
+    const char* mode;
+    const char* codec;
+    const char* result_codec;
+    codec_kind expected;
+  };
+  const row rows[] = {
+      {"diloco", "fp32", "same", codec_kind::fp32},     {"diloco", "fp4", "same", codec_kind::fp4},
+      {"diloco", "topk32", "same", codec_kind::topk32}, {"diloco", "topk32", "topk16", codec_kind::topk16},
+      {"diloco", "int8", "fp32", codec_kind::fp32},     {"ddp", "int8", "topk16", codec_kind::fp32},
+  };
+  for (const auto& r : rows) {
+    run_config run;
+    run.mode = r.mode;
+    run.codec = r.codec;
+    run.result_codec = r.result_codec;
+    EXPECT_EQ(coordinator_config_for(run, 0).result_codec, r.expected)
+        << r.mode << ", codec " << r.codec << ", result_codec " << r.result_codec;
+  }
+}
+
 class ProtocolTest : public ::testing::Test {
  protected:
   ProtocolTest()

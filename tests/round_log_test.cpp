@@ -251,9 +251,10 @@ void expect_same_state(const outer_state& a, const outer_state& b, const std::st
 // on the results, with participants joining and missing rounds.
 TEST(RoundLog, FollowersReplayingTheRecordsReachTheCoordinatorsBitsForFiveHundredRounds) {
   const std::pair<codec_kind, codec_kind> cases[] = {
-      {codec_kind::fp32, codec_kind::fp32}, {codec_kind::int8, codec_kind::int8},
-      {codec_kind::fp4, codec_kind::fp4},   {codec_kind::fp4, codec_kind::fp32},
-      {codec_kind::int8, codec_kind::fp4},  {codec_kind::topk16, codec_kind::topk16}};
+      {codec_kind::fp32, codec_kind::fp32},    {codec_kind::int8, codec_kind::int8},
+      {codec_kind::fp4, codec_kind::fp4},      {codec_kind::fp4, codec_kind::fp32},
+      {codec_kind::int8, codec_kind::fp4},     {codec_kind::topk16, codec_kind::topk16},
+      {codec_kind::topk32, codec_kind::topk16}};
   for (const auto& [kind, result] : cases) {
     const std::string name = std::string(to_string(kind)) + " in, " + to_string(result) + " out";
     const auto run = run_rounds(500, kind, result, 7 + static_cast<int>(kind));
