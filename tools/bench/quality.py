@@ -153,12 +153,14 @@ def write_plot(results, out):
     if plt is None:
         return
     fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.5))
-    for r in results:
+    colours = plt.get_cmap("tab20").colors  # more runs than the default cycle's 10 colours
+    for i, r in enumerate(results):
         steps = [c[0] for c in r["curve"]]
         loss = [c[1] for c in r["curve"]]
         moved = [max(c[2], 1) for c in r["curve"]]
-        a.plot(steps, loss, marker="o", label=r["name"])
-        b.plot(moved, loss, marker="o", label=r["name"])
+        style = {"marker": "os^"[i // 10 % 3], "color": colours[2 * i % 20 + i // 10 % 2], "label": r["name"]}
+        a.plot(steps, loss, **style)
+        b.plot(moved, loss, **style)
     a.set_xlabel("inner step")
     a.set_ylabel("held-out loss (nats/byte)")
     b.set_xlabel("bytes sent + received per worker")
