@@ -57,7 +57,10 @@ class fragment_sync {
   // it holds no seed, and before any state was adopted (then the run is seeded). The first
   // request goes without: by the time the StateHeld comes back, the route to the
   // coordinator is known, and the parameters go node to node instead of through the head.
-  bool parameters_wanted() const { return theta_global_.empty() && seed_wanted_; }
+  bool parameters_wanted() const { return never_adopted() && seed_wanted_; }
+  // No state adopted yet: the local fragment still holds the replica's initial values
+  // (which, in a fresh run, every worker shares: one seed).
+  bool never_adopted() const { return theta_global_.empty(); }
   // A FragmentState header: the values come in chunks (`fetch` names the keepers).
   void start_fetch(state_fetch fetch, std::uint64_t epoch);
   // The committed state of `round`, theta_global, replaced the local fragment: synced at

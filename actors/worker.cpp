@@ -28,21 +28,30 @@ constexpr auto state_retry = std::chrono::seconds(2);
 
 std::string coordinator_of(std::size_t fragment) { return coordinator_id(static_cast<std::uint32_t>(fragment)); }
 
+// Fragment f's values as the replica holds them, and their digest.
+std::uint64_t read_held(const worker_state& st, std::size_t f, std::vector<float>& values) {
+  values.resize(st.model->fragment_size(f));
+  st.model->read_fragment(f, values.data());
+  return digest64(values.data(), values.size() * sizeof(float));
+}
+
 void request_state(self_ptr self, std::size_t f) {
   auto& st = self->state;
   wire::outgoing out;
   auto req = out.envelope.initStateRequest();
   req.setFragment(static_cast<std::uint32_t>(f));
-  // The digest of what it holds: if that is the committed state (a fresh run's first
-  // state: every worker starts from the same seed), the state's bytes are not sent.
-  std::vector<float> local(st.model->fragment_size(f));
-  st.model->read_fragment(f, local.data());
-  req.setHeldDigest(digest64(local.data(), local.size() * sizeof(float)));
-  // Rank 0's parameters travel along once the coordinator said it needs them: a fresh run
-  // is seeded from them (the others need not pay the bytes, nor does rank 0 once the
-  // fragment is seeded).
-  if (st.cfg.spec.rank == 0 && st.fragments[f].parameters_wanted())
-    out.tensors.push_back(wire::tensor::from_floats(local.data(), local.size()));
+  // While the fragment holds its initial values, their digest: if that is the committed
+  // state (a fresh run's round 0: every worker starts from the same seed), the state's
+  // bytes are not sent. Trained values match no committed state: they are not read.
+  if (st.fragments[f].never_adopted()) {
+    std::vector<float> local;
+    req.setHeldDigest(read_held(st, f, local));
+    // Rank 0's parameters travel along once the coordinator said it needs them: a fresh
+    // run is seeded from them (the others need not pay the bytes, nor does rank 0 once
+    // the fragment is seeded).
+    if (st.cfg.spec.rank == 0 && st.fragments[f].parameters_wanted())
+      out.tensors.push_back(wire::tensor::from_floats(local.data(), local.size()));
+  }
   st.fragments[f].ask();
   st.mail->send(coordinator_of(f), st.fragments[f].epoch(), out);
 }
@@ -121,9 +130,8 @@ void adopt_state(self_ptr self, const wire::message_ptr& msg, std::size_t f, std
     if (std::find(st.donors.begin(), st.donors.end(), d.cStr()) == st.donors.end()) st.donors.push_back(d);
   if (msg->tensors().size() == 1) return apply_state(self, f, round, msg->epoch(), msg->tensors()[0].to_floats());
   const auto header = msg->envelope().getFragmentState();
-  std::vector<float> held(st.model->fragment_size(f));
-  st.model->read_fragment(f, held.data());
-  if (digest64(held.data(), held.size() * sizeof(float)) == header.getDigest()) {
+  std::vector<float> held;
+  if (st.fragments[f].never_adopted() && read_held(st, f, held) == header.getDigest()) {
     log_info(st.cfg.id + ": holds fragment " + std::to_string(f) + " round " + std::to_string(round) +
              " already (digest " + digest_hex(header.getDigest()) + "); nothing fetched");
     return apply_state(self, f, round, msg->epoch(), std::move(held));

@@ -105,6 +105,9 @@ TEST(FragmentSync, WhetherAStateRequestCarriesTheParameters) {
     if (r.adopted) s.adopt(2, 3, {1.0f});
     for (int h : r.held) s.held(h != 0);
     EXPECT_EQ(s.parameters_wanted(), r.wanted) << r.what;
+    // Only a fragment that adopted nothing still holds its initial values (whose digest a
+    // StateRequest names).
+    EXPECT_EQ(s.never_adopted(), !r.adopted) << r.what;
   }
 }
 
