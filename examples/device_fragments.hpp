@@ -2,15 +2,15 @@
 // The outer-sync side of a replica that trains on a CUDA device (see replica::adopt_global
 // and its siblings): theta_global and the error-feedback residual of each fragment stay
 // in device memory, the pseudo-gradient is computed and encoded there
-// (runtime/algorithm/codec_cuda.hpp), and only the codes cross PCIe, through the codec's
+// (runtime/device/codec_cuda.hpp), and only the codes cross PCIe, through the codec's
 // pinned buffers. The fp32 result of a round comes from the wire, so it crosses once,
 // host to device, queued behind the step in flight. Include only from LibTorch code.
 #include <vector>
 
 #include <torch/torch.h>
 
-#include "actors/replica.hpp"
-#include "runtime/algorithm/codec_cuda.hpp"
+#include "actors/worker/replica.hpp"
+#include "runtime/device/codec_cuda.hpp"
 
 namespace atl {
 

@@ -6,7 +6,7 @@
 #include "examples/fragment_tensors.hpp"
 #include "examples/task.hpp"
 #include "examples/tasks.hpp"
-#include "runtime/model_signature.hpp"
+#include "runtime/core/model_signature.hpp"
 
 namespace atl {
 namespace {

@@ -13,7 +13,7 @@
 
 #include <torch/torch.h>
 
-#include "actors/replica.hpp"
+#include "actors/worker/replica.hpp"
 #include "examples/step_turns.hpp"
 
 namespace atl {
@@ -50,7 +50,7 @@ struct external_model {
   written_groups written;
 };
 
-// The model's signature, for the head to check against the run's (runtime/model_signature.hpp).
+// The model's signature, for the head to check against the run's (runtime/core/model_signature.hpp).
 std::string signature_of(const external_model& model);
 // Refuses (invalid_config) parameters a worker cannot sync in place: not fp32, not
 // contiguous, no groups, or names that do not match the groups.

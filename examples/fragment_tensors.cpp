@@ -4,7 +4,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "runtime/model_signature.hpp"
+#include "runtime/core/model_signature.hpp"
 
 namespace atl {
 

@@ -8,7 +8,7 @@
 
 #include <torch/torch.h>
 
-#include "runtime/config.hpp"
+#include "runtime/process/config.hpp"
 
 namespace atl {
 
@@ -21,7 +21,7 @@ std::vector<std::vector<torch::Tensor>> assign_fragments(const std::vector<std::
 // The fragment that group g of group_count goes to (as assign_fragments places it).
 std::size_t fragment_of_group(std::size_t g, std::size_t group_count, const run_config& cfg);
 
-// The signature (runtime/model_signature.hpp) of parameters in groups, with their names
+// The signature (runtime/core/model_signature.hpp) of parameters in groups, with their names
 // in the same order: what the head compares between the nodes of an external run.
 std::string signature_of_groups(const std::vector<std::vector<torch::Tensor>>& groups,
                                 const std::vector<std::vector<std::string>>& names);

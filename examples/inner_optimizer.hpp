@@ -14,7 +14,7 @@
 
 #include <torch/torch.h>
 
-#include "runtime/config.hpp"
+#include "runtime/process/config.hpp"
 
 namespace atl {
 

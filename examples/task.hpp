@@ -15,7 +15,7 @@
 
 #include <torch/torch.h>
 
-#include "actors/replica.hpp"
+#include "actors/worker/replica.hpp"
 
 namespace atl {
 

@@ -4,7 +4,7 @@
 
 #include "examples/task.hpp"
 #include "examples/tasks.hpp"
-#include "runtime/model_signature.hpp"
+#include "runtime/core/model_signature.hpp"
 
 #ifndef ATOLL_SOURCE_DATA_DIR
 #define ATOLL_SOURCE_DATA_DIR "examples/data"

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/replica.hpp"
+#include "actors/worker/replica.hpp"
 
 namespace atl {
 
@@ -25,13 +25,13 @@ status check_task(const run_config& cfg, const std::string& model_file, std::uin
 status export_model(const run_config& cfg, const std::string& model_file,
                     const std::vector<std::vector<float>>& fragments, const std::string& path);
 
-// The signature of a TorchScript model file (runtime/model_signature.hpp): a C++ node
+// The signature of a TorchScript model file (runtime/core/model_signature.hpp): a C++ node
 // joins a run whose model is its Python nodes' own with it. Typed errors: bad_model.
 expected<std::string> torchscript_signature(const std::string& model_file);
 
 // The same for a run whose model is its nodes' own (run.example = external): a torch.save
 // state dict keyed by parameter name, the tensors shaped and grouped as the run's model
-// signature says (runtime/model_signature.hpp); examples/external_replica.cpp.
+// signature says (runtime/core/model_signature.hpp); examples/external_replica.cpp.
 status export_external_model(const run_config& cfg, const std::string& signature,
                              const std::vector<std::vector<float>>& fragments, const std::string& path);
 

@@ -8,7 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "runtime/config.hpp"
+#include "runtime/process/config.hpp"
 
 namespace atl {
 

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/expected.hpp"
+#include "runtime/core/expected.hpp"
 
 namespace atl {
 

@@ -24,7 +24,7 @@
 #include "examples/lagged_loss.hpp"
 #include "examples/task.hpp"
 #include "examples/tasks.hpp"
-#include "runtime/log.hpp"
+#include "runtime/process/log.hpp"
 
 namespace atl {
 namespace {

@@ -23,7 +23,7 @@
 
 #include "examples/external_replica.hpp"
 #include "examples/task.hpp"
-#include "runtime/error.hpp"
+#include "runtime/core/error.hpp"
 #include "tools/atoll/processes.hpp"
 
 namespace py = pybind11;

@@ -7,7 +7,7 @@ $import "/capnp/c++.capnp".namespace("atl::schema");
 # Every inter-process message is one Envelope frame, followed by one raw frame per entry
 # of `tensors` (the bytes are never copied into the Cap'n Proto message).
 struct Envelope {
-  version   @0 :UInt16;   # wire protocol version; see runtime/wire.hpp
+  version   @0 :UInt16;   # wire protocol version; see runtime/transport/wire.hpp
   clusterId @1 :Text;     # empty only on Hello and ControlRequest (bootstrap)
   sender    @2 :Text;     # actor id, e.g. "registry", "coord/0", "worker/1.0"
   receiver  @3 :Text;
@@ -63,7 +63,7 @@ struct TensorDesc {
   codec    @1 :Codec;
   shape    @2 :List(UInt64);
   byteSize @3 :UInt64;   # exact size of the raw frame
-  checksum @4 :UInt64;   # runtime/digest.hpp digest64 of the raw frame
+  checksum @4 :UInt64;   # runtime/core/digest.hpp digest64 of the raw frame
 }
 
 # node agent -> registry
@@ -77,7 +77,7 @@ struct Hello {
   modelDigest @6 :Text;       # digest of the node's copy of model.file (a TorchScript run); empty: none
   batchJob @7 :Text;          # the scheduler's job it runs in, e.g. "slurm 1234.0"; empty: none
   modelSignature @8 :Text;    # run.example = external: the node's parameters, "name dtype shape group"
-                              # a line (runtime/model_signature.hpp); empty: a built-in or file model
+                              # a line (runtime/core/model_signature.hpp); empty: a built-in or file model
 }
 
 # registry -> node agent. The run's configuration travels here so that every
@@ -97,7 +97,7 @@ struct WorkerSlot {
 }
 
 # node agent -> registry, every cluster.heartbeat_ms. Carries the node's refusal
-# counters (index = errc code, runtime/error.hpp) so `atollctl status` shows them.
+# counters (index = errc code, runtime/core/error.hpp) so `atollctl status` shows them.
 struct Heartbeat {
   nodeId           @0 :UInt32;
   refused          @1 :List(UInt64);
@@ -108,7 +108,7 @@ struct ObsoleteHeartbeatAck { leaseMs @0 :UInt32; }  # retired: never sent
 
 # registry -> node agent: the node's connection to the head closed; a live node answers
 # with a Heartbeat at once, or is declared dead after cluster.confirm_ms
-# (actors/liveness.hpp).
+# (actors/decisions/liveness.hpp).
 struct HeartbeatRequest { nodeId @0 :UInt32; }
 
 # worker -> coordinator: "give me the newest committed fragment". Rank 0's carries its own
@@ -244,7 +244,7 @@ struct WorkerDone {
                                      # took over while the worker finished never heard them
 }
 
-# Typed refusal of a message; `code` is an atl::errc value (runtime/error.hpp).
+# Typed refusal of a message; `code` is an atl::errc value (runtime/core/error.hpp).
 struct Refusal {
   code       @0 :UInt16;
   message    @1 :Text;

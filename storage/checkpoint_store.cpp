@@ -6,9 +6,9 @@
 #include <filesystem>
 #include <set>
 
-#include "runtime/config.hpp"
-#include "runtime/digest.hpp"
-#include "runtime/fault_point.hpp"
+#include "runtime/core/digest.hpp"
+#include "runtime/process/config.hpp"
+#include "runtime/process/fault_point.hpp"
 #include "storage/binary_fields.hpp"
 #include "storage/value_files.hpp"
 

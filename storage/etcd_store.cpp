@@ -2,7 +2,7 @@
 
 #include <mutex>
 
-#include "runtime/etcd_client.hpp"
+#include "runtime/head/etcd_client.hpp"
 
 namespace atl {
 namespace {

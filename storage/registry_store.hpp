@@ -50,7 +50,7 @@ struct registry_snapshot {
   std::uint32_t next_keeper_number = 3;  // a hand-over's new replica takes this one
   std::vector<member_record> members;
   // run.example = external: the first node's model signature, which every later node must
-  // match (runtime/model_signature.hpp); empty until a node brings one.
+  // match (runtime/core/model_signature.hpp); empty until a node brings one.
   std::string model_signature;
 };
 

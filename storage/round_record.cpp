@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "runtime/digest.hpp"
+#include "runtime/core/digest.hpp"
 #include "storage/binary_fields.hpp"
 
 namespace atl {

@@ -21,8 +21,8 @@
 
 #include "runtime/algorithm/codec.hpp"
 #include "runtime/algorithm/outer_round.hpp"
-#include "runtime/byte_buffer.hpp"
-#include "runtime/expected.hpp"
+#include "runtime/core/byte_buffer.hpp"
+#include "runtime/core/expected.hpp"
 
 namespace atl {
 

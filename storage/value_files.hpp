@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/expected.hpp"
+#include "runtime/core/expected.hpp"
 
 namespace atl::value_files {
 

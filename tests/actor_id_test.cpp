@@ -1,7 +1,7 @@
-// runtime/actor_id: every kind formats and parses back; malformed ids are typed errors.
+// runtime/core/actor_id: every kind formats and parses back; malformed ids are typed errors.
 #include <gtest/gtest.h>
 
-#include "runtime/actor_id.hpp"
+#include "runtime/core/actor_id.hpp"
 
 namespace atl {
 namespace {

@@ -1,4 +1,4 @@
-#include "runtime/batch_job.hpp"
+#include "runtime/process/batch_job.hpp"
 
 #include <map>
 

@@ -11,7 +11,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "runtime/control_client.hpp"
+#include "runtime/transport/control_client.hpp"
 #include "tests/eventually.hpp"
 #include "tests/subprocess.hpp"
 #include "tests/test_dir.hpp"

@@ -292,7 +292,7 @@ TEST(Codec, NamesParse) {
 }  // namespace
 }  // namespace atl
 
-#include "runtime/algorithm/codec_cuda.hpp"
+#include "runtime/device/codec_cuda.hpp"
 
 namespace atl {
 namespace {

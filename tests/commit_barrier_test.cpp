@@ -1,7 +1,7 @@
 // The commit barrier: each row is a sequence of keeper answers and what each calls for.
 #include <gtest/gtest.h>
 
-#include "actors/commit_barrier.hpp"
+#include "actors/decisions/commit_barrier.hpp"
 
 namespace atl {
 namespace {

@@ -1,10 +1,10 @@
-// missing_compute_env (runtime/compute_env.hpp): one row per environment.
+// missing_compute_env (runtime/device/compute_env.hpp): one row per environment.
 #include <map>
 #include <string>
 
 #include <gtest/gtest.h>
 
-#include "runtime/compute_env.hpp"
+#include "runtime/device/compute_env.hpp"
 
 namespace atl {
 namespace {

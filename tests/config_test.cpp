@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "runtime/config.hpp"
+#include "runtime/process/config.hpp"
 
 namespace atl {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <caf/all.hpp>
 
-#include "runtime/transport.hpp"
+#include "runtime/transport/transport.hpp"
 
 namespace atl::testing {
 

@@ -7,7 +7,7 @@
 #include <caf/all.hpp>
 #include <caf/scheduler/test_coordinator.hpp>
 
-#include "runtime/wire.hpp"
+#include "runtime/transport/wire.hpp"
 
 namespace atl::testing {
 

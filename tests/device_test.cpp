@@ -1,7 +1,7 @@
-// The start-up decision on a node's devices (runtime/device.hpp), one row per case.
+// The start-up decision on a node's devices (runtime/device/device.hpp), one row per case.
 #include <gtest/gtest.h>
 
-#include "runtime/device.hpp"
+#include "runtime/device/device.hpp"
 
 namespace atl {
 namespace {

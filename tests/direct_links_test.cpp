@@ -11,10 +11,10 @@
 #include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
-#include "runtime/actor_id.hpp"
-#include "runtime/control_client.hpp"
-#include "runtime/security.hpp"
-#include "runtime/wire.hpp"
+#include "runtime/core/actor_id.hpp"
+#include "runtime/transport/control_client.hpp"
+#include "runtime/transport/security.hpp"
+#include "runtime/transport/wire.hpp"
 #include "tests/cluster_helpers.hpp"
 
 namespace atl {

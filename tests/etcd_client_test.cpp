@@ -2,8 +2,8 @@
 // claim means for a candidate, the --registry URL, and when a leader must stop. The client against a real etcd is tests/etcd_process_test.cpp.
 #include <gtest/gtest.h>
 
-#include "runtime/etcd_client.hpp"
-#include "runtime/head_election.hpp"
+#include "runtime/head/etcd_client.hpp"
+#include "runtime/head/head_election.hpp"
 
 namespace atl {
 namespace {

@@ -16,7 +16,7 @@
 
 #include <gtest/gtest.h>
 
-#include "runtime/etcd_client.hpp"
+#include "runtime/head/etcd_client.hpp"
 #include "tests/eventually.hpp"
 #include "tests/subprocess.hpp"
 #include "tests/test_dir.hpp"

@@ -5,8 +5,8 @@
 // the registry's records stored there, fenced by the writer's term.
 #include <gtest/gtest.h>
 
-#include "runtime/etcd_client.hpp"
-#include "runtime/head_election.hpp"
+#include "runtime/head/etcd_client.hpp"
+#include "runtime/head/head_election.hpp"
 #include "storage/etcd_store.hpp"
 #include "storage/registry_store.hpp"
 #include "tests/etcd_cluster.hpp"

@@ -12,7 +12,7 @@
 
 #include "examples/fragment_tensors.hpp"
 #include "examples/tasks.hpp"
-#include "runtime/model_signature.hpp"
+#include "runtime/core/model_signature.hpp"
 
 namespace atl {
 namespace {

@@ -9,8 +9,8 @@
 #include <set>
 #include <vector>
 
-#include "actors/replica.hpp"
-#include "runtime/digest.hpp"
+#include "actors/worker/replica.hpp"
+#include "runtime/core/digest.hpp"
 
 namespace atl::testing {
 

@@ -1,5 +1,5 @@
 // Process tier, kills at exact protocol steps (RELIABILITY.md fault matrix), through the
-// named fault points of runtime/fault_point.hpp: a process armed with
+// named fault points of runtime/process/fault_point.hpp: a process armed with
 // ATOLL_FAULT_POINT=NAME@N SIGKILLs itself the N-th time it passes NAME. Each test checks
 // that the run finishes (L1), that every survivor at the final round holds the keeper's
 // bytes (S1, S2), and that the keeper holds every round once, in order (S3, S4).

@@ -1,4 +1,4 @@
-// actors/fragment_sync: the worker's per-fragment sync, transition by transition, and its
+// actors/decisions/fragment_sync: the worker's per-fragment sync, transition by transition, and its
 // decisions one row per case.
 #include <gtest/gtest.h>
 
@@ -6,8 +6,8 @@
 #include <functional>
 #include <limits>
 
-#include "actors/fragment_sync.hpp"
-#include "runtime/digest.hpp"
+#include "actors/decisions/fragment_sync.hpp"
+#include "runtime/core/digest.hpp"
 
 namespace atl {
 namespace {

@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "runtime/wire.hpp"
+#include "runtime/transport/wire.hpp"
 
 namespace atl::wire {
 namespace {

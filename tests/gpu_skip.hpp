@@ -3,7 +3,7 @@
 // elsewhere they are skipped with the reason, never silently.
 #include <gtest/gtest.h>
 
-#include "runtime/algorithm/codec_cuda.hpp"
+#include "runtime/device/codec_cuda.hpp"
 
 #ifndef ATOLL_TORCH_CUDA
 #define ATOLL_TORCH_CUDA 0

@@ -7,7 +7,7 @@
 #include <torch/torch.h>
 
 #include "examples/tasks.hpp"
-#include "runtime/algorithm/codec_cuda.hpp"
+#include "runtime/device/codec_cuda.hpp"
 #include "tests/gpu_skip.hpp"
 #include "tests/random_values.hpp"
 

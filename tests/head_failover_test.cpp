@@ -15,7 +15,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
-#include "runtime/control_client.hpp"
+#include "runtime/transport/control_client.hpp"
 #include "tests/cluster_helpers.hpp"
 #include "tests/etcd_cluster.hpp"
 

@@ -1,7 +1,7 @@
-// actors/held_requests: each row names the reason its verdict follows from.
+// actors/decisions/held_requests: each row names the reason its verdict follows from.
 #include <gtest/gtest.h>
 
-#include "actors/held_requests.hpp"
+#include "actors/decisions/held_requests.hpp"
 
 namespace atl::held_requests {
 namespace {

@@ -12,9 +12,9 @@
 #include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
-#include "runtime/control_client.hpp"
-#include "runtime/security.hpp"
-#include "runtime/wire.hpp"
+#include "runtime/transport/control_client.hpp"
+#include "runtime/transport/security.hpp"
+#include "runtime/transport/wire.hpp"
 #include "tests/cluster_helpers.hpp"
 #include "tests/hostile_frames.hpp"
 

@@ -2,8 +2,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "actors/prometheus_text.hpp"
-#include "runtime/http_access.hpp"
+#include "actors/registry/prometheus_text.hpp"
+#include "runtime/head/http_access.hpp"
 #include "tests/test_dir.hpp"
 
 namespace atl {

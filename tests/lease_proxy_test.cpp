@@ -2,10 +2,10 @@
 // unrenewed for a lease, it goes down unreachable; suspected (its node's connection
 // closed) and unrenewed for the confirm window, it goes down remote_link_unreachable; a
 // renewal after the suspicion keeps it alive. No thread, no sleep.
-#include "actors/lease_proxy.hpp"
+#include "actors/registry/lease_proxy.hpp"
 
 #include <gtest/gtest.h>
-#include "actors/messages.hpp"
+#include "actors/shared/messages.hpp"
 #include "tests/deterministic.hpp"
 
 namespace atl {

@@ -1,7 +1,7 @@
 // judge_liveness: a lease that passes, a closed connection not answered in time, and the
 // cases that must stay alive (a reconnect answered, confirmation off, a slow but
 // connected node).
-#include "actors/liveness.hpp"
+#include "actors/decisions/liveness.hpp"
 
 #include <gtest/gtest.h>
 

@@ -13,11 +13,11 @@
 
 #include <gtest/gtest.h>
 
-#include "actors/fragment_sync.hpp"
-#include "actors/pseudo_gradient.hpp"
-#include "actors/round_tracker.hpp"
-#include "runtime/actor_id.hpp"
-#include "runtime/digest.hpp"
+#include "actors/decisions/fragment_sync.hpp"
+#include "actors/decisions/round_tracker.hpp"
+#include "actors/shared/pseudo_gradient.hpp"
+#include "runtime/core/actor_id.hpp"
+#include "runtime/core/digest.hpp"
 
 namespace atl {
 namespace {

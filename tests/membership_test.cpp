@@ -1,7 +1,7 @@
-// actors/membership: every (state, event) pair of the node lifecycle, and the run's.
+// actors/decisions/membership: every (state, event) pair of the node lifecycle, and the run's.
 #include <gtest/gtest.h>
 
-#include "actors/membership.hpp"
+#include "actors/decisions/membership.hpp"
 
 namespace atl {
 namespace {

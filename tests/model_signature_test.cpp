@@ -1,4 +1,4 @@
-#include "runtime/model_signature.hpp"
+#include "runtime/core/model_signature.hpp"
 
 #include <gtest/gtest.h>
 

@@ -3,9 +3,9 @@
 // higher epoch) may still send what it believed; the node refuses every registry message
 // below the highest epoch it has seen, and acts on the new head's.
 #include <gtest/gtest.h>
-#include "actors/messages.hpp"
-#include "actors/node_agent.hpp"
-#include "runtime/actor_id.hpp"
+#include "actors/node/node_agent.hpp"
+#include "actors/shared/messages.hpp"
+#include "runtime/core/actor_id.hpp"
 #include "tests/deterministic.hpp"
 
 namespace atl {

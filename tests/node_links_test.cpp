@@ -1,4 +1,4 @@
-// runtime/node_links with real sockets on loopback and CURVE: a head and two nodes in one
+// runtime/transport/node_links with real sockets on loopback and CURVE: a head and two nodes in one
 // process, each with its own directory and key pair.
 //  - a message for an actor on a listening peer goes straight there, not through the head;
 //  - the head's actors are still reached through the head;
@@ -12,8 +12,8 @@
 #include <gtest/gtest.h>
 #include <caf/all.hpp>
 
-#include "runtime/node_links.hpp"
-#include "runtime/security.hpp"
+#include "runtime/transport/node_links.hpp"
+#include "runtime/transport/security.hpp"
 #include "tests/counting_actor.hpp"
 #include "tests/eventually.hpp"
 

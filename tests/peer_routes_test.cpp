@@ -1,12 +1,12 @@
-// runtime/peer_routes: where a message goes and who may send it, one row per case; the
+// runtime/transport/peer_routes: where a message goes and who may send it, one row per case; the
 // PeerTable round trip; the endpoint a node advertises.
 #include <gtest/gtest.h>
 
 #include <capnp/message.h>
 
-#include "runtime/head_endpoints.hpp"
-#include "runtime/node_links.hpp"
-#include "runtime/peer_routes.hpp"
+#include "runtime/transport/head_endpoints.hpp"
+#include "runtime/transport/node_links.hpp"
+#include "runtime/transport/peer_routes.hpp"
 
 namespace atl {
 namespace {

@@ -1,7 +1,7 @@
-// actors/placement: one row per case, each with the decision and its reason.
+// actors/decisions/placement: one row per case, each with the decision and its reason.
 #include <gtest/gtest.h>
 
-#include "actors/placement.hpp"
+#include "actors/decisions/placement.hpp"
 
 namespace atl::placement {
 namespace {

@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "runtime/digest.hpp"
+#include "runtime/core/digest.hpp"
 #include "storage/checkpoint_store.hpp"
 #include "tests/cluster_helpers.hpp"
 

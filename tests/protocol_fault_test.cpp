@@ -33,11 +33,11 @@
 #include <gtest/gtest.h>
 #include <caf/all.hpp>
 
-#include "actors/coordinator.hpp"
-#include "actors/keeper.hpp"
-#include "actors/messages.hpp"
-#include "actors/quorum.hpp"
-#include "actors/worker.hpp"
+#include "actors/coordinator/coordinator.hpp"
+#include "actors/decisions/quorum.hpp"
+#include "actors/keeper/keeper.hpp"
+#include "actors/shared/messages.hpp"
+#include "actors/worker/worker.hpp"
 #include "storage/checkpoint_store.hpp"
 #include "tests/deterministic.hpp"
 #include "tests/fake_replica.hpp"

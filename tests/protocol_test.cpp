@@ -16,14 +16,14 @@
 #include <gtest/gtest.h>
 #include <caf/all.hpp>
 
-#include "actors/commit_record.hpp"
-#include "actors/coordinator.hpp"
-#include "actors/keeper.hpp"
-#include "actors/messages.hpp"
-#include "actors/pseudo_gradient.hpp"
-#include "actors/round_tracker.hpp"
-#include "actors/worker.hpp"
-#include "runtime/digest.hpp"
+#include "actors/coordinator/coordinator.hpp"
+#include "actors/decisions/round_tracker.hpp"
+#include "actors/keeper/keeper.hpp"
+#include "actors/shared/commit_record.hpp"
+#include "actors/shared/messages.hpp"
+#include "actors/shared/pseudo_gradient.hpp"
+#include "actors/worker/worker.hpp"
+#include "runtime/core/digest.hpp"
 #include "storage/checkpoint_store.hpp"
 #include "tests/deterministic.hpp"
 #include "tests/fake_replica.hpp"

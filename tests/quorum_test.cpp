@@ -1,7 +1,7 @@
-// actors/quorum: the one quorum policy, one row per case.
+// actors/decisions/quorum: the one quorum policy, one row per case.
 #include <gtest/gtest.h>
 
-#include "actors/quorum.hpp"
+#include "actors/decisions/quorum.hpp"
 
 namespace atl::quorum {
 namespace {

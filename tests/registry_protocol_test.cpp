@@ -6,9 +6,9 @@
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
 
-#include "actors/messages.hpp"
-#include "actors/registry.hpp"
-#include "runtime/actor_id.hpp"
+#include "actors/registry/registry.hpp"
+#include "actors/shared/messages.hpp"
+#include "runtime/core/actor_id.hpp"
 #include "storage/checkpoint_store.hpp"
 #include "storage/registry_store.hpp"
 #include "tests/deterministic.hpp"

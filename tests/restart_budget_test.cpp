@@ -1,4 +1,4 @@
-#include "actors/restart_budget.hpp"
+#include "actors/decisions/restart_budget.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,8 +1,8 @@
 // What `atollctl explain` says a round waits for: one row per state of
-// actors/round_explain.hpp's diagram.
+// actors/decisions/round_explain.hpp's diagram.
 #include <gtest/gtest.h>
 
-#include "actors/round_explain.hpp"
+#include "actors/decisions/round_explain.hpp"
 
 namespace atl {
 namespace {

@@ -14,8 +14,8 @@
 
 #include <gtest/gtest.h>
 
-#include "actors/round_tracker.hpp"
-#include "runtime/digest.hpp"
+#include "actors/decisions/round_tracker.hpp"
+#include "runtime/core/digest.hpp"
 #include "storage/checkpoint_store.hpp"
 #include "storage/round_record.hpp"
 #include "tests/full_disk.hpp"

@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include "actors/round_tracker.hpp"
+#include "actors/decisions/round_tracker.hpp"
 
 namespace atl {
 namespace {

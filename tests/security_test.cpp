@@ -9,9 +9,9 @@
 #include <gtest/gtest.h>
 #include <caf/all.hpp>
 
-#include "runtime/control_client.hpp"
-#include "runtime/security.hpp"
-#include "runtime/zmq_transport.hpp"
+#include "runtime/transport/control_client.hpp"
+#include "runtime/transport/security.hpp"
+#include "runtime/transport/zmq_transport.hpp"
 #include "tests/counting_actor.hpp"
 #include "tests/eventually.hpp"
 #include "tests/test_dir.hpp"

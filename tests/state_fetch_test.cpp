@@ -1,8 +1,8 @@
-#include "actors/state_fetch.hpp"
+#include "actors/decisions/state_fetch.hpp"
 
 #include <gtest/gtest.h>
 
-#include "runtime/digest.hpp"
+#include "runtime/core/digest.hpp"
 
 namespace atl {
 namespace {

@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "runtime/digest.hpp"
+#include "runtime/core/digest.hpp"
 #include "storage/checkpoint_store.hpp"
 #include "storage/registry_store.hpp"
 #include "tests/full_disk.hpp"

@@ -1,4 +1,4 @@
-#include "runtime/thread_layout.hpp"
+#include "runtime/core/thread_layout.hpp"
 
 #include <map>
 

@@ -9,7 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "examples/token_data.hpp"
-#include "runtime/config.hpp"
+#include "runtime/process/config.hpp"
 #include "tests/test_dir.hpp"
 
 namespace atl {

@@ -6,8 +6,8 @@
 #include <gtest/gtest.h>
 #include <caf/all.hpp>
 
-#include "runtime/control_client.hpp"
-#include "runtime/zmq_transport.hpp"
+#include "runtime/transport/control_client.hpp"
+#include "runtime/transport/zmq_transport.hpp"
 #include "tests/eventually.hpp"
 
 namespace atl {
@@ -49,7 +49,7 @@ caf::behavior keeping_actor(caf::event_based_actor*, kept_messages* kept) {
   }};
 }
 
-// A large received frame is borrowed from ZeroMQ, not copied (runtime/zmq_transport.cpp
+// A large received frame is borrowed from ZeroMQ, not copied (runtime/transport/zmq_transport.cpp
 // to_frames): its bytes must still arrive whole where it is delivered, and where the
 // head relays it on (the relay sends the frames the message was decoded from).
 TEST(ZmqTransport, ALargeTensorArrivesWholeDeliveredAndRelayed) {

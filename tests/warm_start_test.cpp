@@ -1,11 +1,11 @@
-#include "actors/warm_start.hpp"
+#include "actors/decisions/warm_start.hpp"
 
 #include <algorithm>
 #include <functional>
 
 #include <gtest/gtest.h>
 
-#include "runtime/digest.hpp"
+#include "runtime/core/digest.hpp"
 
 namespace atl {
 namespace {

@@ -3,9 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <capnp/any.h>
-#include "runtime/digest.hpp"
+#include "runtime/core/digest.hpp"
 
-#include "runtime/wire.hpp"
+#include "runtime/transport/wire.hpp"
 #include "tests/hostile_frames.hpp"
 
 namespace atl {

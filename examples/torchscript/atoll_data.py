@@ -2,7 +2,7 @@
 
 held_out_windows() gives the held-out batches every Atoll worker evaluates on
 (examples/token_data.cpp): the last 10% of the tokens, `eval_batches * batch` windows of
-context + 1 tokens at evenly spaced starts. digest64() is runtime/digest.cpp's hash, the
+context + 1 tokens at evenly spaced starts. digest64() is runtime/core/digest.cpp's hash, the
 one `atollctl fragments` and `atoll export --json` print.
 """
 import torch

@@ -9,7 +9,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "runtime/expected.hpp"
+#include "runtime/core/expected.hpp"
 
 namespace atl {
 

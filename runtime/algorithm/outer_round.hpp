@@ -18,7 +18,7 @@
 
 #include "runtime/algorithm/codec.hpp"
 #include "runtime/algorithm/outer_optimizer.hpp"
-#include "runtime/expected.hpp"
+#include "runtime/core/expected.hpp"
 
 namespace atl {
 

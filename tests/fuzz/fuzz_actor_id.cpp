@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "runtime/actor_id.hpp"
+#include "runtime/core/actor_id.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);

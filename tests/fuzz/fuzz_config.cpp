@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <string>
 
-#include "runtime/config.hpp"
+#include "runtime/process/config.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

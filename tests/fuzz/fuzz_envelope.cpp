@@ -2,7 +2,7 @@
 // Any crash, sanitizer report or escaped exception is a bug.
 #include <cstdint>
 
-#include "runtime/wire.hpp"
+#include "runtime/transport/wire.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   atl::wire::frames frames{atl::wire::bytes(data, data + size)};

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "runtime/digest.hpp"
+#include "runtime/core/digest.hpp"
 #include "storage/round_record.hpp"
 
 namespace {

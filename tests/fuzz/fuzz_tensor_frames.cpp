@@ -8,8 +8,8 @@
 #include <cstring>
 
 #include "runtime/algorithm/codec.hpp"
-#include "runtime/digest.hpp"
-#include "runtime/wire.hpp"
+#include "runtime/core/digest.hpp"
+#include "runtime/transport/wire.hpp"
 
 namespace {
 

@@ -5,8 +5,8 @@
 #include <fstream>
 #include <iostream>
 
-#include "runtime/config.hpp"
-#include "runtime/wire.hpp"
+#include "runtime/process/config.hpp"
+#include "runtime/transport/wire.hpp"
 #include "tests/hostile_frames.hpp"
 
 namespace {

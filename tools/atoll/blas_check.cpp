@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "runtime/log.hpp"
+#include "runtime/process/log.hpp"
 #include "tools/atoll/processes.hpp"
 
 namespace atl {

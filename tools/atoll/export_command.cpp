@@ -13,10 +13,10 @@
 #include <nlohmann/json.hpp>
 
 #include "examples/tasks.hpp"
-#include "runtime/digest.hpp"
-#include "runtime/head_election.hpp"
-#include "runtime/model_signature.hpp"
-#include "runtime/model_transfer.hpp"
+#include "runtime/core/digest.hpp"
+#include "runtime/core/model_signature.hpp"
+#include "runtime/head/head_election.hpp"
+#include "runtime/transport/model_transfer.hpp"
 #include "storage/checkpoint_rounds.hpp"
 #include "storage/etcd_store.hpp"
 #include "storage/registry_store.hpp"

@@ -1,5 +1,5 @@
 // `atoll up --registry etcd://...`: heads that fail over. Every head campaigns for the
-// run's election key (runtime/head_election.hpp); the one that wins directs the run from
+// run's election key (runtime/head/head_election.hpp); the one that wins directs the run from
 // the registry stored in etcd (storage/etcd_store.hpp), the others stand by without
 // listening, so nodes given every head's address (`atoll join --head A,B`) reach the
 // leader alone. A standby with --http redirects the dashboard to the leader's (the leader
@@ -20,9 +20,9 @@
 #include <mutex>
 #include <thread>
 
-#include "runtime/etcd_client.hpp"
-#include "runtime/head_election.hpp"
-#include "runtime/log.hpp"
+#include "runtime/head/etcd_client.hpp"
+#include "runtime/head/head_election.hpp"
+#include "runtime/process/log.hpp"
 #include "storage/etcd_store.hpp"
 #include "tools/atoll/head_http.hpp"
 #include "tools/atoll/head_internal.hpp"

@@ -13,9 +13,9 @@
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
 
-#include "actors/messages.hpp"
-#include "actors/prometheus_text.hpp"
-#include "runtime/log.hpp"
+#include "actors/registry/prometheus_text.hpp"
+#include "actors/shared/messages.hpp"
+#include "runtime/process/log.hpp"
 
 #ifndef ATOLL_WEB_DIR
 #define ATOLL_WEB_DIR "web"

@@ -7,7 +7,7 @@
 //
 // Its own thread budget (four request threads plus the listener), short read and write
 // timeouts, small header and body limits: a bad or slow client costs it, not training.
-// Access: runtime/http_access.hpp.
+// Access: runtime/head/http_access.hpp.
 #include <functional>
 #include <memory>
 #include <string>
@@ -16,8 +16,8 @@
 #include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
 
-#include "runtime/expected.hpp"
-#include "runtime/http_access.hpp"
+#include "runtime/core/expected.hpp"
+#include "runtime/head/http_access.hpp"
 
 namespace atl {
 

@@ -7,15 +7,15 @@
 
 #include <caf/all.hpp>
 
-#include "actors/keeper.hpp"
-#include "actors/messages.hpp"
-#include "actors/registry.hpp"
+#include "actors/keeper/keeper.hpp"
+#include "actors/registry/registry.hpp"
+#include "actors/shared/messages.hpp"
 #include "examples/tasks.hpp"
-#include "runtime/actor_id.hpp"
-#include "runtime/log.hpp"
-#include "runtime/model_signature.hpp"
-#include "runtime/model_transfer.hpp"
-#include "runtime/zmq_transport.hpp"
+#include "runtime/core/actor_id.hpp"
+#include "runtime/core/model_signature.hpp"
+#include "runtime/process/log.hpp"
+#include "runtime/transport/model_transfer.hpp"
+#include "runtime/transport/zmq_transport.hpp"
 #include "tools/atoll/head_http.hpp"
 #include "tools/atoll/head_internal.hpp"
 #include "tools/atoll/processes.hpp"
@@ -198,7 +198,7 @@ int direct_run(const head_options& opt, kv_store& db, registry_store& reg_store,
     zmq_link_options options;
     options.senders = &routes;  // with CURVE: a node's key speaks only for that node's ids
     // A node's closed connection goes to the registry, which asks the node to answer
-    // (cluster.confirm_ms; actors/liveness.hpp). `local` outlives the transport.
+    // (cluster.confirm_ms; actors/decisions/liveness.hpp). `local` outlives the transport.
     options.on_node_disconnected = [&local](const std::string& node) {
       if (auto registry = local.find(registry_id())) caf::anon_send(registry, link_lost_atom::value, node);
     };

@@ -4,8 +4,8 @@
 
 #include <caf/all.hpp>
 
-#include "actors/messages.hpp"
-#include "runtime/log.hpp"
+#include "actors/shared/messages.hpp"
+#include "runtime/process/log.hpp"
 #include "tools/atoll/processes.hpp"
 
 namespace atl {

@@ -1,7 +1,7 @@
 // --keys / --insecure of `atoll up` and `atoll join`.
 #include <iostream>
 
-#include "runtime/head_endpoints.hpp"
+#include "runtime/transport/head_endpoints.hpp"
 #include "tools/atoll/processes.hpp"
 
 namespace atl {

@@ -18,8 +18,8 @@
 #include <nlohmann/json.hpp>
 
 #include "examples/tasks.hpp"
-#include "runtime/config.hpp"
-#include "runtime/control_client.hpp"
+#include "runtime/process/config.hpp"
+#include "runtime/transport/control_client.hpp"
 #include "tools/atoll/processes.hpp"
 
 namespace atl {

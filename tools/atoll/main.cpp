@@ -5,14 +5,14 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "runtime/compute_env.hpp"
-#include "runtime/config.hpp"
-#include "runtime/control_client.hpp"
+#include "runtime/device/compute_env.hpp"
+#include "runtime/process/config.hpp"
+#include "runtime/transport/control_client.hpp"
 #include "tools/atoll/processes.hpp"
 
 namespace {
 
-// Empty entries are kept: the node refuses them by name (runtime/device.hpp).
+// Empty entries are kept: the node refuses them by name (runtime/device/device.hpp).
 std::vector<std::string> split_devices(const std::string& list) {
   std::vector<std::string> out;
   std::string cur;
@@ -227,7 +227,7 @@ int main(int argc, char** argv) {
     return atl::run_head(head);
   }
   if (*join) {
-    atl::reexec_with_compute_env(argv);  // this process trains (runtime/compute_env.hpp)
+    atl::reexec_with_compute_env(argv);  // this process trains (runtime/device/compute_env.hpp)
     atl::tune_allocator_for_training();
     node.devices = split_devices(devices);
     return atl::run_node(node);

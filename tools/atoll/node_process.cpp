@@ -8,15 +8,15 @@
 
 #include <caf/all.hpp>
 
-#include "actors/messages.hpp"
-#include "actors/node_agent.hpp"
+#include "actors/node/node_agent.hpp"
+#include "actors/shared/messages.hpp"
 #include "examples/tasks.hpp"
-#include "runtime/algorithm/codec_cuda.hpp"
-#include "runtime/batch_job.hpp"
-#include "runtime/device.hpp"
-#include "runtime/log.hpp"
-#include "runtime/model_transfer.hpp"
-#include "runtime/node_links.hpp"
+#include "runtime/device/codec_cuda.hpp"
+#include "runtime/device/device.hpp"
+#include "runtime/process/batch_job.hpp"
+#include "runtime/process/log.hpp"
+#include "runtime/transport/model_transfer.hpp"
+#include "runtime/transport/node_links.hpp"
 #include "tools/atoll/processes.hpp"
 
 namespace atl {

@@ -11,9 +11,9 @@
 #include <caf/actor_system_config.hpp>
 #include <caf/error.hpp>
 
-#include "actors/replica.hpp"
-#include "runtime/error.hpp"
-#include "runtime/security.hpp"
+#include "actors/worker/replica.hpp"
+#include "runtime/core/error.hpp"
+#include "runtime/transport/security.hpp"
 
 namespace atl {
 

@@ -8,7 +8,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "runtime/control_client.hpp"
+#include "runtime/transport/control_client.hpp"
 
 namespace {
 

@@ -9,7 +9,7 @@
 #include <benchmark/benchmark.h>
 
 #include "runtime/algorithm/codec.hpp"
-#include "runtime/digest.hpp"
+#include "runtime/core/digest.hpp"
 
 namespace {
 

@@ -11,7 +11,7 @@
 #include <random>
 #include <vector>
 
-#include "runtime/algorithm/codec_cuda.hpp"
+#include "runtime/device/codec_cuda.hpp"
 
 namespace {
 

@@ -17,7 +17,7 @@ a core. For atoll, the head's and the launcher's CPU are reported apart.
 
 Every configuration runs --repeat times, interleaved; the fastest repeat is reported
 (all repeats' s/step are kept in results.json). The atoll worker picks its own thread
-layout (runtime/thread_layout.hpp) over its first 29 steps, before the window; its choice
+layout (runtime/core/thread_layout.hpp) over its first 29 steps, before the window; its choice
 is reported. Last, "best against best": the fastest Atoll worker against the fastest
 PyTorch eager as a user runs it, whatever the threads of each. Writes DIR/results.json
 ({"runs": [{way, threads, env, s_per_step, cpu_s_per_step, ...}], "best_against_best":
@@ -33,7 +33,7 @@ import time
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 HOT_SHARE = 0.05  # threads above this share of one core are listed
 
-# The default shakespeare GPT (runtime/config.hpp defaults).
+# The default shakespeare GPT (runtime/process/config.hpp defaults).
 LAYERS, WIDTH, HEADS, CONTEXT, BATCH = 4, 128, 4, 64, 32
 LR, WARMUP, MIN_LR_RATIO, WD, CLIP, SEED = 3e-3, 50, 0.1, 0.1, 1.0, 1
 
@@ -110,7 +110,7 @@ def run_bare(build, threads, skip, steps):
 
 
 # What Atoll sets for a process that trains: the BLAS pool bound to the thread budget
-# (examples/devices.cpp) and short spins for idle threads (runtime/compute_env.hpp).
+# (examples/devices.cpp) and short spins for idle threads (runtime/device/compute_env.hpp).
 TUNING = ["OPENBLAS_NUM_THREADS", "GOMP_SPINCOUNT", "OMP_WAIT_POLICY", "OPENBLAS_THREAD_TIMEOUT"]
 
 

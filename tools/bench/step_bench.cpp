@@ -12,8 +12,8 @@
 #include <CLI/CLI.hpp>
 
 #include "examples/tasks.hpp"
-#include "runtime/compute_env.hpp"
-#include "runtime/config.hpp"
+#include "runtime/device/compute_env.hpp"
+#include "runtime/process/config.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"Atoll's inner step in a bare loop (see tools/bench/step.py)"};

@@ -1,0 +1,173 @@
+// The commit of a round to its keepers: the round's record (or, for the seed and for a
+// keeper behind, the full state) as frames made once, sent to every keeper that has not
+// acknowledged it, and the keepers' answers (actors/decisions/commit_barrier.hpp decides).
+#include <caf/all.hpp>
+
+#include "actors/coordinator/internal.hpp"
+#include "actors/shared/commit_record.hpp"
+#include "runtime/core/digest.hpp"
+#include "runtime/process/log.hpp"
+
+namespace atl::coordinator_detail {
+namespace {
+
+// The committing round's record: the contributions it averaged, as received and in the
+// order they were averaged in (worker id), or its fp32 average when that is fewer bytes.
+round_record record_of_round(const coordinator_state& st, std::uint64_t theta_digest) {
+  round_record r;
+  r.fragment = st.cfg.fragment;
+  r.round = st.rounds->committed_round();
+  r.epoch = st.epoch;
+  r.count = st.rounds->theta().size();
+  r.theta_digest = theta_digest;
+  r.rule = st.rounds->rule_of_rounds();
+  std::uint64_t bytes = 0;
+  for (const auto& worker : st.rounds->contributors()) {
+    const auto& msg = *st.round_inputs.at(worker);
+    const auto c = msg.envelope().getContribution();
+    round_input in;
+    in.worker = worker;
+    in.weight = c.getWeight();
+    in.codec = static_cast<codec_kind>(c.getCodec());
+    in.chunk = c.getChunk();
+    in.payload = msg.tensors()[0].data;  // take_contribution checked the frames
+    if (msg.tensors().size() > 1) in.scales = msg.tensors()[1].data;
+    bytes += in.payload.size() + in.scales.size();
+    r.inputs.push_back(std::move(in));
+  }
+  if (log_the_average(bytes, r.count)) {
+    const auto& average = st.rounds->last_average();
+    round_input in;
+    const auto* first = reinterpret_cast<const std::uint8_t*>(average.data());
+    in.payload = byte_buffer(first, first + average.size() * sizeof(float));
+    r.inputs = {std::move(in)};
+    r.averaged = true;
+  }
+  return r;
+}
+
+// The record's frames. Contributions go out as the frames they arrived in, whose checksums
+// the transport checked on receipt: hashing them again would be one more pass over every
+// input on the commit's path. Only the average is a new frame.
+std::vector<wire::tensor> frames_of_record(const coordinator_state& st, const round_record& record) {
+  if (record.averaged) return record_tensors(record);
+  std::vector<wire::tensor> out;
+  for (const auto& in : record.inputs)
+    for (const auto& t : st.round_inputs.at(in.worker)->tensors()) out.push_back(t);
+  return out;
+}
+
+}  // namespace
+
+// The committing round's frames (state::committing), made once per round.
+coordinator_state::committing_frames& frames_to_commit(coordinator_state& st) {
+  const auto round = st.rounds->committed_round();
+  if (!st.committing || st.committing->round != round) {
+    const auto& theta = st.rounds->theta();
+    coordinator_state::committing_frames c;
+    c.round = round;
+    if (round == 0) {
+      const auto& momentum = st.rounds->momentum();
+      c.theta = wire::tensor::from_floats_hashed(theta.data(), theta.size());
+      c.theta_digest = *c.theta->checksum;
+      c.tensors = {*c.theta, wire::tensor::from_floats_hashed(momentum.data(), momentum.size())};
+    } else {
+      c.theta_digest = digest64(theta.data(), theta.size() * sizeof(float));
+      c.record = record_of_round(st, c.theta_digest);
+      c.tensors = frames_of_record(st, *c.record);
+    }
+    for (const auto& t : c.tensors) c.bytes += t.data.size();
+    st.committing = std::move(c);
+  }
+  return *st.committing;
+}
+
+// theta_global of the committing round as a frame (fp32 results carry it), made once.
+const wire::tensor& committing_theta(coordinator_state& st) {
+  auto& c = frames_to_commit(st);
+  if (!c.theta) c.theta = wire::tensor::from_floats_hashed(st.rounds->theta().data(), st.rounds->theta().size());
+  return *c.theta;
+}
+
+// The committing round's full state as frames (theta, momentum, and the residual when
+// there is one), made once: for keepers that cannot follow its record.
+const std::vector<wire::tensor>& committing_full_state(coordinator_state& st) {
+  auto& c = frames_to_commit(st);
+  if (c.full_state.empty()) {
+    const auto& momentum = st.rounds->momentum();
+    const auto& residual = st.rounds->residual();
+    c.full_state = {committing_theta(st), wire::tensor::from_floats_hashed(momentum.data(), momentum.size())};
+    if (!residual.empty()) c.full_state.push_back(wire::tensor::from_floats(residual.data(), residual.size()));
+  }
+  return c.full_state;
+}
+
+// The committing round to one keeper: its record, or the full state to a keeper behind.
+void send_commit_to(coordinator_state& st, const std::string& keeper) {
+  const auto& frames = frames_to_commit(st);
+  wire::outgoing out;
+  auto req = out.envelope.initCommitRequest();
+  const bool full = !frames.record || st.commit.needs_full_state(keeper);
+  if (!full) put_commit_record(req, *frames.record);
+  req.setFragment(st.cfg.fragment);
+  req.setRound(frames.round);
+  out.tensors = full ? (frames.record ? committing_full_state(st) : frames.tensors) : frames.tensors;
+  st.mail->send(keeper, st.epoch, out);
+}
+
+// The committing round to every keeper that has not acknowledged it yet (one copy of the
+// frames, shared by the messages).
+void send_commit(self_ptr self) {
+  auto& st = self->state;
+  for (const auto& keeper : st.commit.unacknowledged()) send_commit_to(st, keeper);
+  st.commit.sent(st.now());
+}
+
+// A round entered phase committing: no keeper has it yet.
+void start_commit(self_ptr self) {
+  auto& st = self->state;
+  st.commit.start(st.rounds->committed_round(), frames_to_commit(st).bytes);
+  log_debug(fragment_name(st) + ": committing round " + std::to_string(st.rounds->committed_round()) + ", " +
+            std::to_string(std::chrono::duration<double>(st.now() - st.last_contribution).count()) +
+            " s after the last contribution arrived");
+  send_commit(self);
+}
+
+void on_commit_ack(self_ptr self, const wire::message_ptr& msg) {
+  auto& st = self->state;
+  const auto ack = msg->envelope().getCommitAck();
+  if (st.rounds->current_phase() != round_tracker::phase::committing || ack.getRound() != st.rounds->committed_round())
+    return;  // a duplicate or late ack: the round was already settled
+  using answer = commit_barrier::answer;
+  const auto what = ack.getWriting()  ? answer::writing
+                    : ack.getOk()     ? answer::acknowledged
+                    : ack.getBehind() ? answer::behind
+                                      : answer::refused;
+  switch (st.commit.on_answer(msg->sender(), ack.getRound(), what)) {
+    case commit_barrier::action::early_results: send_provisional_results_once_received(self); break;
+    case commit_barrier::action::send_full_state:
+      log_info(fragment_name(st) + ": " + msg->sender() + " lacks round " + std::to_string(ack.getRound() - 1) +
+               "; sending it round " + std::to_string(ack.getRound()) + "'s full state");
+      send_commit_to(st, msg->sender());
+      break;
+    case commit_barrier::action::committed:
+      log_debug(fragment_name(st) + ": " + msg->sender() + " acknowledged round " + std::to_string(ack.getRound()) +
+                " (" + std::to_string(st.commit.tries()) + " tries; " +
+                std::to_string(std::chrono::duration<double>(st.now() - st.commit.last_sent()).count()) +
+                " s after the last)");
+      finish_commit_if_acked(self);
+      break;
+    case commit_barrier::action::none:
+      if (what == answer::refused)  // sent again when a retry is due
+        log_error(fragment_name(st) + ": " + msg->sender() + " refused round " + std::to_string(ack.getRound()) + ": " +
+                  ack.getError().cStr() + "; retrying");
+      else if (what == answer::acknowledged)
+        log_debug(fragment_name(st) + ": " + msg->sender() + " acknowledged round " + std::to_string(ack.getRound()) +
+                  " (" + std::to_string(st.commit.tries()) + " tries; " +
+                  std::to_string(std::chrono::duration<double>(st.now() - st.commit.last_sent()).count()) +
+                  " s after the last)");
+      break;
+  }
+}
+
+}  // namespace atl::coordinator_detail

@@ -1,0 +1,158 @@
+#pragma once
+// Fragment coordinator actor ("coord/P"): runs the outer rounds of one fragment.
+//
+// Placed by the registry on a node (PlaceCoordinator), or anywhere a test spawns it.
+//   start: LoadRequest -> keeper, MembershipRequest -> registry (repeated until answered)
+//   LoadReply(found)     -> restore(round)                      -> open next round, and
+//                           send FragmentState to every member (a re-placed coordinator:
+//                           workers waiting on the old one resync at once)
+//   LoadReply(none)      -> wait for the first StateRequest      -> seed + commit round 0
+//   StateRequest         -> FragmentState(committed round, theta_global) if the sender is a
+//                           participant of the open round that has not contributed; else
+//                           held until a round opens with it (the run needs a quorum:
+//                           min_workers; fewer in the run's tail), and answered StateHeld
+//                           (seedHeld: seeded, or parameters to seed from are held);
+//                           a member outside the open round gets FragmentState until its
+//                           contribution to it was refused (it may have another
+//                           fragment's round to reach)
+//   Contribution early   -> (for the round about to open, from a member) held until it opens
+//   Contribution         -> decoded to fp32 (any codec) -> round_tracker.add (typed Refusal on
+//                           any fence)
+//   round complete       -> CommitRequest(the round's record: its inputs as received, or
+//                           its fp32 average when smaller, and the digest of theta_global;
+//                           round 0: theta and momentum) -> every keeper of the Membership
+//                           (the head's, and a replica on a node) -> CommitAck(ok) from all
+//                           of them -> open next round -> RoundResult to every contributor
+//   CommitAck(writing)   -> a keeper has the whole request; once every keeper has it and
+//                           early_results: RoundResult(provisional) to every contributor,
+//                           and after the acks only a RoundResult (confirms, no tensors):
+//                           contributors apply what they hold then
+//   CommitAck(behind)    -> that keeper lacks the round before the record: it gets the
+//                           round's full state (theta, momentum, residual) at once
+//   CommitAck(not ok), or none within commit_retry -> sent again until acknowledged,
+//                           waiting twice as long after each unanswered try, plus the
+//                           time its bytes take on a slow link (a resend only adds to the
+//                           keepers' work: commit_retry_after); nothing is released before
+//   Membership           -> participants that left are dropped from the open round
+//   deadline (round_deadline after the first contribution) -> the round closes with the
+//                           contributions it has, if they are a quorum and a majority of
+//                           its participants; latecomers are refused wrong_round and resync
+//   confirm (node agent) -> MembershipRequest: a restarted registry placed us again
+//   after each release   -> RoundReport -> registry (workers send their RoundAck there too)
+// Every participant receives the same bytes of theta_global, which makes S1 hold by
+// construction; the keepers commit those bytes before anyone applies them (S2, S4).
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <vector>
+
+#include <caf/actor.hpp>
+#include <caf/actor_clock.hpp>
+#include <caf/stateful_actor.hpp>
+
+#include "actors/decisions/commit_barrier.hpp"
+#include "actors/decisions/round_tracker.hpp"
+#include "runtime/core/actor_id.hpp"
+#include "runtime/process/config.hpp"
+#include "runtime/transport/transport.hpp"
+#include "runtime/transport/wire.hpp"
+#include "storage/round_record.hpp"
+
+namespace atl {
+
+struct coordinator_config {
+  std::uint32_t fragment = 0;
+  std::string keeper = keeper_id(head_keeper_number);
+  std::string registry = registry_id();
+  std::size_t min_workers = 1;
+  outer_options outer;
+  // ddp mode: rounds release the average and are not committed (one round per step).
+  bool average_only = false;
+  std::chrono::milliseconds commit_retry{1000};
+  // 0: a round waits for every participant. Otherwise a round this old (from its first
+  // contribution) closes with what it has, given a quorum and a majority of participants.
+  std::chrono::milliseconds round_deadline{0};
+  // A larger fragment's state goes to a resyncing worker as a header: it fetches the
+  // values in chunks from the keepers (diloco.state_chunk_values).
+  std::size_t state_chunk_values = 1 << 20;
+  // Results go out encoded with the run's codec (diloco.codec, diloco.codec_chunk) as the
+  // round's change of theta_global; fp32 sends theta_global itself (and ddp always does).
+  codec_kind result_codec = codec_kind::fp32;
+  std::size_t result_chunk = 256;
+  // storage.keepers = nodes: the head's keeper may be behind (it leaves the commits while
+  // two replicas run), so a new coordinator asks every keeper of its Membership and resumes
+  // from the newest round. Otherwise keeper/0 holds every committed round.
+  bool load_from_every_keeper = false;
+  // diloco.early_results: a DiLoCo round's result goes out provisional while its keepers
+  // write it (once each has the whole request) and is confirmed once every keeper has it.
+  // Off here, so that a caller that does not ask gets the result after the commit, whole.
+  bool early_results = false;
+};
+
+// The coordinator of `fragment` for a run configured by `run`.
+coordinator_config coordinator_config_for(const run_config& run, std::uint32_t fragment);
+
+struct coordinator_state {
+  std::unique_ptr<mailer> mail;
+  std::unique_ptr<round_tracker> rounds;
+  coordinator_config cfg;
+  bool loaded = false;  // keeper answered the LoadRequest
+  std::map<std::string, wire::message_ptr> load_replies;  // so far, by keeper (load_from_every_keeper)
+  // Resumed from the keeper (re-placed, or a restarted head): when the first round opens,
+  // every member gets the committed state, so workers still waiting on the old
+  // coordinator's result resync at once instead of after diloco.result_timeout_ms.
+  bool announce_on_open = false;
+  std::size_t quorum = 0;  // participants a round needs, from the registry (0: cfg.min_workers)
+  std::uint64_t epoch = 0;  // current membership epoch
+  std::vector<std::string> members;  // workers of the current epoch
+  bool has_membership = false;  // the registry answered at least once
+  std::vector<wire::message_ptr> waiting;  // StateRequests held until a round includes them
+  // Members whose contribution to the open round was refused as not_participant: their
+  // StateRequests are held until a round includes them.
+  std::set<std::string> refused_outside;
+  std::map<std::string, wire::message_ptr> early;  // contributions for the round about to open
+  // The open round's accepted contributions as received: the round log's record forwards
+  // their frames to the keepers.
+  std::map<std::string, wire::message_ptr> round_inputs;
+  std::chrono::steady_clock::time_point round_started;
+  std::chrono::steady_clock::time_point last_contribution;  // arrival of the round's latest one
+  // The last committed round as reported to the registry, sent again after the node's link
+  // to the head comes back (a head that took over, or restarted, may never have heard it).
+  struct round_report {
+    std::uint64_t round = 0, epoch = 0, digest = 0, bytes = 0;
+    std::vector<std::string> participants;
+    float duration_s = 0, since_last_contribution_s = 0;
+  };
+  std::optional<round_report> last_report;
+  // The committing round's keepers (every one must acknowledge it; from the Membership),
+  // their answers, and its retries (actors/decisions/commit_barrier.hpp).
+  commit_barrier commit;
+  // What the committing round sends, made once: its record and the record's frames (the
+  // seed: theta and momentum), shared by every keeper's CommitRequest and its resends; the
+  // digest of theta_global; and theta as a frame, made only when a result carries it (fp32).
+  struct committing_frames {
+    std::uint64_t round = 0;
+    std::uint64_t theta_digest = 0;
+    std::optional<round_record> record;  // empty for the seed
+    std::vector<wire::tensor> tensors;
+    std::uint64_t bytes = 0;  // of the tensors
+    std::optional<wire::tensor> theta;
+    std::vector<wire::tensor> full_state;  // theta, momentum, residual: for keepers behind
+  };
+  std::optional<committing_frames> committing;
+  // The committing round whose result went out provisional: release() confirms it.
+  std::optional<std::uint64_t> provisional_round;
+  const caf::actor_clock* clock = nullptr;  // steady, or simulated in the protocol fault tests
+  std::chrono::steady_clock::time_point now() const { return clock->now(); }
+  std::uint64_t round_bytes = 0;
+  std::string progress_key;  // phase, round and contributor count of the last RoundProgress
+  std::chrono::steady_clock::time_point progress_since;  // when progress_key last changed
+  static inline const char* name = "coordinator";
+};
+
+caf::behavior coordinator_actor(caf::stateful_actor<coordinator_state>* self, transport* net, std::string cluster_id,
+                                coordinator_config cfg);
+
+}  // namespace atl

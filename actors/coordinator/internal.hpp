@@ -1,0 +1,47 @@
+#pragma once
+// What the coordinator's files share (actors/coordinator/coordinator.cpp: rounds, members, state
+// requests, the actor; coordinator_startup.cpp: members and committed state at start;
+// coordinator_commit.cpp: the commit of a round to its keepers; coordinator_results.cpp:
+// results, reports and progress). Internal to the coordinator.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <caf/stateful_actor.hpp>
+
+#include "actors/coordinator/coordinator.hpp"
+#include "actors/shared/pseudo_gradient.hpp"
+
+namespace atl::coordinator_detail {
+
+using self_ptr = caf::stateful_actor<coordinator_state>*;
+
+std::string fragment_name(const coordinator_state& st);
+
+// coordinator.cpp
+void advance(self_ptr self);  // opens the next round when it can
+void finish_commit_if_acked(self_ptr self);  // releases the committing round once committed
+void seed_from_waiting(self_ptr self);  // an unseeded run: round 0 from held parameters
+
+// coordinator_startup.cpp
+void request_membership(self_ptr self);
+void request_startup_state(self_ptr self);  // the members, then the committed state
+void resume_when_every_keeper_answered(self_ptr self);
+void on_load_reply(self_ptr self, const wire::message_ptr& msg);
+
+// coordinator_commit.cpp
+coordinator_state::committing_frames& frames_to_commit(coordinator_state& st);
+const wire::tensor& committing_theta(coordinator_state& st);
+void start_commit(self_ptr self);
+void send_commit(self_ptr self);
+void on_commit_ack(self_ptr self, const wire::message_ptr& msg);
+
+// coordinator_results.cpp
+std::optional<round_update_frames> released_update_frames(const coordinator_state& st);
+void send_provisional_results_once_received(self_ptr self);
+void release(self_ptr self, const std::vector<std::string>& contributors);
+void report_progress(self_ptr self);
+// The last committed round's report again: the node's link to the head came back.
+void resend_round_report(self_ptr self);
+
+}  // namespace atl::coordinator_detail

@@ -1,0 +1,190 @@
+// What a committed round sends: its report to the registry, its results to the
+// contributors (whole, provisional while the keepers write it, or a confirmation), and the
+// round's progress to the registry every tick (`atollctl explain`).
+#include <algorithm>
+
+#include <caf/all.hpp>
+
+#include "actors/coordinator/internal.hpp"
+#include "runtime/process/fault_point.hpp"
+
+namespace atl::coordinator_detail {
+namespace {
+
+void send_last_report(coordinator_state& st) {
+  if (!st.last_report) return;
+  const auto& r = *st.last_report;
+  wire::outgoing out;
+  auto report = out.envelope.initRoundReport();
+  report.setFragment(st.cfg.fragment);
+  report.setRound(r.round);
+  report.setEpoch(r.epoch);
+  report.setDigest(r.digest);
+  auto names = report.initParticipants(static_cast<unsigned>(r.participants.size()));
+  for (unsigned i = 0; i < r.participants.size(); ++i) names.set(i, r.participants[i]);
+  report.setDurationS(r.duration_s);
+  report.setSinceLastContributionS(r.since_last_contribution_s);
+  report.setBytes(r.bytes);
+  st.mail->send(st.cfg.registry, st.epoch, out);
+}
+
+// The committed round, to the registry (its views and the metrics file); kept, to be sent
+// again if the node's link to the head comes back (a head that took over never heard it).
+void report_round(self_ptr self, const std::vector<std::string>& contributors, std::uint64_t digest) {
+  auto& st = self->state;
+  coordinator_state::round_report r;
+  r.round = st.rounds->committed_round();
+  r.epoch = st.rounds->open_epoch();
+  r.digest = digest;
+  r.participants = contributors;
+  r.duration_s = static_cast<float>(std::chrono::duration<double>(st.now() - st.round_started).count());
+  r.since_last_contribution_s =
+      static_cast<float>(std::chrono::duration<double>(st.now() - st.last_contribution).count());
+  r.bytes = st.round_bytes;
+  st.last_report = std::move(r);
+  send_last_report(st);
+}
+
+// The result of `round` to every one of `receivers`: whole (the encoded change in `update`
+// when there is one, else theta_global), provisional (the same, held unapplied until the
+// round is committed), or a confirmation of the provisional one (no tensors). One set of
+// frames is shared by every result. Workers in this process last: one that finishes on its
+// result may end the process (a node whose workers are done exits), and by then every other
+// result is on its link.
+enum class result_form { whole, provisional, confirmation };
+
+void send_results(coordinator_state& st, std::vector<std::string> receivers, std::uint64_t round, std::uint64_t epoch,
+                  std::uint64_t digest, const wire::tensor* theta, const std::optional<round_update_frames>& update,
+                  result_form form) {
+  std::stable_partition(receivers.begin(), receivers.end(),
+                        [&](const std::string& w) { return !st.mail->delivers_in_process(w); });
+  for (const auto& worker : receivers) {
+    wire::outgoing out;
+    auto r = out.envelope.initRoundResult();
+    r.setFragment(st.cfg.fragment);
+    r.setRound(round);
+    r.setDigest(digest);
+    r.setProvisional(form == result_form::provisional);
+    r.setConfirms(form == result_form::confirmation);
+    if (form != result_form::confirmation) {
+      if (update) put_round_update(r, *update, out);
+      else if (theta) out.tensors.push_back(*theta);
+    }
+    st.mail->send(worker, epoch, out);
+  }
+}
+
+}  // namespace
+
+void resend_round_report(self_ptr self) { send_last_report(self->state); }
+
+std::optional<round_update_frames> released_update_frames(const coordinator_state& st) {
+  if (const auto* u = st.rounds->released_update()) return make_round_update_frames(encoded_values(*u));
+  return std::nullopt;
+}
+
+// Early results: once every keeper has the whole CommitRequest (its `writing` notice), a
+// DiLoCo round's result goes to its contributors while the keepers write it, so that the
+// results travel during the keepers' write, fdatasync and acknowledgement instead of after
+// them, and do not slow the commit's own bytes; release() then only confirms it. Nobody
+// applies a round before every keeper has it on disk (S4).
+void send_provisional_results_once_received(self_ptr self) {
+  auto& st = self->state;
+  const auto round = st.rounds->committed_round();
+  if (!st.cfg.early_results || st.rounds->current_phase() != round_tracker::phase::committing || round == 0 ||
+      st.rounds->rule() != round_tracker::update_rule::nesterov || st.provisional_round == round)
+    return;
+  if (!st.commit.every_keeper_has_it()) return;
+  const auto update = released_update_frames(st);
+  send_results(st, st.rounds->contributors(), round, st.epoch, frames_to_commit(st).theta_digest,
+               update ? nullptr : &committing_theta(st), update, result_form::provisional);
+  st.provisional_round = round;
+  ATL_FAULT_POINT("coordinator.provisional");
+}
+
+namespace {
+
+// Whether the round's result went out provisional (release only confirms it), and the
+// encoded change a whole result carries (none: theta itself).
+std::pair<bool, std::optional<round_update_frames>> confirm_or_update(const coordinator_state& st,
+                                                                      std::uint64_t round) {
+  return {st.provisional_round == round, released_update_frames(st)};
+}
+
+}  // namespace
+
+void release(self_ptr self, const std::vector<std::string>& contributors) {
+  auto& st = self->state;
+  const auto& result = st.rounds->result();
+  const auto round = st.rounds->committed_round();
+  // Low-bit results: the round's encoded change, which every contributor adds to its copy
+  // of the previous theta_global (round_tracker.hpp); else theta_global itself. A committed
+  // DiLoCo round's theta_global is what its commit carried: those frames and their digest
+  // serve again (a ddp average was never committed).
+  const bool nesterov = st.rounds->rule() == round_tracker::update_rule::nesterov;
+  const auto update = confirm_or_update(st, round);
+  std::optional<wire::tensor> theta;  // what a result carries without an update
+  std::uint64_t digest = 0;
+  if (nesterov) {
+    digest = frames_to_commit(st).theta_digest;
+    if (!update.second) theta = committing_theta(st);
+  } else {
+    theta = wire::tensor::from_floats_hashed(result.data(), result.size());
+    digest = *theta->checksum;
+  }
+  st.committing.reset();  // the messages hold what they share
+  const bool confirm = update.first;
+  st.provisional_round.reset();
+  // The registry hears of the round before any worker can: a worker's WorkerDone after its
+  // last result must not reach the registry before the round that result belongs to.
+  report_round(self, contributors, digest);
+  advance(self);  // the next round opens first (results carry its epoch); it resets the counters
+  const auto form = confirm ? result_form::confirmation : result_form::whole;
+  send_results(st, contributors, round, st.rounds->open_epoch(), digest, theta ? &*theta : nullptr,
+               confirm ? std::nullopt : update.second, form);
+}
+
+namespace {
+
+template <class List, class Names>
+void fill_names(List list, const Names& names) {
+  unsigned i = 0;
+  for (const auto& n : names) list.set(i++, n);
+}
+
+}  // namespace
+
+// Where the round is, to the registry every tick (RoundProgress; `atollctl explain`).
+void report_progress(self_ptr self) {
+  auto& st = self->state;
+  const auto phase = st.rounds->current_phase();
+  const auto contributors = st.rounds->contributors();
+  const bool collecting = phase == round_tracker::phase::collecting;
+  const bool committing = phase == round_tracker::phase::committing;
+  const auto round = committing ? st.rounds->committed_round() : st.rounds->open_round();
+  const auto key = std::string(to_string(phase)) + "/" + std::to_string(round) + "/" +
+                   std::to_string(contributors.size()) + "/" + std::to_string(st.commit.acknowledged().size());
+  if (key != st.progress_key) {
+    st.progress_key = key;
+    st.progress_since = st.now();
+  }
+  wire::outgoing out;
+  auto p = out.envelope.initRoundProgress();
+  p.setFragment(st.cfg.fragment);
+  p.setRound(round);
+  p.setPhase(to_string(phase));
+  if (collecting) {
+    fill_names(p.initParticipants(static_cast<unsigned>(st.rounds->participants().size())), st.rounds->participants());
+    fill_names(p.initContributors(static_cast<unsigned>(contributors.size())), contributors);
+    if (!contributors.empty())
+      p.setOpenForS(static_cast<float>(std::chrono::duration<double>(st.now() - st.round_started).count()));
+  }
+  if (committing) {
+    fill_names(p.initKeepers(static_cast<unsigned>(st.commit.keepers().size())), st.commit.keepers());
+    fill_names(p.initAcked(static_cast<unsigned>(st.commit.acknowledged().size())), st.commit.acknowledged());
+  }
+  p.setPhaseForS(static_cast<float>(std::chrono::duration<double>(st.now() - st.progress_since).count()));
+  st.mail->send(st.cfg.registry, st.epoch, out);
+}
+
+}  // namespace atl::coordinator_detail

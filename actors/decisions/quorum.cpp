@@ -1,0 +1,55 @@
+#include "actors/decisions/quorum.hpp"
+
+#include <algorithm>
+
+namespace atl::quorum {
+
+std::size_t needed(const view& v, const options& opt) { return v.published > 0 ? v.published : opt.min_workers; }
+
+bool members_suffice(const view& v, const options& opt) {
+  return v.has_membership && v.members > 0 && v.members >= needed(v, opt);
+}
+
+verdict decide(const view& v, const options& opt, time_point now) {
+  const std::size_t quorum = needed(v, opt);
+  if (!v.has_membership) return {decision::wait, reason::no_membership, quorum};
+  if (!v.round_open) {
+    if (!members_suffice(v, opt)) return {decision::wait, reason::too_few_members, quorum};
+    return {decision::open, reason::enough_members, quorum};
+  }
+  // An open round is judged by its participants: members that left were dropped from it.
+  if (opt.round_deadline.count() <= 0 || !v.first_contribution || now - *v.first_contribution < opt.round_deadline)
+    return {decision::collect, reason::collecting, quorum};
+  const std::size_t majority = std::max(quorum, v.participants / 2 + 1);
+  if (v.contributed >= majority) return {decision::close, reason::deadline_with_majority, majority};
+  return {decision::collect, reason::deadline_without_majority, majority};
+}
+
+std::uint32_t required_participants(std::size_t min_workers, std::size_t live_workers, bool tail) {
+  const std::size_t n = tail ? std::max<std::size_t>(1, std::min(min_workers, live_workers)) : min_workers;
+  return static_cast<std::uint32_t>(n);
+}
+
+const char* to_string(decision d) {
+  switch (d) {
+    case decision::wait: return "wait";
+    case decision::open: return "open";
+    case decision::collect: return "collect";
+    case decision::close: return "close";
+  }
+  return "unknown";
+}
+
+const char* to_string(reason r) {
+  switch (r) {
+    case reason::no_membership: return "no membership from the registry yet";
+    case reason::too_few_members: return "fewer members than the quorum";
+    case reason::enough_members: return "a quorum of members";
+    case reason::collecting: return "collecting contributions";
+    case reason::deadline_with_majority: return "deadline passed with a quorum and a majority";
+    case reason::deadline_without_majority: return "deadline passed without a quorum and a majority";
+  }
+  return "unknown";
+}
+
+}  // namespace atl::quorum

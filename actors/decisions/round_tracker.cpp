@@ -1,0 +1,195 @@
+#include "actors/decisions/round_tracker.hpp"
+
+namespace atl {
+
+const char* to_string(round_tracker::phase p) {
+  switch (p) {
+    case round_tracker::phase::unseeded: return "unseeded";
+    case round_tracker::phase::ready: return "ready";
+    case round_tracker::phase::collecting: return "collecting";
+    case round_tracker::phase::committing: return "committing";
+  }
+  return "unknown";
+}
+
+namespace {
+error wrong_phase(const char* op, round_tracker::phase p) {
+  return make_error(errc::unexpected_message, std::string(op) + " in phase " + to_string(p));
+}
+}  // namespace
+
+status round_tracker::restore(std::uint64_t round, std::vector<float> theta, std::vector<float> momentum,
+                              std::vector<float> residual) {
+  if (phase_ != phase::unseeded) return wrong_phase("restore", phase_);
+  if (theta.size() != momentum.size()) return make_error(errc::tensor_mismatch, "theta and momentum sizes differ");
+  if (!residual.empty() && residual.size() != theta.size())
+    return make_error(errc::tensor_mismatch, "theta and residual sizes differ");
+  round_ = round;
+  state_.theta = std::move(theta);
+  state_.momentum = std::move(momentum);
+  state_.residual = std::move(residual);
+  phase_ = phase::ready;
+  return {};
+}
+
+status round_tracker::seed(std::vector<float> theta) {
+  if (phase_ != phase::unseeded) return wrong_phase("seed", phase_);
+  if (!all_finite(theta.data(), theta.size())) return make_error(errc::not_finite, "initial parameters");
+  round_ = 0;
+  state_.momentum.assign(theta.size(), 0.0f);
+  state_.residual.clear();
+  state_.theta = std::move(theta);
+  phase_ = phase::committing;
+  return {};
+}
+
+status round_tracker::open(std::uint64_t epoch, std::vector<std::string> participants) {
+  if (phase_ != phase::ready) return wrong_phase("open", phase_);
+  if (participants.empty()) return make_error(errc::not_ready, "a round needs participants");
+  epoch_ = epoch;
+  participants_ = std::set<std::string>(participants.begin(), participants.end());
+  recycle_contributions();
+  phase_ = phase::collecting;
+  return {};
+}
+
+status round_tracker::admissible(const std::string& worker, std::uint64_t epoch, std::uint64_t round) const {
+  if (phase_ != phase::collecting) {
+    // A resend of a contribution the committing round already counted (the sender's link
+    // dropped): its result is coming.
+    if (phase_ == phase::committing && round == round_ && contributions_.count(worker))
+      return make_error(errc::duplicate, worker + " already contributed to round " + std::to_string(round));
+    // The epoch fence holds between rounds too: a replay from a gone epoch is stale
+    // whatever round it names.
+    if (epoch < epoch_)
+      return make_error(errc::stale_epoch,
+                        "epoch " + std::to_string(epoch) + " < last round epoch " + std::to_string(epoch_));
+    if (round <= round_) return make_error(errc::wrong_round, "round " + std::to_string(round) + " is closed");
+    return wrong_phase("contribution", phase_);
+  }
+  if (epoch < epoch_)
+    return make_error(errc::stale_epoch, "epoch " + std::to_string(epoch) + " < round epoch " + std::to_string(epoch_));
+  if (epoch > epoch_)
+    return make_error(errc::stale_epoch,
+                      "epoch " + std::to_string(epoch) + " is ahead of round epoch " + std::to_string(epoch_));
+  if (round != open_round())
+    return make_error(errc::wrong_round,
+                      "round " + std::to_string(round) + ", open round is " + std::to_string(open_round()));
+  if (!participants_.count(worker))
+    return make_error(errc::not_participant, worker + " is not in round " + std::to_string(round));
+  if (contributions_.count(worker)) return make_error(errc::duplicate, worker + " already contributed");
+  return {};
+}
+
+expected<bool> round_tracker::add(const std::string& worker, std::uint64_t epoch, std::uint64_t round,
+                                  std::vector<float> delta, float weight) {
+  if (auto err = admissible(worker, epoch, round)) return err;
+  if (delta.size() != state_.theta.size())
+    return make_error(errc::tensor_mismatch,
+                      std::to_string(delta.size()) + " values, fragment has " + std::to_string(state_.theta.size()));
+  if (!all_finite(delta.data(), delta.size())) return make_error(errc::not_finite, "contribution of " + worker);
+  contribution c;
+  c.values = std::move(delta);
+  c.weight = weight;
+  contributions_.emplace(worker, std::move(c));
+  return finish_if_complete();
+}
+
+expected<bool> round_tracker::add_encoded(const std::string& worker, std::uint64_t epoch, std::uint64_t round,
+                                          encoded_values delta, float weight) {
+  if (auto err = admissible(worker, epoch, round)) return err;
+  if (!has_scales(delta.kind) || rule_ != update_rule::nesterov) {  // values that may not be finite, or no fused step
+    auto values = contribution_buffer();
+    values.resize(delta.count);
+    if (auto err = decode(delta, values.data())) return err;
+    return add(worker, epoch, round, std::move(values), weight);
+  }
+  if (delta.count != state_.theta.size())
+    return make_error(errc::tensor_mismatch,
+                      std::to_string(delta.count) + " values, fragment has " + std::to_string(state_.theta.size()));
+  if (auto err = check_encoded(delta)) return err;  // finite scales: every value is finite
+  contribution c;
+  c.encoded = std::move(delta);
+  c.is_encoded = true;
+  c.weight = weight;
+  contributions_.emplace(worker, std::move(c));
+  return finish_if_complete();
+}
+
+expected<bool> round_tracker::drop(const std::string& worker) {
+  if (phase_ != phase::collecting) return false;
+  participants_.erase(worker);
+  contributions_.erase(worker);
+  if (participants_.empty()) {  // nobody left: the round is abandoned, state unchanged
+    phase_ = phase::ready;
+    return false;
+  }
+  return finish_if_complete();
+}
+
+expected<bool> round_tracker::close_at_deadline(std::size_t needed) {
+  if (phase_ != phase::collecting || contributions_.empty() || contributions_.size() < needed) return false;
+  std::set<std::string> contributed;
+  for (const auto& [w, _] : contributions_) contributed.insert(w);
+  participants_ = std::move(contributed);
+  return finish_if_complete();
+}
+
+expected<bool> round_tracker::finish_if_complete() {
+  if (contributions_.size() < participants_.size()) return false;
+  std::vector<weighted_input> inputs;
+  for (const auto& [_, c] : contributions_)  // sorted by worker id
+    inputs.push_back(c.is_encoded ? weighted_input{nullptr, c.weight, &c.encoded}
+                                  : weighted_input{c.values.data(), c.weight});
+  if (rule_ == update_rule::nesterov) {
+    if (auto st = apply_outer_round(outer_, inputs, state_, scratch_, update_)) return st;
+  } else if (auto st = weighted_average(inputs, state_.theta.size(), average_)) {
+    return st;
+  }
+  round_ += 1;
+  phase_ = phase::committing;
+  return true;
+}
+
+void round_tracker::encode_results(codec_kind kind, std::size_t chunk) {
+  outer_.result_codec = kind;
+  outer_.result_chunk = chunk;
+}
+
+status round_tracker::committed() {
+  if (phase_ != phase::committing) return wrong_phase("committed", phase_);
+  phase_ = phase::ready;
+  recycle_contributions();
+  return {};
+}
+
+void round_tracker::recycle_contributions() {
+  for (auto& [_, c] : contributions_) {
+    if (c.is_encoded) spare_encoded_.push_back(std::move(c.encoded.payload));
+    else spare_contributions_.push_back(std::move(c.values));
+  }
+  contributions_.clear();
+}
+
+std::vector<float> round_tracker::contribution_buffer() {
+  if (spare_contributions_.empty()) return {};
+  auto buffer = std::move(spare_contributions_.back());
+  spare_contributions_.pop_back();
+  return buffer;
+}
+
+encoded_values round_tracker::encoded_buffer() {
+  encoded_values buffer;
+  if (spare_encoded_.empty()) return buffer;
+  buffer.payload = std::move(spare_encoded_.back());
+  spare_encoded_.pop_back();
+  return buffer;
+}
+
+std::vector<std::string> round_tracker::contributors() const {
+  std::vector<std::string> out;
+  for (const auto& [w, _] : contributions_) out.push_back(w);
+  return out;
+}
+
+}  // namespace atl

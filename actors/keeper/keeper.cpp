@@ -1,0 +1,457 @@
+#include "actors/keeper/keeper.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+#include <caf/all.hpp>
+
+#include "actors/shared/commit_record.hpp"
+#include "actors/shared/messages.hpp"
+#include "runtime/core/actor_id.hpp"
+#include "runtime/core/digest.hpp"
+#include "runtime/process/fault_point.hpp"
+#include "runtime/process/log.hpp"
+
+namespace atl {
+
+namespace {
+
+using self_ptr = caf::stateful_actor<keeper_state>*;
+
+void request_missing(self_ptr self) {
+  auto& st = self->state;
+  for (const auto f : st.missing) {
+    wire::outgoing out;
+    out.envelope.initLoadRequest().setFragment(f);
+    st.mail->send(st.source, 0, out);
+  }
+}
+
+// The source's latest state of a fragment: committed here unless this replica already has
+// it or newer (commits from the coordinators arrive all along).
+void on_catch_up(self_ptr self, const wire::message_ptr& msg) {
+  auto& st = self->state;
+  const auto reply = msg->envelope().getLoadReply();
+  if (msg->sender() != st.source) {
+    st.mail->refuse(*msg, make_error(errc::unexpected_message, "load_reply from " + msg->sender()), msg->epoch());
+    return;
+  }
+  if (!st.missing.count(reply.getFragment())) return;  // a duplicate answer: already caught up
+  st.missing.erase(reply.getFragment());
+  const auto& t = msg->tensors();
+  if (!reply.getFound() || t.size() < 2 || t.size() > 3) return;
+  fragment_checkpoint cp{reply.getFragment(), reply.getRound(),
+                         msg->epoch(),        t[0].to_floats(),
+                         t[1].to_floats(),    t.size() == 3 ? t[2].to_floats() : std::vector<float>{}};
+  auto latest = st.store->latest_round(cp.fragment);
+  if (latest && *latest && **latest >= cp.round) return;
+  if (auto err = st.store->commit(cp)) {
+    log_error("keeper: catching up fragment " + std::to_string(cp.fragment) + " failed: " + err.describe());
+    return;
+  }
+  log_info("keeper: caught up fragment " + std::to_string(cp.fragment) + " at round " + std::to_string(cp.round) +
+           " from " + st.source);
+  st.followed[cp.fragment] = {
+      cp.round, cp.epoch, {std::move(cp.theta), std::move(cp.momentum), std::move(cp.residual)}};
+}
+
+void raise_writer_epoch(self_ptr self, std::uint32_t fragment, std::uint64_t epoch) {
+  auto& e = self->state.writer_epoch[fragment];
+  e = std::max(e, epoch);
+}
+
+// What the fence looks at in a commit: a snapshot's or a round record's.
+struct commit_identity {
+  std::uint32_t fragment = 0;
+  std::uint64_t round = 0;
+  std::uint64_t epoch = 0;
+  std::uint64_t theta_digest = 0;
+};
+
+// S5 for commits: a CommitRequest from an epoch older than the coordinator that loaded from
+// this keeper or committed to it since (a coordinator re-placed after its node died; the
+// old one's messages may still arrive) is refused, unless it repeats the latest round with
+// the same theta. The stored epoch counts too, so a restarted keeper keeps the fence; it
+// is read once per fragment from the latest round's summary (no value file is read).
+status fence_commit(self_ptr self, const commit_identity& cp) {
+  auto& st = self->state;
+  if (st.epoch_loaded.insert(cp.fragment).second) {
+    auto round = st.store->latest_round(cp.fragment);
+    expected<std::optional<checkpoint_summary>> stored = std::optional<checkpoint_summary>{};
+    if (!round) stored = round.err();
+    else if (*round) stored = st.store->summary(cp.fragment, **round);
+    if (!stored) {
+      st.epoch_loaded.erase(cp.fragment);
+      return stored.err();
+    }
+    if (*stored) raise_writer_epoch(self, cp.fragment, (*stored)->epoch);
+  }
+  const std::uint64_t floor = st.writer_epoch[cp.fragment];
+  if (cp.epoch >= floor) return {};
+  auto latest = st.store->latest_round(cp.fragment);
+  if (!latest) return latest.err();
+  if (*latest && **latest == cp.round) {
+    auto stored = st.store->summary(cp.fragment, cp.round);
+    if (!stored) return stored.err();
+    if (*stored && (*stored)->digest == cp.theta_digest) return {};
+  }
+  return make_error(errc::stale_epoch, "commit of fragment " + std::to_string(cp.fragment) + " round " +
+                                           std::to_string(cp.round) + " from epoch " + std::to_string(cp.epoch) +
+                                           ": a coordinator of epoch " + std::to_string(floor) + " took over");
+}
+
+// A CommitRequest's theta and momentum, read in place from its two fp32 frames (which the
+// message keeps alive while the keeper writes them).
+expected<checkpoint_view> commit_values(const wire::message& msg) {
+  const auto& t = msg.tensors();
+  if (t.size() != 2 && t.size() != 3)
+    return make_error(errc::tensor_mismatch, "commit needs theta, momentum and perhaps residual tensors");
+  for (const auto& frame : t)
+    if (frame.dtype != schema::DType::FLOAT32) return make_error(errc::tensor_mismatch, "commit tensors must be fp32");
+  for (const auto& frame : t)
+    if (frame.data.size() != t[0].data.size())
+      return make_error(errc::tensor_mismatch, "theta, momentum and residual sizes differ");
+  checkpoint_view v;
+  v.theta = reinterpret_cast<const float*>(t[0].data.data());
+  v.momentum = reinterpret_cast<const float*>(t[1].data.data());
+  if (t.size() == 3) v.residual = reinterpret_cast<const float*>(t[2].data.data());
+  v.count = t[0].data.size() / sizeof(float);
+  v.theta_digest = t[0].checksum;  // decode checked the frame against it
+  return v;
+}
+
+// The notice that a commit's whole request is in: the coordinator may send the round's
+// early results now, while this keeper writes (they no longer compete with its bytes).
+void say_writing(self_ptr self, const wire::message& msg, std::uint32_t fragment, std::uint64_t round) {
+  wire::outgoing notice;
+  auto w = notice.envelope.initCommitAck();
+  w.setFragment(fragment);
+  w.setRound(round);
+  w.setWriting(true);
+  self->state.mail->send(msg.sender(), msg.epoch(), notice);
+}
+
+void say_committed(self_ptr self, const wire::message& msg, std::uint32_t fragment, std::uint64_t round,
+                   std::uint64_t digest, const status& result) {
+  wire::outgoing out;
+  auto ack = out.envelope.initCommitAck();
+  ack.setFragment(fragment);
+  ack.setRound(round);
+  ack.setOk(!result);
+  ack.setError(result.describe());
+  ack.setBehind(result.code == errc::not_ready);
+  ack.setDigest(digest);
+  self->state.mail->send(msg.sender(), msg.epoch(), out);
+}
+
+// A round committed here is the fragment's newest: a replica need not catch it up any more
+// (and stops asking a source that may have died since it was placed).
+void note_committed(self_ptr self, std::uint32_t fragment, std::uint64_t epoch) {
+  raise_writer_epoch(self, fragment, epoch);
+  self->state.missing.erase(fragment);
+}
+
+// Round 0 (the seed) or a full state: a snapshot, synced, that becomes the followed state.
+void on_full_commit(self_ptr self, const wire::message_ptr& msg) {
+  auto& st = self->state;
+  const auto req = msg->envelope().getCommitRequest();
+  auto values = commit_values(*msg);
+  if (!values) {
+    say_committed(self, *msg, req.getFragment(), req.getRound(), 0, values.err());
+    return;
+  }
+  say_writing(self, *msg, req.getFragment(), req.getRound());
+  checkpoint_view cp = *values;
+  cp.fragment = req.getFragment();
+  cp.round = req.getRound();
+  cp.epoch = msg->epoch();
+  const auto writing = std::chrono::steady_clock::now();
+  auto result = fence_commit(self, {cp.fragment, cp.round, cp.epoch, cp.digest_of_theta()});
+  if (!result) result = st.store->commit_keeping_files(cp);
+  log_debug("keeper: wrote fragment " + std::to_string(cp.fragment) + " round " + std::to_string(cp.round) + " (" +
+            std::to_string(msg->tensors().size() * cp.count * sizeof(float)) + " bytes of full state) in " +
+            std::to_string(std::chrono::duration<double>(std::chrono::steady_clock::now() - writing).count()) + " s");
+  if (!result) note_committed(self, cp.fragment, cp.epoch);
+  if (result)
+    log_error("keeper: commit of fragment " + std::to_string(cp.fragment) + " round " + std::to_string(cp.round) +
+              " failed: " + result.describe());
+  say_committed(self, *msg, cp.fragment, cp.round, cp.digest_of_theta(), result);
+  st.store->remove_unnamed_files();  // after the ack: the coordinator need not wait for it
+  if (result) return;
+  auto& f = st.followed[cp.fragment];
+  f.round = cp.round;
+  f.epoch = cp.epoch;
+  f.state.theta.assign(cp.theta, cp.theta + cp.count);
+  f.state.momentum.assign(cp.momentum, cp.momentum + cp.count);
+  if (cp.residual) f.state.residual.assign(cp.residual, cp.residual + cp.count);
+  else f.state.residual.clear();
+}
+
+// The written snapshot named in the store (or let go, said why).
+void finish_snapshot(self_ptr self) {
+  auto& st = self->state;
+  auto job = std::move(st.snapshot_writing);
+  if (!job) return;
+  const auto where = "fragment " + std::to_string(job->fragment()) + " round " + std::to_string(job->round());
+  if (auto err = st.store->end_snapshot(*job))
+    log_error("keeper: snapshot of " + where + " failed (the log still holds it): " + err.describe());
+  else
+    log_debug(
+        "keeper: snapshot of " + where + " in " +
+        std::to_string(std::chrono::duration<double>(std::chrono::steady_clock::now() - st.snapshot_started).count()) +
+        " s, written beside the round log");
+  st.store->remove_unnamed_files();
+}
+
+// A snapshot of the followed state of `fragment` (keeper.hpp: by a detached writer).
+void start_snapshot(self_ptr self, std::uint32_t fragment, std::uint64_t theta_digest) {
+  auto& st = self->state;
+  const auto& f = st.followed.at(fragment);
+  const auto where = "fragment " + std::to_string(fragment) + " round " + std::to_string(f.round);
+  if (st.snapshot_writing) {
+    log_debug("keeper: snapshot of " + where + " skipped: the one of fragment " +
+              std::to_string(st.snapshot_writing->fragment()) + " round " +
+              std::to_string(st.snapshot_writing->round()) + " is still being written");
+    return;
+  }
+  ATL_FAULT_POINT("keeper.snapshotting");
+  auto job = st.store->begin_snapshot({fragment, f.round, f.epoch, f.state.theta, f.state.momentum, f.state.residual},
+                                      theta_digest);
+  if (!job) {
+    log_error("keeper: snapshot of " + where + " refused (the log still holds it): " + job.err().describe());
+    return;
+  }
+  st.snapshot_writing = *job;
+  st.snapshot_started = std::chrono::steady_clock::now();
+  if (!st.store->writes_files()) {
+    st.snapshot_writing->write();
+    finish_snapshot(self);
+    return;
+  }
+  self->spawn<caf::detached>([job = *job, keeper = caf::actor_cast<caf::actor>(self)](caf::event_based_actor* writer) {
+    job->write();
+    writer->send(keeper, snapshot_atom::value);
+  });
+}
+
+// After a record's ack: this keeper's copy of the fragment's state moves to its round, by
+// the coordinator's own step, or is read anew from the store (snapshot plus log) when the
+// copy is not the round before. A snapshot follows every storage.snapshot_every rounds.
+void follow_record(self_ptr self, const wire::message& msg, const round_record& record) {
+  auto& st = self->state;
+  const auto fragment = record.fragment;
+  const auto where = "fragment " + std::to_string(fragment) + " round " + std::to_string(record.round);
+  auto it = st.followed.find(fragment);
+  status result;
+  if (it != st.followed.end() && it->second.round + 1 == record.round) {
+    result = apply_record(record, it->second.state, st.scratch);
+    it->second.round = record.round;
+    it->second.epoch = record.epoch;
+  } else {
+    auto loaded = st.store->load(fragment, record.round);
+    if (!loaded) result = loaded.err();
+    else if (!*loaded) result = make_error(errc::storage_failure, where + " is not in the store it was appended to");
+    else
+      st.followed[fragment] = {
+          record.round,
+          record.epoch,
+          {std::move((*loaded)->theta), std::move((*loaded)->momentum), std::move((*loaded)->residual)}};
+  }
+  if (result) {
+    st.followed.erase(fragment);
+    if (result.code == errc::digest_mismatch) st.store->note_replay_mismatch();
+    log_error("keeper: " + where + " does not replay: " + result.describe());
+    st.mail->refuse(msg, result, msg.epoch());
+    return;
+  }
+  if (st.store->snapshot_due(record.round)) start_snapshot(self, fragment, record.theta_digest);
+}
+
+// How long after a record's acknowledgement the keeper applies it (keeper.hpp).
+constexpr std::chrono::milliseconds follow_delay{50};
+
+// Applies the records acknowledged so far, in order.
+void follow_pending(self_ptr self) {
+  auto pending = std::move(self->state.to_follow);
+  self->state.to_follow.clear();
+  for (const auto& [msg, record] : pending) follow_record(self, *msg, record);
+}
+
+// A round's record: appended to the log (durable as storage.sync says), acknowledged, then
+// followed.
+void on_logged_commit(self_ptr self, const wire::message_ptr& msg) {
+  auto& st = self->state;
+  const auto req = msg->envelope().getCommitRequest();
+  auto record = take_commit_record(*msg);
+  if (!record) {
+    say_committed(self, *msg, req.getFragment(), req.getRound(), 0, record.err());
+    return;
+  }
+  say_writing(self, *msg, record->fragment, record->round);
+  const auto writing = std::chrono::steady_clock::now();
+  auto result = fence_commit(self, {record->fragment, record->round, record->epoch, record->theta_digest});
+  if (!result) result = st.store->append_keeping_files(*record);
+  // How long the append took: the averaging bench splits a commit's time with it.
+  log_debug("keeper: wrote fragment " + std::to_string(record->fragment) + " round " + std::to_string(record->round) +
+            " (" + std::to_string(record->input_bytes()) + " bytes logged) in " +
+            std::to_string(std::chrono::duration<double>(std::chrono::steady_clock::now() - writing).count()) + " s");
+  if (!result) note_committed(self, record->fragment, record->epoch);
+  if (!result && record->round > 0) ATL_FAULT_POINT("keeper.written");
+  if (result && result.code != errc::not_ready)
+    log_error("keeper: commit of fragment " + std::to_string(record->fragment) + " round " +
+              std::to_string(record->round) + " failed: " + result.describe());
+  say_committed(self, *msg, record->fragment, record->round, record->theta_digest, result);
+  st.store->remove_unnamed_files();
+  const auto followed = st.followed.find(record->fragment);
+  const bool followed_already = followed != st.followed.end() && followed->second.round == record->round &&
+                                followed->second.epoch >= record->epoch;  // a retry of what it follows
+  const bool pending_already = std::any_of(st.to_follow.begin(), st.to_follow.end(), [&](const auto& p) {
+    return p.second.fragment == record->fragment && p.second.round == record->round &&
+           p.second.theta_digest == record->theta_digest;
+  });
+  if (result || followed_already || pending_already) return;
+  st.to_follow.emplace_back(msg, std::move(*record));
+  if (!st.follow_scheduled) {
+    st.follow_scheduled = true;
+    self->delayed_send(self, follow_delay, follow_atom::value);
+  }
+}
+
+// The state a LoadRequest gets: the followed copy when it is the latest round, else the
+// store's (snapshot plus log).
+expected<std::optional<fragment_checkpoint>> latest_state(self_ptr self, std::uint32_t fragment) {
+  auto& st = self->state;
+  auto round = st.store->latest_round(fragment);
+  if (!round) return round.err();
+  auto it = st.followed.find(fragment);
+  if (*round && it != st.followed.end() && it->second.round == **round) {
+    const auto& f = it->second;
+    return std::optional<fragment_checkpoint>{
+        fragment_checkpoint{fragment, f.round, f.epoch, f.state.theta, f.state.momentum, f.state.residual}};
+  }
+  return st.store->latest(fragment);
+}
+
+// Values a ChunkReply carries at most (16 MiB), whatever the request asks.
+constexpr std::uint64_t max_chunk_values = 1 << 22;
+
+void on_chunk_request(self_ptr self, const wire::message_ptr& msg) {
+  auto& st = self->state;
+  const auto req = msg->envelope().getChunkRequest();
+  if (!st.served || st.served->fragment != req.getFragment() || st.served->round != req.getRound()) {
+    st.served.reset();
+    auto cp = st.store->load(req.getFragment(), req.getRound());
+    if (cp && *cp) st.served = std::move(**cp);
+  }
+  wire::outgoing out;
+  auto reply = out.envelope.initChunkReply();
+  reply.setFragment(req.getFragment());
+  reply.setRound(req.getRound());
+  reply.setOffset(req.getOffset());
+  const bool found = st.served && req.getOffset() < st.served->theta.size() && req.getCount() > 0;
+  reply.setFound(found);
+  if (found) {
+    const auto n = std::min({req.getCount(), max_chunk_values, st.served->theta.size() - req.getOffset()});
+    out.tensors.push_back(wire::tensor::from_floats(st.served->theta.data() + req.getOffset(), n));
+  }
+  st.mail->send(msg->sender(), msg->epoch(), out);
+}
+
+// The newest round held of each fragment, to the registry; only once caught up.
+void report_ready(self_ptr self) {
+  auto& st = self->state;
+  if (!st.missing.empty() || st.fragments == 0) return;
+  wire::outgoing out;
+  auto ready = out.envelope.initKeeperReady();
+  auto rounds = ready.initRounds(st.fragments);
+  auto held = ready.initHeld(st.fragments);
+  for (std::uint32_t f = 0; f < st.fragments; ++f) {
+    const auto latest = st.store->latest_round(f);
+    if (!latest) return;  // a store that cannot say: asked again next tick
+    held.set(f, latest->has_value());
+    rounds.set(f, latest->value_or(0));
+  }
+  st.mail->send(registry_id(), 0, out);
+}
+
+caf::behavior keeper_behavior(self_ptr self) {
+  return {
+      [=](const wire::message_ptr& msg) {
+        auto& st = self->state;
+        const auto env = msg->envelope();
+        // Anything but the next record reads or replaces the followed state: bring it up to date.
+        if (!(env.isCommitRequest() && env.getCommitRequest().getLogged())) follow_pending(self);
+        if (env.isLoadReply() && !st.source.empty()) {
+          on_catch_up(self, msg);
+        } else if (env.isChunkRequest()) {
+          on_chunk_request(self, msg);
+        } else if (env.isRefusal()) {
+          // Never answered: two actors refusing each other's refusals would never stop.
+          log_warn("keeper: refusal from " + msg->sender() + ": " + env.getRefusal().getMessage().cStr());
+        } else if (env.isCommitRequest()) {
+          if (env.getCommitRequest().getLogged()) on_logged_commit(self, msg);
+          else on_full_commit(self, msg);
+        } else if (env.isLoadRequest()) {
+          const auto fragment = env.getLoadRequest().getFragment();
+          // A coordinator starting in this epoch: commits from older ones are refused now.
+          if (is_kind(msg->sender(), actor_kind::coordinator)) raise_writer_epoch(self, fragment, msg->epoch());
+          auto cp = latest_state(self, fragment);
+          if (!cp) {
+            st.mail->refuse(*msg, cp.err(), msg->epoch());
+            return;
+          }
+          wire::outgoing out;
+          auto reply = out.envelope.initLoadReply();
+          reply.setFragment(fragment);
+          reply.setFound(cp->has_value());
+          if (*cp) {
+            reply.setRound((*cp)->round);
+            out.tensors.push_back(wire::tensor::from_floats((*cp)->theta.data(), (*cp)->theta.size()));
+            out.tensors.push_back(wire::tensor::from_floats((*cp)->momentum.data(), (*cp)->momentum.size()));
+            if (!(*cp)->residual.empty())
+              out.tensors.push_back(wire::tensor::from_floats((*cp)->residual.data(), (*cp)->residual.size()));
+          }
+          st.mail->send(msg->sender(), msg->epoch(), out);
+        } else {
+          st.mail->refuse(*msg, make_error(errc::unexpected_message, wire::kind_name(msg->kind())), msg->epoch());
+        }
+      },
+      [=](follow_atom) {
+        self->state.follow_scheduled = false;
+        follow_pending(self);
+      },
+      [=](ready_atom) { report_ready(self); },
+      [=](snapshot_atom) { finish_snapshot(self); },
+      [=](tick_atom) {  // a replica asks again until every fragment is answered
+        if (self->state.missing.empty()) return;
+        request_missing(self);
+        self->delayed_send(self, std::chrono::seconds(1), tick_atom::value);
+      },
+  };
+}
+
+}  // namespace
+
+caf::behavior keeper_actor(caf::stateful_actor<keeper_state>* self, transport* net, std::string id,
+                           std::string cluster_id, checkpoint_store* store) {
+  self->state.mail = std::make_unique<mailer>(*net, id, cluster_id);
+  self->state.store = store;
+  return keeper_behavior(self);
+}
+
+caf::behavior keeper_replica_actor(caf::stateful_actor<keeper_state>* self, transport* net, std::string id,
+                                   std::string cluster_id, std::shared_ptr<keeper_storage> storage, std::string source,
+                                   std::uint32_t fragments) {
+  auto& st = self->state;
+  st.mail = std::make_unique<mailer>(*net, id, cluster_id);
+  st.owned = std::move(storage);
+  st.store = st.owned->checkpoints.get();
+  st.source = std::move(source);
+  st.fragments = fragments;
+  for (std::uint32_t f = 0; f < fragments; ++f) st.missing.insert(f);
+  request_missing(self);
+  self->delayed_send(self, std::chrono::seconds(1), tick_atom::value);
+  return keeper_behavior(self);
+}
+
+}  // namespace atl

@@ -1,0 +1,104 @@
+#pragma once
+// Checkpoint keeper actor ("keeper/N"): a follower of the fragments' coordinators. It
+// stores committed rounds in RocksDB (storage/checkpoint_store: snapshots and the round
+// log) and serves them.
+//
+// Protocol: CommitRequest(logged: the round's record)
+//             -> CommitAck(writing) -> record appended (storage.sync) -> CommitAck(ok, digest)
+//             -> then, off the coordinator's path: the record applied to this keeper's copy of
+//                the fragment's state with the coordinator's step (apply_record), its theta
+//                digest checked, and a snapshot written every storage.snapshot_every rounds
+//           CommitRequest(not logged: round 0, tensors theta, momentum) -> a snapshot, synced
+//           LoadRequest(fragment) -> LoadReply(found, round; theta, momentum[, residual])
+// The apply waits follow_delay after the acknowledgement (the round's results are then
+// being applied by the workers on the same cores), and always happens before this keeper
+// reads its copy of a fragment's state for anything else. A snapshot is a copy of that
+// state written and fdatasynced by a detached writer, so that the next record's append
+// does not wait behind it, then named in the store when the writer says it is done (a
+// snapshot due while another is being written is skipped: the log still holds its round).
+// A store that keeps values inline (the protocol tests' in-memory one) writes it at once.
+// A commit is acknowledged only once durable; a failed write leaves the previous round as
+// the latest and is reported, never acknowledged. The same round again with the same
+// digest is acknowledged (a retry whose ack was lost). A commit from an epoch older than
+// the newest coordinator that loaded or committed here is refused (stale_epoch): that
+// coordinator was re-placed. A record this keeper cannot follow (it holds no state, or an
+// older round) is refused as not_ready and sent again by the coordinator, by which time a
+// catching-up replica has the state. A record that replays to another digest is reported
+// to the coordinator as digest_mismatch, and this keeper drops its copy of that state
+// (the next record reloads it from the store, whose read checks every digest again).
+//
+// Replica ("keeper/N" on a node, placed by the registry): the coordinators commit to it as
+// well and release a round only when every keeper acknowledged it. On start it catches up:
+//   catching_up --LoadRequest(p) to its source, every second, for each fragment not yet
+//                answered--> LoadReply(p) from the source -> committed here (if newer)
+//   caught up: every fragment answered, or committed here by its coordinator (commits are
+//   taken all along, and a committed round is the newest: the source is not asked again)
+// A LoadReply from anyone but its source, or after catching up, is refused.
+// Asked (ready_atom: its node got the registry's PlaceKeeper again), a caught-up replica
+// tells the registry the newest round it holds of each fragment (KeeperReady): a
+// hand-over's leaving host waits for that.
+//
+// Chunks (a worker resyncing a large fragment): ChunkRequest(fragment, round, offset,
+// count) -> ChunkReply(found; the values, at most 4M of them). The round's record is
+// decoded once and kept while it is asked for.
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+
+#include <caf/fwd.hpp>
+#include <caf/stateful_actor.hpp>
+
+#include "runtime/transport/transport.hpp"
+#include "storage/checkpoint_store.hpp"
+#include "storage/kv_store.hpp"
+#include "storage/round_record.hpp"
+
+namespace atl {
+
+// A replica's own database, owned by its keeper actor for as long as it runs.
+struct keeper_storage {
+  std::unique_ptr<kv_store> db;
+  std::unique_ptr<checkpoint_store> checkpoints;
+};
+
+// A fragment's state as this keeper last reached it, kept to apply the next record to.
+struct followed_fragment {
+  std::uint64_t round = 0;
+  std::uint64_t epoch = 0;
+  outer_state state;
+};
+
+struct keeper_state {
+  std::unique_ptr<mailer> mail;
+  checkpoint_store* store = nullptr;
+  std::shared_ptr<keeper_storage> owned;  // a replica's storage; empty for the head's keeper
+  std::string source;  // a replica catches up from this keeper
+  std::set<std::uint32_t> missing;  // fragments it has not heard about from the source
+  std::uint32_t fragments = 0;  // a replica's: how many the run has
+  std::optional<fragment_checkpoint> served;  // the round whose chunks were asked for last
+  std::map<std::uint32_t, std::uint64_t> writer_epoch;  // newest coordinator epoch per fragment
+  std::set<std::uint32_t> epoch_loaded;  // fragments whose stored epoch is in writer_epoch
+  std::map<std::uint32_t, followed_fragment> followed;
+  // Records acknowledged and not applied yet, in order (each with the message whose frames
+  // it points into): applied follow_delay after the first, or before anything that reads
+  // the followed state, so that the apply's CPU does not compete with the round's release.
+  std::vector<std::pair<wire::message_ptr, round_record>> to_follow;
+  bool follow_scheduled = false;
+  // The snapshot a detached writer is writing (one at a time), and since when.
+  std::shared_ptr<snapshot_job> snapshot_writing;
+  std::chrono::steady_clock::time_point snapshot_started;
+  record_scratch scratch;
+  static inline const char* name = "keeper";
+};
+
+caf::behavior keeper_actor(caf::stateful_actor<keeper_state>* self, transport* net, std::string id,
+                           std::string cluster_id, checkpoint_store* store);
+
+// A replica keeper on `storage`, catching up the `fragments` fragments from `source`.
+caf::behavior keeper_replica_actor(caf::stateful_actor<keeper_state>* self, transport* net, std::string id,
+                                   std::string cluster_id, std::shared_ptr<keeper_storage> storage, std::string source,
+                                   std::uint32_t fragments);
+
+}  // namespace atl

@@ -1,0 +1,427 @@
+#include "actors/node/node_agent.hpp"
+
+#include <unistd.h>
+#include <random>
+
+#include <caf/all.hpp>
+
+#include "actors/coordinator/coordinator.hpp"
+#include "actors/keeper/keeper.hpp"
+#include "actors/shared/messages.hpp"
+#include "actors/worker/worker.hpp"
+#include "runtime/core/actor_id.hpp"
+#include "runtime/process/log.hpp"
+
+namespace atl {
+namespace {
+
+using self_ptr = caf::stateful_actor<node_agent_state>*;
+using phase = node_agent_state::phase;
+
+void stop_all(self_ptr self, const std::string& reason);
+void give_up(self_ptr self, const error& why, const std::string& reason);
+
+void send_hello(self_ptr self) {
+  auto& st = self->state;
+  wire::outgoing out;
+  auto h = out.envelope.initHello();
+  h.setNodeId(st.node_id);
+  auto devices = h.initDevices(static_cast<unsigned>(st.cfg.devices.size()));
+  for (unsigned i = 0; i < st.cfg.devices.size(); ++i) devices.set(i, st.cfg.devices[i]);
+  h.setHostname(st.cfg.hostname);
+  h.setPid(static_cast<std::uint32_t>(::getpid()));
+  h.setCanKeep(!st.cfg.data_dir.empty());
+  h.setDataEndpoint(st.cfg.data_endpoint);
+  h.setModelDigest(st.cfg.model_digest);
+  h.setBatchJob(st.cfg.batch_job);
+  h.setModelSignature(st.cfg.model_signature);
+  st.mail->send(registry_id(), st.epoch, out);
+}
+
+void send_heartbeat(self_ptr self) {
+  auto& st = self->state;
+  wire::outgoing out;
+  auto hb = out.envelope.initHeartbeat();
+  hb.setNodeId(st.node_id);
+  const auto& counters = st.net->counters();
+  auto refused = hb.initRefused(static_cast<unsigned>(counters.refused.size()));
+  for (unsigned i = 0; i < counters.refused.size(); ++i) refused.set(i, counters.refused[i].load());
+  hb.setHandshakesFailed(counters.handshakes_failed.load());
+  hb.setWorkerRestarts(st.worker_restarts);
+  st.mail->send(registry_id(), st.epoch, out);
+}
+
+void spawn_worker(self_ptr self, std::size_t index) {
+  auto& st = self->state;
+  auto& w = st.workers[index];
+  worker_config wc;
+  wc.id = w.id;
+  wc.cluster_id = st.mail->cluster();
+  wc.spec = w.spec;
+  wc.run = st.run;
+  if (w.spec.device == "cpu" && st.cfg.apply_threads) {
+    wc.thread_layouts = st.cpu_worker_layouts;
+    wc.apply_threads = st.cfg.apply_threads;
+    wc.keep_threads = [agent = caf::actor_cast<caf::actor>(self)](const thread_layout& kept) {
+      caf::anon_send(agent, threads_atom::value, kept.torch, kept.blas);
+    };
+  }
+  wc.keep_done = [agent = caf::actor_cast<caf::actor>(self), index](const worker_done_report& report) {
+    caf::anon_send(agent, done_atom::value, static_cast<std::uint64_t>(index), report);
+  };
+  try {
+    w.handle = self->spawn<caf::detached>(worker_actor, st.net, wc, st.cfg.factory);
+  } catch (const std::exception& e) {  // a worker whose replica cannot be built
+    log_error(w.id + ": cannot start: " + e.what());
+  }
+  if (!w.handle) return;
+  self->monitor(w.handle);
+  st.local->add(w.id, w.handle);
+}
+
+void on_welcome(self_ptr self, const wire::message_ptr& msg) {
+  auto& st = self->state;
+  if (st.current != phase::registering) return;  // a reconnect answer: ids unchanged
+  const auto welcome = msg->envelope().getWelcome();
+  auto run = parse_config_text(welcome.getConfigToml(), "config from head");
+  if (!run) {
+    give_up(self, make_error(run.err().code, "the head's config is not valid here: " + run.err().message),
+            "bad config");
+    return;
+  }
+  st.run = *run;
+  st.node_id = welcome.getNodeId();
+  st.epoch = msg->epoch();
+  st.cluster->set(msg->cluster_id());
+  st.mail->set_cluster(msg->cluster_id());
+  const std::string old_id = st.mail->self();
+  const std::string new_id = node_actor_id(st.node_id);
+  st.local->add(new_id, caf::actor_cast<caf::actor>(self));
+  st.local->remove(old_id);
+  st.mail->set_self(new_id);
+  set_log_name("atoll " + new_id);
+  log_info("joined cluster " + msg->cluster_id() + " as " + new_id + " (epoch " + std::to_string(st.epoch) + ")");
+  restart_policy policy;
+  policy.max_restarts = static_cast<int>(st.run.restart_limit);
+  policy.window = std::chrono::milliseconds(st.run.restart_window_ms);
+  policy.backoff = std::chrono::milliseconds(st.run.restart_backoff_ms);
+  for (const auto slot : welcome.getWorkers()) {
+    supervised_worker w;
+    w.budget = restart_budget(policy);
+    w.id = slot.getId();
+    w.spec.rank = slot.getRank();
+    w.spec.world_size = welcome.getWorldSize();
+    w.spec.device = slot.getDevice();
+    st.workers.push_back(w);
+  }
+  if (st.cfg.prepare) {
+    auto layouts = st.cfg.prepare(st.run, st.workers.size(), welcome.getWorldSize());
+    if (!layouts) {
+      give_up(self, make_error(layouts.err().code, "cannot train here: " + layouts.err().message), "cannot train here");
+      return;
+    }
+    st.cpu_worker_layouts = std::move(*layouts);
+  }
+  st.current = phase::running;
+  send_heartbeat(self);  // teaches the head the route to our new id right away
+  for (std::size_t i = 0; i < st.workers.size(); ++i) spawn_worker(self, i);
+}
+
+void on_place_coordinator(self_ptr self, const wire::message_ptr& msg) {
+  auto& st = self->state;
+  const auto fragment = msg->envelope().getPlaceCoordinator().getFragment();
+  const std::string id = coordinator_id(fragment);
+  if (auto hosted = st.local->find(id)) {
+    // A repeated placement: already hosted. The registry may not know it runs (a restarted
+    // head): the coordinator confirms itself with a MembershipRequest.
+    self->send(hosted, confirm_atom::value);
+    return;
+  }
+  if (st.current != phase::running || fragment >= static_cast<std::uint32_t>(st.run.fragments)) {
+    st.mail->refuse(*msg, make_error(errc::unexpected_message, "cannot host " + id + " now"), st.epoch);
+    return;
+  }
+  auto c = self->spawn(coordinator_actor, st.net, st.mail->cluster(), coordinator_config_for(st.run, fragment));
+  st.local->add(id, c);
+  st.coordinators.push_back(c);
+  log_info("hosting " + id);
+}
+
+void on_place_keeper(self_ptr self, const wire::message_ptr& msg) {
+  auto& st = self->state;
+  const auto place = msg->envelope().getPlaceKeeper();
+  const std::string id = place.getKeeper();
+  if (auto hosted = st.local->find(id)) {  // a repeated placement: already hosted
+    self->send(hosted, ready_atom::value);  // the registry may wait for it to catch up
+    return;
+  }
+  const auto keeper = parse_actor_id(id);
+  if (st.current != phase::running || st.cfg.data_dir.empty() || !keeper || keeper->kind != actor_kind::keeper) {
+    st.mail->refuse(*msg, make_error(errc::unexpected_message, "cannot host " + id + " here"), st.epoch);
+    return;
+  }
+  auto storage = std::make_shared<keeper_storage>();
+  const std::string path = st.cfg.data_dir + "/keeper-" + std::to_string(keeper->number);
+  auto db = open_rocksdb_store(path);
+  if (!db) {
+    log_error("cannot host " + id + ": " + db.err().describe());
+    st.mail->refuse(*msg, db.err(), st.epoch);
+    return;
+  }
+  storage->db = std::move(*db);
+  storage->checkpoints = std::make_unique<checkpoint_store>(*storage->db, static_cast<std::size_t>(st.run.keep_rounds),
+                                                            log_options_for(st.run));
+  auto k = self->spawn(keeper_replica_actor, st.net, id, st.mail->cluster(), storage, std::string(place.getSource()),
+                       static_cast<std::uint32_t>(st.run.fragments));
+  st.local->add(id, k);
+  st.keepers.push_back(k);
+  log_info("hosting " + id + " in " + path + ", catching up from " + std::string(place.getSource()));
+}
+
+// Removes the coordinators and keepers placed here from the directory first, so nothing
+// more reaches or leaves them under their ids once the registry may place them elsewhere,
+// then stops them.
+void stop_placed_actors(self_ptr self) {
+  auto& st = self->state;
+  for (const auto& id : st.local->ids())
+    if (is_kind(id, actor_kind::coordinator) || is_kind(id, actor_kind::keeper)) st.local->remove(id);
+  for (auto& c : st.coordinators) self->send_exit(c, caf::exit_reason::user_shutdown);
+  for (auto& k : st.keepers) self->send_exit(k, caf::exit_reason::user_shutdown);
+  st.coordinators.clear();
+  st.keepers.clear();
+}
+
+// Stops every local actor, says goodbye to the registry (so no round waits for this
+// node's workers until its lease runs out), and quits.
+void stop_all(self_ptr self, const std::string& reason) {
+  auto& st = self->state;
+  for (auto& w : st.workers)
+    if (w.handle && !w.finished) self->send_exit(w.handle, caf::exit_reason::user_shutdown);
+  stop_placed_actors(self);  // before the Goodbye lets the registry place them elsewhere
+  if (st.node_id != 0 && st.current == phase::running) {
+    wire::outgoing bye;
+    auto g = bye.envelope.initGoodbye();
+    g.setNodeId(st.node_id);
+    g.setReason(reason);
+    st.mail->send(registry_id(), st.epoch, bye);
+  }
+  st.current = phase::done;
+  // A node that gave up exits with an error, so its process exits non-zero.
+  self->quit(st.failed ? caf::make_error(caf::sec::runtime_error) : caf::error{});
+}
+
+// The node cannot go on: says why (the log, and on_failure for a process that embeds the
+// node), and stops with an error.
+void give_up(self_ptr self, const error& why, const std::string& reason) {
+  auto& st = self->state;
+  log_error("node: " + why.describe());
+  if (st.cfg.on_failure) st.cfg.on_failure(why);
+  st.failed = true;
+  stop_all(self, reason);
+}
+
+void on_worker_down(self_ptr self, const caf::down_msg& down) {
+  auto& st = self->state;
+  for (std::size_t i = 0; i < st.workers.size(); ++i) {
+    auto& w = st.workers[i];
+    if (!w.handle || w.handle.address() != down.source) continue;
+    st.local->remove(w.id);
+    w.handle = nullptr;
+    if (!down.reason) {
+      w.finished = true;
+      continue;
+    }
+    const auto verdict = w.budget.on_failure(self->clock().now());
+    if (st.current == phase::running && verdict.restart) {
+      log_warn(w.id + " failed (" + self->system().render(down.reason) + "); restart " +
+               std::to_string(verdict.recent) + " of " + std::to_string(st.run.restart_limit) + " within " +
+               std::to_string(st.run.restart_window_ms) + " ms, in " + std::to_string(verdict.delay.count()) + " ms");
+      st.worker_restarts++;
+      self->delayed_send(self, verdict.delay, restart_atom::value, static_cast<std::uint64_t>(i));
+      return;
+    }
+    give_up(self,
+            make_error(errc::not_ready, w.id + " failed (" + self->system().render(down.reason) + ") after " +
+                                            std::to_string(verdict.recent) + " restarts within " +
+                                            std::to_string(st.run.restart_window_ms) + " ms; giving up"),
+            "a worker failed too often");  // escalates: the process exits non-zero
+    return;
+  }
+  bool all_finished = !st.workers.empty();
+  for (const auto& w : st.workers) all_finished = all_finished && w.finished;
+  if (!all_finished) return;
+  // A keeper replica's disk holds one of the two copies of the newest rounds (with
+  // storage.keepers = nodes, one of the only two), which a worker still training may need:
+  // it leaves when the run finishes, not with our workers.
+  if (!st.keepers.empty()) {
+    log_info("every worker finished; the node stays while it hosts a keeper replica, until the run finishes");
+    return;
+  }
+  log_info("every worker finished; node exits");
+  stop_all(self, "finished");
+}
+
+// The link to the head dropped and came back: what was in flight through the old
+// connection may be lost, and only the workers know what they wait on.
+void resend_after_reconnect(self_ptr self) {
+  auto& st = self->state;
+  const auto connections = st.net->counters().connections.load();
+  const bool reconnected = st.connections_seen > 0 && connections > st.connections_seen;
+  st.connections_seen = connections;
+  if (!reconnected) return;
+  log_warn("the link to the head came back; workers resend what they wait on");
+  for (const auto& c : st.coordinators) self->send(c, resend_atom::value);  // their last round reports
+  for (const auto& w : st.workers) {
+    if (w.handle) self->send(w.handle, resend_atom::value);
+    if (!w.done) continue;
+    mailer as_worker(*st.net, w.id, st.mail->cluster());  // the report is the worker's, which has quit
+    send_worker_done(as_worker, registry_id(), st.epoch, *w.done);
+  }
+}
+
+// Until the registry names us, we answer to a unique provisional id.
+void take_provisional_id(self_ptr self) {
+  auto& st = self->state;
+  std::random_device rd;
+  const std::string provisional = pending_node_id(std::to_string(::getpid()) + "-" + std::to_string(rd() % 100000));
+  if (st.mail) {
+    st.local->remove(st.mail->self());
+    st.mail->set_self(provisional);
+  } else {
+    st.mail = std::make_unique<mailer>(*st.net, provisional, "");
+  }
+  st.local->add(provisional, caf::actor_cast<caf::actor>(self));
+}
+
+// The registry declared this node dead (stopped or cut off past its lease) and gave its
+// workers' places away. Stop everything local and register again as a new node; the new
+// workers fetch the committed state like any joiner.
+void rejoin(self_ptr self, const std::string& why) {
+  auto& st = self->state;
+  log_warn("declared gone by the registry (" + why + "); stopping local actors and registering again");
+  for (auto& w : st.workers) {
+    st.local->remove(w.id);
+    if (w.handle) self->send_exit(w.handle, caf::exit_reason::user_shutdown);
+  }
+  st.workers.clear();  // their down messages now match nothing: no restarts
+  stop_placed_actors(self);
+  st.node_id = 0;
+  st.current = phase::registering;
+  take_provisional_id(self);
+  set_log_name("atoll node");
+  send_hello(self);
+}
+
+// SIGTERM or SIGINT. A node hosting a keeper replica asks the registry to take it out as
+// `atoll leave` does, so that the replica is handed over before it goes; the registry's
+// Shutdown then stops it. If none comes within cluster.handover_ms (and a little), it
+// stops anyway: a head that cannot be reached must not keep it.
+void on_stop_signal(self_ptr self) {
+  auto& st = self->state;
+  if (st.leave_requested || st.current != phase::running || st.keepers.empty()) {
+    stop_all(self, st.leave_requested ? "the hand-over did not finish in time" : "signal (SIGTERM or SIGINT)");
+    return;
+  }
+  st.leave_requested = true;
+  log_info("signal received while hosting a keeper replica: leaving once it is handed over");
+  wire::outgoing out;
+  auto leave = out.envelope.initLeaveRequest();
+  leave.setNodeId(st.node_id);
+  leave.setReason("SIGTERM");
+  st.mail->send(registry_id(), st.epoch, out);
+  self->delayed_send(self, std::chrono::milliseconds(st.run.handover_ms + 5 * st.run.heartbeat_ms), stop_atom::value);
+}
+
+// Only the registry's table counts, and only while this node has an id to route from.
+void on_peer_table(self_ptr self, const wire::message_ptr& msg) {
+  auto& st = self->state;
+  if (msg->sender() != registry_id() || st.current != phase::running || !st.cfg.on_routes) return;
+  st.cfg.on_routes(read_peer_table(msg->envelope().getPeerTable()), st.node_id);
+}
+
+// A message from the registry below the highest epoch it has sent us comes from a head
+// that no longer leads (cut off, then deposed by an election): refused, not acted on.
+bool fenced_as_stale(self_ptr self, const wire::message& msg) {
+  auto& st = self->state;
+  if (msg.epoch() >= st.registry_epoch) {
+    st.registry_epoch = msg.epoch();
+    return false;
+  }
+  log_warn("refused " + std::string(wire::kind_name(msg.kind())) + " of epoch " + std::to_string(msg.epoch()) +
+           " from the registry: it has sent epoch " + std::to_string(st.registry_epoch) +
+           " (a head that no longer leads)");
+  if (msg.kind() != schema::Envelope::REFUSAL)  // never answer a refusal with one
+    st.mail->refuse(msg,
+                    make_error(errc::stale_epoch,
+                               "epoch " + std::to_string(msg.epoch()) + " < " + std::to_string(st.registry_epoch)),
+                    st.registry_epoch);
+  return true;
+}
+
+}  // namespace
+
+caf::behavior node_agent_actor(caf::stateful_actor<node_agent_state>* self, transport* net, directory* local,
+                               cluster_identity* cluster, node_agent_config cfg) {
+  auto& st = self->state;
+  st.cfg = std::move(cfg);
+  st.net = net;
+  st.local = local;
+  st.cluster = cluster;
+  take_provisional_id(self);
+  self->set_down_handler([=](caf::down_msg& down) { on_worker_down(self, down); });
+  send_hello(self);
+  self->delayed_send(self, std::chrono::milliseconds(1000), tick_atom::value);
+  return {
+      [=](const wire::message_ptr& msg) {
+        const auto env = msg->envelope();
+        if (msg->sender() == registry_id() && fenced_as_stale(self, *msg)) return;
+        if (env.isWelcome()) on_welcome(self, msg);
+        else if (env.isPlaceCoordinator()) on_place_coordinator(self, msg);
+        else if (env.isPlaceKeeper()) on_place_keeper(self, msg);
+        else if (env.isPeerTable()) on_peer_table(self, msg);
+        else if (env.isHeartbeatRequest()) {  // the head lost our connection: we are alive
+          if (msg->sender() == registry_id() && self->state.current == phase::running) send_heartbeat(self);
+        } else if (env.isShutdown()) {
+          log_info("shutdown requested by " + msg->sender() + ": " + env.getShutdown().getReason().cStr());
+          stop_all(self, env.getShutdown().getReason().cStr());
+        } else if (env.isRefusal()) {
+          const auto r = env.getRefusal();
+          log_warn("refused by " + msg->sender() + ": " + r.getMessage().cStr());
+          if (msg->sender() == registry_id() && self->state.leave_requested) {
+            stop_all(self, "leaving (the registry refused: nothing to hand over)");
+            return;
+          }
+          if (msg->sender() == registry_id() && static_cast<errc>(r.getCode()) == errc::model_mismatch) {
+            give_up(self, make_error(errc::model_mismatch, r.getMessage().cStr()), "model mismatch");
+            return;
+          }
+          if (msg->sender() == registry_id() && static_cast<errc>(r.getCode()) == errc::stale_epoch &&
+              self->state.current == phase::running)
+            rejoin(self, r.getMessage().cStr());
+        }
+      },
+      [=](tick_atom) {
+        auto& st = self->state;
+        if (st.current == phase::registering) {
+          send_hello(self);
+        } else if (st.current == phase::running) {
+          send_heartbeat(self);
+          resend_after_reconnect(self);
+        }
+        const auto interval = st.current == phase::running ? st.run.heartbeat_ms : 1000;
+        self->delayed_send(self, std::chrono::milliseconds(interval), tick_atom::value);
+      },
+      [=](done_atom, std::uint64_t index, const worker_done_report& report) {
+        if (index < self->state.workers.size()) self->state.workers[index].done = report;
+      },
+      [=](threads_atom, int torch, int blas) {  // a CPU worker's trial settled: restarts reuse it
+        self->state.cpu_worker_layouts = {thread_layout{torch, blas}};
+      },
+      [=](restart_atom, std::uint64_t index) {
+        if (self->state.current == phase::running && index < self->state.workers.size()) spawn_worker(self, index);
+      },
+      [=](stop_atom) { on_stop_signal(self); },
+  };
+}
+
+}  // namespace atl

@@ -1,0 +1,119 @@
+#pragma once
+// Node agent actor ("node/N"): one per machine. Registers with the registry, spawns one
+// worker per device and supervises them.
+//
+//   registering --Welcome--> running --every worker finished--> done (quits normally)
+//   running, hosting a keeper replica --every worker finished--> stays running (serving the
+//            keeper) until the Shutdown the registry sends when the run finishes
+//   registering: Hello every heartbeat interval until a Welcome (the head may start later)
+//   running: the link to the head came back (a restarted head) -> workers resend what they
+//            wait on (messages in flight through the old head are lost)
+//   running: Heartbeat every cluster.heartbeat_ms; a worker that fails is restarted after
+//            restart_backoff_ms * 2^k (k: its restarts in the window), at most
+//            cluster.restart_limit times within cluster.restart_window_ms; one more failure
+//            escalates: the node gives up (quits with an error: the process exits non-zero)
+//   running --PlaceCoordinator(p)--> hosts coord/p (until the node stops or registers again)
+//   running --PlaceKeeper(k, source)--> hosts keeper replica k on RocksDB under its data
+//            dir, catching up from source (refused without a data dir)
+//   running --PeerTable--> the node's links send tensors straight to the hosts it names
+//   running --Refusal(stale_epoch) from the registry--> stops its actors, registering again
+//            (it was declared dead: SIGSTOP, a partition)
+//   any --a registry message of an epoch below the highest it has seen (a deposed head)-->
+//            refused with stale_epoch, nothing done
+//   running, hosting a keeper replica --SIGTERM--> LeaveRequest to the registry, which hands
+//            the replica over and then sends Shutdown (or, after cluster.handover_ms, stops)
+//   running --PlaceKeeper(k) again, k hosted--> keeper k reports KeeperReady once caught up
+//   any --Shutdown or SIGTERM--> Goodbye to the registry, local actors stopped, quits normally
+// CAF 0.17 has no supervisor: this actor monitors its workers and installs its own down
+// handler (without one CAF drops down messages).
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <caf/stateful_actor.hpp>
+
+#include "actors/decisions/restart_budget.hpp"
+#include "actors/worker/done.hpp"
+#include "actors/worker/replica.hpp"
+#include "runtime/core/expected.hpp"
+#include "runtime/core/thread_layout.hpp"
+#include "runtime/transport/peer_routes.hpp"
+#include "runtime/transport/transport.hpp"
+
+namespace atl {
+
+struct node_agent_config {
+  std::vector<std::string> devices = {"cpu"};
+  std::string hostname;
+  replica_factory factory;
+  // Called once the run config is known, before any worker starts: sets the process's
+  // thread counts, checks that the data and the model are usable here, and returns the
+  // thread layouts each CPU worker tries over its first steps (runtime/core/thread_layout.hpp;
+  // one: fixed, none: the process's). An error stops the node.
+  std::function<expected<std::vector<thread_layout>>(const run_config&, std::size_t local_workers,
+                                                     std::uint32_t world_size)>
+      prepare;
+  // Sets a thread layout on the calling thread (a CPU worker's own).
+  std::function<void(const thread_layout&)> apply_threads;
+  // Digest of this node's copy of the run's TorchScript model (model.digest); empty: none.
+  std::string model_digest;
+  // A model the head does not hold (run.example = external, the Python API): its
+  // parameters, runtime/core/model_signature.hpp; empty: a built-in or TorchScript model.
+  std::string model_signature;
+  // Called with the reason when the node gives up (a refused model, a bad config, a worker
+  // that failed too often), before it stops; for a process that embeds the node.
+  std::function<void(const error&)> on_failure;
+  // The scheduler's job this process runs in (runtime/process/batch_job.hpp); empty: none.
+  std::string batch_job;
+  // Where a keeper replica placed here keeps its RocksDB (`atoll join --run-dir`); empty:
+  // this node hosts no keeper.
+  std::string data_dir;
+  // Where peers send this node tensors (runtime/transport/node_links.hpp); empty: the head relays them.
+  std::string data_endpoint;
+  // Called with each PeerTable from the registry and this node's id (the node's links route
+  // by it). Null in processes without direct links.
+  std::function<void(route_table, std::uint32_t self_node)> on_routes;
+};
+
+struct supervised_worker {
+  std::string id;
+  replica_spec spec;
+  caf::actor handle;
+  restart_budget budget;  // R restarts in T, from cluster.restart_limit / restart_window_ms
+  bool finished = false;
+  std::optional<worker_done_report> done;  // its final report, sent again after a reconnect
+};
+
+struct node_agent_state {
+  enum class phase { registering, running, done };
+  phase current = phase::registering;
+  node_agent_config cfg;
+  transport* net = nullptr;
+  directory* local = nullptr;
+  cluster_identity* cluster = nullptr;
+  std::unique_ptr<mailer> mail;
+  std::uint32_t node_id = 0;
+  std::uint64_t epoch = 0;
+  // The highest epoch a message from the registry carried. The registry saves an epoch
+  // before it sends it, and a head that takes over starts above every saved one, so a
+  // message below this is from a head that was deposed (or a stale copy): refused.
+  std::uint64_t registry_epoch = 0;
+  run_config run;
+  std::vector<supervised_worker> workers;
+  std::vector<thread_layout> cpu_worker_layouts;  // from prepare; the one a trial kept, after it
+  std::vector<caf::actor> coordinators;
+  std::vector<caf::actor> keepers;  // a keeper replica placed here
+  std::uint64_t connections_seen = 0;  // the transport's count when last checked
+  std::uint64_t worker_restarts = 0;  // restarts ordered by this supervisor (in each Heartbeat)
+  bool failed = false;
+  bool leave_requested = false;  // SIGTERM while hosting a keeper: waiting for the hand-over
+  static inline const char* name = "node_agent";
+};
+
+caf::behavior node_agent_actor(caf::stateful_actor<node_agent_state>* self, transport* net, directory* local,
+                               cluster_identity* cluster, node_agent_config cfg);
+
+}  // namespace atl

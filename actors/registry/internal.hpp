@@ -1,0 +1,80 @@
+#pragma once
+// What the registry's own files share; no other actor includes this.
+//   registry.cpp             the actor: dispatch, run phase, persistence, Membership, control
+//   registry_nodes.cpp       each node's lifecycle (actors/decisions/membership.hpp)
+//   registry_placements.cpp  placement decisions applied (actors/decisions/placement.hpp)
+//   registry_reports.cpp     worker and coordinator reports -> views and metrics
+#include <string>
+#include <vector>
+
+#include <caf/event_based_actor.hpp>
+#include <caf/stateful_actor.hpp>
+#include <nlohmann/json.hpp>
+
+#include "actors/decisions/placement.hpp"
+#include "actors/registry/registry.hpp"
+
+namespace atl::registry_detail {
+
+using self_ptr = caf::stateful_actor<registry_state>*;
+
+// The snapshot from the state, synced to RocksDB: before anyone hears of a change.
+void persist(self_ptr self);
+// The Membership to every placed coordinator.
+void publish_membership(self_ptr self);
+// training -> finished once no live node has a worker still training; then every node
+// still there is told to stop (run_finished_reason).
+void maybe_finish(self_ptr self);
+inline constexpr const char* run_finished_reason = "run finished";
+// Shutdown(reason) to node/N; to every node that takes part.
+void send_shutdown(self_ptr self, std::uint32_t node, const std::string& reason);
+void stop_every_node(self_ptr self, const std::string& reason);
+// syncing -> active once each of the node's workers acknowledged a round.
+void mark_synced_if_all_acked(self_ptr self, std::uint32_t node_id);
+
+bool any_worker_done(const registry_state& st);
+// Workers of the nodes that take part, sorted.
+std::vector<std::string> live_workers(const registry_state& st);
+placement::node_facts node_facts(const registry_state& st);
+// waiting -> training once min_workers are registered: coordinators and keeper placed.
+void maybe_start(self_ptr self);
+
+// registry_placements.cpp
+void send_placements(self_ptr self);
+void send_keeper_placement(self_ptr self);
+void apply_coordinator_moves(self_ptr self, const std::vector<placement::coordinator_move>& moves, bool warn);
+void replace_orphaned_coordinators(self_ptr self);
+void place_replica_keepers(self_ptr self);
+// The next steps of a replica's hand-over off a draining node (placement::decide_handover),
+// and Shutdown to the draining nodes that may go.
+void advance_handover(self_ptr self);
+std::vector<std::string> commit_keepers_of(const registry_state& st);  // placement::commit_keepers
+std::vector<std::pair<std::uint32_t, std::string>> placed_replicas(const registry_state& st);  // number, host
+route_table routes_of(const registry_state& st);
+void publish_routes(self_ptr self);
+void send_routes(self_ptr self, const route_table& table, std::uint32_t node);
+
+// registry_nodes.cpp
+// Node `id` through `event`; a typed refusal, leaving it as it was, if its state does not
+// allow it. A node that no longer hosts anything loses its lease proxy and its route.
+expected<member_state> transition(self_ptr self, std::uint32_t id, member_event event);
+void watch_lease(self_ptr self, std::uint32_t id);
+void on_hello(self_ptr self, const wire::message_ptr& msg);
+void on_heartbeat(self_ptr self, const wire::message_ptr& msg);
+void on_proxy_down(self_ptr self, const caf::down_msg& down);
+void on_link_lost(self_ptr self, const std::string& peer);
+void on_goodbye(self_ptr self, const wire::message_ptr& msg);
+// `atoll leave N`: the reply body, or an error naming the problem.
+expected<nlohmann::json> start_leave(self_ptr self, const std::string& argument);
+// A node's own LeaveRequest (SIGTERM while it hosts a keeper replica): as `atoll leave`.
+void on_leave_request(self_ptr self, const wire::message_ptr& msg);
+// A hand-over's incoming replica says which rounds it holds.
+void on_keeper_ready(self_ptr self, const wire::message_ptr& msg);
+
+// registry_reports.cpp
+// Progress, EvalReport, WorkerDone and RoundAck of workers; RoundReport of coordinators.
+void on_worker_report(self_ptr self, const wire::message_ptr& msg);
+void on_round_report(self_ptr self, const wire::message_ptr& msg);
+void on_round_progress(self_ptr self, const wire::message_ptr& msg);
+
+}  // namespace atl::registry_detail

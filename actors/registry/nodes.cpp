@@ -1,0 +1,331 @@
+// The registry's side of each node's lifecycle (actors/decisions/membership.hpp): Hello, Heartbeat,
+// Goodbye, a lease that ran out, and `atoll leave`.
+#include <algorithm>
+
+#include <caf/all.hpp>
+
+#include "actors/registry/internal.hpp"
+#include "actors/registry/lease_proxy.hpp"
+#include "actors/shared/messages.hpp"
+#include "runtime/core/actor_id.hpp"
+#include "runtime/core/model_signature.hpp"
+#include "runtime/process/log.hpp"
+
+namespace atl::registry_detail {
+namespace {
+
+using json = nlohmann::json;
+
+// A node leaves the set that hosts anything: its proxy is stopped, and its ids (its
+// coordinators above all) may move to another connection now.
+void release_node(self_ptr self, node_view& n) {
+  self->state.deps.net->forget_peer(node_actor_id(n.record.node_id));
+  if (!n.proxy) return;
+  self->demonitor(n.proxy);
+  self->send_exit(n.proxy, caf::exit_reason::user_shutdown);
+  n.proxy = nullptr;
+}
+
+// Every change of who takes part: a new epoch, persisted and published, coordinators of
+// gone nodes re-placed, and the run finished if only finished workers are left.
+void after_membership_change(self_ptr self) {
+  auto& st = self->state;
+  st.snap.epoch++;
+  persist(self);
+  publish_routes(self);
+  replace_orphaned_coordinators(self);
+  place_replica_keepers(self);
+  publish_membership(self);
+  maybe_finish(self);
+}
+
+void send_welcome(self_ptr self, const std::string& to, const node_view& node) {
+  auto& st = self->state;
+  wire::outgoing out;
+  auto w = out.envelope.initWelcome();
+  w.setNodeId(node.record.node_id);
+  w.setConfigToml(st.snap.config_toml);
+  w.setWorldSize(static_cast<std::uint32_t>(st.cfg.min_workers));
+  auto slots = w.initWorkers(static_cast<unsigned>(node.record.workers.size()));
+  for (unsigned i = 0; i < node.record.workers.size(); ++i) {
+    const auto& view = st.workers[node.record.workers[i]];
+    slots[i].setId(view.id);
+    slots[i].setRank(view.rank);
+    slots[i].setDevice(view.device);
+  }
+  st.mail->send(to, st.snap.epoch, out);
+}
+
+// A Hello naming a known node id: a node that reconnects (after a head restart, or after
+// its lease ran out) gets its old slots back.
+void on_rejoin(self_ptr self, const wire::message_ptr& msg, node_view& node) {
+  auto& st = self->state;
+  if (!node.record.public_key.empty() && msg->peer_key() != node.record.public_key) {
+    st.mail->refuse(*msg,
+                    make_error(errc::sender_conflict, "node " + std::to_string(node.record.node_id) +
+                                                          " said Hello with another key; a node keeps its key"),
+                    st.snap.epoch);
+    return;
+  }
+  node.record.public_key = msg->peer_key();
+  node.batch_job = msg->envelope().getHello().getBatchJob();
+  node.last_seen = st.now();
+  const bool was_part = takes_part(node.state);
+  (void)transition(self, node.record.node_id, member_event::rejoin);  // never refused
+  const auto hello = msg->envelope().getHello();
+  const bool moved = node.record.data_endpoint != hello.getDataEndpoint().cStr();
+  node.record.data_endpoint = hello.getDataEndpoint();  // a restarted node listens on a new port
+  if (!was_part || moved) {
+    if (!was_part) st.snap.epoch++;
+    persist(self);
+    publish_routes(self);
+    if (!was_part) publish_membership(self);
+  }
+  watch_lease(self, node.record.node_id);
+  send_welcome(self, msg->sender(), node);
+}
+
+}  // namespace
+
+// Node `id` through `event` (actors/decisions/membership.hpp); a typed refusal, leaving it as it was, if its
+// state does not allow it.
+expected<member_state> transition(self_ptr self, std::uint32_t id, member_event event) {
+  auto& st = self->state;
+  auto& n = st.nodes.at(id);
+  auto next = next_state(n.state, event);
+  if (!next) return next;
+  if (*next != n.state) {
+    n.state = *next;
+    n.since = st.now();
+  }
+  if (!hosts_placed(n.state)) release_node(self, n);
+  return next;
+}
+
+// A live node is represented here by a lease proxy (actors/registry/lease_proxy.hpp): heartbeats
+// renew it, and its down message is how the registry learns the lease ran out.
+void watch_lease(self_ptr self, std::uint32_t id) {
+  auto& n = self->state.nodes.at(id);
+  if (n.proxy) return;
+  n.proxy = self->spawn(lease_proxy, node_actor_id(id), std::chrono::milliseconds(self->state.cfg.lease_ms),
+                        std::chrono::milliseconds(self->state.cfg.confirm_ms));
+  self->monitor(n.proxy);
+}
+
+void on_hello(self_ptr self, const wire::message_ptr& msg) {
+  auto& st = self->state;
+  const auto hello = msg->envelope().getHello();
+  // Every worker must train the same model: a node holding another file, or in an external
+  // run another signature, takes no part. The first external node's signature is the run's.
+  auto model = check_node_model(st.cfg.example, st.cfg.digest, st.snap.model_signature, hello.getModelDigest().cStr(),
+                                hello.getModelSignature().cStr());
+  if (model.refusal) {
+    st.mail->refuse(*msg, model.refusal, st.snap.epoch);
+    return;
+  }
+  if (model.adopt_signature) {
+    st.snap.model_signature = hello.getModelSignature().cStr();
+    log_info("the run's model is the first node's: " +
+             std::to_string(std::count(st.snap.model_signature.begin(), st.snap.model_signature.end(), '\n')) +
+             " parameters");
+    persist(self);
+  }
+  auto known = st.nodes.find(hello.getNodeId());
+  if (hello.getNodeId() != 0 && known != st.nodes.end()) return on_rejoin(self, msg, known->second);
+  if (hello.getDevices().size() == 0) {
+    st.mail->refuse(*msg, make_error(errc::invalid_config, "a node needs at least one device"), st.snap.epoch);
+    return;
+  }
+  node_view node;
+  node.record.node_id = st.snap.next_node_id++;
+  node.record.hostname = hello.getHostname();
+  node.record.pid = hello.getPid();
+  node.record.can_keep = hello.getCanKeep();
+  node.record.data_endpoint = hello.getDataEndpoint();
+  node.record.public_key = msg->peer_key();  // from now on its ids speak only with this key
+  node.batch_job = hello.getBatchJob();
+  node.last_seen = node.since = st.now();
+  for (unsigned k = 0; k < hello.getDevices().size(); ++k) {
+    worker_view w;
+    w.id = worker_id(node.record.node_id, k);
+    w.node_id = node.record.node_id;
+    w.rank = st.snap.next_rank++ % static_cast<std::uint32_t>(st.cfg.min_workers);
+    w.device = hello.getDevices()[k];
+    node.record.devices.push_back(w.device);
+    node.record.workers.push_back(w.id);
+    node.record.ranks.push_back(w.rank);
+    st.workers[w.id] = w;
+  }
+  st.snap.epoch++;
+  const auto id = node.record.node_id;
+  st.nodes[id] = node;
+  watch_lease(self, id);
+  persist(self);
+  log_info("registry: node " + std::to_string(id) + " (" + node.record.hostname + ") joined with " +
+           std::to_string(node.record.workers.size()) + " worker(s); epoch " + std::to_string(st.snap.epoch));
+  send_welcome(self, msg->sender(), st.nodes[id]);
+  publish_routes(self);
+  publish_membership(self);
+  maybe_start(self);
+  place_replica_keepers(self);  // the first node that can keep, mid-run
+}
+
+void on_heartbeat(self_ptr self, const wire::message_ptr& msg) {
+  auto& st = self->state;
+  const auto hb = msg->envelope().getHeartbeat();
+  auto it = st.nodes.find(hb.getNodeId());
+  if (it == st.nodes.end()) {
+    st.mail->refuse(*msg, make_error(errc::unknown_peer, "unknown node"), st.snap.epoch);
+    return;
+  }
+  auto& n = it->second;
+  // Back after its lease ran out (SIGSTOP, a partition): its places are gone.
+  if (auto next = transition(self, it->first, member_event::heartbeat); !next) {
+    st.mail->refuse(*msg, make_error(next.err().code, "node " + std::to_string(it->first) + ": " + next.err().message),
+                    st.snap.epoch);
+    return;
+  }
+  mark_synced_if_all_acked(self, it->first);  // its workers may have acknowledged before it was heard
+  // The tables sent at its Hello went to node/N before the head knew that id's route (it
+  // learns it from this heartbeat): a joining node gets the table again at once.
+  if (n.state == member_state::joining) send_routes(self, routes_of(st), it->first);
+  n.last_seen = st.now();
+  // How long the heartbeat waited since it was decoded (a real duration, whatever clock the
+  // proxy runs on): the lease counts from its arrival.
+  const auto waited = std::chrono::steady_clock::now() - msg->decoded_at();
+  if (n.proxy)
+    self->send(n.proxy, renew_atom::value,
+               static_cast<std::int64_t>(std::chrono::duration_cast<std::chrono::microseconds>(waited).count()));
+  n.refused.clear();
+  for (auto count : hb.getRefused())
+    if (n.refused.size() < traffic_counters::reasons) n.refused.push_back(count);
+  n.handshakes_failed = hb.getHandshakesFailed();
+  n.worker_restarts = hb.getWorkerRestarts();
+  // Still there after the run finished: the Shutdown sent then was lost, or this node came
+  // back (a restarted head, a partition). Each heartbeat gets one until the node stops.
+  if (st.phase == run_phase::finished) send_shutdown(self, it->first, run_finished_reason);
+}
+
+// A node's connection to the head closed (its process died, or the link dropped and may
+// come back): ask it to answer at once; its proxy goes down if it does not within
+// cluster.confirm_ms (actors/decisions/liveness.hpp).
+void on_link_lost(self_ptr self, const std::string& peer) {
+  auto& st = self->state;
+  const auto node = node_of(peer);
+  if (!node) return;
+  auto it = st.nodes.find(*node);
+  if (it == st.nodes.end() || !it->second.proxy || st.cfg.confirm_ms <= 0) return;
+  self->send(it->second.proxy, suspect_atom::value);
+  wire::outgoing out;
+  out.envelope.initHeartbeatRequest().setNodeId(*node);
+  st.mail->send(peer, st.snap.epoch, out);
+  log_info("registry: node " + std::to_string(*node) + "'s connection closed; it has " +
+           std::to_string(st.cfg.confirm_ms) + " ms to answer");
+}
+
+// A node's proxy went down: its lease ran out (no heartbeat for cluster.lease_ms), or its
+// connection closed and it did not answer within cluster.confirm_ms.
+void on_proxy_down(self_ptr self, const caf::down_msg& down) {
+  auto& st = self->state;
+  for (auto& [id, n] : st.nodes) {
+    if (!n.proxy || n.proxy.address() != down.source) continue;
+    n.proxy = nullptr;
+    const bool all_done = std::all_of(n.record.workers.begin(), n.record.workers.end(),
+                                      [&](const std::string& w) { return st.workers[w].done; });
+    const auto next = transition(self, id, all_done ? member_event::lease_expired_done : member_event::lease_expired);
+    if (!next) return;  // already gone
+    const bool link = down.reason == caf::exit_reason::remote_link_unreachable;
+    st.metrics.write("member",
+                     {{"node", id}, {"state", to_string(*next)}, {"why", link ? "connection_lost" : "lease_expired"}});
+    log_warn("registry: node " + std::to_string(id) +
+             (link ? " did not answer within cluster.confirm_ms after its connection closed" : " missed its lease") +
+             "; now " + to_string(*next));
+    after_membership_change(self);
+    return;
+  }
+}
+
+void on_goodbye(self_ptr self, const wire::message_ptr& msg) {
+  auto& st = self->state;
+  const auto bye = msg->envelope().getGoodbye();
+  auto it = st.nodes.find(bye.getNodeId());
+  if (it == st.nodes.end() || msg->sender() != node_actor_id(bye.getNodeId())) {
+    st.mail->refuse(*msg, make_error(errc::unknown_peer, "goodbye from " + msg->sender()), st.snap.epoch);
+    return;
+  }
+  if (!transition(self, it->first, member_event::goodbye)) return;  // already gone
+  log_info("registry: node " + std::to_string(it->first) + " left (" + bye.getReason().cStr() + ")");
+  after_membership_change(self);
+}
+
+namespace {
+
+// Node `id` drains: its workers stop taking part now. It is told to stop (and says
+// goodbye) at once, or, if it hosts a keeper replica, once the replica is handed over
+// (advance_handover, reached through the placement of the replica keepers).
+status begin_leave(self_ptr self, std::uint32_t id, const std::string& why) {
+  auto& st = self->state;
+  if (auto next = transition(self, id, member_event::drain); !next)
+    return make_error(errc::not_ready, "leave: node " + std::to_string(id) + " is " + to_string(st.nodes.at(id).state));
+  st.nodes.at(id).shutdown_sent = false;
+  log_info("registry: node " + std::to_string(id) + " is draining (" + why + ")");
+  after_membership_change(self);
+  return {};
+}
+
+}  // namespace
+
+// `atoll leave N`. Returns the reply body, or an error naming the problem.
+expected<json> start_leave(self_ptr self, const std::string& argument) {
+  auto& st = self->state;
+  const auto id = parse_id_number(argument);
+  if (!id) return make_error(errc::invalid_config, "leave: '" + argument + "' is not a node id (see atollctl members)");
+  if (!st.nodes.count(*id)) return make_error(errc::unknown_peer, "leave: no node " + argument);
+  if (auto err = begin_leave(self, *id, "atoll leave")) return err;
+  return json{{"node_id", *id}, {"state", "draining"}, {"handing_over", !st.nodes.at(*id).shutdown_sent}};
+}
+
+void on_leave_request(self_ptr self, const wire::message_ptr& msg) {
+  auto& st = self->state;
+  const auto req = msg->envelope().getLeaveRequest();
+  const auto id = req.getNodeId();
+  if (!st.nodes.count(id) || msg->sender() != node_actor_id(id)) {
+    st.mail->refuse(*msg, make_error(errc::unknown_peer, "leave request from " + msg->sender()), st.snap.epoch);
+    return;
+  }
+  if (st.nodes.at(id).state == member_state::draining) return;  // asked again: already leaving
+  if (auto err = begin_leave(self, id, req.getReason().cStr())) st.mail->refuse(*msg, err, st.snap.epoch);
+}
+
+void on_keeper_ready(self_ptr self, const wire::message_ptr& msg) {
+  auto& st = self->state;
+  const auto ready = msg->envelope().getKeeperReady();
+  if (st.snap.incoming_for == 0 || msg->sender() != keeper_id(st.snap.incoming_keeper_number))
+    return;  // not (or no longer) a hand-over's incoming replica: nothing waits on it
+  const auto rounds = ready.getRounds();
+  const auto held = ready.getHeld();
+  if (rounds.size() != st.fragments.size() || held.size() != st.fragments.size()) {
+    st.mail->refuse(*msg, make_error(errc::malformed_frame, "keeper_ready: one round per fragment"), st.snap.epoch);
+    return;
+  }
+  // Ready once it holds, for every fragment, the round released last: the leaving
+  // replica's copy adds nothing then.
+  for (unsigned f = 0; f < st.fragments.size(); ++f) {
+    const auto& view = st.fragments[f];
+    if (!view.released_digest && view.round == 0) continue;  // nothing committed that we know of
+    if (!held[f] || rounds[f] < view.round) return;
+  }
+  st.incoming_ready = true;
+  advance_handover(self);
+}
+
+void mark_synced_if_all_acked(self_ptr self, std::uint32_t node_id) {
+  auto& st = self->state;
+  auto node = st.nodes.find(node_id);
+  if (node == st.nodes.end() || node->second.state != member_state::syncing) return;
+  for (const auto& w : node->second.record.workers)
+    if (st.workers[w].rounds_acked == 0) return;
+  (void)transition(self, node_id, member_event::synced);  // syncing, checked above
+}
+
+}  // namespace atl::registry_detail

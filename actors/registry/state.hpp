@@ -1,0 +1,133 @@
+#pragma once
+// The registry's state (actors/registry/registry.hpp): what it knows of nodes, workers, fragments
+// and the run. Its own header so the views (actors/registry/views.hpp) and the registry's
+// files read it without including the actor.
+#include <array>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <caf/actor.hpp>
+#include <caf/actor_clock.hpp>
+
+#include "actors/decisions/membership.hpp"
+#include "actors/decisions/round_explain.hpp"
+#include "runtime/process/config.hpp"
+#include "runtime/process/metrics.hpp"
+#include "runtime/transport/peer_routes.hpp"
+#include "runtime/transport/transport.hpp"
+#include "storage/checkpoint_store.hpp"
+#include "storage/registry_store.hpp"
+
+namespace atl {
+
+struct registry_deps {
+  transport* net = nullptr;
+  registry_store* store = nullptr;
+  checkpoint_store* checkpoints = nullptr;
+  const directory* local_actors = nullptr;
+  traffic_counters* counters = nullptr;
+  std::string metrics_path;
+  std::string listen_endpoint;
+  bool secure = false;  // CURVE on the head's socket
+  shared_routes* routes = nullptr;  // the head's copy of the PeerTable (its ingress checks senders with it)
+  std::string model_file;  // the head's copy of model.file (runtime/transport/model_transfer.hpp); empty: none
+  // The store is fenced by an election (etcd): a snapshot it refuses means this head no
+  // longer leads, or cannot prove it does, so the registry falls silent and stops rather
+  // than publish what a successor will not know. False (RocksDB): log and go on.
+  bool stop_when_unsaved = false;
+};
+
+struct worker_view {
+  std::string id;
+  std::uint32_t node_id = 0;
+  std::uint32_t rank = 0;
+  std::string device;
+  std::uint64_t step = 0;
+  float loss = 0;
+  float tokens_per_s = 0;
+  std::uint64_t bytes_sent = 0, bytes_received = 0;
+  bool done = false;
+  float wall_s = 0;
+  float wait_s = 0;  // blocked on outer results
+  std::string threads;  // a CPU worker's thread layout ("1x2", "trying 2x1"); empty on a GPU
+  std::uint64_t rounds_acked = 0;  // results it merged (RoundAck): it takes part
+};
+
+struct node_view {
+  member_state state = member_state::joining;  // actors/decisions/membership.hpp; record.state is its stored form
+  member_record record;
+  std::chrono::steady_clock::time_point last_seen;
+  std::chrono::steady_clock::time_point since;  // of the current state
+  std::vector<std::uint64_t> refused;  // per errc code, from its last heartbeat
+  std::uint64_t handshakes_failed = 0;
+  std::uint64_t worker_restarts = 0;  // from its last heartbeat
+  caf::actor proxy;  // its lease proxy while it hosts anything (actors/registry/lease_proxy.hpp)
+  bool shutdown_sent = false;  // draining: told to stop (held back while it hands a replica over)
+  std::string batch_job;  // from its Hello, e.g. "slurm 1234.0" (not persisted: a restarted head hears it again)
+};
+
+struct fragment_view {
+  std::string placed_on;  // "node/N" hosting the coordinator; empty until placed
+  bool confirmed = false;  // the coordinator asked for membership: it runs
+  std::uint64_t round = 0;
+  std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> worker_digests;  // worker -> (round, digest)
+  std::optional<round_progress> progress;  // the coordinator's last RoundProgress (`atollctl explain`)
+  // The keeper's digest of its latest round, computed once per round: views are const and
+  // asked every second by each open dashboard, and a fragment's values can be hundreds of MB.
+  mutable std::optional<std::pair<std::uint64_t, std::uint64_t>> keeper_digest;  // (round, digest)
+  // The last RoundReport's (round, digest): what every commit keeper acknowledged. Shown
+  // instead of the head keeper's with storage.keepers = nodes (that keeper is behind).
+  std::optional<std::pair<std::uint64_t, std::uint64_t>> released_digest;
+  std::chrono::steady_clock::time_point progress_at;  // when it came
+};
+
+// Round durations (first contribution to release), for the Prometheus histogram.
+struct duration_histogram {
+  static constexpr std::array<double, 10> bounds = {0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300};  // seconds
+  std::array<std::uint64_t, bounds.size()> at_most{};  // observations <= bounds[i]
+  std::uint64_t count = 0;
+  double sum = 0;
+  void observe(double seconds) {
+    for (std::size_t i = 0; i < bounds.size(); ++i)
+      if (seconds <= bounds[i]) at_most[i]++;
+    count++;
+    sum += seconds;
+  }
+};
+
+struct registry_state {
+  registry_deps deps;
+  std::unique_ptr<mailer> mail;
+  registry_snapshot snap;  // what is persisted; written from the fields below by persist()
+  run_phase phase = run_phase::waiting;
+  run_config cfg;
+  std::map<std::uint32_t, node_view> nodes;
+  std::map<std::string, worker_view> workers;
+  std::vector<fragment_view> fragments;
+  // A replica keeper placed since the head started -> the keeper it catches up from (a
+  // restarted head sends keeper/0: by then the replica runs and ignores the repeat).
+  std::map<std::string, std::string> keeper_sources;
+  // The hand-over in progress (snap.incoming_*): when it started, and whether its incoming
+  // replica reported every released round (KeeperReady).
+  std::chrono::steady_clock::time_point handover_since;
+  bool incoming_ready = false;
+  duration_histogram round_durations;
+  metrics_writer metrics;
+  std::int64_t last_eval_step = -1;
+  float last_val_loss = -1;
+  std::chrono::steady_clock::time_point started;
+  // When every live worker was first seen done: the summary waits a little past it for
+  // RoundReports still on their way (see maybe_finish).
+  std::optional<std::chrono::steady_clock::time_point> workers_done_at;
+  // The actor system's clock: steady time in production, simulated under the
+  // deterministic scheduler of the protocol tests.
+  const caf::actor_clock* clock = nullptr;
+  std::chrono::steady_clock::time_point now() const { return clock->now(); }
+  static inline const char* name = "registry";
+};
+
+}  // namespace atl

@@ -1,0 +1,89 @@
+// DiLoCo / Streaming DiLoCo steps (actors/worker/worker.hpp): train, contribute each fragment at
+// its sync step, merge each result before its step trains.
+#include "actors/shared/messages.hpp"
+#include "actors/worker/steps.hpp"
+#include "runtime/core/digest.hpp"
+#include "runtime/process/log.hpp"
+
+namespace atl {
+namespace {
+
+// At a sync step of fragment f: its round is the schedule's for this step. A worker whose
+// state is already that new (a joiner) has nothing to add to it.
+void contribute(worker_self self, std::size_t f) {
+  auto& st = self->state;
+  const auto round = st.schedule->round_at(static_cast<std::int64_t>(f), st.step);
+  if (st.fragments[f].round() >= round) return;
+  const replica::encoding how{st.codec, static_cast<std::size_t>(st.cfg.run.codec_chunk), st.cfg.run.error_feedback};
+  encoded_values enc;
+  if (auto err = st.model->encode_pseudo_gradient(f, how, enc)) return quit_on_encode_error(self, f, err);
+  send_contribution(self, f, round, std::move(enc));
+}
+
+// Merges every result due before `step` trains (every one at the end); false if one has
+// not arrived (blocked).
+bool merge_due_results(worker_self self, bool all) {
+  auto& st = self->state;
+  for (std::size_t f = 0; f < st.fragments.size(); ++f) {
+    auto& frag = st.fragments[f];
+    if (!(frag.waiting_for_result() || frag.has_result()) || (!all && frag.merge_at() > st.step)) continue;
+    if (!frag.has_result()) {
+      block(st);
+      return false;
+    }
+    auto result = frag.take_result();
+    st.model->merge_global(f, (*result)->data(), static_cast<float>(st.cfg.run.alpha));
+  }
+  return true;
+}
+
+class diloco_steps final : public step_strategy {
+ public:
+  void step(worker_self self) override {
+    auto& st = self->state;
+    const bool last = st.step >= st.cfg.run.steps;
+    if (!merge_due_results(self, last)) return;
+    maybe_evaluate(self);
+    if (last) return finish(self);
+    // Never past a sync point of a fragment whose state is on its way: contributing later
+    // would put this worker a round out of step with the others, and rounds of different
+    // fragments could then wait on each other.
+    for (std::size_t f = 0; f < st.fragments.size(); ++f) {
+      if (st.fragments[f].state_on_its_way() && st.schedule->syncs_at(static_cast<std::int64_t>(f), st.step + 1)) {
+        block(st);
+        return;
+      }
+    }
+    begin_inner_step(st);
+    const auto result = st.model->train_step(st.step);
+    end_inner_step(st);
+    if (result.held_out) report_held_out(self, *result.held_out);  // measured before this step's update
+    st.step++;
+    st.last_loss = result.loss;
+    st.tokens_since_report += result.tokens;
+    st.tokens_total += result.tokens;
+    if (st.step % st.cfg.run.log_every == 0) report_progress(self);
+    for (std::size_t f = 0; f < st.fragments.size(); ++f)
+      if (st.schedule->syncs_at(static_cast<std::int64_t>(f), st.step)) contribute(self, f);
+    if (st.current == worker_state::phase::training) self->send(self, step_atom::value);
+  }
+
+  // The digest of what we merge goes to the registry; on_step merges it when it is due.
+  void result_arrived(worker_self self, std::size_t f) override {
+    const auto& frag = self->state.fragments[f];
+    const auto& theta = frag.result();
+    const auto digest =
+        frag.result_digest() ? *frag.result_digest() : digest64(theta.data(), theta.size() * sizeof(float));
+    acknowledge_round(self, f, frag.pending_round(), digest, false);
+    unblock(self);
+  }
+
+  float evaluate_global(worker_state& st) override { return st.model->evaluate_global(); }
+  bool recovers_rounds() const override { return true; }
+};
+
+}  // namespace
+
+std::unique_ptr<step_strategy> make_diloco_steps() { return std::make_unique<diloco_steps>(); }
+
+}  // namespace atl

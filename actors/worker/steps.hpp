@@ -1,0 +1,72 @@
+#pragma once
+// How a worker steps: DiLoCo (actors/worker/diloco.cpp) or the synchronous data-parallel
+// baseline (actors/worker/ddp.cpp), and the worker's helpers both use. Shared by the
+// worker's own files; no other actor includes this.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <caf/event_based_actor.hpp>
+#include <caf/stateful_actor.hpp>
+
+#include "actors/worker/state.hpp"
+#include "runtime/transport/wire.hpp"
+
+namespace atl {
+
+using worker_self = caf::stateful_actor<worker_state>*;
+
+class step_strategy {
+ public:
+  virtual ~step_strategy() = default;
+  // One `step` message while training.
+  virtual void step(worker_self self) = 0;
+  // Fragment f's result is here (fragment_sync::has_result).
+  virtual void result_arrived(worker_self self, std::size_t f) = 0;
+  // Held-out loss of the global model.
+  virtual float evaluate_global(worker_state& st) = 0;
+  // DiLoCo's rounds recover from lost messages (refusals, resends, overdue results) and a
+  // joiner starts at the step of its newest round; ddp's one round per step does neither.
+  virtual bool recovers_rounds() const = 0;
+};
+
+std::unique_ptr<step_strategy> make_diloco_steps();
+std::unique_ptr<step_strategy> make_ddp_steps();
+
+// The helpers, in actors/worker/steps.cpp.
+void report_progress(worker_self self);
+void maybe_evaluate(worker_self self);
+void report_held_out(worker_self self, float loss);  // an EvalReport at the current step
+void finish(worker_self self);  // WorkerDone, quit
+// Around each inner step of a worker whose thread layout is on trial
+// (runtime/core/thread_layout.hpp): the layout the step runs with, and its time.
+void begin_inner_step(worker_state& st);
+void end_inner_step(worker_state& st);
+// What Progress says of the layout: "1x2", "trying 2x1", or "" (no trial: a GPU worker).
+std::string thread_layout_report(const worker_state& st);
+void block(worker_state& st);
+void unblock(worker_self self);  // blocked -> training, the wait measured
+// (Re)sends fragment f's pending contribution, stamped with the fragment's epoch.
+void send_pending(worker_self self, std::size_t f);
+// Fragment f's encoded contribution for `round`, kept until its result arrives.
+void send_contribution(worker_self self, std::size_t f, std::uint64_t round, encoded_values enc);
+// Tells the registry which round of fragment f this worker now holds (RoundAck): a result
+// it merges, or a state it adopted, with the digest of its theta_global.
+void acknowledge_round(worker_self self, std::size_t f, std::uint64_t round, std::uint64_t digest, bool adopted);
+// Every fragment has its state (and a joiner its inner-optimizer state): a joiner starts
+// training, a worker held at a sync point goes on (actors/worker/worker.cpp).
+void resume_if_synced(worker_self self);
+
+// Warm start (actors/worker/warm.cpp, actors/decisions/warm_start.hpp). A joiner asks the donors the
+// coordinators named for their inner-optimizer state; false when there is nothing to wait
+// for (it starts cold, or run.warm_start is off). Its replies, and a donor's requests:
+bool start_warm(worker_self self);
+void on_inner_state_reply(worker_self self, const wire::message_ptr& msg);
+void lend_inner_state(worker_self self, const wire::message& msg);
+void warm_tick(worker_self self, std::chrono::steady_clock::duration patience);
+
+// NaN or infinity in what a worker would send: the replica diverged; the supervisor
+// restarts it.
+void quit_on_encode_error(worker_self self, std::size_t f, const status& err);
+
+}  // namespace atl
