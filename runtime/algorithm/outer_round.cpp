@@ -7,16 +7,6 @@
 namespace atl {
 namespace {
 
-// Values in one block: whole result chunks, about 16 K values, so that a block's average,
-// theta, momentum, residual and change stay in the core's cache from the average to the
-// residual (one pass over memory instead of one per step: the step is memory-bound).
-std::size_t block_values(const outer_rule& rule) {
-  constexpr std::size_t target = 16384;
-  const std::size_t chunk = has_scales(rule.result_codec) ? rule.result_chunk : 0;
-  if (chunk == 0) return target;
-  return chunk >= target ? chunk : target / chunk * chunk;
-}
-
 // Where a round's average comes from: given, or the inputs averaged here block by block.
 struct average_source {
   const float* given = nullptr;
@@ -89,7 +79,7 @@ void apply_blocks(const outer_rule& rule, const average_source& src, outer_state
   }
   // Never more than the fragment: a result chunk larger than it (a hostile record's, say)
   // is one block of the whole fragment, not a chunk-sized buffer per thread.
-  const std::size_t block = std::max<std::size_t>(1, std::min(block_values(rule), n));
+  const std::size_t block = std::max<std::size_t>(1, std::min(outer_block_values(rule), n));
   const bool decoding =
       src.inputs && std::any_of(src.inputs->begin(), src.inputs->end(), [](const auto& in) { return in.encoded; });
   std::vector<char> failed((n + block - 1) / block, 0);  // per block: its change was not finite
@@ -114,6 +104,16 @@ void apply_blocks(const outer_rule& rule, const average_source& src, outer_state
 }
 
 }  // namespace
+
+// Whole result chunks, about 16 Ki values, so that a block's average, theta, momentum,
+// residual and change stay in the core's cache from the average to the residual (one pass
+// over memory instead of one per step: the step is memory-bound).
+std::size_t outer_block_values(const outer_rule& rule) {
+  constexpr std::size_t target = 16384;
+  const std::size_t chunk = has_scales(rule.result_codec) ? rule.result_chunk : 0;
+  if (chunk == 0) return target;
+  return chunk >= target ? chunk : target / chunk * chunk;
+}
 
 void apply_outer_average(const outer_rule& rule, const float* average, outer_state& state, outer_scratch& scratch,
                          std::optional<encoded_values>& published) {

@@ -52,6 +52,9 @@ struct outer_scratch {
 // The step runs block by block (a few result chunks: average, Nesterov, encode, decode,
 // residual while the block is in cache) and, for large fragments, on every core; each
 // value depends on its own index only, so the bits are the same whatever the split.
+// Values in one block of the step below: whole result chunks, about 16 Ki values.
+std::size_t outer_block_values(const outer_rule& rule);
+
 void apply_outer_average(const outer_rule& rule, const float* average, outer_state& state, outer_scratch& scratch,
                          std::optional<encoded_values>& published);
 

@@ -1,0 +1,54 @@
+#pragma once
+// Slices of a fragment, for sharded rounds (docs/design.md, "Sharded rounds"): a fragment's
+// round reduced in S contiguous slices, each by a coordinator of its own, so that no one
+// process carries every contribution.
+//
+// Everything in a round is element-wise or chunk-wise: the weighted average, the Nesterov
+// step, every codec (a scale, a sparse selection per chunk) and error feedback. A slice
+// that starts on a chunk boundary therefore has the very bytes, scales and state the whole
+// fragment has on that range. Slices here start on a granule that is also a whole number of
+// the outer step's blocks, so even a block whose change overflows (the step then keeps that
+// block's exact theta: runtime/algorithm/outer_round.hpp) falls inside one slice. A round
+// reduced in slices and the same round reduced whole reach identical theta_global, momentum
+// and residual, bit for bit (tests/slices_test.cpp).
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "runtime/algorithm/codec.hpp"
+#include "runtime/algorithm/outer_round.hpp"
+#include "runtime/core/expected.hpp"
+
+namespace atl {
+
+// Values [first, first + count) of a fragment.
+struct fragment_slice {
+  std::size_t first = 0;
+  std::size_t count = 0;
+  bool operator==(const fragment_slice& o) const { return first == o.first && count == o.count; }
+};
+
+// What slices start on: a multiple of the outer step's block and of the contributions'
+// chunk (0: a codec without chunks).
+std::size_t slice_granule(const outer_rule& rule, std::size_t contribution_chunk);
+
+// How many slices a round of `members` participants is reduced in: one per member up to the
+// configured count (a slice per node at most), at least one.
+std::size_t shard_count(std::size_t members, std::size_t configured);
+
+// `shards` contiguous slices covering [0, values): each a whole number of granules but the
+// last, sizes within one granule of each other. Fewer when the fragment has fewer granules
+// (no slice is empty); one slice of nothing for an empty fragment.
+std::vector<fragment_slice> plan_slices(std::size_t values, std::size_t granule, std::size_t shards);
+
+// The bytes and scales of `whole` for the slice: what encode() writes for the slice's values
+// alone. The slice must lie inside the tensor and, for a codec with chunks, start on a chunk
+// and end on one (or at the end); invalid_config otherwise.
+expected<encoded_values> cut_encoded(const encoded_values& whole, const fragment_slice& slice);
+
+// The fragment's digest from its slices' digests, in slice order: with one slice, that
+// slice's own (a round reduced whole keeps the digest it always had); with more, digest64
+// of their little-endian bytes.
+std::uint64_t combine_slice_digests(const std::vector<std::uint64_t>& digests);
+
+}  // namespace atl
