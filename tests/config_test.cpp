@@ -75,6 +75,16 @@ TEST(Config, RelationsBetweenKnobsAreChecked) {
   EXPECT_NE(cfg.err().message.find("cluster.confirm_ms"), std::string::npos) << cfg.err().message;
   EXPECT_TRUE(parse_config_text("[cluster]\nheartbeat_ms = 100\nlease_ms = 400\nconfirm_ms = 200\n", "t.toml"));
   EXPECT_TRUE(parse_config_text("[cluster]\nheartbeat_ms = 100\nlease_ms = 400\nconfirm_ms = 0\n", "t.toml"));
+  // Sharded rounds: DiLoCo's, and no more coordinators than a registry places.
+  cfg = parse_config_text("[run]\nmode = \"ddp\"\n[diloco]\nshards = 2\n", "t.toml");
+  ASSERT_FALSE(cfg);
+  EXPECT_NE(cfg.err().message.find("diloco.shards"), std::string::npos) << cfg.err().message;
+  cfg = parse_config_text("[diloco]\nfragments = 100\nshards = 64\n", "t.toml");
+  ASSERT_FALSE(cfg);
+  EXPECT_NE(cfg.err().message.find("more than 4096 coordinators"), std::string::npos) << cfg.err().message;
+  cfg = parse_config_text("[diloco]\nfragments = 3\nshards = 4\n", "t.toml");
+  ASSERT_TRUE(cfg);
+  EXPECT_EQ(sync_units(*cfg), 12);
 }
 
 TEST(Config, OverridesUseTheSameRules) {

@@ -12,6 +12,7 @@
 #include "actors/decisions/quorum.hpp"
 #include "actors/shared/messages.hpp"
 #include "actors/shared/pseudo_gradient.hpp"
+#include "actors/shared/slicing.hpp"
 #include "runtime/core/actor_id.hpp"
 #include "runtime/core/digest.hpp"
 #include "runtime/process/fault_point.hpp"
@@ -340,8 +341,7 @@ coordinator_config coordinator_config_for(const run_config& run, std::uint32_t f
   cc.average_only = run.mode == "ddp";
   cc.round_deadline = std::chrono::milliseconds(run.round_deadline_ms);
   cc.state_chunk_values = static_cast<std::size_t>(run.state_chunk_values);
-  const auto codec = parse_codec(run.result_codec == "same" ? run.codec : run.result_codec);  // validated
-  if (codec && !cc.average_only) cc.result_codec = *codec;
+  cc.result_codec = result_codec_of(run);  // fp32 in ddp mode
   cc.result_chunk = static_cast<std::size_t>(run.codec_chunk);
   cc.load_from_every_keeper = run.keepers == "nodes";
   cc.early_results = run.early_results;

@@ -137,7 +137,7 @@ void on_place_coordinator(self_ptr self, const wire::message_ptr& msg) {
     self->send(hosted, confirm_atom::value);
     return;
   }
-  if (st.current != phase::running || fragment >= static_cast<std::uint32_t>(st.run.fragments)) {
+  if (st.current != phase::running || fragment >= static_cast<std::uint32_t>(sync_units(st.run))) {
     st.mail->refuse(*msg, make_error(errc::unexpected_message, "cannot host " + id + " now"), st.epoch);
     return;
   }
@@ -172,7 +172,7 @@ void on_place_keeper(self_ptr self, const wire::message_ptr& msg) {
   storage->checkpoints = std::make_unique<checkpoint_store>(*storage->db, static_cast<std::size_t>(st.run.keep_rounds),
                                                             log_options_for(st.run));
   auto k = self->spawn(keeper_replica_actor, st.net, id, st.mail->cluster(), storage, std::string(place.getSource()),
-                       static_cast<std::uint32_t>(st.run.fragments));
+                       static_cast<std::uint32_t>(sync_units(st.run)));
   st.local->add(id, k);
   st.keepers.push_back(k);
   log_info("hosting " + id + " in " + path + ", catching up from " + std::string(place.getSource()));

@@ -291,7 +291,7 @@ caf::behavior registry_actor(caf::stateful_actor<registry_state>* self, registry
   auto cfg = parse_config_text(st.snap.config_toml, "stored config");
   if (cfg) st.cfg = *cfg;
   else log_error("registry: " + cfg.err().describe());
-  st.fragments.resize(static_cast<std::size_t>(st.cfg.fragments));
+  st.fragments.resize(static_cast<std::size_t>(sync_units(st.cfg)));  // a coordinator each
   if (!deps.metrics_path.empty()) st.metrics = metrics_writer(deps.metrics_path);
   self->set_down_handler([=](caf::down_msg& down) { on_proxy_down(self, down); });
   restore(self);

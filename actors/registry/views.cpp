@@ -239,7 +239,7 @@ json actors(const registry_state& st) {
 expected<json> checkpoints(const registry_state& st) {
   auto list = st.deps.checkpoints->list();
   if (!list) return list.err();
-  const auto fragment_count = static_cast<std::size_t>(st.cfg.fragments);
+  const auto fragment_count = static_cast<std::size_t>(sync_units(st.cfg));
   std::set<std::uint64_t> complete;
   for (const auto& r : rounds_by_number(*list, fragment_count))
     if (r.complete) complete.insert(r.round);

@@ -40,6 +40,9 @@ const std::vector<knob>& knobs() {
       {"run.mode", &C::mode, 0, 0, "", "diloco, or ddp: gradients averaged every step (the baseline)", "diloco|ddp"},
       {"diloco.sync_every", &C::sync_every, 1, 1e9, "steps", "H: inner steps per outer round of a fragment"},
       {"diloco.fragments", &C::fragments, 1, 1024, "", "P: parameter fragments synced separately"},
+      {"diloco.shards", &C::shards, 1, 64, "",
+       "S: slices each fragment's round is reduced in, each by a coordinator of its own on its own node while "
+       "there are nodes enough (1: one coordinator a fragment); every fragment needs S blocks of 16 Ki values"},
       {"diloco.assignment", &C::assignment, 0, 0, "",
        "layer groups to fragments: strided (group g -> g mod P) or sequential (contiguous runs)", "strided|sequential"},
       {"diloco.overlap", &C::overlap, 0, 1e9, "steps", "tau: steps a worker trains on before merging a result"},
@@ -301,6 +304,11 @@ status validate(const run_config& cfg) {
     return make_error(errc::invalid_config,
                       "run.example = external trains DiLoCo or Streaming DiLoCo; run.mode = ddp needs a built-in "
                       "or TorchScript model");
+  if (cfg.shards > 1 && cfg.mode == "ddp")
+    return make_error(errc::invalid_config, "diloco.shards: run.mode = ddp averages whole fragments (shards = 1)");
+  if (cfg.fragments * cfg.shards > 4096)
+    return make_error(errc::invalid_config, "diloco.shards: " + std::to_string(cfg.fragments) + " fragments x " +
+                                                std::to_string(cfg.shards) + " shards is more than 4096 coordinators");
   for (const auto* name : {&cfg.codec, &cfg.result_codec}) {
     if (const auto codec = parse_codec(*name);
         codec && is_sparse(*codec) && static_cast<std::size_t>(cfg.codec_chunk) > max_sparse_chunk)

@@ -30,6 +30,7 @@ struct run_config {
   // [diloco]
   std::int64_t sync_every = 50;
   std::int64_t fragments = 1;
+  std::int64_t shards = 1;  // S: slices a fragment's round is reduced in (docs/design.md, "Sharded rounds")
   std::string assignment = "strided";  // strided | sequential
   std::int64_t overlap = 0;
   double alpha = 0.0;
@@ -106,6 +107,10 @@ const std::vector<model_preset>& model_presets();
 
 // Checks relations between knobs (width divisible by heads, lease above heartbeat ...).
 status validate(const run_config& cfg);
+
+// The units rounds are run in: S slices of each of the P fragments, unit u = p * S + s,
+// each with a coordinator, keepers and a round log of its own. With S = 1, the fragments.
+inline std::int64_t sync_units(const run_config& cfg) { return cfg.fragments * cfg.shards; }
 // The config as TOML text that parse_config_text() reads back identically.
 std::string to_toml(const run_config& cfg);
 // A table of all knobs with defaults and docs, for `atoll config`.

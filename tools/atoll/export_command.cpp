@@ -150,7 +150,7 @@ expected<exported> write_export(const export_options& opt, const std::string& tm
   const run_config& cfg = run->cfg;
   auto stored = stored_rounds(*run);
   if (!stored) return stored.err();
-  auto chosen = choose_export(*stored, static_cast<std::size_t>(cfg.fragments), opt.round);
+  auto chosen = choose_export(*stored, static_cast<std::size_t>(sync_units(cfg)), opt.round);
   if (!chosen) return chosen.err();
   exported out{cfg, {}, 0};
   std::vector<std::vector<float>> theta;
@@ -171,6 +171,15 @@ expected<exported> write_export(const export_options& opt, const std::string& tm
     out.params += theta.back().size();
     out.fragments.push_back({s.fragment, s.round, cp->epoch,
                              digest64(theta.back().data(), theta.back().size() * sizeof(float)), theta.back().size()});
+  }
+  // Sharded rounds store each fragment's S slices as units p * S + s, in order: the
+  // fragment is their concatenation.
+  if (cfg.shards > 1) {
+    const auto shards = static_cast<std::size_t>(cfg.shards);
+    std::vector<std::vector<float>> whole(theta.size() / shards);
+    for (std::size_t u = 0; u < theta.size(); ++u)
+      whole[u / shards].insert(whole[u / shards].end(), theta[u].begin(), theta[u].end());
+    theta = std::move(whole);
   }
   std::string model_file;
   if (!cfg.digest.empty()) {  // a --model run: the head's copy of the module

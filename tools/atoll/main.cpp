@@ -30,11 +30,12 @@ std::vector<std::string> split_devices(const std::string& list) {
 // The algorithm's most used knobs as flags; each becomes a --set override, so the knob
 // table validates it like any other.
 struct algorithm_flags {
-  std::string fragments, sync_every, overlap, alpha, codec, mode;
+  std::string fragments, shards, sync_every, overlap, alpha, codec, mode;
   bool error_feedback = false;
 
   void add_to(CLI::App* cmd) {
     cmd->add_option("--fragments", fragments, "P: fragments synced separately (diloco.fragments)");
+    cmd->add_option("--shards", shards, "S: slices each fragment's round is reduced in (diloco.shards)");
     cmd->add_option("--sync-every", sync_every, "H: inner steps per outer round (diloco.sync_every)");
     cmd->add_option("--overlap", overlap, "tau: steps trained before a result is merged (diloco.overlap)");
     cmd->add_option("--alpha", alpha, "merge weight of the local parameters (diloco.alpha)");
@@ -43,9 +44,13 @@ struct algorithm_flags {
     cmd->add_option("--mode", mode, "diloco, or ddp for the data-parallel baseline (run.mode)");
   }
   void append_to(std::vector<std::string>& overrides) const {
-    const std::pair<const char*, const std::string*> flags[] = {
-        {"diloco.fragments", &fragments}, {"diloco.sync_every", &sync_every}, {"diloco.overlap", &overlap},
-        {"diloco.alpha", &alpha},         {"diloco.codec", &codec},           {"run.mode", &mode}};
+    const std::pair<const char*, const std::string*> flags[] = {{"diloco.fragments", &fragments},
+                                                                {"diloco.shards", &shards},
+                                                                {"diloco.sync_every", &sync_every},
+                                                                {"diloco.overlap", &overlap},
+                                                                {"diloco.alpha", &alpha},
+                                                                {"diloco.codec", &codec},
+                                                                {"run.mode", &mode}};
     for (const auto& [key, value] : flags)
       if (!value->empty()) overrides.push_back(std::string(key) + "=" + *value);
     if (error_feedback) overrides.push_back("diloco.error_feedback=true");

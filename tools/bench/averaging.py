@@ -260,7 +260,7 @@ def commit_phases(log_dir, first):
 
 
 def atoll_run(atoll, run_dir, size_bytes, workers, codec, rounds, links="curve", early_results=True, warmup=1,
-              sync="replicated", keepers="nodes"):
+              sync="replicated", keepers="nodes", shards=1):
     sync_every = 2
     cmd = [atoll, "local", "--nodes", str(workers), "--example", "mlp", "--steps", str(sync_every * rounds),
            "--run-dir", run_dir,
@@ -277,7 +277,8 @@ def atoll_run(atoll, run_dir, size_bytes, workers, codec, rounds, links="curve",
            "--set", "cluster.lease_ms=120000",
            "--set", f"diloco.early_results={'true' if early_results else 'false'}",
            "--set", f"storage.sync={sync}",
-           "--set", f"storage.keepers={keepers}"]
+           "--set", f"storage.keepers={keepers}",
+           "--set", f"diloco.shards={shards}"]
     if links == "plain":
         cmd.append("--plain-links")
     if os.path.exists(run_dir):
@@ -288,30 +289,33 @@ def atoll_run(atoll, run_dir, size_bytes, workers, codec, rounds, links="curve",
     res = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=1800, env=env)
     if res.returncode != 0:
         sys.exit(f"averaging: atoll local failed ({' '.join(cmd)}):\n{res.stdout[-3000:]}")
+    # With shards, a round is S units' rounds (one coordinator each): it ends when the last
+    # worker has applied the last slice's result.
     released, acks = {}, {}
     with open(os.path.join(run_dir, "metrics.jsonl")) as f:
         for line in f:
             j = json.loads(line)
             if j.get("type") == "round":
-                released[j["round"]] = j
+                released.setdefault(j["round"], []).append(j)
             elif j.get("type") == "ack":
                 # (the head's time of the ack, the worker's seconds since it started sending)
                 acks.setdefault(j["round"], []).append((j["time"], j.get("since_contributed_s")))
     times, commit_shares, releases, helds, sends = [], [], [], [], []
-    for r, rep in sorted(released.items()):
-        if r <= warmup or len(acks.get(r, [])) < workers:
+    for r, reps in sorted(released.items()):
+        if r <= warmup or len(reps) < shards or len(acks.get(r, [])) < workers * shards:
             continue  # round 1 includes start-up, the next ones fault in heaps
         if any(since is None for _, since in acks[r]):
             sys.exit(f"averaging: round {r}'s acknowledgements do not say when their workers sent (an older atoll?)")
         merged = max(t for t, _ in acks[r])  # the last worker has applied the result
         last_send = max(t - since for t, since in acks[r])  # the last worker starts sending
-        last_in = rep["time"] - rep["since_last_contribution_s"]  # the coordinator has every contribution
+        last_in = max(rep["time"] - rep["since_last_contribution_s"] for rep in reps)  # every contribution in
+        last_release = max(rep["time"] for rep in reps)
         total = merged - last_send
         times.append(total)
         sends.append(max(0.0, last_in - last_send))
-        releases.append(rep["since_last_contribution_s"])
-        helds.append(max(0.0, merged - rep["time"]))
-        commit_shares.append(rep["since_last_contribution_s"] / total if total > 0 else 0.0)
+        releases.append(max(rep["since_last_contribution_s"] for rep in reps))
+        helds.append(max(0.0, merged - last_release))
+        commit_shares.append(releases[-1] / total if total > 0 else 0.0)
     if not times:
         sys.exit(f"averaging: no complete round after the first {warmup} in {run_dir}")
     median = statistics.median(times)
@@ -349,6 +353,9 @@ def main():
     ap.add_argument("--early-results", default="on",
                     help="diloco.early_results: on (the default: results travel while the round commits) "
                          "and/or off (results after the commit), e.g. on,off for both, run by run")
+    ap.add_argument("--shards", default="1",
+                    help="diloco.shards: slices the fragment's round is reduced in, each by its own coordinator; "
+                         "a number and/or auto (one slice per worker), e.g. 1,auto")
     args = ap.parse_args()
     if not 1 <= args.warmup_rounds < args.rounds:
         sys.exit(f"averaging.py: --warmup-rounds must be at least 1 and below --rounds ({args.rounds})")
@@ -365,22 +372,26 @@ def main():
             continue
         for workers in [int(w) for w in args.workers.split(",")]:
             gloo = gloo_gbps(size, workers)
-            grid = [(c, l, e, s, k) for l in args.links.split(",") for c in args.codecs.split(",")
+            grid = [(c, l, e, s, k, h) for l in args.links.split(",") for c in args.codecs.split(",")
                     for e in args.early_results.split(",") for s in args.sync.split(",")
-                    for k in args.keepers.split(",")]
-            for codec, links, early, sync, keepers in grid:
+                    for k in args.keepers.split(",") for h in args.shards.split(",")]
+            for codec, links, early, sync, keepers, shards in grid:
+                if shards != "auto" and not shards.isdigit():
+                    sys.exit(f"averaging.py: --shards takes numbers and/or auto, not {shards!r}")
+                shards = workers if shards == "auto" else int(shards)
                 if early not in ("on", "off"):
                     sys.exit(f"averaging.py: --early-results takes on and/or off, not {early!r}")
                 if sync not in ("replicated", "fsync"):
                     sys.exit(f"averaging.py: --sync takes replicated and/or fsync, not {sync!r}")
                 if keepers not in ("nodes", "head"):
                     sys.exit(f"averaging.py: --keepers takes nodes and/or head, not {keepers!r}")
-                run_dir = os.path.join(args.out, f"run-{size_mb}-{workers}-{codec}-{links}-{early}-{sync}-{keepers}")
+                run_dir = os.path.join(args.out,
+                                       f"run-{size_mb}-{workers}-{codec}-{links}-{early}-{sync}-{keepers}-{shards}")
                 a = atoll_run(args.atoll, run_dir, size, workers, codec, args.rounds, links, early == "on",
-                              args.warmup_rounds, sync, keepers)
+                              args.warmup_rounds, sync, keepers, shards)
                 shutil.rmtree(run_dir, ignore_errors=True)  # the keeper's copies are large
                 row = {"size_mb": size_mb, "workers": workers, "codec": codec, "links": links,
-                       "early_results": early == "on", "sync": sync, "keepers": keepers,
+                       "early_results": early == "on", "sync": sync, "keepers": keepers, "shards": shards,
                        "commit_bytes_per_keeper": a["commit_bytes_per_keeper"],
                        "atoll_gbps": a["atoll_gbps"], "gloo_gbps": gloo, "tcp_bound_gbps": tcp,
                        "commit_disk_bound_gbps": disk,
@@ -392,7 +403,7 @@ def main():
                        "rounds_measured": a["rounds_measured"], "warmup_rounds": args.warmup_rounds}
                 results.append(row)
                 print(f"averaging: {size_mb} MiB, M={workers}, {codec}, {links} links, early results {early}, "
-                      f"sync {sync}, keepers on {keepers}: "
+                      f"sync {sync}, keepers on {keepers}, shards {shards}: "
                       f"atoll {a['atoll_gbps']:.3f} GB/s "
                       f"({a['atoll_round_s']:.3f} s/round; last send to all in {a['atoll_send_s']:.3f} s, "
                       f"last contribution to release {a['atoll_release_s']:.3f} s, "
@@ -405,13 +416,14 @@ def main():
                     json.dump(results, f, indent=1)
     if args.bounds_only:
         return
-    print("\n| MiB | M | codec | links | early results | sync | keepers | commit MiB/keeper | Atoll GB/s | Gloo GB/s "
-          "| TCP bound GB/s | commit disk bound GB/s | Atoll / Gloo | Atoll / TCP |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("\n| MiB | M | codec | links | early results | sync | keepers | shards | commit MiB/keeper | Atoll GB/s "
+          "| Gloo GB/s | TCP bound GB/s | commit disk bound GB/s | Atoll / Gloo | Atoll / TCP |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         mib = "?" if r["commit_bytes_per_keeper"] is None else f"{r['commit_bytes_per_keeper'] / MIB:.1f}"
         print(f"| {r['size_mb']} | {r['workers']} | {r['codec']} | {r['links']} | "
-              f"{'on' if r['early_results'] else 'off'} | {r['sync']} | {r['keepers']} | {mib} | {r['atoll_gbps']:.3f} | "
+              f"{'on' if r['early_results'] else 'off'} | {r['sync']} | {r['keepers']} | {r['shards']} | {mib} | "
+              f"{r['atoll_gbps']:.3f} | "
               f"{r['gloo_gbps']:.3f} | "
               f"{r['tcp_bound_gbps']:.3f} | {r['commit_disk_bound_gbps']:.3f} | {r['atoll_gbps'] / r['gloo_gbps']:.2f} | "
               f"{r['atoll_gbps'] / r['tcp_bound_gbps']:.2f} |")
