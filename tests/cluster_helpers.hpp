@@ -63,9 +63,9 @@ inline std::vector<std::unique_ptr<subprocess>> join_nodes(const std::string& at
 }
 
 // "node/N" hosting coord/0; empty if none is placed.
-inline std::string coordinator_host(const std::string& head) {
+inline std::string coordinator_host(const std::string& head, const std::string& coordinator = "coord/0") {
   for (const auto& a : ask(head, "actors"))
-    if (a["id"] == "coord/0") return a["process"];
+    if (a["id"] == coordinator) return a["process"];
   return {};
 }
 

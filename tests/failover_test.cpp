@@ -125,6 +125,57 @@ TEST(Failover, KillingTheNodeOfACoordinatorReplacesItAndTheRunFinishes) {
   shut_down(ep, head);
 }
 
+// Sharded rounds (diloco.shards = 2): SIGKILL the host of slice 1's coordinator while slice
+// 0's lives elsewhere. Slice 1 is re-placed on a survivor and resumes from the keepers; slice
+// 0's coordinator is not disturbed; both units go on to the last round, where the survivors
+// hold the keepers' digest of each.
+TEST(Failover, KillingTheHostOfOneSliceReplacesThatSliceAloneAndTheRunFinishes) {
+  testing::temp_dir dir;
+  const std::string head_dir = dir.sub("head");
+  subprocess head(
+      mlp_head(head_dir, 800,
+               {"--set", "model.width=4096", "--set", "diloco.sync_every=25", "--set", "diloco.shards=2", "--set",
+                "cluster.heartbeat_ms=300", "--set", "cluster.lease_ms=2000", "--set", "storage.keep_rounds=100"}),
+      dir.sub("head.log"));
+  const std::string ep = testing::wait_for_endpoint(head_dir, head);
+  ASSERT_FALSE(ep.empty()) << head.output();
+  auto nodes = testing::join_nodes(ATOLL_BIN, ep, 3, dir);
+  ASSERT_TRUE(testing::wait_for_round(ep, 3)) << head.output();
+  const std::string slice0_host = testing::coordinator_host(ep, "coord/0");
+  const std::string slice1_host = testing::coordinator_host(ep, "coord/1");
+  ASSERT_FALSE(slice0_host.empty());
+  ASSERT_NE(slice0_host, slice1_host) << "the slices' coordinators share a node";
+  subprocess* victim = testing::process_of(ep, slice1_host, nodes);
+  ASSERT_NE(victim, nullptr) << "no process for " << slice1_host;
+  const int killed_at = testing::round_of(ep);
+  victim->signal(SIGKILL);
+  EXPECT_EQ(victim->wait(5s), 128 + SIGKILL);
+  for (auto& n : nodes) {
+    if (n.get() == victim) continue;
+    ASSERT_EQ(n->wait(120s), 0) << nodes[0]->output() << nodes[1]->output() << nodes[2]->output() << head.output();
+  }
+  EXPECT_EQ(ask(ep, "status")["state"], "finished");
+  EXPECT_NE(head.output().find("coordinator of fragment 1 re-placed on"), std::string::npos) << head.output();
+  EXPECT_EQ(head.output().find("coordinator of fragment 0 re-placed on"), std::string::npos) << head.output();
+
+  const json units = ask(ep, "fragments");
+  ASSERT_EQ(units.size(), 2u) << units.dump();
+  EXPECT_EQ(units[0]["placed_on"], slice0_host) << units.dump();
+  EXPECT_NE(units[1]["placed_on"], slice1_host) << units.dump();
+  for (const auto& unit : units) {
+    EXPECT_EQ(unit["round"], 32) << unit.dump();  // 800 steps, a round every 25
+    EXPECT_GT(unit["round"].get<int>(), killed_at);
+    int agreeing = 0;
+    for (const auto& w : unit["workers"]) {
+      if (w["round"] != unit["round"]) continue;
+      EXPECT_EQ(w["digest"], unit["keeper_digest"]) << w.dump();
+      ++agreeing;
+    }
+    EXPECT_EQ(agreeing, 2) << unit.dump();
+  }
+  shut_down(ep, head);
+}
+
 // `atoll leave` and SIGTERM drain a node: it says goodbye, its coordinator moves at once,
 // and no round waits for its workers (the lease is the default 20 s; no round may take
 // even half of it).

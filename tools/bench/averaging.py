@@ -241,12 +241,13 @@ def commit_phases(log_dir, first):
     fdatasync)."""
     averages, commits, writes, written = [], [], {}, {}
     for name in sorted(os.listdir(log_dir)) if os.path.isdir(log_dir) else []:
-        started, acked = {}, {}
+        started, acked, kept = {}, {}, {}
         with open(os.path.join(log_dir, name), errors="replace") as f:
             for line in f:
                 if m := WROTE.search(line):  # a keeper's write (and fdatasync): the slower keeper's counts
                     writes[int(m[1])] = max(writes.get(int(m[1]), 0.0), float(m[3]))
-                    written[int(m[1])] = max(written.get(int(m[1]), 0), int(m[2]))
+                    # A keeper (one a log) writes a record per unit: with shards, S a round.
+                    kept[int(m[1])] = kept.get(int(m[1]), 0) + int(m[2])
                 elif m := COMMITTING.match(line):
                     started[int(m[2])] = float(m[1])
                     if int(m[2]) >= first:
@@ -254,6 +255,8 @@ def commit_phases(log_dir, first):
                 elif m := ACKNOWLEDGED.match(line):
                     acked[int(m[2])] = float(m[1])  # the last one wins: the slower keeper
         commits += [acked[r] - t for r, t in started.items() if r >= first and r in acked]
+        for r, b in kept.items():
+            written[r] = max(written.get(r, 0), b)
     median = lambda xs: statistics.median(xs) if xs else None
     return (median(averages), median(commits), median([t for r, t in writes.items() if r >= first]),
             median([b for r, b in written.items() if r >= first]))

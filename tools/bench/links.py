@@ -6,8 +6,9 @@ bridge, all on this machine. With --mbit R (default 100) each node's link is sha
 `tc tbf` to R Mbit/s in both directions (the node's side and the bridge's side). netem is
 not available on these kernels, so no delay is added: this measures bandwidth, not latency.
 
-Runs data-parallel, DiLoCo, the best dense Streaming configuration and the best sparse
-one (topk16), each shaped and unshaped (the twin), with CURVE keys and each node
+Runs data-parallel, DiLoCo (through one coordinator, and in 4 slices: diloco-sharded), the
+best dense Streaming configuration and the best sparse one (topk16), each shaped and
+unshaped (the twin), with CURVE keys and each node
 listening (tensors go node to node). Every
 node gets a run dir and the runs use storage.keepers = nodes (the default): the commits go
 to two keeper replicas on nodes, not to the head's keeper. `--keepers head` gives the
@@ -41,6 +42,9 @@ H = ["--set", "diloco.sync_every=20"]
 RUNS = [
     ("ddp", ["--set", "run.mode=ddp"], "ddp", 1, "fp32"),
     ("diloco", H, "diloco", 1, "fp32"),
+    # The same, each round reduced in 4 slices (one coordinator on each node) instead of
+    # through one coordinator: the star against sharded rounds.
+    ("diloco-sharded", H + ["--set", "diloco.shards=4"], "diloco", 1, "fp32"),
     ("streaming-overlap-int8-ef", H + ["--set", "diloco.fragments=3", "--set", "diloco.codec=int8", "--set",
                                        "diloco.overlap=5", "--set", "diloco.alpha=0.5", "--set",
                                        "diloco.error_feedback=true"], "diloco", 3, "int8"),
