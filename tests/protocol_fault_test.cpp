@@ -21,6 +21,8 @@
 //   W1  install in a joiner only inner-optimizer state that a donor lent (a warm start
 //       across dropped, duplicated and reordered chunks installs its donor's bytes or
 //       none).
+// And every tenth seed, run twice, must deliver the same messages in the same order (the
+// "unseed" check): a failing seed replays exactly.
 //
 //   ATOLL_FAULT_SEEDS=N   seeds 1..N (default 2000, a few seconds)
 //   ATOLL_FAULT_SEED=S    replay seed S alone; a failure names its seed
@@ -38,6 +40,7 @@
 #include "actors/keeper/keeper.hpp"
 #include "actors/shared/messages.hpp"
 #include "actors/worker/worker.hpp"
+#include "runtime/core/digest.hpp"
 #include "storage/checkpoint_store.hpp"
 #include "tests/deterministic.hpp"
 #include "tests/fake_replica.hpp"
@@ -108,9 +111,16 @@ class faulty_transport : public transport {
   bool delivers_in_process(const std::string& id) const override { return dir_.contains(id); }
   std::uint64_t sent() const { return counters_->messages_out.load(); }
   std::uint64_t dropped = 0, duplicated = 0, delayed = 0;
+  // Every delivery so far, in order, as one digest: the run's trace. A seed run twice must
+  // give the same trace (the "unseed" check): otherwise a failing seed would not replay.
+  std::uint64_t trace() const { return trace_; }
 
  private:
   void deliver(wire::frames frames) {
+    for (const auto& frame : frames) {
+      const std::uint64_t link[2] = {trace_, digest64(frame.data(), frame.size())};
+      trace_ = digest64(link, sizeof link);
+    }
     (void)deliver_local(std::move(frames), wire::limits{}, cluster_, dir_, *counters_);
   }
 
@@ -119,6 +129,7 @@ class faulty_transport : public transport {
   std::mt19937_64& rng_;
   fault_plan plan_;
   std::vector<wire::frames> held_;
+  std::uint64_t trace_ = 0;
 };
 
 // What the registry stand-in saw. Everything runs on the test's thread: no locks.
@@ -177,6 +188,7 @@ struct seed_outcome {
   bool killed = false;
   std::uint64_t warm_starts = 0;  // joiners that installed a donor's inner-optimizer state
   double simulated_s = 0;
+  std::uint64_t trace = 0;  // every delivery, in order (faulty_transport::trace)
 };
 
 // One run under the faults of `seed`, on a fresh deterministic actor system.
@@ -298,6 +310,7 @@ seed_outcome run_seed(std::uint64_t seed) {
   }
   out.simulated_s = std::chrono::duration<double>(sched.clock().now() - start).count();
   out.dropped = net.dropped;
+  out.trace = net.trace();
   out.duplicated = net.duplicated;
   out.delayed = net.delayed;
 
@@ -356,6 +369,22 @@ std::vector<std::uint64_t> seeds_to_run() {
   std::vector<std::uint64_t> seeds;
   for (std::uint64_t s = 1; s <= count; ++s) seeds.push_back(s);
   return seeds;
+}
+
+// FoundationDB's "unseed" check: every tenth seed runs twice and must deliver the same
+// messages in the same order. A difference is nondeterminism outside the seed (a clock,
+// an unordered container, a thread), and a failing seed then would not replay.
+TEST(ProtocolFaults, ASeedRunTwiceDeliversTheSameMessagesInTheSameOrder) {
+  std::size_t checked = 0;
+  for (const auto seed : seeds_to_run()) {
+    if (seed % 10 != 0 && !std::getenv("ATOLL_FAULT_SEED")) continue;
+    const auto first = run_seed(seed), second = run_seed(seed);
+    EXPECT_NE(first.trace, 0u);
+    EXPECT_EQ(first.trace, second.trace) << "seed " << seed << " ran two ways (replay: ATOLL_FAULT_SEED=" << seed
+                                         << ")";
+    ++checked;
+  }
+  EXPECT_GT(checked, 0u);
 }
 
 TEST(ProtocolFaults, EverySeedFinishesAgreesAndKeepsEveryRound) {
