@@ -23,8 +23,8 @@
 
 #include "examples/external_replica.hpp"
 #include "examples/task.hpp"
+#include "node/node_process.hpp"
 #include "runtime/core/error.hpp"
-#include "tools/atoll/processes.hpp"
 
 namespace py = pybind11;
 

@@ -1,19 +1,14 @@
 #pragma once
-// The processes `atoll` starts. Each returns the process exit code.
+// The processes `atoll` starts. Each returns the process exit code. A node's is a library
+// of its own (node/node_process.hpp), which the Python module runs too.
 #include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include <caf/actor.hpp>
-#include <caf/actor_system.hpp>
-#include <caf/actor_system_config.hpp>
-#include <caf/error.hpp>
-
-#include "actors/worker/replica.hpp"
-#include "runtime/core/error.hpp"
-#include "runtime/transport/security.hpp"
+#include "node/lifecycle.hpp"
+#include "node/node_process.hpp"
 
 namespace atl {
 
@@ -33,33 +28,6 @@ struct head_options {
   int election_ttl_s = 3;  // the leading head's etcd lease: a lost head is replaced after about this long
 };
 int run_head(const head_options& opt);
-
-struct node_options {
-  std::string head;
-  std::string run_dir;
-  std::vector<std::string> devices = {"cpu"};
-  int threads = 0;  // 0: the run config's threads_per_worker, else cores / local workers
-  std::string keys_dir;  // CURVE keys (`atoll keygen`); empty: plain TCP
-  std::string client_key;  // a key file other than KEYS/client.key
-  bool insecure = false;  // allow plain TCP to a non-loopback head
-  // Data endpoint peers send tensors to: empty picks a free port on the address that reaches
-  // the head; "tcp://HOST:PORT" binds there (0 picks a port).
-  std::string listen;
-  bool no_listen = false;  // behind NAT: the head relays this node's tensors
-  std::string model_file;  // this node's own copy of the run's model; empty: fetched from the head
-  int wait_for_head_s = 300;  // give up when no head answers this long; 0: wait for ever
-};
-// A node whose model is the user's own (the Python API, run.example = external): its
-// worker's replicas, the model's signature, and how it learns to stop (instead of SIGINT
-// and SIGTERM, which stay the embedding process's). `failure` receives the reason a node
-// gave up or could not start.
-struct external_node {
-  replica_factory factory;
-  std::string signature;
-  std::function<bool()> stop_requested;
-  std::function<void(const error&)> failure;
-};
-int run_node(const node_options& opt, const external_node* external = nullptr);
 
 struct local_options {
   int nodes = 2;
@@ -94,28 +62,5 @@ struct export_options {
   std::string registry;
 };
 int run_export(const export_options& opt);
-
-// The link security of `atoll up` (server) or `atoll join` (client): keys from
-// `keys_dir`, or plain TCP, which needs `insecure` unless `endpoint` is loopback (then it
-// warns). Errors name the flag to fix.
-enum class link_side { server, client };
-expected<link_security> resolve_link_security(link_side side, const std::string& endpoint, const std::string& keys_dir,
-                                              const std::string& client_key, bool insecure, const char* command);
-
-// Warns on stderr when LibTorch runs on Debian's reference BLAS (about 50x slower).
-void warn_if_reference_blas();
-
-// Installs SIGINT/SIGTERM handlers that set a flag; returns the flag.
-const volatile bool& install_stop_signals();
-
-// The actor system of a head or node process: two scheduler threads (each worker trains
-// on its own detached thread).
-void configure_actor_system(caf::actor_system_config& cfg);
-
-// Blocks until `root` terminates, sending it stop_atom once on SIGINT/SIGTERM.
-// Returns the actor's exit reason.
-caf::error wait_for_actor(caf::actor_system& sys, const caf::actor& root);
-// The same, asking the root to stop once stop_requested() is true (polled every 200 ms).
-caf::error wait_for_actor(caf::actor_system& sys, const caf::actor& root, const std::function<bool()>& stop_requested);
 
 }  // namespace atl

@@ -3,8 +3,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "node/lifecycle.hpp"
 #include "runtime/process/log.hpp"
-#include "tools/atoll/processes.hpp"
 
 namespace atl {
 

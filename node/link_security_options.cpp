@@ -1,8 +1,8 @@
 // --keys / --insecure of `atoll up` and `atoll join`.
 #include <iostream>
 
+#include "node/lifecycle.hpp"
 #include "runtime/transport/head_endpoints.hpp"
-#include "tools/atoll/processes.hpp"
 
 namespace atl {
 namespace {

@@ -11,13 +11,14 @@
 #include "actors/node/node_agent.hpp"
 #include "actors/shared/messages.hpp"
 #include "examples/tasks.hpp"
+#include "node/lifecycle.hpp"
+#include "node/node_process.hpp"
 #include "runtime/device/codec_cuda.hpp"
 #include "runtime/device/device.hpp"
 #include "runtime/process/batch_job.hpp"
 #include "runtime/process/log.hpp"
 #include "runtime/transport/model_transfer.hpp"
 #include "runtime/transport/node_links.hpp"
-#include "tools/atoll/processes.hpp"
 
 namespace atl {
 namespace {

@@ -5,8 +5,8 @@
 #include <caf/all.hpp>
 
 #include "actors/shared/messages.hpp"
+#include "node/lifecycle.hpp"
 #include "runtime/process/log.hpp"
-#include "tools/atoll/processes.hpp"
 
 namespace atl {
 namespace {
