@@ -41,15 +41,6 @@ TEST(Slices, APlanCoversTheFragmentInSlicesOfWholeGranulesWithinOneGranuleOfEach
   }
 }
 
-TEST(Slices, ARoundIsReducedInOneSliceAMemberUpToTheConfiguredCount) {
-  struct row {
-    std::size_t members, configured, expected;
-  };
-  for (const auto& r : {row{0, 4, 1}, row{1, 4, 1}, row{2, 4, 2}, row{20, 4, 4}, row{5, 1, 1}, row{3, 0, 1}}) {
-    EXPECT_EQ(shard_count(r.members, r.configured), r.expected) << r.members << " members, " << r.configured;
-  }
-}
-
 TEST(Slices, AGranuleIsWholeBlocksOfTheOuterStepAndWholeContributionChunks) {
   struct row {
     const char* name;

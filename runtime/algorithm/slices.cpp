@@ -12,10 +12,6 @@ std::size_t slice_granule(const outer_rule& rule, std::size_t contribution_chunk
   return std::lcm(outer_block_values(rule), std::max<std::size_t>(1, contribution_chunk));
 }
 
-std::size_t shard_count(std::size_t members, std::size_t configured) {
-  return std::max<std::size_t>(1, std::min(members, configured));
-}
-
 std::vector<fragment_slice> plan_slices(std::size_t values, std::size_t granule, std::size_t shards) {
   granule = std::max<std::size_t>(1, granule);
   const std::size_t granules = (values + granule - 1) / granule;

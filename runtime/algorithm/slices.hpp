@@ -32,10 +32,6 @@ struct fragment_slice {
 // chunk (0: a codec without chunks).
 std::size_t slice_granule(const outer_rule& rule, std::size_t contribution_chunk);
 
-// How many slices a round of `members` participants is reduced in: one per member up to the
-// configured count (a slice per node at most), at least one.
-std::size_t shard_count(std::size_t members, std::size_t configured);
-
 // `shards` contiguous slices covering [0, values): each a whole number of granules but the
 // last, sizes within one granule of each other. Fewer when the fragment has fewer granules
 // (no slice is empty); one slice of nothing for an empty fragment.

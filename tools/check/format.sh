@@ -12,7 +12,7 @@ fi
 if [ -d .git ] || git rev-parse --git-dir >/dev/null 2>&1; then
   mapfile -t files < <(git ls-files '*.cpp' '*.hpp' '*.cu')
 else
-  mapfile -t files < <(find actors runtime storage tools tests examples -name '*.cpp' -o -name '*.hpp' -o -name '*.cu')
+  mapfile -t files < <(find actors runtime storage node tools tests examples python -name '*.cpp' -o -name '*.hpp' -o -name '*.cu')
 fi
 bad=()
 for f in "${files[@]}"; do
