@@ -1,4 +1,5 @@
-// actors/decisions/held_requests: each row names the reason its verdict follows from.
+// actors/decisions/held_requests: each row names the reason its verdict follows from, and
+// the facts that differ from a usual case, by name.
 #include <gtest/gtest.h>
 
 #include "actors/decisions/held_requests.hpp"
@@ -6,38 +7,56 @@
 namespace atl::held_requests {
 namespace {
 
+// `facts` with `change` applied: a row says what differs from its usual case.
+template <class Facts, class Change>
+Facts but(Facts facts, Change change) {
+  change(facts);
+  return facts;
+}
+
+// The usual StateRequest: from a member and participant of the open round that has not
+// contributed yet, the state loaded, enough members, DiLoCo.
+state_request_facts participant_before_contributing() {
+  state_request_facts f;
+  f.loaded = f.members_suffice = f.collecting = f.nesterov = f.participant = f.member = true;
+  return f;
+}
+
 TEST(HeldRequests, AStateRequestIsAnsweredOnlyWhenItsSenderCanUseTheStateNow) {
   struct row {
     const char* reason;
     state_request_facts facts;
     state_verdict expected;
   };
-  // loaded, members_suffice, collecting, nesterov, participant, contributed, member, refused_outside
+  using f = state_request_facts;
+  const auto usual = participant_before_contributing();
   const row rows[] = {
-      {"a participant that has not contributed",
-       {true, true, true, true, true, false, true, false},
-       state_verdict::answer_in_round},
-      {"a participant that contributed waits for the next round",
-       {true, true, true, true, true, true, true, false},
+      {"a participant that has not contributed", usual, state_verdict::answer_in_round},
+      {"a participant that contributed waits for the next round", but(usual, [](f& x) { x.contributed = true; }),
        state_verdict::hold},
-      {"not loaded yet", {false, true, true, true, true, false, true, false}, state_verdict::hold},
-      {"too few members: a participant waits",
-       {true, false, true, true, true, false, true, false},
+      {"not loaded yet", but(usual, [](f& x) { x.loaded = false; }), state_verdict::hold},
+      {"too few members: a participant waits", but(usual, [](f& x) { x.members_suffice = false; }),
        state_verdict::hold},
-      {"no round open", {true, true, false, true, false, false, true, false}, state_verdict::hold},
+      {"no round open", but(usual, [](f& x) { x.collecting = x.participant = false; }), state_verdict::hold},
       {"a member outside the open round must train to reach another fragment's",
-       {true, true, true, true, false, false, true, false},
-       state_verdict::answer_outside_round},
+       but(usual, [](f& x) { x.participant = false; }), state_verdict::answer_outside_round},
       {"outside the round, but refused as not_participant: no refusal loop",
-       {true, true, true, true, false, false, true, true},
+       but(usual, [](f& x) { x.participant = false, x.refused_outside = true; }), state_verdict::hold},
+      {"outside the round in ddp: waits", but(usual, [](f& x) { x.participant = x.nesterov = false; }),
        state_verdict::hold},
-      {"outside the round in ddp: waits", {true, true, true, false, false, false, true, false}, state_verdict::hold},
-      {"not a member at all", {true, true, true, true, false, false, false, false}, state_verdict::hold},
+      {"not a member at all", but(usual, [](f& x) { x.participant = x.member = false; }), state_verdict::hold},
       {"a member outside the round before the state is loaded",
-       {false, true, true, true, false, false, true, false},
-       state_verdict::hold},
+       but(usual, [](f& x) { x.participant = x.loaded = false; }), state_verdict::hold},
   };
   for (const auto& r : rows) EXPECT_STREQ(to_string(decide(r.facts)), to_string(r.expected)) << r.reason;
+}
+
+// The usual early contribution: between rounds, for the round about to open, from a
+// member, the state loaded and seeded, nobody held yet.
+contribution_facts early_from_a_member() {
+  contribution_facts f;
+  f.loaded = f.seeded = f.ready = f.for_next_round = f.member = true;
+  return f;
 }
 
 TEST(HeldRequests, AContributionIsHeldForTheRoundAboutToOpenOrUntilTheStateIsThere) {
@@ -46,28 +65,24 @@ TEST(HeldRequests, AContributionIsHeldForTheRoundAboutToOpenOrUntilTheStateIsThe
     contribution_facts facts;
     contribution_verdict expected;
   };
-  // loaded, seeded, ready, for_next_round, member, sender_held, held
+  using f = contribution_facts;
+  const auto usual = early_from_a_member();
+  // A re-placed coordinator before the keeper answered: nothing loaded, seeded or ready.
+  const auto unloaded = but(usual, [](f& x) { x.loaded = x.seeded = x.ready = x.for_next_round = false; });
   const row rows[] = {
-      {"a round is collecting: the tracker fences it",
-       {true, true, false, true, true, false, 0},
+      {"a round is collecting: the tracker fences it", but(usual, [](f& x) { x.ready = false; }),
        contribution_verdict::take},
-      {"between rounds, for the next round, from a member",
-       {true, true, true, true, true, false, 0},
-       contribution_verdict::hold_early},
-      {"between rounds, for another round: refused by the tracker",
-       {true, true, true, false, true, false, 0},
+      {"between rounds, for the next round, from a member", usual, contribution_verdict::hold_early},
+      {"between rounds, for another round: refused by the tracker", but(usual, [](f& x) { x.for_next_round = false; }),
        contribution_verdict::take},
-      {"between rounds, from a non-member", {true, true, true, true, false, false, 0}, contribution_verdict::take},
-      {"before the state is loaded (a re-placed coordinator)",
-       {false, false, false, false, false, false, 0},
-       contribution_verdict::hold_early},
-      {"loaded but not seeded yet", {true, false, false, false, true, false, 0}, contribution_verdict::hold_early},
-      {"the held senders are at the bound",
-       {false, false, false, false, true, false, max_early},
+      {"between rounds, from a non-member", but(usual, [](f& x) { x.member = false; }), contribution_verdict::take},
+      {"before the state is loaded (a re-placed coordinator), even from a non-member",
+       but(unloaded, [](f& x) { x.member = false; }), contribution_verdict::hold_early},
+      {"loaded but not seeded yet", but(unloaded, [](f& x) { x.loaded = true; }), contribution_verdict::hold_early},
+      {"the held senders are at the bound", but(unloaded, [](f& x) { x.held = max_early; }),
        contribution_verdict::take},
       {"at the bound, a sender already held replaces its own",
-       {false, false, false, false, true, true, max_early},
-       contribution_verdict::hold_early},
+       but(unloaded, [](f& x) { x.held = max_early, x.sender_held = true; }), contribution_verdict::hold_early},
   };
   for (const auto& r : rows) EXPECT_STREQ(to_string(decide(r.facts)), to_string(r.expected)) << r.reason;
 }
