@@ -164,6 +164,8 @@ TEST(Failover, KillingTheHostOfOneSliceReplacesThatSliceAloneAndTheRunFinishes) 
 
   const json units = ask(ep, "fragments");
   ASSERT_EQ(units.size(), 2u) << units.dump();
+  EXPECT_EQ(units[1]["fragment"], 0) << units.dump();  // unit 1 is slice 1 of fragment 0
+  EXPECT_EQ(units[1]["slice"], 1) << units.dump();
   EXPECT_NE(units[1]["placed_on"], slice1_host) << units.dump();
   for (const auto& unit : units) {
     EXPECT_EQ(unit["round"], 32) << unit.dump();  // 800 steps, a round every 25

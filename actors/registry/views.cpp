@@ -178,6 +178,12 @@ json fragments(const registry_state& st, bool with_keeper) {
                   {"round", view.round},
                   {"coordinator", coordinator_id(static_cast<std::uint32_t>(f))},
                   {"placed_on", view.placed_on.empty() ? json() : json(view.placed_on)}};
+    if (st.cfg.shards > 1) {  // a sync unit: slice f mod S of fragment f / S (diloco.shards)
+      const auto shards = static_cast<std::size_t>(st.cfg.shards);
+      entry["fragment"] = f / shards;
+      entry["slice"] = f % shards;
+      entry["shards"] = shards;
+    }
     if (with_keeper) {
       json workers = json::array();
       for (const auto& [w, rd] : view.worker_digests)

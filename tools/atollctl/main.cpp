@@ -118,9 +118,12 @@ void print_human(const std::string& command, const json& body) {
     print_table(body, {"id", "process", "state"});
   } else if (command == "fragments") {
     for (const auto& f : body) {
-      std::cout << "fragment " << str(f["id"]) << "  round " << str(f["round"]) << "  coordinator "
-                << str(f["coordinator"]) << "  keeper " << str(f.value("keeper", json())) << " digest "
-                << str(f.value("keeper_digest", json("-"))) << "\n";
+      // With sharded rounds each row is a unit: one slice of a fragment.
+      const std::string label = f.contains("slice") ? "unit " + str(f["id"]) + " (fragment " + str(f["fragment"]) +
+                                                          ", slice " + str(f["slice"]) + " of " + str(f["shards"]) + ")"
+                                                    : "fragment " + str(f["id"]);
+      std::cout << label << "  round " << str(f["round"]) << "  coordinator " << str(f["coordinator"]) << "  keeper "
+                << str(f.value("keeper", json())) << " digest " << str(f.value("keeper_digest", json("-"))) << "\n";
       print_table(f["workers"], {"id", "round", "digest"});
     }
   } else if (command == "checkpoints") {
@@ -178,7 +181,9 @@ int main(int argc, char** argv) {
       {"status", "cluster id, epoch, run state, members, workers, fragments, refusal counters"},
       {"members", "nodes with state, since when, last heartbeat, workers"},
       {"actors", "every actor: the head's and each node's"},
-      {"fragments", "per fragment: round, keeper digest of theta_global, each worker's digest"},
+      {"fragments",
+       "per fragment (per slice with diloco.shards): round, keeper digest of theta_global, each "
+       "worker's digest"},
       {"checkpoints", "committed rounds stored by the keeper, and what `atoll export` writes of them"},
       {"explain",
        "per fragment, what its round waits for and since when: who has contributed, who has not "
