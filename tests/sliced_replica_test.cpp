@@ -3,6 +3,7 @@
 // been done to whole fragments.
 #include <cstring>
 #include <memory>
+#include <stdexcept>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -111,6 +112,19 @@ TEST(SlicedReplica, AFragmentWithFewerGranulesThanShardsIsRefusedNamingIt) {
   ASSERT_FALSE(sliced);
   EXPECT_EQ(sliced.err().code, errc::invalid_config);
   EXPECT_NE(sliced.err().message.find("fragment 1 has 1000 values"), std::string::npos) << sliced.err().message;
+}
+
+TEST(SlicedReplica, AWorkerSeesItsModelInUnitsOnlyWithShards) {
+  run_config run;
+  auto model = std::make_unique<vector_replica>(std::vector<std::size_t>{2 * granule});
+  const replica* plain = model.get();
+  auto same = in_sync_units(std::move(model), run);  // diloco.shards = 1
+  EXPECT_EQ(same.get(), plain);
+  run.shards = 2;
+  EXPECT_EQ(in_sync_units(std::move(same), run)->fragment_count(), 2u);
+  run.shards = 3;
+  EXPECT_THROW(in_sync_units(std::make_unique<vector_replica>(std::vector<std::size_t>{2 * granule}), run),
+               std::invalid_argument);
 }
 
 // Error feedback over three syncs: the units' contributions are the cuts of what the whole

@@ -1,7 +1,10 @@
 #include "actors/worker/sliced_replica.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 #include <string>
+
+#include "actors/shared/slicing.hpp"
 
 namespace atl {
 
@@ -173,6 +176,13 @@ status sliced_replica::encode_pseudo_gradient(std::size_t unit, const encoding& 
 float sliced_replica::evaluate_global() {
   apply_merges();
   return base_->evaluate_global();
+}
+
+std::unique_ptr<replica> in_sync_units(std::unique_ptr<replica> model, const run_config& run) {
+  if (run.shards <= 1) return model;
+  auto sliced = sliced_replica::wrap(std::move(model), static_cast<std::size_t>(run.shards), slice_granule_of(run));
+  if (!sliced) throw std::invalid_argument(sliced.err().describe());
+  return std::move(*sliced);
 }
 
 }  // namespace atl

@@ -21,6 +21,7 @@
 #include "actors/worker/replica.hpp"
 #include "runtime/algorithm/slices.hpp"
 #include "runtime/core/expected.hpp"
+#include "runtime/process/config.hpp"
 
 namespace atl {
 
@@ -91,5 +92,9 @@ class sliced_replica final : public replica {
   mutable std::vector<float> merge_alpha_;  // per fragment: the alpha of its pending merges
   std::vector<whole_encoding> encoded_;  // per fragment
 };
+
+// The replica a worker of `run` syncs: `model` itself, or with diloco.shards > 1 `model`
+// seen in sync units. Throws std::invalid_argument naming a fragment too small to cut.
+std::unique_ptr<replica> in_sync_units(std::unique_ptr<replica> model, const run_config& run);
 
 }  // namespace atl

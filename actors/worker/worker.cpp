@@ -7,7 +7,6 @@
 
 #include "actors/shared/messages.hpp"
 #include "actors/shared/pseudo_gradient.hpp"
-#include "actors/shared/slicing.hpp"
 #include "actors/worker/sliced_replica.hpp"
 #include "actors/worker/steps.hpp"
 #include "runtime/core/digest.hpp"
@@ -339,13 +338,8 @@ caf::behavior worker_actor(caf::stateful_actor<worker_state>* self, transport* n
   st.codec = codec ? *codec : codec_kind::fp32;  // the config was validated at the head
   st.mail = std::make_unique<mailer>(*net, cfg.id, cfg.cluster_id);
   if (ATL_FAIL_POINT("worker.replica")) throw std::runtime_error("fail point worker.replica: no replica");
-  st.model = factory(cfg.run, cfg.spec);  // may throw: the node agent sees the failure and restarts
-  if (cfg.run.shards > 1) {  // sharded rounds: the worker syncs the fragments' slices as units
-    auto sliced =
-        sliced_replica::wrap(std::move(st.model), static_cast<std::size_t>(cfg.run.shards), slice_granule_of(cfg.run));
-    if (!sliced) throw std::invalid_argument(sliced.err().describe());
-    st.model = std::move(*sliced);
-  }
+  // May throw: the node agent sees the failure and restarts the worker.
+  st.model = in_sync_units(factory(cfg.run, cfg.spec), cfg.run);
   st.steps = cfg.run.mode == "ddp" ? make_ddp_steps() : make_diloco_steps();
   st.schedule = std::make_unique<fragment_schedule>(cfg.run.sync_every, cfg.run.fragments, cfg.run.shards);
   st.fragments.resize(st.model->fragment_count());
