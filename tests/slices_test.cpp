@@ -112,12 +112,6 @@ TEST(Slices, ACutOutsideTheTensorOrOffItsChunksIsRefused) {
   EXPECT_EQ(cut.err().code, errc::tensor_mismatch);
 }
 
-TEST(Slices, TheFragmentsDigestOfOneSliceIsThatSlicesAndOfSeveralDependsOnTheirOrder) {
-  EXPECT_EQ(combine_slice_digests({0x1234}), 0x1234u);
-  EXPECT_NE(combine_slice_digests({1, 2}), combine_slice_digests({2, 1}));
-  EXPECT_NE(combine_slice_digests({1, 2}), combine_slice_digests({1, 2, 0}));
-}
-
 bool same_bits(const float* a, const float* b, std::size_t n) { return std::memcmp(a, b, n * sizeof(float)) == 0; }
 
 std::vector<float> range_of(const std::vector<float>& v, const fragment_slice& s) {

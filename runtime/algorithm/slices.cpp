@@ -4,8 +4,6 @@
 #include <numeric>
 #include <string>
 
-#include "runtime/core/digest.hpp"
-
 namespace atl {
 
 std::size_t slice_granule(const outer_rule& rule, std::size_t contribution_chunk) {
@@ -56,15 +54,6 @@ expected<encoded_values> cut_encoded(const encoded_values& whole, const fragment
     part.scales.assign(scales, scales + static_cast<std::ptrdiff_t>(scale_count(whole.kind, slice.count, whole.chunk)));
   }
   return part;
-}
-
-std::uint64_t combine_slice_digests(const std::vector<std::uint64_t>& digests) {
-  if (digests.size() == 1) return digests.front();
-  std::vector<std::uint8_t> bytes;
-  bytes.reserve(digests.size() * 8);
-  for (const auto d : digests)
-    for (int b = 0; b < 8; ++b) bytes.push_back(static_cast<std::uint8_t>(d >> (8 * b)));
-  return digest64(bytes.data(), bytes.size());
 }
 
 }  // namespace atl

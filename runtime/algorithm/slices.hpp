@@ -12,7 +12,6 @@
 // reduced in slices and the same round reduced whole reach identical theta_global, momentum
 // and residual, bit for bit (tests/slices_test.cpp).
 #include <cstddef>
-#include <cstdint>
 #include <vector>
 
 #include "runtime/algorithm/codec.hpp"
@@ -41,10 +40,5 @@ std::vector<fragment_slice> plan_slices(std::size_t values, std::size_t granule,
 // alone. The slice must lie inside the tensor and, for a codec with chunks, start on a chunk
 // and end on one (or at the end); invalid_config otherwise.
 expected<encoded_values> cut_encoded(const encoded_values& whole, const fragment_slice& slice);
-
-// The fragment's digest from its slices' digests, in slice order: with one slice, that
-// slice's own (a round reduced whole keeps the digest it always had); with more, digest64
-// of their little-endian bytes.
-std::uint64_t combine_slice_digests(const std::vector<std::uint64_t>& digests);
 
 }  // namespace atl
