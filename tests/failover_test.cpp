@@ -732,7 +732,7 @@ TEST(Failover, WithKeepersOnNodesTheReplicaHostsStayUntilTheLastWorkerFinishes) 
   subprocess head(
       mlp_head(head_dir, 16000,
                {"--set", "cluster.heartbeat_ms=300", "--set", "cluster.lease_ms=60000", "--set",
-                "diloco.round_deadline_ms=1000", "--set", "storage.keep_rounds=100", "--set", "storage.keepers=nodes"}),
+                "diloco.round_deadline_ms=500", "--set", "storage.keep_rounds=100", "--set", "storage.keepers=nodes"}),
       dir.sub("head.log"));
   const std::string ep = testing::wait_for_endpoint(head_dir, head);
   ASSERT_FALSE(ep.empty()) << head.output();

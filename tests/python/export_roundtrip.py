@@ -2,7 +2,7 @@
 """Bring your own model, end to end, as a Python user would (issue 11's test):
 
 1. export the example model with examples/torchscript/model.py (torch.jit.script);
-2. train it with a 2-node `atoll local --model ... --data ...` for a few rounds;
+2. train it with a 2-node `atoll local --model ... --data ...` for four rounds;
 3. `atoll export` the latest round, load the file with torch.jit.load;
 4. check that each fragment of the loaded parameters has the keeper's digest of
    theta_global (bit-identical), and that its held-out loss, computed here in PyTorch on
@@ -73,7 +73,7 @@ def main():
     torch.jit.script(example_model.TinyGPT(context=CONTEXT)).save(model_file)
 
     run_dir = os.path.join(work, "run")
-    r = run([atoll, "local", "--model", model_file, "--data", DATA, "--steps", "40", "--sync-every", "10",
+    r = run([atoll, "local", "--model", model_file, "--data", DATA, "--steps", "20", "--sync-every", "5",
              "--fragments", str(FRAGMENTS), "--run-dir", run_dir])
     print(r.stdout[-1500:], r.stderr[-1500:])
     check(r.returncode == 0, "atoll local trains the TorchScript model")
@@ -83,7 +83,7 @@ def main():
     check(r.returncode == 0, "atoll export writes the trained model: " + r.stderr.strip())
     manifest = json.loads(r.stdout)
     check(manifest["format"] == "torchscript", "a --model run exports TorchScript")
-    check(all(f["round"] == 4 for f in manifest["fragments"]), "the latest round (40 steps / H=10) is exported")
+    check(all(f["round"] == 4 for f in manifest["fragments"]), "the latest round (20 steps / H=5) is exported")
 
     trained = torch.jit.load(out)
     groups = layer_groups(trained)
@@ -100,7 +100,7 @@ def main():
     with open(os.path.join(run_dir, "metrics.jsonl")) as metrics:
         for line in metrics:
             rec = json.loads(line)
-            if rec.get("type") == "eval" and rec.get("step") == 40:
+            if rec.get("type") == "eval" and rec.get("step") == 20:
                 reported = rec["val_loss"]
     check(reported is not None, "Atoll reported a held-out loss at the last step")
     with open(DATA, "rb") as fh:
@@ -146,7 +146,7 @@ def check_built_in_export(atoll, work, tokens):
     sys.path.insert(0, os.path.join(ROOT, "tools", "bench"))
     import torch_gpt
     run_dir = os.path.join(work, "gpt")
-    r = run([atoll, "local", "--steps", "20", "--sync-every", "10", "--run-dir", run_dir])
+    r = run([atoll, "local", "--steps", "10", "--sync-every", "5", "--run-dir", run_dir])
     check(r.returncode == 0, "atoll local trains the built-in GPT")
     out = os.path.join(work, "gpt.pt")
     r = run([atoll, "export", "--run-dir", run_dir, "--out", out])

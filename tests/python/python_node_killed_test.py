@@ -17,7 +17,7 @@ from head_endpoint import stop_all, wait_for_endpoint
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CLASSIFIER = os.path.join(os.path.dirname(os.path.dirname(HERE)), "examples", "python", "classifier.py")
-STEPS = 6000
+STEPS = 3000
 
 
 def main():
