@@ -39,11 +39,24 @@ the round commits, applied on a confirmation once it is durable; on by default).
 replicated,fsync` runs each row in both durability modes (default: replicated), and
 `--keepers nodes,head` with both placements of the keepers (default: nodes).
 
+Shaped links (`--mbit R`, needs root): the head and each node in a network namespace of its
+own, each node's link shaped to R Mbit/s both ways with tc tbf (tools/bench/netns.py, as
+`bench links`), started with `atoll up` and `atoll join` instead of `atoll local`. Each row
+then also has bytes_per_node: bytes sent + received per round through the busiest node's
+link (the star's centre; bytes_per_node_mean averages the nodes), from the kernel's counters
+over the whole run divided by its rounds (start-up and heartbeats are a few kB), the
+keepers' records included. Beside it, the physical baseline: ring_bound_s, a ring
+all-reduce's time, 2(M-1)/M of the encoded fragment through each link each way at R Mbit/s
+(unshaped rows: at the TCP bound), and allreduce_bytes_per_node, its bytes sent + received
+per node. Encoded sizes are the codecs' nominal ones (int8: a byte a value and an fp32
+scale per 256 values); topk rows have none.
+
 Writes DIR/results.json: [{size_mb, workers, codec, links, early_results, sync, keepers, atoll_gbps, gloo_gbps, tcp_bound_gbps,
 commit_disk_bound_gbps, atoll_round_s, atoll_send_s (the last send starts -> the coordinator
 has every contribution), atoll_release_s (-> the round is released, from the RoundReport),
 atoll_coordinator_share, atoll_average_s, atoll_commit_s, atoll_keeper_write_s, atoll_results_s,
-commit_bytes_per_keeper, rounds_measured, warmup_rounds}]
+commit_bytes_per_keeper, rounds_measured, warmup_rounds, shards, mbit, round_s (= atoll_round_s),
+ring_bound_s, allreduce_bytes_per_node, bytes_per_node, bytes_per_node_mean}]
 and prints a table. GB/s = 1e9 bytes per second. Where a round's time goes, medians over
 rounds W+1..R: atoll_average_s (last contribution in -> the commit starts: decode, average,
 outer step, encode the result), atoll_commit_s (the commit starts -> the slower keeper's
@@ -65,6 +78,8 @@ import statistics
 import subprocess
 import sys
 import time
+
+import netns
 
 MIB = 1 << 20
 
@@ -224,6 +239,31 @@ def mlp_width(size_bytes):
     return max(1, (size_bytes // 4 - 1) // 18)
 
 
+# Bytes a value takes on the wire (docs/design.md, "The codecs"): the code, and one fp32 scale
+# per chunk of 256 values for the low-bit codecs.
+WIRE_BYTES_PER_VALUE = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "int8": 1 + 4 / 256, "fp4": 0.5 + 4 / 256}
+
+
+def encoded_bytes(size_bytes, codec):
+    """The fragment's bytes in `codec`; None for a codec whose size depends on its values (topk)."""
+    per_value = WIRE_BYTES_PER_VALUE.get(codec)
+    return None if per_value is None else size_bytes / 4 * per_value
+
+
+def allreduce_bytes_per_node(size_bytes, workers, codec):
+    """A ring all-reduce's bytes per node, sent + received: 2(M-1)/M of the encoded fragment each way."""
+    encoded = encoded_bytes(size_bytes, codec)
+    return None if encoded is None else 2 * 2 * (workers - 1) / workers * encoded
+
+
+def ring_bound_s(size_bytes, workers, codec, mbit, tcp_gbps):
+    """The ring all-reduce's time on links of `mbit` Mbit/s each way (0: the loopback TCP bound):
+    2(M-1)/M of the encoded fragment through each node's link, both ways at once."""
+    encoded = encoded_bytes(size_bytes, codec)
+    bytes_per_s = mbit * 1e6 / 8 if mbit else tcp_gbps * 1e9
+    return None if encoded is None else 2 * (workers - 1) / workers * encoded / bytes_per_s
+
+
 COMMITTING = re.compile(r"^\[\s*([0-9.]+) .*coordinator \d+: committing round (\d+), ([0-9.]+) s after the last "
                         r"contribution")
 ACKNOWLEDGED = re.compile(r"^\[\s*([0-9.]+) .*coordinator \d+: keeper/\d+ acknowledged round (\d+) ")
@@ -262,40 +302,78 @@ def commit_phases(log_dir, first):
             median([b for r, b in written.items() if r >= first]))
 
 
-def atoll_run(atoll, run_dir, size_bytes, workers, codec, rounds, links="curve", early_results=True, warmup=1,
-              sync="replicated", keepers="nodes", shards=1):
-    sync_every = 2
-    cmd = [atoll, "local", "--nodes", str(workers), "--example", "mlp", "--steps", str(sync_every * rounds),
-           "--run-dir", run_dir,
-           "--set", "model.heads=1", "--set", f"model.width={mlp_width(size_bytes)}",
-           "--set", f"diloco.sync_every={sync_every}",
-           "--set", f"diloco.codec={codec}",
-           "--set", f"diloco.error_feedback={'true' if codec != 'fp32' else 'false'}",
-           "--set", "inner.batch_size=1",
-           "--set", f"run.eval_every={10 ** 9}",
-           "--set", "storage.keep_rounds=1",
-           "--set", f"net.max_frame_mb={max(64, 2 * size_bytes // MIB)}",
-           "--set", f"run.min_workers={workers}",
-           "--set", "run.threads_per_worker=1",
-           "--set", "cluster.lease_ms=120000",
-           "--set", f"diloco.early_results={'true' if early_results else 'false'}",
-           "--set", f"storage.sync={sync}",
-           "--set", f"storage.keepers={keepers}",
-           "--set", f"diloco.shards={shards}"]
+def run_settings(size_bytes, workers, codec, rounds, early_results, sync, keepers, shards, sync_every=2):
+    """The run's --set options, the same for `atoll local` and `atoll up`: the mlp example sized
+    so that its one fragment has `size_bytes` (at batch 1 a step is a few milliseconds: the
+    workers do little but sync), a round every two steps."""
+    settings = {"run.example": "mlp", "run.steps": sync_every * rounds, "model.heads": 1,
+                "model.width": mlp_width(size_bytes), "diloco.sync_every": sync_every, "diloco.codec": codec,
+                "diloco.error_feedback": "true" if codec != "fp32" else "false", "inner.batch_size": 1,
+                "run.eval_every": 10 ** 9, "storage.keep_rounds": 1,
+                "net.max_frame_mb": max(64, 2 * size_bytes // MIB), "run.min_workers": workers,
+                "run.threads_per_worker": 1, "cluster.lease_ms": 120000,
+                "diloco.early_results": "true" if early_results else "false", "storage.sync": sync,
+                "storage.keepers": keepers, "diloco.shards": shards}
+    return [arg for key, value in settings.items() for arg in ("--set", f"{key}={value}")]
+
+
+def launch_local(atoll, run_dir, workers, links, settings):
+    """`atoll local`: every process on this machine's loopback."""
+    cmd = [atoll, "local", "--nodes", str(workers), "--run-dir", run_dir] + settings
     if links == "plain":
         cmd.append("--plain-links")
-    if os.path.exists(run_dir):
-        shutil.rmtree(run_dir)
-    started = time.time()
     # Debug logging adds a few lines a round: the coordinator's commit timings (commit_phases).
     env = dict(os.environ, ATOLL_LOG="debug")
     res = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=1800, env=env)
     if res.returncode != 0:
         sys.exit(f"averaging: atoll local failed ({' '.join(cmd)}):\n{res.stdout[-3000:]}")
+
+
+def launch_shaped(atoll, run_dir, workers, links, settings, mbit):
+    """A head and `workers` nodes, each in its own network namespace with its link shaped to
+    `mbit` (tools/bench/netns.py); returns each node's link bytes (in + out) over the run."""
+    netns.shape(workers, mbit)
+    head_ep = f"tcp://{netns.HEAD_IP}:7070"
+    keys = []
+    if links == "curve":
+        netns.sh(atoll, "keygen", "--out", os.path.join(run_dir, "keys"))
+        keys = ["--keys", os.path.join(run_dir, "keys")]
+    security = keys or ["--insecure"]  # plain links off loopback must be asked for by name
+    log_dir = os.path.join(run_dir, "logs")
+    os.makedirs(log_dir)
+    env = dict(os.environ, ATOLL_LOG="debug")
+    logs = []
+
+    def start(ns, args):
+        log = open(os.path.join(log_dir, f"{ns}.log"), "w")
+        logs.append(log)
+        return subprocess.Popen(["ip", "netns", "exec", ns, atoll] + args + security, stdout=log,
+                                stderr=subprocess.STDOUT, env=env)
+
+    nodes = netns.names(workers)[1:]
+    before = {ns: netns.link_bytes(ns) for ns in nodes}
+    head = start(netns.HEAD, ["up", "--listen", head_ep, "--run-dir", os.path.join(run_dir, "head"), "--metrics",
+                              os.path.join(run_dir, "metrics.jsonl")] + settings)
+    time.sleep(1.0)
+    joined = [start(ns, ["join", "--head", head_ep, "--threads", "1", "--run-dir", os.path.join(run_dir, ns)])
+              for ns in nodes]
+    codes = [n.wait(timeout=1800) for n in joined]
+    moved = {ns: netns.link_bytes(ns) - before[ns] for ns in nodes}
+    netns.sh("ip", "netns", "exec", netns.HEAD, atoll, "down", "--head", head_ep, *keys, check=False)
+    head.wait(timeout=60)
+    for log in logs:
+        log.close()
+    if any(codes):
+        sys.exit(f"averaging: a node failed ({codes}) at {mbit} Mbit/s; logs in {log_dir}")
+    return moved
+
+
+def round_timings(metrics_path, workers, shards, warmup):
+    """Each measured round's times from the head's metrics (see the module's docstring)."""
     # With shards, a round is S units' rounds (one coordinator each): it ends when the last
     # worker has applied the last slice's result.
     released, acks = {}, {}
-    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+    with open(metrics_path) as f:
         for line in f:
             j = json.loads(line)
             if j.get("type") == "round":
@@ -320,16 +398,39 @@ def atoll_run(atoll, run_dir, size_bytes, workers, codec, rounds, links="curve",
         helds.append(max(0.0, merged - last_release))
         commit_shares.append(releases[-1] / total if total > 0 else 0.0)
     if not times:
-        sys.exit(f"averaging: no complete round after the first {warmup} in {run_dir}")
+        sys.exit(f"averaging: no complete round after the first {warmup} in {os.path.dirname(metrics_path)}")
+    return times, sends, releases, helds, commit_shares
+
+
+def atoll_run(atoll, run_dir, size_bytes, workers, codec, rounds, links="curve", early_results=True, warmup=1,
+              sync="replicated", keepers="nodes", shards=1, mbit=0):
+    if os.path.exists(run_dir):
+        shutil.rmtree(run_dir)
+    os.makedirs(run_dir)
+    started = time.time()
+    settings = run_settings(size_bytes, workers, codec, rounds, early_results, sync, keepers, shards)
+    moved = None
+    if mbit:
+        moved = launch_shaped(atoll, run_dir, workers, links, settings, mbit)
+    else:
+        launch_local(atoll, run_dir, workers, links, settings)
+    times, sends, releases, helds, commit_shares = round_timings(os.path.join(run_dir, "metrics.jsonl"), workers,
+                                                                shards, warmup)
     median = statistics.median(times)
     average_s, commit_s, write_s, commit_bytes = commit_phases(os.path.join(run_dir, "logs"), warmup + 1)
-    return {"atoll_round_s": median, "atoll_gbps": size_bytes / median / 1e9,
-            "atoll_send_s": statistics.median(sends), "atoll_release_s": statistics.median(releases),
-            "atoll_coordinator_share": statistics.median(commit_shares), "rounds_measured": len(times),
-            "atoll_average_s": average_s, "atoll_commit_s": commit_s, "atoll_keeper_write_s": write_s,
-            "commit_bytes_per_keeper": commit_bytes,
-            "atoll_results_s": statistics.median(helds),
-            "run_wall_s": time.time() - started}
+    result = {"atoll_round_s": median, "atoll_gbps": size_bytes / median / 1e9,
+              "atoll_send_s": statistics.median(sends), "atoll_release_s": statistics.median(releases),
+              "atoll_coordinator_share": statistics.median(commit_shares), "rounds_measured": len(times),
+              "atoll_average_s": average_s, "atoll_commit_s": commit_s, "atoll_keeper_write_s": write_s,
+              "commit_bytes_per_keeper": commit_bytes,
+              "atoll_results_s": statistics.median(helds),
+              "run_wall_s": time.time() - started}
+    if moved is not None:
+        # Every round moves the same bytes, and start-up and heartbeats are a few kB: the
+        # run's bytes over its rounds. The busiest node bounds a round (the star's centre).
+        per_round = [b / rounds for b in moved.values()]
+        result.update({"bytes_per_node": max(per_round), "bytes_per_node_mean": statistics.mean(per_round)})
+    return result
 
 
 def main():
@@ -356,6 +457,9 @@ def main():
     ap.add_argument("--early-results", default="on",
                     help="diloco.early_results: on (the default: results travel while the round commits) "
                          "and/or off (results after the commit), e.g. on,off for both, run by run")
+    ap.add_argument("--mbit", type=int, default=0,
+                    help="shape each node's link to this many Mbit/s both ways, each node and the head in a network "
+                         "namespace of its own (tools/bench/netns.py; needs root); 0: loopback, unshaped")
     ap.add_argument("--shards", default="1",
                     help="diloco.shards: slices the fragment's round is reduced in, each by its own coordinator; "
                          "a number and/or auto (one slice per worker), e.g. 1,auto")
@@ -363,6 +467,21 @@ def main():
     if not 1 <= args.warmup_rounds < args.rounds:
         sys.exit(f"averaging.py: --warmup-rounds must be at least 1 and below --rounds ({args.rounds})")
     os.makedirs(args.out, exist_ok=True)
+    if args.mbit:
+        netns.require_root("averaging")
+        netns.setup_or_exit("averaging", max(int(w) for w in args.workers.split(",")))
+    try:
+        results = measure(args)
+    finally:
+        if args.mbit:
+            netns.teardown()
+    if args.bounds_only:
+        return
+    print_tables(results)
+    print(f"\nwrote {os.path.join(args.out, 'results.json')}")
+
+
+def measure(args):
     results = []
     for size_mb in [int(s) for s in args.sizes.split(",")]:
         size = size_mb * MIB
@@ -390,8 +509,8 @@ def main():
                     sys.exit(f"averaging.py: --keepers takes nodes and/or head, not {keepers!r}")
                 run_dir = os.path.join(args.out,
                                        f"run-{size_mb}-{workers}-{codec}-{links}-{early}-{sync}-{keepers}-{shards}")
-                a = atoll_run(args.atoll, run_dir, size, workers, codec, args.rounds, links, early == "on",
-                              args.warmup_rounds, sync, keepers, shards)
+                a = atoll_run(os.path.abspath(args.atoll), os.path.abspath(run_dir), size, workers, codec,
+                              args.rounds, links, early == "on", args.warmup_rounds, sync, keepers, shards, args.mbit)
                 shutil.rmtree(run_dir, ignore_errors=True)  # the keeper's copies are large
                 row = {"size_mb": size_mb, "workers": workers, "codec": codec, "links": links,
                        "early_results": early == "on", "sync": sync, "keepers": keepers, "shards": shards,
@@ -403,7 +522,11 @@ def main():
                        "atoll_coordinator_share": a["atoll_coordinator_share"],
                        "atoll_average_s": a["atoll_average_s"], "atoll_commit_s": a["atoll_commit_s"],
                        "atoll_results_s": a["atoll_results_s"], "atoll_keeper_write_s": a["atoll_keeper_write_s"],
-                       "rounds_measured": a["rounds_measured"], "warmup_rounds": args.warmup_rounds}
+                       "rounds_measured": a["rounds_measured"], "warmup_rounds": args.warmup_rounds,
+                       "mbit": args.mbit, "round_s": a["atoll_round_s"],
+                       "ring_bound_s": ring_bound_s(size, workers, codec, args.mbit, tcp),
+                       "allreduce_bytes_per_node": allreduce_bytes_per_node(size, workers, codec),
+                       "bytes_per_node": a.get("bytes_per_node"), "bytes_per_node_mean": a.get("bytes_per_node_mean")}
                 results.append(row)
                 print(f"averaging: {size_mb} MiB, M={workers}, {codec}, {links} links, early results {early}, "
                       f"sync {sync}, keepers on {keepers}, shards {shards}: "
@@ -417,8 +540,10 @@ def main():
                       f"gloo {gloo:.3f} GB/s, tcp bound {tcp:.3f} GB/s, commit disk bound {disk:.3f} GB/s", flush=True)
                 with open(os.path.join(args.out, "results.json"), "w") as f:
                     json.dump(results, f, indent=1)
-    if args.bounds_only:
-        return
+    return results
+
+
+def print_tables(results):
     print("\n| MiB | M | codec | links | early results | sync | keepers | shards | commit MiB/keeper | Atoll GB/s "
           "| Gloo GB/s | TCP bound GB/s | commit disk bound GB/s | Atoll / Gloo | Atoll / TCP |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
@@ -430,7 +555,19 @@ def main():
               f"{r['gloo_gbps']:.3f} | "
               f"{r['tcp_bound_gbps']:.3f} | {r['commit_disk_bound_gbps']:.3f} | {r['atoll_gbps'] / r['gloo_gbps']:.2f} | "
               f"{r['atoll_gbps'] / r['tcp_bound_gbps']:.2f} |")
-    print(f"\nwrote {os.path.join(args.out, 'results.json')}")
+    shaped = [r for r in results if r["mbit"] and r["ring_bound_s"] is not None]
+    if shaped:
+        print("\nShaped links (each node's link at the given Mbit/s both ways; bytes sent + received per node per "
+              "round through the busiest node's link, a keeper's record included):")
+        print("| MiB | M | codec | links | Mbit/s | shards | round s | ring bound s | round / ring bound "
+              "| MB per node | of which to a keeper | all-reduce MB per node | MB / all-reduce's |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        for r in shaped:
+            kept = "?" if r["commit_bytes_per_keeper"] is None else f"{r['commit_bytes_per_keeper'] / 1e6:.1f}"
+            print(f"| {r['size_mb']} | {r['workers']} | {r['codec']} | {r['links']} | {r['mbit']} | {r['shards']} | "
+                  f"{r['round_s']:.2f} | {r['ring_bound_s']:.2f} | {r['round_s'] / r['ring_bound_s']:.2f} | "
+                  f"{r['bytes_per_node'] / 1e6:.1f} | {kept} | {r['allreduce_bytes_per_node'] / 1e6:.1f} | "
+                  f"{r['bytes_per_node'] / r['allreduce_bytes_per_node']:.2f} |")
 
 
 if __name__ == "__main__":

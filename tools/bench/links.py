@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Training over shaped links: a head and 4 nodes, each in its own network namespace.
 
-Every process gets a namespace (atl-head, atl-n1..atl-n4) joined by veth pairs to one
-bridge, all on this machine. With --mbit R (default 100) each node's link is shaped with
-`tc tbf` to R Mbit/s in both directions (the node's side and the bridge's side). netem is
-not available on these kernels, so no delay is added: this measures bandwidth, not latency.
+Every process gets a namespace (atl-head, atl-n1..atl-n4; tools/bench/netns.py) joined by
+veth pairs to one bridge, all on this machine. With --mbit R (default 100) each node's link is
+shaped with `tc tbf` to R Mbit/s in both directions. No delay is added (netem is not available
+on these kernels): this measures bandwidth, not latency.
 
 Runs data-parallel, DiLoCo (through one coordinator, and in 4 slices: diloco-sharded), the
 best dense Streaming configuration and the best sparse one (topk16), each shaped and
@@ -31,10 +31,11 @@ import sys
 import threading
 import time
 
+import netns
+from netns import HEAD_IP, link_bytes, sh
+
 NODES = 4
-NAMESPACES = ["atl-head"] + [f"atl-n{i}" for i in range(1, NODES + 1)]
-BRIDGE = "atl-br0"
-HEAD_IP = "10.77.0.1"
+NAMESPACES = netns.names(NODES)
 
 COMMON = ["--set", "run.example=shakespeare", "--set", "inner.batch_size=8", "--set", f"run.min_workers={NODES}",
           "--set", "cluster.lease_ms=60000"]
@@ -57,54 +58,6 @@ RUNS = [
 ]
 
 
-def sh(*cmd, check=True):
-    res = subprocess.run(list(cmd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if check and res.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)}: {res.stdout.strip()}")
-    return res
-
-
-def host_side(ns):
-    return ns + "-h"  # the veth end on the bridge
-
-
-def teardown():
-    for ns in NAMESPACES:
-        sh("ip", "link", "del", host_side(ns), check=False)
-        sh("ip", "netns", "del", ns, check=False)
-    sh("ip", "link", "del", BRIDGE, check=False)
-
-
-def setup():
-    teardown()
-    sh("ip", "link", "add", BRIDGE, "type", "bridge")
-    sh("ip", "link", "set", BRIDGE, "up")
-    for i, ns in enumerate(NAMESPACES, start=1):
-        sh("ip", "netns", "add", ns)
-        sh("ip", "link", "add", host_side(ns), "type", "veth", "peer", "name", "eth0", "netns", ns)
-        sh("ip", "link", "set", host_side(ns), "master", BRIDGE, "up")
-        sh("ip", "netns", "exec", ns, "ip", "addr", "add", f"10.77.0.{i}/24", "dev", "eth0")
-        sh("ip", "netns", "exec", ns, "ip", "link", "set", "eth0", "up")
-        sh("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
-
-
-def shape(mbit):
-    """Each node's link at `mbit` both ways (0: unshaped). The head's link is left alone."""
-    for ns in NAMESPACES[1:]:
-        sh("tc", "qdisc", "del", "dev", host_side(ns), "root", check=False)
-        sh("ip", "netns", "exec", ns, "tc", "qdisc", "del", "dev", "eth0", "root", check=False)
-        if mbit:
-            tbf = ["root", "tbf", "rate", f"{mbit}mbit", "burst", "64kb", "latency", "200ms"]
-            sh("tc", "qdisc", "add", "dev", host_side(ns), *tbf)
-            sh("ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", "eth0", *tbf)
-
-
-def link_bytes(ns):
-    base = f"/sys/class/net/{host_side(ns)}/statistics/"
-    with open(base + "rx_bytes") as rx, open(base + "tx_bytes") as tx:
-        return int(rx.read()) + int(tx.read())
-
-
 class sampler(threading.Thread):
     """Each node's link bytes (both directions) every 0.5 s."""
 
@@ -123,7 +76,7 @@ def run_one(atoll, keys, out, name, extra, steps, mbit, keepers):
     run_dir = os.path.join(out, f"{name}-{mbit or 'unshaped'}")
     shutil.rmtree(run_dir, ignore_errors=True)
     os.makedirs(run_dir)
-    shape(mbit)
+    netns.shape(NODES, mbit)
     head_ep = f"tcp://{HEAD_IP}:7070"
     metrics = os.path.join(run_dir, "metrics.jsonl")
     logs = []
@@ -198,16 +151,8 @@ def main():
     ap.add_argument("--keepers", choices=["nodes", "head"], default="nodes",
                     help="storage.keepers: the head's keeper, or two replicas on nodes (each node gets a run dir)")
     args = ap.parse_args()
-    if os.geteuid() != 0:
-        print("links: needs root to create network namespaces and shape links with tc "
-              "(run it as root, e.g. sudo ./tools/dev bench links)", file=sys.stderr)
-        sys.exit(2)
-    try:
-        setup()
-    except RuntimeError as e:
-        teardown()
-        print(f"links: cannot create the namespaces: {e}", file=sys.stderr)
-        sys.exit(2)
+    netns.require_root("links")
+    netns.setup_or_exit("links", NODES)
     os.makedirs(args.out, exist_ok=True)
     atoll = os.path.abspath(args.atoll)
     keys = os.path.join(os.path.abspath(args.out), "keys")
@@ -237,8 +182,8 @@ def main():
                                "shaping": f"tc tbf {args.mbit} Mbit/s each node's link, both ways; no added delay "
                                           "(netem unavailable)"}, f, indent=1)
     finally:
-        shape(0)
-        teardown()
+        netns.shape(NODES, 0)
+        netns.teardown()
     plot(traces, os.path.join(args.out, "links.png"))
     print("\n| run | link | wall s | vs unshaped | utilisation | val loss | MB sent + received / worker | head link MB |")
     print("|---|---|---|---|---|---|---|---|")
