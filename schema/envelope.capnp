@@ -52,6 +52,7 @@ struct Envelope {
     heartbeatRequest  @40 :HeartbeatRequest;
     innerStateRequest @41 :InnerStateRequest;
     innerStateReply   @42 :InnerStateReply;
+    peerTableRequest  @43 :PeerTableRequest;
   }
 }
 
@@ -375,7 +376,20 @@ struct PeerTable {
   obsoleteReplicaKeeper @3 :Text;        # never sent since `keepers`; kept for the ordinal
   obsoleteSecondReplicaKeeper @4 :Text;  # never sent since `keepers`; kept for the ordinal
   keepers      @5 :List(PlacedKeeper);   # the replica keepers placed on nodes
+  # A delta (runtime/transport/route_delta.hpp): what changed since the table of epoch
+  # `baseEpoch` the registry sent before. `nodes` holds the nodes added or changed,
+  # `removedNodes` those gone; `coordinators` and `keepers` are every placement when
+  # `placementsChanged`, else empty and unchanged. `digest` is the whole table's after it:
+  # a node that holds another base, or reaches another digest, asks for the whole table
+  # (PeerTableRequest). A delta with nothing in it is the registry's version check each tick.
+  delta             @6 :Bool;
+  baseEpoch         @7 :UInt64;
+  removedNodes      @8 :List(UInt32);
+  placementsChanged @9 :Bool;
+  digest            @10 :UInt64;
 }
+# node -> registry: "send me the whole PeerTable" (its deltas left a gap).
+struct PeerTableRequest { nodeId @0 :UInt32; }
 struct PlacedKeeper {
   keeper @0 :Text;  # "keeper/N"
   host   @1 :Text;  # "node/N"

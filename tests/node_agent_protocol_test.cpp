@@ -3,9 +3,13 @@
 // higher epoch) may still send what it believed; the node refuses every registry message
 // below the highest epoch it has seen, and acts on the new head's.
 #include <gtest/gtest.h>
+
+#include <algorithm>
+
 #include "actors/node/node_agent.hpp"
 #include "actors/shared/messages.hpp"
 #include "runtime/core/actor_id.hpp"
+#include "runtime/transport/route_delta.hpp"
 #include "tests/deterministic.hpp"
 
 namespace atl {
@@ -21,6 +25,7 @@ class NodeAgentProtocol : public ::testing::Test {
     dir_.add(registry_id(), sys_.spawn(recorder, &to_registry_));
     node_agent_config cfg;
     cfg.devices = {};  // no workers: the placements are what this test is about
+    cfg.on_routes = [this](route_table table, std::uint32_t) { routes_seen_.push_back(std::move(table)); };
     agent_ = sys_.spawn(node_agent_actor, static_cast<transport*>(&net_), &dir_, &cluster_, cfg);
     sched_.run();
     ASSERT_FALSE(to_registry_.empty());
@@ -53,6 +58,15 @@ class NodeAgentProtocol : public ::testing::Test {
     out.envelope.initPlaceCoordinator().setFragment(fragment);
     from_registry("node/1", epoch, out);
   }
+  void peer_table(const route_delta& d, std::uint64_t epoch) {
+    wire::outgoing out;
+    write_route_delta(d, out.envelope.initPeerTable());
+    from_registry("node/1", epoch, out);
+  }
+  std::size_t whole_tables_asked() const {
+    return static_cast<std::size_t>(std::count_if(to_registry_.begin(), to_registry_.end(),
+                                                  [](const auto& m) { return m->envelope().isPeerTableRequest(); }));
+  }
   std::vector<errc> refusals() const {
     std::vector<errc> codes;
     for (const auto& m : to_registry_)
@@ -69,6 +83,7 @@ class NodeAgentProtocol : public ::testing::Test {
   std::vector<wire::message_ptr> to_registry_;
   caf::actor agent_;
   std::string provisional_;
+  std::vector<route_table> routes_seen_;  // what the node handed its links
 };
 
 TEST_F(NodeAgentProtocol, PlacementsFromAHeadBelowTheEpochItHasSeenAreRefused) {
@@ -90,6 +105,47 @@ TEST_F(NodeAgentProtocol, PlacementsFromAHeadBelowTheEpochItHasSeenAreRefused) {
 
   place_coordinator(1, 7);  // the leader's own placement still works
   EXPECT_TRUE(dir_.contains("coord/1"));
+}
+
+// PeerTables come as deltas (runtime/transport/route_delta.hpp): the node hands its links a
+// table only when one changed something, and a delta it cannot apply (one before it was
+// lost) makes it ask for the whole table, once a heartbeat interval, keeping its own till then.
+TEST_F(NodeAgentProtocol, ANodeThatMissedARouteChangeAsksForTheWholeTableAndThenHoldsTheRegistrys) {
+  welcome(5);
+  route_table t5;
+  t5.epoch = 5;
+  t5.nodes[1] = {"tcp://10.0.0.1:1", ""};
+  auto t6 = t5;
+  t6.epoch = 6;
+  t6.nodes[2] = {"", ""};
+  auto t7 = t6;
+  t7.epoch = 7;
+  t7.placed["coord/0"] = 2;
+
+  peer_table(whole_routes(t5), 5);
+  ASSERT_EQ(routes_seen_.size(), 1u);
+  EXPECT_EQ(routes_digest(routes_seen_.back()), routes_digest(t5));
+  peer_table(diff_routes(t5, t5), 5);  // the version check of a tick
+  EXPECT_EQ(routes_seen_.size(), 1u) << "an unchanged table is not handed over again";
+  EXPECT_EQ(whole_tables_asked(), 0u);
+
+  peer_table(diff_routes(t6, t7), 7);  // 5 -> 6 was lost
+  EXPECT_EQ(whole_tables_asked(), 1u);
+  EXPECT_EQ(routes_seen_.size(), 1u) << "a delta on another base is not applied";
+  peer_table(diff_routes(t7, t7), 7);  // the next version check, within the same interval
+  EXPECT_EQ(whole_tables_asked(), 1u) << "asked again before a heartbeat interval passed";
+
+  peer_table(whole_routes(t7), 7);
+  ASSERT_EQ(routes_seen_.size(), 2u);
+  EXPECT_EQ(routes_digest(routes_seen_.back()), routes_digest(t7));
+  auto t8 = t7;
+  t8.epoch = 8;
+  t8.nodes.erase(1);
+  peer_table(diff_routes(t7, t8), 8);
+  ASSERT_EQ(routes_seen_.size(), 3u);
+  EXPECT_EQ(routes_digest(routes_seen_.back()), routes_digest(t8));
+  EXPECT_EQ(whole_tables_asked(), 1u);
+  EXPECT_TRUE(refusals().empty());
 }
 
 }  // namespace

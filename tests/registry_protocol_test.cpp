@@ -9,6 +9,7 @@
 #include "actors/registry/registry.hpp"
 #include "actors/shared/messages.hpp"
 #include "runtime/core/actor_id.hpp"
+#include "runtime/transport/route_delta.hpp"
 #include "storage/checkpoint_store.hpp"
 #include "storage/registry_store.hpp"
 #include "tests/deterministic.hpp"
@@ -148,6 +149,16 @@ class RegistryProtocol : public ::testing::Test {
     return out;
   }
 
+  // The table node `to` holds after the PeerTables it was sent since seen_ was last
+  // cleared, in order (runtime/transport/route_delta.hpp); a gap fails the test.
+  route_table table_held_by(const std::string& to) {
+    route_table held;
+    for (const auto& m : take(schema::Envelope::PEER_TABLE, to))
+      EXPECT_EQ(apply_routes(held, read_route_delta(m->envelope().getPeerTable())), route_verdict::applied)
+          << "a gap in the tables sent to " << to;
+    return held;
+  }
+
   registry_snapshot stored() {
     auto snap = store_.load();
     EXPECT_TRUE(snap && *snap);
@@ -242,6 +253,28 @@ TEST_F(RegistryProtocol, NodesJoinTrainingStartsAndALeaseRunningOutReplacesTheCo
 // makes it a suspect: the registry asks it for a heartbeat, and declares it dead when
 // cluster.confirm_ms (500 ms) passes without one, long before its lease (1000 ms here,
 // 20 s by default). A node that answers stays.
+// A node repeats its Hello each second until its Welcome comes. A head too slow to answer
+// within the second (a thousand nodes joining) must welcome the repeat as the same node;
+// once the node has its id, its provisional id is free again.
+TEST_F(RegistryProtocol, AHelloRepeatedBeforeItsWelcomeArrivedIsTheSameNode) {
+  using E = schema::Envelope;
+  hello("node/pending-a");
+  hello("node/pending-a");  // the Welcome was still on its way
+  const auto welcomes = take(E::WELCOME, "node/pending-a");
+  ASSERT_EQ(welcomes.size(), 2u);
+  EXPECT_EQ(welcomes[0]->envelope().getWelcome().getNodeId(), 1u);
+  EXPECT_EQ(welcomes[1]->envelope().getWelcome().getNodeId(), 1u) << "the repeat became another node";
+  EXPECT_EQ(stored().members.size(), 1u);
+
+  heartbeat(1);  // node 1 took its id
+  seen_.clear();
+  hello("node/pending-a");  // the same provisional id from another node (it rejoined, say)
+  const auto again = take(E::WELCOME, "node/pending-a");
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0]->envelope().getWelcome().getNodeId(), 2u);
+  EXPECT_EQ(stored().members.size(), 2u);
+}
+
 TEST_F(RegistryProtocol, ANodeWhoseConnectionClosedIsDeadUnlessItAnswersWithinConfirm) {
   using E = schema::Envelope;
   hello("node/pending-a");
@@ -369,9 +402,8 @@ TEST_F(RegistryProtocol, EveryNodeHearsWhereTheOthersListenAndANodeKeepsItsKey) 
   keyed_hello("node/pending-a", 0, "key-a", "tcp://10.0.0.1:7071");
   keyed_hello("node/pending-b", 0, "key-b", "");  // --no-listen
   run_for(600ms, {1, 2});
-  const auto tables = take(E::PEER_TABLE, "node/1");
-  ASSERT_FALSE(tables.empty());
-  const auto table = read_peer_table(tables.back()->envelope().getPeerTable());
+  ASSERT_FALSE(take(E::PEER_TABLE, "node/1").empty());
+  const auto table = table_held_by("node/1");
   ASSERT_EQ(table.nodes.size(), 2u);
   EXPECT_EQ(table.nodes.at(1).endpoint, "tcp://10.0.0.1:7071");
   EXPECT_EQ(table.nodes.at(1).public_key, "key-a");
@@ -380,6 +412,20 @@ TEST_F(RegistryProtocol, EveryNodeHearsWhereTheOthersListenAndANodeKeepsItsKey) 
   EXPECT_EQ(table.placed.at("coord/0"), 1u);
   EXPECT_EQ(table.placed.at("coord/1"), 2u);
   EXPECT_FALSE(take(E::PEER_TABLE, "node/2").empty());
+
+  // A node whose deltas left a gap asks for the whole table and gets the one node/1 holds;
+  // a request for another node's table is refused.
+  seen_.clear();
+  send_as("node/2", [](auto e) { e.initPeerTableRequest().setNodeId(2); });
+  std::vector<route_delta> whole;
+  for (const auto& m : take(E::PEER_TABLE, "node/2"))
+    if (auto d = read_route_delta(m->envelope().getPeerTable()); !d.delta) whole.push_back(d);
+  ASSERT_EQ(whole.size(), 1u);
+  EXPECT_EQ(routes_digest(whole[0].table), routes_digest(table));
+  seen_.clear();
+  send_as("node/1", [](auto e) { e.initPeerTableRequest().setNodeId(9); });  // not its own id
+  ASSERT_EQ(take(E::REFUSAL, "node/1").size(), 1u);
+  EXPECT_TRUE(take(E::PEER_TABLE, "node/1").empty());
 
   // Node 1's id with node 2's key: refused, and node 1's record is unchanged.
   seen_.clear();
@@ -579,11 +625,16 @@ TEST_F(RegistryProtocol, ALeavingReplicaHostIsStoppedOnlyOnceItsSuccessorCaughtU
   EXPECT_EQ(stored().replica_keeper_number, 3u);
   EXPECT_EQ(stored().incoming_for, 0u);
   EXPECT_EQ(keepers_in_membership(), (std::vector<std::string>{"keeper/3", "keeper/2"}));
-  const auto tables = take(E::PEER_TABLE, "node/1");
-  ASSERT_FALSE(tables.empty());
+  // The last table that changed the placements names the promoted replica's host.
+  std::optional<route_delta> placing;
+  for (const auto& m : take(E::PEER_TABLE, "node/1")) {
+    auto d = read_route_delta(m->envelope().getPeerTable());
+    if (d.placements_changed) placing = d;
+  }
+  ASSERT_TRUE(placing);
   std::vector<std::string> routed;
-  for (auto k : tables.back()->envelope().getPeerTable().getKeepers())
-    routed.push_back(std::string(k.getKeeper().cStr()) + "@" + k.getHost().cStr());
+  for (const auto& [id, host] : placing->table.placed)
+    if (is_kind(id, actor_kind::keeper)) routed.push_back(id + "@" + node_actor_id(host));
   EXPECT_EQ(routed, (std::vector<std::string>{"keeper/2@node/1", "keeper/3@node/4"}));
 
   // node/4 asks to leave itself (SIGTERM): keeper/4 goes to node/3, the last node that can

@@ -1,6 +1,7 @@
 #include "actors/node/node_agent.hpp"
 
 #include <unistd.h>
+#include <cstdio>
 #include <random>
 
 #include <caf/all.hpp>
@@ -11,6 +12,7 @@
 #include "actors/worker/worker.hpp"
 #include "runtime/core/actor_id.hpp"
 #include "runtime/process/log.hpp"
+#include "runtime/transport/route_delta.hpp"
 
 namespace atl {
 namespace {
@@ -279,11 +281,17 @@ void resend_after_reconnect(self_ptr self) {
   }
 }
 
-// Until the registry names us, we answer to a unique provisional id.
+// Until the registry names us, we answer to a unique provisional id: the pid and 64
+// random bits, so that nodes starting together in one process (bench scale's simulated
+// nodes) or on hosts whose pids match do not answer to the same id (with 1 in 100,000, two
+// of 100 nodes in one process did, one time in twenty, and one of them never joined).
 void take_provisional_id(self_ptr self) {
   auto& st = self->state;
   std::random_device rd;
-  const std::string provisional = pending_node_id(std::to_string(::getpid()) + "-" + std::to_string(rd() % 100000));
+  const std::uint64_t token = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(token));
+  const std::string provisional = pending_node_id(std::to_string(::getpid()) + "-" + hex);
   if (st.mail) {
     st.local->remove(st.mail->self());
     st.mail->set_self(provisional);
@@ -333,10 +341,25 @@ void on_stop_signal(self_ptr self) {
 }
 
 // Only the registry's table counts, and only while this node has an id to route from.
+// The registry's table as what changed (runtime/transport/route_delta.hpp): applied to ours
+// and handed to the links when it changed anything; a gap asks for the whole table, at most
+// once a heartbeat interval (the deltas that keep coming meanwhile would each ask again).
 void on_peer_table(self_ptr self, const wire::message_ptr& msg) {
   auto& st = self->state;
   if (msg->sender() != registry_id() || st.current != phase::running || !st.cfg.on_routes) return;
-  st.cfg.on_routes(read_peer_table(msg->envelope().getPeerTable()), st.node_id);
+  const auto d = read_route_delta(msg->envelope().getPeerTable());
+  const bool version_check =
+      d.delta && d.table.nodes.empty() && d.removed.empty() && !d.placements_changed && d.base_epoch == d.table.epoch;
+  if (apply_routes(st.routes, d) == route_verdict::applied) {
+    if (!version_check) st.cfg.on_routes(st.routes, st.node_id);
+    return;
+  }
+  const auto now = self->clock().now();
+  if (st.whole_table_asked && now - *st.whole_table_asked < std::chrono::milliseconds(st.run.heartbeat_ms)) return;
+  st.whole_table_asked = now;
+  wire::outgoing out;
+  out.envelope.initPeerTableRequest().setNodeId(st.node_id);
+  st.mail->send(registry_id(), st.epoch, out);
 }
 
 // A message from the registry below the highest epoch it has sent us comes from a head

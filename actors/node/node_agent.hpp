@@ -26,6 +26,7 @@
 //   any --Shutdown or SIGTERM--> Goodbye to the registry, local actors stopped, quits normally
 // CAF 0.17 has no supervisor: this actor monitors its workers and installs its own down
 // handler (without one CAF drops down messages).
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
@@ -33,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include <caf/actor_clock.hpp>
 #include <caf/stateful_actor.hpp>
 
 #include "actors/decisions/restart_budget.hpp"
@@ -106,6 +108,8 @@ struct node_agent_state {
   std::vector<thread_layout> cpu_worker_layouts;  // from prepare; the one a trial kept, after it
   std::vector<caf::actor> coordinators;
   std::vector<caf::actor> keepers;  // a keeper replica placed here
+  route_table routes;  // the registry's PeerTable as this node holds it (runtime/transport/route_delta.hpp)
+  std::optional<caf::actor_clock::time_point> whole_table_asked;  // the last PeerTableRequest (the actor's clock)
   std::uint64_t connections_seen = 0;  // the transport's count when last checked
   std::uint64_t worker_restarts = 0;  // restarts ordered by this supervisor (in each Heartbeat)
   bool failed = false;

@@ -4,6 +4,7 @@
 //   registry_nodes.cpp       each node's lifecycle (actors/decisions/membership.hpp)
 //   registry_placements.cpp  placement decisions applied (actors/decisions/placement.hpp)
 //   registry_reports.cpp     worker and coordinator reports -> views and metrics
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 
 #include "actors/decisions/placement.hpp"
 #include "actors/registry/registry.hpp"
+#include "runtime/transport/route_delta.hpp"
 
 namespace atl::registry_detail {
 
@@ -51,8 +53,13 @@ void advance_handover(self_ptr self);
 std::vector<std::string> commit_keepers_of(const registry_state& st);  // placement::commit_keepers
 std::vector<std::pair<std::uint32_t, std::string>> placed_replicas(const registry_state& st);  // number, host
 route_table routes_of(const registry_state& st);
+// Changes closer together than this go to the nodes as one delta.
+constexpr std::chrono::milliseconds route_publish_gap{100};
 void publish_routes(self_ptr self);
-void send_routes(self_ptr self, const route_table& table, std::uint32_t node);
+void send_routes_to_nodes(self_ptr self);  // what publish_routes holds back, now
+void send_whole_routes(self_ptr self, std::uint32_t node);  // the table last published
+void send_route_delta(self_ptr self, const route_delta& d, std::uint32_t node);
+void on_peer_table_request(self_ptr self, const wire::message_ptr& msg);
 
 // registry_nodes.cpp
 // Node `id` through `event`; a typed refusal, leaving it as it was, if its state does not

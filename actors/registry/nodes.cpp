@@ -132,6 +132,10 @@ void on_hello(self_ptr self, const wire::message_ptr& msg) {
   }
   auto known = st.nodes.find(hello.getNodeId());
   if (hello.getNodeId() != 0 && known != st.nodes.end()) return on_rejoin(self, msg, known->second);
+  // A node repeats its Hello each second until a Welcome comes; a head slow to answer (a
+  // thousand nodes joining) must not make it a second node.
+  for (const auto& [id, n] : st.nodes)
+    if (!n.provisional_id.empty() && n.provisional_id == msg->sender()) return send_welcome(self, msg->sender(), n);
   if (hello.getDevices().size() == 0) {
     st.mail->refuse(*msg, make_error(errc::invalid_config, "a node needs at least one device"), st.snap.epoch);
     return;
@@ -144,6 +148,7 @@ void on_hello(self_ptr self, const wire::message_ptr& msg) {
   node.record.data_endpoint = hello.getDataEndpoint();
   node.record.public_key = msg->peer_key();  // from now on its ids speak only with this key
   node.batch_job = hello.getBatchJob();
+  node.provisional_id = msg->sender();
   node.last_seen = node.since = st.now();
   for (unsigned k = 0; k < hello.getDevices().size(); ++k) {
     worker_view w;
@@ -185,10 +190,11 @@ void on_heartbeat(self_ptr self, const wire::message_ptr& msg) {
                     st.snap.epoch);
     return;
   }
+  n.provisional_id.clear();  // it has its id: a Hello from that provisional id is another node's
   mark_synced_if_all_acked(self, it->first);  // its workers may have acknowledged before it was heard
   // The tables sent at its Hello went to node/N before the head knew that id's route (it
   // learns it from this heartbeat): a joining node gets the table again at once.
-  if (n.state == member_state::joining) send_routes(self, routes_of(st), it->first);
+  if (n.state == member_state::joining) send_whole_routes(self, it->first);
   n.last_seen = st.now();
   // How long the heartbeat waited since it was decoded (a real duration, whatever clock the
   // proxy runs on): the lease counts from its arrival.

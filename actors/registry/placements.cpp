@@ -2,6 +2,7 @@
 // of them, then sent, and sent again every tick until the placed actor runs.
 #include "actors/decisions/placement.hpp"
 #include "actors/registry/internal.hpp"
+#include "actors/shared/messages.hpp"
 #include "runtime/core/actor_id.hpp"
 #include "runtime/process/log.hpp"
 
@@ -209,20 +210,54 @@ route_table routes_of(const registry_state& st) {
   return table;
 }
 
-// The head's ingress checks senders with the new table at once; nodes hear it now and again
-// every tick (a lost PeerTable costs at most a tick of relayed traffic).
+// The head's ingress checks senders with the new table at once. Nodes hear what changed
+// since the table they were last sent, a node new to the table hears the whole table, and
+// every tick each node gets a version check, with which a node that missed a change asks
+// for the whole table (route_delta.hpp): a lost PeerTable costs at most a tick of relayed
+// traffic, and the bytes follow the changes, not the size of the cluster.
 void publish_routes(self_ptr self) {
   auto& st = self->state;
-  auto table = routes_of(st);
-  for (const auto& [id, _] : table.nodes) send_routes(self, table, id);
-  if (st.deps.routes) st.deps.routes->set(std::move(table));
+  if (st.deps.routes) st.deps.routes->set(routes_of(st));  // the head's ingress: at once
+  const auto since = st.now() - st.routes_sent_at;
+  if (since >= route_publish_gap) return send_routes_to_nodes(self);
+  if (st.routes_send_due) return;
+  st.routes_send_due = true;
+  self->delayed_send(self, route_publish_gap - since, routes_atom::value);
 }
 
-void send_routes(self_ptr self, const route_table& table, std::uint32_t node) {
+void send_routes_to_nodes(self_ptr self) {
+  auto& st = self->state;
+  st.routes_send_due = false;
+  st.routes_sent_at = st.now();
+  auto table = routes_of(st);
+  const auto change = diff_routes(st.published_routes, table);
+  const auto whole = whole_routes(table);
+  for (const auto& [id, _] : table.nodes)
+    send_route_delta(self, st.published_routes.nodes.count(id) ? change : whole, id);
+  st.published_routes = std::move(table);
+}
+
+void send_whole_routes(self_ptr self, std::uint32_t node) {
+  send_route_delta(self, whole_routes(self->state.published_routes), node);
+}
+
+void send_route_delta(self_ptr self, const route_delta& d, std::uint32_t node) {
   auto& st = self->state;
   wire::outgoing out;
-  write_peer_table(table, out.envelope.initPeerTable());
+  write_route_delta(d, out.envelope.initPeerTable());
   st.mail->send(node_actor_id(node), st.snap.epoch, out);
+}
+
+// A node whose deltas left a gap asks for the whole table.
+void on_peer_table_request(self_ptr self, const wire::message_ptr& msg) {
+  auto& st = self->state;
+  const auto node = msg->envelope().getPeerTableRequest().getNodeId();
+  if (msg->sender() != node_actor_id(node) || !st.published_routes.nodes.count(node)) {
+    st.mail->refuse(*msg, make_error(errc::unknown_peer, "no table is published for node " + std::to_string(node)),
+                    st.snap.epoch);
+    return;
+  }
+  send_whole_routes(self, node);
 }
 
 }  // namespace atl::registry_detail

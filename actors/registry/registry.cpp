@@ -311,6 +311,7 @@ caf::behavior registry_actor(caf::stateful_actor<registry_state>* self, registry
         else if (env.isLeaveRequest()) on_leave_request(self, msg);
         else if (env.isKeeperReady()) on_keeper_ready(self, msg);
         else if (env.isMembershipRequest()) on_membership_request(self, msg);
+        else if (env.isPeerTableRequest()) on_peer_table_request(self, msg);
         else if (env.isRefusal())
           log_warn("registry: refusal from " + msg->sender() + ": " + env.getRefusal().getMessage().cStr());
         else st.mail->refuse(*msg, make_error(errc::unexpected_message, wire::kind_name(msg->kind())), st.snap.epoch);
@@ -324,6 +325,7 @@ caf::behavior registry_actor(caf::stateful_actor<registry_state>* self, registry
         maybe_finish(self);  // a summary waiting for a RoundReport gives up in time
         self->delayed_send(self, std::chrono::milliseconds(self->state.cfg.heartbeat_ms), tick_atom::value);
       },
+      [=](routes_atom) { send_routes_to_nodes(self); },
       [=](stop_atom) { self->quit(); },
       // The head's transport saw a node's connection close (runtime/transport/zmq_transport.hpp).
       [=](link_lost_atom, const std::string& peer) { on_link_lost(self, peer); },

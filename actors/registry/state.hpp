@@ -68,6 +68,9 @@ struct node_view {
   caf::actor proxy;  // its lease proxy while it hosts anything (actors/registry/lease_proxy.hpp)
   bool shutdown_sent = false;  // draining: told to stop (held back while it hands a replica over)
   std::string batch_job;  // from its Hello, e.g. "slurm 1234.0" (not persisted: a restarted head hears it again)
+  // The provisional id its Hello came from, until its first heartbeat: a Hello repeated
+  // before the Welcome reached it gets the same Welcome, not a second node.
+  std::string provisional_id;
 };
 
 struct fragment_view {
@@ -115,6 +118,13 @@ struct registry_state {
   // replica reported every released round (KeeperReady).
   std::chrono::steady_clock::time_point handover_since;
   bool incoming_ready = false;
+  // The route table the nodes were last sent (runtime/transport/route_delta.hpp): each
+  // change goes out as the difference from it, each tick as a version check against it.
+  // Changes within route_publish_gap of the last sending wait for the next one (a burst of
+  // joins is one delta, not one per join to every node).
+  route_table published_routes;
+  std::chrono::steady_clock::time_point routes_sent_at;
+  bool routes_send_due = false;  // a routes_atom is on its way
   duration_histogram round_durations;
   metrics_writer metrics;
   std::int64_t last_eval_step = -1;

@@ -22,5 +22,6 @@ using ready_atom = caf::atom_constant<caf::atom("ready")>;  // replica keeper: r
 using deadline_atom = caf::atom_constant<caf::atom("deadline")>;  // coordinator: a round's deadline
 using threads_atom = caf::atom_constant<caf::atom("threads")>;  // node agent: the layout a worker's trial kept
 using done_atom = caf::atom_constant<caf::atom("done")>;  // node agent: a worker's final report
+using routes_atom = caf::atom_constant<caf::atom("routes")>;  // registry: send the coalesced route changes
 
 }  // namespace atl

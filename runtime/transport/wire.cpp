@@ -247,6 +247,7 @@ const char* kind_name(schema::Envelope::Which kind) {
     case E::HEARTBEAT_REQUEST: return "heartbeat_request";
     case E::INNER_STATE_REQUEST: return "inner_state_request";
     case E::INNER_STATE_REPLY: return "inner_state_reply";
+    case E::PEER_TABLE_REQUEST: return "peer_table_request";
   }
   return "unknown";
 }

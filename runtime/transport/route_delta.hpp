@@ -1,0 +1,53 @@
+#pragma once
+// The PeerTable as what changed (pure): the registry sends each node the difference between
+// the table it published last and the new one, and each tick only a version check, instead
+// of the whole table (about 100 bytes a node) to every node every tick, which grew with the
+// square of the nodes (issue 45).
+//
+//   registry: table T(e0) published ... a change ... T(e1):
+//               each node of T(e0) <- delta(base e0): nodes added or changed, nodes removed,
+//                                     the placements if they changed, digest of T(e1)
+//               a node new in T(e1) <- the whole table
+//             every tick: each node <- delta(base e1, nothing changed): the version check
+//             a PeerTableRequest    <- the whole table
+//
+//   node:     holds T(b) --delta of base b--> applied; its digest is the sender's --> T(e1)
+//                                                  \--digests differ--> needs the whole table
+//             holds T(b) --delta of another base--> needs the whole table (one was lost)
+//             any        --the whole table--> replaces its own
+//
+// A node that needs the whole table keeps its own (routes that may be a tick old still
+// route) and asks for it; a lost delta is so repaired by the next tick's version check.
+#include <cstdint>
+#include <vector>
+
+#include "runtime/transport/peer_routes.hpp"
+
+namespace atl {
+
+struct route_delta {
+  bool delta = false;  // false: `table` is the whole table
+  std::uint64_t base_epoch = 0;  // the table it changes (a delta)
+  route_table table;  // epoch: the new one; nodes: added or changed (a delta), or all
+  std::vector<std::uint32_t> removed;  // nodes gone (a delta)
+  bool placements_changed = true;  // a delta without them leaves the node's as they are
+  std::uint64_t digest = 0;  // routes_digest of the whole table it leads to
+};
+
+// A stable 64-bit digest of a whole table: epoch, nodes and placements.
+std::uint64_t routes_digest(const route_table& table);
+
+// The whole table, as sent to a node that is new or asked for it.
+route_delta whole_routes(const route_table& table);
+// What changed from `from` to `to` (base: from.epoch); empty when they are equal.
+route_delta diff_routes(const route_table& from, const route_table& to);
+
+enum class route_verdict { applied, needs_whole_table };
+// Applies `d` to the node's `mine`; on needs_whole_table `mine` is left as it was.
+route_verdict apply_routes(route_table& mine, const route_delta& d);
+
+// The PeerTable message: write and read (reading never fails, as read_peer_table).
+void write_route_delta(const route_delta& d, schema::PeerTable::Builder out);
+route_delta read_route_delta(schema::PeerTable::Reader in);
+
+}  // namespace atl

@@ -1,0 +1,153 @@
+// The PeerTable as deltas (runtime/transport/route_delta.hpp): what a node ends with after
+// each kind of change, and when it must ask for the whole table instead.
+#include <capnp/message.h>
+#include <gtest/gtest.h>
+
+#include <functional>
+
+#include "runtime/transport/route_delta.hpp"
+
+namespace atl {
+namespace {
+
+route_table three_nodes() {
+  route_table t;
+  t.epoch = 7;
+  t.nodes[1] = {"tcp://10.0.0.1:5000", "key1"};
+  t.nodes[2] = {"", "key2"};  // relayed
+  t.nodes[3] = {"tcp://10.0.0.3:5000", "key3"};
+  t.placed["coord/0"] = 1;
+  t.placed["keeper/1"] = 3;
+  return t;
+}
+
+// A change made to the registry's table, by name.
+struct change_row {
+  const char* name;
+  std::function<void(route_table&)> make;
+  std::size_t upserts, removals;
+  bool placements;
+};
+
+TEST(RouteDelta, EachChangeCarriesOnlyItselfAndTheNodeReachesTheRegistrysTable) {
+  const std::vector<change_row> rows = {
+      {"a node joins",
+       [](route_table& t) {
+         t.nodes[4] = {"tcp://10.0.0.4:5000", "key4"};
+       },
+       1, 0, false},
+      {"a node leaves", [](route_table& t) { t.nodes.erase(2); }, 0, 1, false},
+      {"a node moves its endpoint", [](route_table& t) { t.nodes[1].endpoint = "tcp://10.0.0.9:5000"; }, 1, 0, false},
+      {"a coordinator is re-placed", [](route_table& t) { t.placed["coord/0"] = 3; }, 0, 0, true},
+      {"a keeper's host dies",
+       [](route_table& t) {
+         t.nodes.erase(3);
+         t.placed.erase("keeper/1");
+       },
+       0, 1, true},
+      {"nothing but the epoch", [](route_table&) {}, 0, 0, false},
+  };
+  for (const auto& row : rows) {
+    SCOPED_TRACE(row.name);
+    const auto before = three_nodes();
+    auto after = before;
+    after.epoch = before.epoch + 1;
+    row.make(after);
+    const auto d = diff_routes(before, after);
+    EXPECT_TRUE(d.delta);
+    EXPECT_EQ(d.base_epoch, before.epoch);
+    EXPECT_EQ(d.table.nodes.size(), row.upserts);
+    EXPECT_EQ(d.removed.size(), row.removals);
+    EXPECT_EQ(d.placements_changed, row.placements);
+
+    auto mine = before;  // the node held the registry's last table
+    ASSERT_EQ(apply_routes(mine, d), route_verdict::applied);
+    EXPECT_EQ(mine.epoch, after.epoch);
+    EXPECT_EQ(mine.placed, after.placed);
+    EXPECT_EQ(routes_digest(mine), routes_digest(after));
+  }
+}
+
+TEST(RouteDelta, ANodeThatMissedAChangeKeepsItsTableAndNeedsTheWholeOne) {
+  const auto e7 = three_nodes();
+  auto e8 = e7;
+  e8.epoch = 8;
+  e8.nodes.erase(2);
+  auto e9 = e8;
+  e9.epoch = 9;
+  e9.placed["coord/0"] = 3;
+  auto mine = e7;  // the delta 7 -> 8 was lost
+  EXPECT_EQ(apply_routes(mine, diff_routes(e8, e9)), route_verdict::needs_whole_table);
+  EXPECT_EQ(mine.epoch, 7u);
+  EXPECT_EQ(mine.nodes.size(), 3u);
+  // The version check of the next tick says the same: its base is not ours.
+  EXPECT_EQ(apply_routes(mine, diff_routes(e9, e9)), route_verdict::needs_whole_table);
+  // The whole table repairs it; the next version check then passes.
+  EXPECT_EQ(apply_routes(mine, whole_routes(e9)), route_verdict::applied);
+  EXPECT_EQ(routes_digest(mine), routes_digest(e9));
+  EXPECT_EQ(apply_routes(mine, diff_routes(e9, e9)), route_verdict::applied);
+}
+
+TEST(RouteDelta, ADeltaThatDoesNotReachTheSendersDigestIsNotApplied) {
+  const auto before = three_nodes();
+  auto after = before;
+  after.epoch = 8;
+  after.nodes[4] = {"tcp://10.0.0.4:5000", "key4"};
+  auto d = diff_routes(before, after);
+  auto mine = before;
+  mine.nodes[2].public_key = "another";  // same epoch, other contents: the node's copy went wrong
+  EXPECT_EQ(apply_routes(mine, d), route_verdict::needs_whole_table);
+  EXPECT_EQ(mine.nodes.at(2).public_key, "another") << "left as it was";
+  EXPECT_FALSE(mine.nodes.count(4));
+}
+
+TEST(RouteDelta, TheVersionCheckOfAnUnchangedTableIsEmpty) {
+  const auto t = three_nodes();
+  const auto d = diff_routes(t, t);
+  EXPECT_TRUE(d.table.nodes.empty());
+  EXPECT_TRUE(d.removed.empty());
+  EXPECT_FALSE(d.placements_changed);
+  EXPECT_EQ(d.base_epoch, d.table.epoch);
+}
+
+TEST(RouteDelta, TheMessageCarriesDeltasAndWholeTablesBothWays) {
+  const auto before = three_nodes();
+  auto after = before;
+  after.epoch = 8;
+  after.nodes.erase(1);
+  after.nodes[5] = {"tcp://10.0.0.5:5000", "key5"};
+  after.placed["coord/0"] = 5;
+  // Each message with the table its receiver holds: the change from `before`, the version
+  // check of `after`, and the whole table to a node that holds nothing.
+  const std::vector<std::pair<route_delta, route_table>> sent_and_held = {
+      {diff_routes(before, after), before}, {diff_routes(after, after), after}, {whole_routes(after), route_table{}}};
+  for (const auto& [sent, held] : sent_and_held) {
+    capnp::MallocMessageBuilder builder;
+    auto msg = builder.initRoot<schema::PeerTable>();
+    write_route_delta(sent, msg);
+    const auto got = read_route_delta(msg.asReader());
+    EXPECT_EQ(got.delta, sent.delta);
+    EXPECT_EQ(got.base_epoch, sent.base_epoch);
+    EXPECT_EQ(got.removed, sent.removed);
+    EXPECT_EQ(got.placements_changed, sent.placements_changed);
+    EXPECT_EQ(got.digest, sent.digest);
+    auto mine = held;
+    ASSERT_EQ(apply_routes(mine, got), route_verdict::applied);
+    EXPECT_EQ(routes_digest(mine), routes_digest(after));
+  }
+}
+
+TEST(RouteDelta, ATableFromASenderWithoutDeltasIsWhole) {
+  capnp::MallocMessageBuilder builder;
+  auto msg = builder.initRoot<schema::PeerTable>();
+  write_peer_table(three_nodes(), msg);  // the fields an older registry sets
+  const auto got = read_route_delta(msg.asReader());
+  EXPECT_FALSE(got.delta);
+  route_table mine;
+  EXPECT_EQ(apply_routes(mine, got), route_verdict::applied);
+  EXPECT_EQ(mine.nodes.size(), 3u);
+  EXPECT_EQ(mine.placed, three_nodes().placed);
+}
+
+}  // namespace
+}  // namespace atl
