@@ -1,0 +1,72 @@
+// Process tier: many simulated nodes (tools/sim_nodes: the real node agent and worker over
+// their own connections, a stand-in model) against a real head, through kills, leaves and
+// joins. Every node's route table comes as deltas (runtime/transport/route_delta.hpp); once
+// the churn stops, every healthy node must hold the same table, and it must list exactly
+// the nodes the head has as members that host anything.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <sstream>
+
+#include "tests/cluster_helpers.hpp"
+
+namespace atl {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+using testing::subprocess;
+
+// The JSON lines atoll_sim_nodes printed, by event.
+std::map<std::string, std::vector<json>> events_of(const std::string& output) {
+  std::map<std::string, std::vector<json>> by_event;
+  std::istringstream lines(output);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty() || line[0] != '{') continue;  // the nodes' log lines
+    const auto j = json::parse(line, nullptr, false);
+    if (!j.is_discarded() && j.contains("event")) by_event[j["event"]].push_back(j);
+  }
+  return by_event;
+}
+
+TEST(SimulatedNodes, FortyNodesThroughKillsLeavesAndJoinsEndHoldingTheHeadsTable) {
+  testing::temp_dir dir;
+  const std::string head_dir = dir.sub("head");
+  subprocess head(testing::mlp_head(head_dir, 1000000000,
+                                    {"--set", "storage.keepers=head", "--set", "cluster.lease_ms=5000", "--set",
+                                     "cluster.heartbeat_ms=500"}),
+                  dir.sub("head.log"));
+  const std::string ep = testing::wait_for_endpoint(head_dir, head);
+  ASSERT_FALSE(ep.empty()) << head.output();
+  // 40 nodes; from 4 s on, for 8 s, a kill and a leave every 2 s and a join every second;
+  // then 8 s of quiet (more than a heartbeat, less than a lease) before the tables are read.
+  subprocess sims({ATOLL_SIM_BIN, "--head", ep, "--nodes", "40", "--seconds", "20", "--churn-after", "4", "--churn-for",
+                   "8", "--kills", "0.5", "--leaves", "0.5", "--joins", "1"},
+                  dir.sub("sims.log"));
+  ASSERT_EQ(sims.wait(60s), 0) << sims.output();
+  const auto events = events_of(sims.output());
+  ASSERT_EQ(events.count("agreement"), 1u) << sims.output();
+  const auto agreement = events.at("agreement").back();
+
+  EXPECT_GE(events.count("kill") ? events.at("kill").size() : 0u, 3u) << "the churn ran";
+  EXPECT_GE(events.count("leave") ? events.at("leave").size() : 0u, 3u);
+  ASSERT_TRUE(events.count("joined"));
+  EXPECT_GE(events.at("joined").size(), 46u) << "the 40, and the joiners";
+  for (const auto& kind : {"kill", "leave"})
+    for (const auto& e : events.count(kind) ? events.at(kind) : std::vector<json>{})
+      EXPECT_LT(e["s"].get<double>(), 3.0) << kind << " of node " << e["node"] << " reached the tables late";
+
+  EXPECT_EQ(agreement["distinct_tables"], 1) << "healthy nodes hold different tables: " << agreement.dump();
+  // The head's members that host anything are in the table (joining, syncing, active).
+  std::size_t hosting = 0;
+  for (const auto& m : testing::ask(ep, "members")) {
+    const auto state = m["state"].get<std::string>();
+    if (state == "joining" || state == "syncing" || state == "active") hosting++;
+  }
+  EXPECT_EQ(agreement["listed"].get<std::size_t>(), hosting) << agreement.dump();
+  EXPECT_EQ(agreement["holders"].get<std::size_t>(), hosting) << "every healthy node is a member, and no other";
+  testing::shut_down(ep, head);
+}
+
+}  // namespace
+}  // namespace atl

@@ -1,0 +1,278 @@
+#!/usr/bin/env python3
+"""The head at scale: a real head (`atoll up`, the embedded store) against N simulated nodes.
+
+Each simulated node is the real node agent and worker over its own ZeroMQ connection to the
+head (tools/sim_nodes: Hello, heartbeats, leases, Membership and PeerTable handling, Goodbye);
+only the model is a stand-in (64 fp32 values, a step that waits --step-ms, default 200, a
+round every --sync-every steps, default 50), packed 250 to an `atoll_sim_nodes` process. Nodes do not listen, so the head relays
+their rounds' tensors: 256 bytes a contribution every 10 s, a few per cent of what the control
+plane moves. The keepers are the head's (`storage.keepers = head`).
+
+For each N in --nodes:
+1. the head starts, then the simulated nodes, --start-interval-ms apart (default 2) within each
+   process; the ramp lasts
+   until every node has found itself in a PeerTable (a member of a published epoch);
+2. steady state for --seconds: the head's CPU (from /proc, fraction of one core), its
+   resident memory, the bytes its connections sent and received (the kernel's per-socket
+   counters, `ss -ti`) per node per second, rounds committed per second, and the harness's
+   own CPU (the simulated nodes share this machine's cores with the head);
+3. `atollctl status --json`, timed (median of three);
+4. with --churn, for --seconds more, at --churn-rate events a second in all (kills: the
+   connection closes; silences: heartbeats stop; leaves: a Goodbye; and as many joins as
+   losses), then a lease more for the silences to be judged. Each fault is timed from the
+   fault to the first PeerTable without the node that another node received; each join from
+   the node's start to the first PeerTable naming it.
+
+Writes DIR/results.json: a list of rows {nodes, churn, head_cpu, head_rss_mb,
+control_bytes_per_node_s_in, control_bytes_per_node_s_out (the head's view: what it received
+and sent), join_s_median, join_s_p99, kill_s_median, silence_s_median, leave_s_median,
+status_s, rounds_per_s, ramp_s, harness_cpu, joined, lease_ms, heartbeat_ms} and prints a table.
+"""
+import argparse
+import json
+import math
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+NODES_PER_PROCESS = 250
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid):
+    """User + system CPU seconds of a process so far (0 once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLK_TCK
+    except (FileNotFoundError, ProcessLookupError):
+        return 0.0
+
+
+def rss_mb(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def head_socket_bytes(port):
+    """(received, sent) over the head's established connections on `port`, from the kernel."""
+    out = subprocess.run(["ss", "-tinH", "state", "established", f"( sport = :{port} )"], capture_output=True,
+                         text=True).stdout
+    received = sum(int(x) for x in re.findall(r"bytes_received:(\d+)", out))
+    sent = sum(int(x) for x in re.findall(r"bytes_sent:(\d+)", out))
+    return received, sent
+
+
+def wait_for_endpoint(head_dir, head, timeout=60):
+    path = os.path.join(head_dir, "head.endpoint")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if head.poll() is not None:
+            sys.exit(f"scale: the head exited ({head.returncode}); see {head_dir}/../head.log")
+        if os.path.exists(path):
+            with open(path) as f:
+                endpoint = f.read().strip()
+            if endpoint:
+                return endpoint
+        time.sleep(0.1)
+    sys.exit(f"scale: the head wrote no endpoint within {timeout} s")
+
+
+class sim_events(threading.Thread):
+    """Reads one atoll_sim_nodes process's JSON lines: its events, stamped with the bench's clock."""
+
+    def __init__(self, proc):
+        super().__init__(daemon=True)
+        self.proc, self.events, self.lock = proc, [], threading.Lock()
+
+    def run(self):
+        for line in self.proc.stdout:
+            try:
+                event = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            event["at"] = time.monotonic()
+            with self.lock:
+                self.events.append(event)
+
+    def of(self, kind, since=0.0):
+        with self.lock:
+            return [e for e in self.events if e["event"] == kind and e["at"] >= since]
+
+
+def median(xs):
+    return statistics.median(xs) if xs else None
+
+
+def p99(xs):
+    return sorted(xs)[min(len(xs) - 1, math.ceil(0.99 * len(xs)) - 1)] if xs else None
+
+
+def run_size(args, nodes, churn):
+    out = os.path.join(args.out, f"n{nodes}{'-churn' if churn else ''}")
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
+    head_log = open(os.path.join(out, "head.log"), "w")
+    head = subprocess.Popen([args.atoll, "up", "--listen", "tcp://127.0.0.1:0", "--run-dir", os.path.join(out, "head"),
+                             "--metrics", os.path.join(out, "metrics.jsonl"),
+                             "--set", "run.example=mlp", "--set", f"run.steps={10 ** 9}", "--set", "run.min_workers=2",
+                             "--set", f"diloco.sync_every={args.sync_every}", "--set", "storage.keepers=head",
+                             "--set", f"cluster.heartbeat_ms={args.heartbeat_ms}",
+                             "--set", f"cluster.lease_ms={args.lease_ms}"],
+                            stdout=head_log, stderr=subprocess.STDOUT)
+    sims, readers, endpoint = [], [], None
+    try:
+        endpoint = wait_for_endpoint(os.path.join(out, "head"), head)
+        port = int(endpoint.rsplit(":", 1)[1])
+        processes = max(1, math.ceil(nodes / NODES_PER_PROCESS))
+        # Losses at churn_rate a second, split kills 45%, leaves 45%, silences 10%; as many joins.
+        rate = args.churn_rate / processes
+        for i in range(processes):
+            count = nodes // processes + (1 if i < nodes % processes else 0)
+            cmd = [args.sim, "--head", endpoint, "--nodes", str(count), "--values", "64", "--step-ms", str(args.step_ms),
+                   "--seconds", str(10 ** 6), "--churn-after", str(10 ** 6), "--seed", str(i + 1),
+                   "--start-interval-ms", str(args.start_interval_ms),
+                   "--kills", str(0.45 * rate), "--leaves", str(0.45 * rate), "--silences", str(0.1 * rate),
+                   "--joins", str(rate)]
+            sims.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=open(os.path.join(out, f"sim{i}.log"), "w"),
+                                         text=True))
+            readers.append(sim_events(sims[-1]))
+            readers[-1].start()
+        started = time.monotonic()
+        joined = lambda: sum(len(r.of("joined")) for r in readers)
+        while joined() < nodes and time.monotonic() - started < args.ramp_timeout:
+            if any(s.poll() is not None for s in sims):
+                sys.exit(f"scale: a simulated-node process exited; logs in {out}")
+            time.sleep(0.2)
+        ramp_s = time.monotonic() - started
+        ramp_joins = [e["s"] for r in readers for e in r.of("joined")]
+        if len(ramp_joins) < nodes:
+            print(f"scale: {len(ramp_joins)} of {nodes} nodes joined within {args.ramp_timeout} s", flush=True)
+        time.sleep(2)  # the last joins' tables settle
+
+        def window(seconds):
+            cpu0, sims0, bytes0, t0 = cpu_seconds(head.pid), sum(cpu_seconds(s.pid) for s in sims), \
+                head_socket_bytes(port), time.monotonic()
+            rounds0 = count_rounds(os.path.join(out, "metrics.jsonl"))
+            time.sleep(seconds)
+            elapsed = time.monotonic() - t0
+            bytes1 = head_socket_bytes(port)
+            return {"head_cpu": (cpu_seconds(head.pid) - cpu0) / elapsed,
+                    "harness_cpu": (sum(cpu_seconds(s.pid) for s in sims) - sims0) / elapsed,
+                    "control_bytes_per_node_s_in": (bytes1[0] - bytes0[0]) / elapsed / max(1, len(ramp_joins)),
+                    "control_bytes_per_node_s_out": (bytes1[1] - bytes0[1]) / elapsed / max(1, len(ramp_joins)),
+                    "rounds_per_s": (count_rounds(os.path.join(out, "metrics.jsonl")) - rounds0) / elapsed}
+
+        row = {"nodes": nodes, "churn": churn, "joined": len(ramp_joins), "ramp_s": ramp_s,
+               "lease_ms": args.lease_ms, "heartbeat_ms": args.heartbeat_ms}
+        if not churn:
+            row.update(window(args.seconds))
+            row.update({"join_s_median": median(ramp_joins), "join_s_p99": p99(ramp_joins),
+                        "kill_s_median": None, "silence_s_median": None, "leave_s_median": None})
+        else:
+            churn_started = time.monotonic()
+            for s in sims:
+                s.send_signal(signal.SIGUSR1)
+            row.update(window(args.seconds))
+            for s in sims:
+                s.send_signal(signal.SIGUSR2)
+            time.sleep(args.lease_ms / 1000 + 2)  # a silence is judged at its lease's end
+            of = lambda kind: [e["s"] for r in readers for e in r.of(kind, churn_started)]
+            row.update({"join_s_median": median(of("joined")), "join_s_p99": p99(of("joined")),
+                        "kill_s_median": median(of("kill")), "silence_s_median": median(of("silence")),
+                        "leave_s_median": median(of("leave")),
+                        "churn_events": {k: len(of(k)) for k in ("joined", "kill", "silence", "leave")}})
+        row["head_rss_mb"] = rss_mb(head.pid)
+        row["status_s"] = time_status(args.atollctl, endpoint)
+        return row
+    finally:
+        for s in sims:
+            s.send_signal(signal.SIGTERM)
+        if endpoint:
+            subprocess.run([args.atoll, "down", "--head", endpoint], capture_output=True)
+        for s in sims:
+            try:
+                s.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                s.kill()
+        try:
+            head.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            head.kill()
+            head.wait()
+        head_log.close()
+
+
+def count_rounds(metrics):
+    if not os.path.exists(metrics):
+        return 0
+    with open(metrics) as f:
+        return sum(1 for line in f if '"type":"round"' in line.replace(" ", ""))
+
+
+def time_status(atollctl, endpoint):
+    times = []
+    for _ in range(3):
+        t0 = time.monotonic()
+        res = subprocess.run([atollctl, "--head", endpoint, "status", "--json"], capture_output=True, text=True)
+        if res.returncode != 0:
+            print(f"scale: atollctl status failed: {res.stderr.strip()}", flush=True)
+            return None
+        times.append(time.monotonic() - t0)
+    return statistics.median(times)
+
+
+def fmt(x, spec):
+    return "-" if x is None else format(x, spec)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--atoll", required=True)
+    ap.add_argument("--atollctl", required=True)
+    ap.add_argument("--sim", required=True, help="the atoll_sim_nodes binary")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--nodes", default="10,100,1000")
+    ap.add_argument("--churn", action="store_true", help="also a row under churn for each N")
+    ap.add_argument("--churn-rate", type=float, default=2.0, help="losses a second in all, and as many joins")
+    ap.add_argument("--seconds", type=float, default=20, help="length of each measured window")
+    ap.add_argument("--ramp-timeout", type=float, default=300, help="seconds for every node to join")
+    ap.add_argument("--heartbeat-ms", type=int, default=1000)
+    ap.add_argument("--step-ms", type=int, default=200, help="a stand-in step's time")
+    ap.add_argument("--start-interval-ms", type=int, default=2, help="between two nodes' starts in a process")
+    ap.add_argument("--sync-every", type=int, default=50, help="steps between a fragment's rounds")
+    ap.add_argument("--lease-ms", type=int, default=10000)
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    rows = []
+    for nodes in [int(n) for n in args.nodes.split(",")]:
+        for churn in ([False, True] if args.churn else [False]):
+            row = run_size(args, nodes, churn)
+            rows.append(row)
+            print(f"scale: {json.dumps(row)}", flush=True)
+            with open(os.path.join(args.out, "results.json"), "w") as f:
+                json.dump(rows, f, indent=1)
+    print("\n| nodes | churn | joined | ramp s | head CPU (cores) | head RSS MB | head in B/node/s | head out B/node/s "
+          "| join s median (p99) | kill s | silence s | leave s | status s | rounds/s | harness CPU |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['nodes']} | {'yes' if r['churn'] else 'no'} | {r['joined']} | {r['ramp_s']:.1f} | "
+              f"{r['head_cpu']:.3f} | {r['head_rss_mb']:.0f} | {r['control_bytes_per_node_s_in']:.0f} | "
+              f"{r['control_bytes_per_node_s_out']:.0f} | {fmt(r['join_s_median'], '.3f')} "
+              f"({fmt(r['join_s_p99'], '.3f')}) | {fmt(r['kill_s_median'], '.3f')} | "
+              f"{fmt(r['silence_s_median'], '.2f')} | {fmt(r['leave_s_median'], '.3f')} | {fmt(r['status_s'], '.3f')} | "
+              f"{r['rounds_per_s']:.2f} | {r['harness_cpu']:.2f} |")
+    print(f"\nwrote {os.path.join(args.out, 'results.json')}")
+
+
+if __name__ == "__main__":
+    main()
