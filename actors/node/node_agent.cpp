@@ -340,10 +340,10 @@ void on_stop_signal(self_ptr self) {
   self->delayed_send(self, std::chrono::milliseconds(st.run.handover_ms + 5 * st.run.heartbeat_ms), stop_atom::value);
 }
 
-// Only the registry's table counts, and only while this node has an id to route from.
-// The registry's table as what changed (runtime/transport/route_delta.hpp): applied to ours
-// and handed to the links when it changed anything; a gap asks for the whole table, at most
-// once a heartbeat interval (the deltas that keep coming meanwhile would each ask again).
+// Only the registry's table counts, and only while this node has an id to route from. It
+// comes as what changed (runtime/transport/route_delta.hpp): applied to ours and handed to
+// the links when it changed anything; a gap asks for the whole table, at most once a
+// heartbeat interval (the deltas that keep coming meanwhile would each ask again).
 void on_peer_table(self_ptr self, const wire::message_ptr& msg) {
   auto& st = self->state;
   if (msg->sender() != registry_id() || st.current != phase::running || !st.cfg.on_routes) return;

@@ -15,7 +15,8 @@
 //   running --PlaceCoordinator(p)--> hosts coord/p (until the node stops or registers again)
 //   running --PlaceKeeper(k, source)--> hosts keeper replica k on RocksDB under its data
 //            dir, catching up from source (refused without a data dir)
-//   running --PeerTable--> the node's links send tensors straight to the hosts it names
+//   running --PeerTable--> the node's links send tensors straight to the hosts it names; a
+//            delta it cannot apply (one was lost) --> PeerTableRequest, for the whole table
 //   running --Refusal(stale_epoch) from the registry--> stops its actors, registering again
 //            (it was declared dead: SIGSTOP, a partition)
 //   any --a registry message of an epoch below the highest it has seen (a deposed head)-->
