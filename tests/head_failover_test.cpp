@@ -98,9 +98,18 @@ TEST_F(HeadFailover, ALeadingHeadKilledWithItsDiskIsReplacedByTheStandbyAndNoRou
   const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - killed);
   EXPECT_LT(took, 2s + 5s) << "the standby leads within 5 s of the lost leader's lease (2 s)";
   std::cout << "standby listening " << took.count() << " ms after the leader was killed\n";
-  auto served = standby_http.Get("/api/status");
-  ASSERT_TRUE(served);
-  EXPECT_EQ(served->status, 200) << "the new leader serves its dashboard itself: " << served->body;
+  // The dashboard binds the port the standby's redirects held just after the head's
+  // endpoint is written: it may take a moment.
+  int served = 0;
+  std::string body;
+  ASSERT_TRUE(testing::eventually(
+      [&] {
+        auto res = standby_http.Get("/api/status");
+        if (res) std::tie(served, body) = std::make_pair(res->status, res->body);
+        return static_cast<bool>(res);
+      },
+      5s, 50ms));
+  EXPECT_EQ(served, 200) << "the new leader serves its dashboard itself: " << body;
 
   // The old head's machine is lost with its disk: nothing the run needs was only there. Its
   // replacement, on an empty run dir, stands by: never a second leader.
