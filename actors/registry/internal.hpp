@@ -53,7 +53,7 @@ void advance_handover(self_ptr self);
 std::vector<std::string> commit_keepers_of(const registry_state& st);  // placement::commit_keepers
 std::vector<std::pair<std::uint32_t, std::string>> placed_replicas(const registry_state& st);  // number, host
 route_table routes_of(const registry_state& st);
-// Changes closer together than this go to the nodes as one delta.
+// Changes closer together than this go to the nodes as one delta (placements excepted).
 constexpr std::chrono::milliseconds route_publish_gap{100};
 void publish_routes(self_ptr self);
 void send_routes_to_nodes(self_ptr self);  // what publish_routes holds back, now

@@ -215,11 +215,16 @@ route_table routes_of(const registry_state& st) {
 // every tick each node gets a version check, with which a node that missed a change asks
 // for the whole table (route_delta.hpp): a lost PeerTable costs at most a tick of relayed
 // traffic, and the bytes follow the changes, not the size of the cluster.
+// Placements go out at once, never held back: the registry sends PlaceCoordinator right
+// after, and a coordinator placed anew must be found at its new host, not at the old one
+// (a message sent there is lost, and its worker waits out diloco.result_timeout_ms).
 void publish_routes(self_ptr self) {
   auto& st = self->state;
-  if (st.deps.routes) st.deps.routes->set(routes_of(st));  // the head's ingress: at once
+  auto table = routes_of(st);
+  const bool placements_moved = table.placed != st.published_routes.placed;
+  if (st.deps.routes) st.deps.routes->set(std::move(table));  // the head's ingress: at once
   const auto since = st.now() - st.routes_sent_at;
-  if (since >= route_publish_gap) return send_routes_to_nodes(self);
+  if (placements_moved || since >= route_publish_gap) return send_routes_to_nodes(self);
   if (st.routes_send_due) return;
   st.routes_send_due = true;
   self->delayed_send(self, route_publish_gap - since, routes_atom::value);
