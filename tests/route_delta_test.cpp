@@ -149,5 +149,28 @@ TEST(RouteDelta, ATableFromASenderWithoutDeltasIsWhole) {
   EXPECT_EQ(mine.placed, three_nodes().placed);
 }
 
+// The node's side: what each PeerTable makes it do.
+TEST(RouteDelta, TheFollowerHandsOnChangesIgnoresPassedChecksAndAsksForTheWholeTableOnceAnInterval) {
+  using effect = route_follower::effect;
+  const auto t7 = three_nodes();
+  auto t8 = t7;
+  t8.epoch = 8;
+  t8.nodes.erase(2);
+  auto t9 = t8;
+  t9.epoch = 9;
+  const auto t0 = std::chrono::steady_clock::time_point{} + std::chrono::hours(1);
+  const std::chrono::milliseconds interval{1000};
+  route_follower f;
+  EXPECT_EQ(f.on_table(whole_routes(t7), t0, interval), effect::hand_table_to_links);
+  EXPECT_EQ(f.on_table(diff_routes(t7, t7), t0, interval), effect::nothing) << "a passed version check";
+  EXPECT_EQ(f.on_table(diff_routes(t8, t9), t0, interval), effect::ask_for_whole_table) << "7 -> 8 was lost";
+  EXPECT_EQ(f.on_table(diff_routes(t9, t9), t0 + std::chrono::milliseconds(500), interval), effect::nothing)
+      << "asked again within the interval";
+  EXPECT_EQ(f.on_table(diff_routes(t9, t9), t0 + interval, interval), effect::ask_for_whole_table);
+  EXPECT_EQ(routes_digest(f.table()), routes_digest(t7)) << "its table is kept meanwhile";
+  EXPECT_EQ(f.on_table(whole_routes(t9), t0 + interval, interval), effect::hand_table_to_links);
+  EXPECT_EQ(routes_digest(f.table()), routes_digest(t9));
+}
+
 }  // namespace
 }  // namespace atl

@@ -341,25 +341,22 @@ void on_stop_signal(self_ptr self) {
 }
 
 // Only the registry's table counts, and only while this node has an id to route from. It
-// comes as what changed (runtime/transport/route_delta.hpp): applied to ours and handed to
-// the links when it changed anything; a gap asks for the whole table, at most once a
-// heartbeat interval (the deltas that keep coming meanwhile would each ask again).
+// comes as what changed (runtime/transport/route_delta.hpp, route_follower decides).
 void on_peer_table(self_ptr self, const wire::message_ptr& msg) {
   auto& st = self->state;
   if (msg->sender() != registry_id() || st.current != phase::running || !st.cfg.on_routes) return;
-  const auto d = read_route_delta(msg->envelope().getPeerTable());
-  const bool version_check =
-      d.delta && d.table.nodes.empty() && d.removed.empty() && !d.placements_changed && d.base_epoch == d.table.epoch;
-  if (apply_routes(st.routes, d) == route_verdict::applied) {
-    if (!version_check) st.cfg.on_routes(st.routes, st.node_id);
-    return;
+  using effect = route_follower::effect;
+  switch (st.routes.on_table(read_route_delta(msg->envelope().getPeerTable()), self->clock().now(),
+                             std::chrono::milliseconds(st.run.heartbeat_ms))) {
+    case effect::nothing: return;
+    case effect::hand_table_to_links: return st.cfg.on_routes(st.routes.table(), st.node_id);
+    case effect::ask_for_whole_table: {
+      wire::outgoing out;
+      out.envelope.initPeerTableRequest().setNodeId(st.node_id);
+      st.mail->send(registry_id(), st.epoch, out);
+      return;
+    }
   }
-  const auto now = self->clock().now();
-  if (st.whole_table_asked && now - *st.whole_table_asked < std::chrono::milliseconds(st.run.heartbeat_ms)) return;
-  st.whole_table_asked = now;
-  wire::outgoing out;
-  out.envelope.initPeerTableRequest().setNodeId(st.node_id);
-  st.mail->send(registry_id(), st.epoch, out);
 }
 
 // A message from the registry below the highest epoch it has sent us comes from a head

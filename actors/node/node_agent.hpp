@@ -35,7 +35,6 @@
 #include <string>
 #include <vector>
 
-#include <caf/actor_clock.hpp>
 #include <caf/stateful_actor.hpp>
 
 #include "actors/decisions/restart_budget.hpp"
@@ -44,6 +43,7 @@
 #include "runtime/core/expected.hpp"
 #include "runtime/core/thread_layout.hpp"
 #include "runtime/transport/peer_routes.hpp"
+#include "runtime/transport/route_delta.hpp"
 #include "runtime/transport/transport.hpp"
 
 namespace atl {
@@ -109,8 +109,7 @@ struct node_agent_state {
   std::vector<thread_layout> cpu_worker_layouts;  // from prepare; the one a trial kept, after it
   std::vector<caf::actor> coordinators;
   std::vector<caf::actor> keepers;  // a keeper replica placed here
-  route_table routes;  // the registry's PeerTable as this node holds it (runtime/transport/route_delta.hpp)
-  std::optional<caf::actor_clock::time_point> whole_table_asked;  // the last PeerTableRequest (the actor's clock)
+  route_follower routes;  // the registry's PeerTable as this node holds it (runtime/transport/route_delta.hpp)
   std::uint64_t connections_seen = 0;  // the transport's count when last checked
   std::uint64_t worker_restarts = 0;  // restarts ordered by this supervisor (in each Heartbeat)
   bool failed = false;

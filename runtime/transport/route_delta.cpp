@@ -61,6 +61,17 @@ route_verdict apply_routes(route_table& mine, const route_delta& d) {
   return route_verdict::applied;
 }
 
+route_follower::effect route_follower::on_table(const route_delta& d, std::chrono::steady_clock::time_point now,
+                                                std::chrono::milliseconds ask_interval) {
+  const bool version_check =
+      d.delta && d.table.nodes.empty() && d.removed.empty() && !d.placements_changed && d.base_epoch == d.table.epoch;
+  if (apply_routes(table_, d) == route_verdict::applied)
+    return version_check ? effect::nothing : effect::hand_table_to_links;
+  if (asked_ && now - *asked_ < ask_interval) return effect::nothing;
+  asked_ = now;
+  return effect::ask_for_whole_table;
+}
+
 void write_route_delta(const route_delta& d, schema::PeerTable::Builder out) {
   write_peer_table(d.table, out);
   out.setDelta(d.delta);

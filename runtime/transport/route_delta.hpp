@@ -18,7 +18,9 @@
 //
 // A node that needs the whole table keeps its own (routes that may be a tick old still
 // route) and asks for it; a lost delta is so repaired by the next tick's version check.
+#include <chrono>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "runtime/transport/peer_routes.hpp"
@@ -45,6 +47,22 @@ route_delta diff_routes(const route_table& from, const route_table& to);
 enum class route_verdict { applied, needs_whole_table };
 // Applies `d` to the node's `mine`; on needs_whole_table `mine` is left as it was.
 route_verdict apply_routes(route_table& mine, const route_delta& d);
+
+// A node's side of the protocol above: the table it holds, and what to do with each
+// PeerTable (pure; the node agent runs the effect). A version check that passes changes
+// nothing; a delta it cannot apply asks for the whole table, at most once an interval (the
+// deltas that keep coming meanwhile would each ask again).
+class route_follower {
+ public:
+  enum class effect { nothing, hand_table_to_links, ask_for_whole_table };
+  effect on_table(const route_delta& d, std::chrono::steady_clock::time_point now,
+                  std::chrono::milliseconds ask_interval);
+  const route_table& table() const { return table_; }
+
+ private:
+  route_table table_;
+  std::optional<std::chrono::steady_clock::time_point> asked_;
+};
 
 // The PeerTable message: write and read (reading never fails, as read_peer_table).
 void write_route_delta(const route_delta& d, schema::PeerTable::Builder out);

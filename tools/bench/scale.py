@@ -122,7 +122,11 @@ def run_size(args, nodes, churn):
     shutil.rmtree(out, ignore_errors=True)
     os.makedirs(out)
     head_log = open(os.path.join(out, "head.log"), "w")
-    head = subprocess.Popen([args.atoll, "up", "--listen", "tcp://127.0.0.1:0", "--run-dir", os.path.join(out, "head"),
+    # --pin-head: the head alone on CPU 0 and the harness on the others, so that what the
+    # head measures is its own and the simulated nodes cannot starve it.
+    head_cpus = ["taskset", "-c", "0"] if args.pin_head else []
+    sim_cpus = ["taskset", "-c", f"1-{os.cpu_count() - 1}"] if args.pin_head else []
+    head = subprocess.Popen(head_cpus + [args.atoll, "up", "--listen", "tcp://127.0.0.1:0", "--run-dir", os.path.join(out, "head"),
                              "--metrics", os.path.join(out, "metrics.jsonl"),
                              "--set", "run.example=mlp", "--set", f"run.steps={10 ** 9}", "--set", "run.min_workers=2",
                              "--set", f"diloco.sync_every={args.sync_every}", "--set", "storage.keepers=head",
@@ -138,7 +142,7 @@ def run_size(args, nodes, churn):
         rate = args.churn_rate / processes
         for i in range(processes):
             count = nodes // processes + (1 if i < nodes % processes else 0)
-            cmd = [args.sim, "--head", endpoint, "--nodes", str(count), "--values", "64", "--step-ms", str(args.step_ms),
+            cmd = sim_cpus + [args.sim, "--head", endpoint, "--nodes", str(count), "--values", "64", "--step-ms", str(args.step_ms),
                    "--seconds", str(10 ** 6), "--churn-after", str(10 ** 6), "--seed", str(i + 1),
                    "--start-interval-ms", str(args.start_interval_ms),
                    "--kills", str(0.45 * rate), "--leaves", str(0.45 * rate), "--silences", str(0.1 * rate),
@@ -249,9 +253,13 @@ def main():
     ap.add_argument("--heartbeat-ms", type=int, default=1000)
     ap.add_argument("--step-ms", type=int, default=200, help="a stand-in step's time")
     ap.add_argument("--start-interval-ms", type=int, default=2, help="between two nodes' starts in a process")
+    ap.add_argument("--pin-head", action="store_true",
+                    help="the head alone on CPU 0, the simulated nodes on the others (needs 2 CPUs or more)")
     ap.add_argument("--sync-every", type=int, default=50, help="steps between a fragment's rounds")
     ap.add_argument("--lease-ms", type=int, default=10000)
     args = ap.parse_args()
+    if args.pin_head and (os.cpu_count() or 1) < 2:
+        sys.exit("scale: --pin-head needs 2 CPUs or more")
     os.makedirs(args.out, exist_ok=True)
     rows = []
     for nodes in [int(n) for n in args.nodes.split(",")]:
