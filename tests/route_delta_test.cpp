@@ -170,6 +170,10 @@ TEST(RouteDelta, TheFollowerHandsOnChangesIgnoresPassedChecksAndAsksForTheWholeT
   EXPECT_EQ(routes_digest(f.table()), routes_digest(t7)) << "its table is kept meanwhile";
   EXPECT_EQ(f.on_table(whole_routes(t9), t0 + interval, interval), effect::hand_table_to_links);
   EXPECT_EQ(routes_digest(f.table()), routes_digest(t9));
+  EXPECT_EQ(f.on_table(diff_routes(t9, t9), t0 + interval, interval), effect::nothing) << "checked on its digest";
+  auto other = diff_routes(t9, t9);
+  other.digest ^= 1;  // the registry's table of this epoch is not the one held
+  EXPECT_EQ(f.on_table(other, t0 + 3 * interval, interval), effect::ask_for_whole_table);
 }
 
 }  // namespace

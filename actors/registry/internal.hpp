@@ -56,7 +56,7 @@ route_table routes_of(const registry_state& st);
 // Changes closer together than this go to the nodes as one delta (placements excepted).
 constexpr std::chrono::milliseconds route_publish_gap{100};
 void publish_routes(self_ptr self);
-void send_routes_to_nodes(self_ptr self);  // what publish_routes holds back, now
+void send_routes_to_nodes(self_ptr self, route_table table);  // what publish_routes holds back, now
 void send_whole_routes(self_ptr self, std::uint32_t node);  // the table last published
 void send_route_delta(self_ptr self, const route_delta& d, std::uint32_t node);
 void on_peer_table_request(self_ptr self, const wire::message_ptr& msg);

@@ -1,5 +1,7 @@
 // Applying the placement decisions (actors/decisions/placement.hpp): persisted before anyone hears
 // of them, then sent, and sent again every tick until the placed actor runs.
+#include <optional>
+
 #include "actors/decisions/placement.hpp"
 #include "actors/registry/internal.hpp"
 #include "actors/shared/messages.hpp"
@@ -221,24 +223,29 @@ route_table routes_of(const registry_state& st) {
 void publish_routes(self_ptr self) {
   auto& st = self->state;
   auto table = routes_of(st);
-  const bool placements_moved = table.placed != st.published_routes.placed;
-  if (st.deps.routes) st.deps.routes->set(std::move(table));  // the head's ingress: at once
+  if (st.deps.routes) st.deps.routes->set(table);  // the head's ingress: at once
   const auto since = st.now() - st.routes_sent_at;
-  if (placements_moved || since >= route_publish_gap) return send_routes_to_nodes(self);
+  if (table.placed != st.published_routes.placed || since >= route_publish_gap)
+    return send_routes_to_nodes(self, std::move(table));
   if (st.routes_send_due) return;
   st.routes_send_due = true;
   self->delayed_send(self, route_publish_gap - since, routes_atom::value);
 }
 
-void send_routes_to_nodes(self_ptr self) {
+void send_routes_to_nodes(self_ptr self, route_table table) {
   auto& st = self->state;
   st.routes_send_due = false;
   st.routes_sent_at = st.now();
-  auto table = routes_of(st);
   const auto change = diff_routes(st.published_routes, table);
-  const auto whole = whole_routes(table);
-  for (const auto& [id, _] : table.nodes)
-    send_route_delta(self, st.published_routes.nodes.count(id) ? change : whole, id);
+  std::optional<route_delta> whole;  // made only for a node new to the table
+  for (const auto& [id, _] : table.nodes) {
+    if (st.published_routes.nodes.count(id)) {
+      send_route_delta(self, change, id);
+      continue;
+    }
+    if (!whole) whole = whole_routes(table);
+    send_route_delta(self, *whole, id);
+  }
   st.published_routes = std::move(table);
 }
 

@@ -325,7 +325,7 @@ caf::behavior registry_actor(caf::stateful_actor<registry_state>* self, registry
         maybe_finish(self);  // a summary waiting for a RoundReport gives up in time
         self->delayed_send(self, std::chrono::milliseconds(self->state.cfg.heartbeat_ms), tick_atom::value);
       },
-      [=](routes_atom) { send_routes_to_nodes(self); },
+      [=](routes_atom) { send_routes_to_nodes(self, routes_of(self->state)); },
       [=](stop_atom) { self->quit(); },
       // The head's transport saw a node's connection close (runtime/transport/zmq_transport.hpp).
       [=](link_lost_atom, const std::string& peer) { on_link_lost(self, peer); },

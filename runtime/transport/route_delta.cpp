@@ -65,8 +65,14 @@ route_follower::effect route_follower::on_table(const route_delta& d, std::chron
                                                 std::chrono::milliseconds ask_interval) {
   const bool version_check =
       d.delta && d.table.nodes.empty() && d.removed.empty() && !d.placements_changed && d.base_epoch == d.table.epoch;
-  if (apply_routes(table_, d) == route_verdict::applied)
+  // A version check of the table held passes on the digest kept: no copy, no hashing of
+  // every node each tick.
+  if (version_check && held_ && table_.epoch == d.base_epoch && held_digest_ == d.digest) return effect::nothing;
+  if (apply_routes(table_, d) == route_verdict::applied) {
+    held_ = true;
+    held_digest_ = d.delta ? d.digest : routes_digest(table_);  // a delta's digest was checked
     return version_check ? effect::nothing : effect::hand_table_to_links;
+  }
   if (asked_ && now - *asked_ < ask_interval) return effect::nothing;
   asked_ = now;
   return effect::ask_for_whole_table;

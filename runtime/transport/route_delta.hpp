@@ -61,6 +61,8 @@ class route_follower {
 
  private:
   route_table table_;
+  bool held_ = false;  // a table was applied
+  std::uint64_t held_digest_ = 0;  // routes_digest(table_)
   std::optional<std::chrono::steady_clock::time_point> asked_;
 };
 
