@@ -13,7 +13,7 @@ std::string member_key(std::uint32_t node_id) {
 
 }  // namespace
 
-status registry_store::save(const registry_snapshot& snap) {
+status registry_store::save(const registry_snapshot& snap, std::size_t* members_written) {
   nlohmann::json meta = {{"cluster_id", snap.cluster_id},
                          {"config_toml", snap.config_toml},
                          {"epoch", snap.epoch},
@@ -33,7 +33,11 @@ status registry_store::save(const registry_snapshot& snap) {
                          {"model_signature", snap.model_signature}};
   std::vector<kv_write> batch;
   batch.push_back({column::meta, "registry", meta.dump()});
+  std::vector<const member_record*> changed;
   for (const auto& m : snap.members) {
+    const auto stored = stored_.find(m.node_id);
+    if (stored != stored_.end() && stored->second == m) continue;
+    changed.push_back(&m);
     nlohmann::json j = {{"node_id", m.node_id},
                         {"state", m.state},
                         {"hostname", m.hostname},
@@ -46,10 +50,13 @@ status registry_store::save(const registry_snapshot& snap) {
                         {"public_key", m.public_key}};
     batch.push_back({column::members, member_key(m.node_id), j.dump()});
   }
-  return store_.commit(batch);
+  if (auto st = store_.commit(batch)) return st;
+  for (const auto* m : changed) stored_[m->node_id] = *m;
+  if (members_written) *members_written = changed.size();
+  return {};
 }
 
-expected<std::optional<registry_snapshot>> registry_store::load() const {
+expected<std::optional<registry_snapshot>> registry_store::load() {
   auto meta = store_.get(column::meta, "registry");
   if (!meta) return meta.err();
   if (!*meta) return std::optional<registry_snapshot>{};
@@ -91,6 +98,8 @@ expected<std::optional<registry_snapshot>> registry_store::load() const {
       r.public_key = m.value("public_key", std::string());
       snap.members.push_back(std::move(r));
     }
+    stored_.clear();
+    for (const auto& m : snap.members) stored_[m.node_id] = m;
   } catch (const nlohmann::json::exception& e) {
     return make_error(errc::storage_failure, std::string("corrupt registry record: ") + e.what());
   }

@@ -1,9 +1,11 @@
 #pragma once
 // The registry's durable state: cluster id, run config, membership epoch, node ids,
-// coordinator placements and members. Saved whole in one synced batch at every membership
-// change (changes are rare), so a restarted head resumes exactly where the last change
-// left it.
+// coordinator placements and members. Saved in one synced batch at every membership change,
+// so a restarted head resumes exactly where the last change left it. A batch holds the run's
+// record and the members that changed since the last save or load: a join at a thousand
+// nodes writes one member, not a thousand.
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,6 +25,13 @@ struct member_record {
   bool can_keep = false;  // has a data dir: may host a keeper replica
   std::string data_endpoint;  // where peers send it tensors; empty: relayed by the head
   std::string public_key;  // the CURVE key it said Hello with; its ids speak only with it
+
+  bool operator==(const member_record& o) const {
+    return node_id == o.node_id && state == o.state && hostname == o.hostname && pid == o.pid && devices == o.devices &&
+           workers == o.workers && ranks == o.ranks && can_keep == o.can_keep && data_endpoint == o.data_endpoint &&
+           public_key == o.public_key;
+  }
+  bool operator!=(const member_record& o) const { return !(*this == o); }
 };
 
 struct registry_snapshot {
@@ -57,11 +66,15 @@ struct registry_snapshot {
 class registry_store {
  public:
   explicit registry_store(kv_store& store) : store_(store) {}
-  status save(const registry_snapshot& snap);
-  expected<std::optional<registry_snapshot>> load() const;
+  // Writes the run's record and each member that differs from what this store last saved
+  // or loaded; nothing is remembered when the batch fails. Returns how many members it wrote
+  // through `members_written` when given (for tests and the scale bench).
+  status save(const registry_snapshot& snap, std::size_t* members_written = nullptr);
+  expected<std::optional<registry_snapshot>> load();
 
  private:
   kv_store& store_;
+  std::map<std::uint32_t, member_record> stored_;  // as on disk after the last save or load
 };
 
 }  // namespace atl

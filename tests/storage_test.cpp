@@ -461,6 +461,65 @@ TEST(RegistryStore, TheSnapshotSurvivesAReopen) {
   EXPECT_EQ((*loaded)->members[0].public_key, "node-key");
 }
 
+// A store that counts the writes of each batch and refuses batches while told to.
+class counting_store : public kv_store {
+ public:
+  status commit(const std::vector<kv_write>& batch, bool sync) override {
+    if (refuse) return make_error(errc::storage_failure, "disk full");
+    last_batch = batch.size();
+    return inner_->commit(batch, sync);
+  }
+  expected<std::optional<std::string>> get(column family, const std::string& key) const override {
+    return inner_->get(family, key);
+  }
+  expected<std::vector<std::pair<std::string, std::string>>> scan(column family,
+                                                                  const std::string& prefix) const override {
+    return inner_->scan(family, prefix);
+  }
+  bool refuse = false;
+  std::size_t last_batch = 0;
+
+ private:
+  std::unique_ptr<kv_store> inner_ = make_memory_store();
+};
+
+TEST(RegistryStore, ASaveWritesTheRunAndOnlyTheMembersThatChangedAndForgetsNothingOnAFailedBatch) {
+  counting_store kv;
+  registry_snapshot snap;
+  snap.cluster_id = "c";
+  for (std::uint32_t id = 1; id <= 100; ++id)
+    snap.members.push_back({id, "active", "host", id, {"cpu"}, {}, {}, false, "", "key"});
+  registry_store store(kv);
+  std::size_t written = 0;
+  ASSERT_FALSE(store.save(snap, &written));
+  EXPECT_EQ(written, 100u) << "the first save writes every member";
+  EXPECT_EQ(kv.last_batch, 101u);
+  snap.epoch = 2;
+  snap.members.push_back({101, "active", "host", 101, {"cpu"}, {}, {}, false, "", "key"});
+  ASSERT_FALSE(store.save(snap, &written));
+  EXPECT_EQ(written, 1u) << "a join writes the run's record and its member";
+  EXPECT_EQ(kv.last_batch, 2u);
+  snap.epoch = 3;
+  snap.members[6].state = "dead";
+  kv.refuse = true;
+  EXPECT_TRUE(store.save(snap, &written));
+  kv.refuse = false;
+  snap.epoch = 4;
+  snap.members[7].state = "left";
+  ASSERT_FALSE(store.save(snap, &written));
+  EXPECT_EQ(written, 2u) << "the member of the failed batch is written with the next";
+  // A store that loads what is on disk starts from it, and what it reads is the whole state.
+  registry_store reader(kv);
+  auto loaded = reader.load();
+  ASSERT_TRUE(loaded && loaded->has_value());
+  EXPECT_EQ((*loaded)->epoch, 4u);
+  ASSERT_EQ((*loaded)->members.size(), 101u);
+  EXPECT_EQ((*loaded)->members[6].state, "dead");
+  EXPECT_EQ((*loaded)->members[7].state, "left");
+  ASSERT_FALSE(reader.save(**loaded, &written));
+  EXPECT_EQ(written, 0u) << "nothing changed since the load";
+}
+
 TEST(RegistryStore, ASnapshotFromBeforeHandOversReadsItsReplicasAsKeeperOneAndTwo) {
   testing::temp_dir dir;
   auto db = open_rocksdb_store(dir.sub("db"));
