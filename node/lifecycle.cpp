@@ -25,11 +25,17 @@ const volatile bool& install_stop_signals() {
 
 void configure_actor_system(caf::actor_system_config& cfg) {
   cfg.set("scheduler.max-threads", 2);
-  // CAF's default work stealing polls for work for about 25 ms after each message, which
-  // costs a head about 5% of a core beside training (./tools/dev bench step). Work sharing
-  // (threads sleep on a condition variable) cut that to 0.4%, but with it two process
-  // tests failed once each: the worker on the coordinator's node ended without the last
-  // round's ack. Stealing stays until that is understood.
+  // CAF's work stealing polls for work after each message: 100 spins, then 500 naps of
+  // 50 us (25 ms), before its threads wait on a condition variable that the next message
+  // to arrive from outside notifies. A head that hears from hundreds of nodes a second never
+  // got past the naps: at 300 simulated nodes half its CPU was spent in them (perf), and
+  // beside training they cost a node about 5% of a core (./tools/dev bench step). Without
+  // the naps the head at 1000 simulated nodes went from 0.17 to 0.11 of a core (ten naps:
+  // 0.17; ./tools/dev bench scale); the spins still keep a burst on a hot thread. Work
+  // sharing (threads always on the condition variable) was cheaper still, but with it two
+  // process tests failed once each (the worker on the coordinator's node ended without the
+  // last round's ack), so stealing stays.
+  cfg.set("work-stealing.moderate-poll-attempts", moderate_poll_attempts);
 }
 
 caf::error wait_for_actor(caf::actor_system& sys, const caf::actor& root) {

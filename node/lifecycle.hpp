@@ -28,7 +28,10 @@ void warn_if_reference_blas();
 const volatile bool& install_stop_signals();
 
 // The actor system of a head or node process: two scheduler threads (each worker trains
-// on its own detached thread).
+// on its own detached thread) that nap between polls for work only briefly
+// (`moderate_poll_attempts` naps of 50 us after their spins: none) before they sleep until
+// a message comes.
+constexpr int moderate_poll_attempts = 0;
 void configure_actor_system(caf::actor_system_config& cfg);
 
 // Blocks until `root` terminates, sending it stop_atom once on SIGINT/SIGTERM.

@@ -189,9 +189,7 @@ int run_node(const node_options& opt, const external_node* external) {
   }
   nc.data_endpoint = net->data_endpoint();
   node_links* routed = net.get();
-  nc.on_routes = [routed](route_table table, std::uint32_t self_node) {
-    routed->update_routes(std::move(table), self_node);
-  };
+  nc.on_routes = [routed](const routes_update& update) { routed->update_routes(update); };
   log_info(
       "connecting to " + opt.head + (net->secure() ? " (CURVE)" : " (plain TCP)") + "; tensors " +
       (nc.data_endpoint.empty() ? "relayed by the head (--no-listen)" : "direct, listening on " + nc.data_endpoint));

@@ -98,12 +98,17 @@ struct WorkerSlot {
 }
 
 # node agent -> registry, every cluster.heartbeat_ms. Carries the node's refusal
-# counters (index = errc code, runtime/core/error.hpp) so `atollctl status` shows them.
+# counters (index = errc code, runtime/core/error.hpp) so `atollctl status` shows them, and
+# the version of the PeerTable it holds: the registry answers a node whose table is not the
+# one published with a version check (runtime/transport/route_delta.hpp), and a node that is
+# current with nothing. 0 and 0 (a node from before them) always get one.
 struct Heartbeat {
   nodeId           @0 :UInt32;
   refused          @1 :List(UInt64);
   handshakesFailed @2 :UInt64;
   workerRestarts   @3 :UInt64;   # worker restarts by the node's supervisor since it started
+  routesEpoch      @4 :UInt64;   # the epoch of the PeerTable it holds
+  routesDigest     @5 :UInt64;   # its routes_digest
 }
 struct ObsoleteHeartbeatAck { leaseMs @0 :UInt32; }  # retired: never sent
 

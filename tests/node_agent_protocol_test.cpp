@@ -25,7 +25,7 @@ class NodeAgentProtocol : public ::testing::Test {
     dir_.add(registry_id(), sys_.spawn(recorder, &to_registry_));
     node_agent_config cfg;
     cfg.devices = {};  // no workers: the placements are what this test is about
-    cfg.on_routes = [this](route_table table, std::uint32_t) { routes_seen_.push_back(std::move(table)); };
+    cfg.on_routes = [this](const routes_update& update) { routes_seen_.push_back(update.table); };
     agent_ = sys_.spawn(node_agent_actor, static_cast<transport*>(&net_), &dir_, &cluster_, cfg);
     sched_.run();
     ASSERT_FALSE(to_registry_.empty());
@@ -125,7 +125,7 @@ TEST_F(NodeAgentProtocol, ANodeThatMissedARouteChangeAsksForTheWholeTableAndThen
   peer_table(whole_routes(t5), 5);
   ASSERT_EQ(routes_seen_.size(), 1u);
   EXPECT_EQ(routes_digest(routes_seen_.back()), routes_digest(t5));
-  peer_table(diff_routes(t5, t5), 5);  // the version check of a tick
+  peer_table(diff_routes(t5, t5), 5);  // a version check
   EXPECT_EQ(routes_seen_.size(), 1u) << "an unchanged table is not handed over again";
   EXPECT_EQ(whole_tables_asked(), 0u);
 
@@ -146,6 +146,16 @@ TEST_F(NodeAgentProtocol, ANodeThatMissedARouteChangeAsksForTheWholeTableAndThen
   EXPECT_EQ(routes_digest(routes_seen_.back()), routes_digest(t8));
   EXPECT_EQ(whole_tables_asked(), 1u);
   EXPECT_TRUE(refusals().empty());
+
+  // Its heartbeats name the table it holds: the registry answers only a node that is behind.
+  wire::outgoing ask;
+  ask.envelope.initHeartbeatRequest().setNodeId(1);
+  from_registry("node/1", 8, ask);
+  const auto last = std::find_if(to_registry_.rbegin(), to_registry_.rend(),
+                                 [](const auto& m) { return m->envelope().isHeartbeat(); });
+  ASSERT_NE(last, to_registry_.rend());
+  EXPECT_EQ((*last)->envelope().getHeartbeat().getRoutesEpoch(), 8u);
+  EXPECT_EQ((*last)->envelope().getHeartbeat().getRoutesDigest(), routes_digest(t8));
 }
 
 }  // namespace

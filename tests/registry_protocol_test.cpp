@@ -94,10 +94,14 @@ class RegistryProtocol : public ::testing::Test {
     sched_.run();
   }
 
-  void heartbeat(std::uint32_t node) {
+  // A heartbeat of `node`, holding the PeerTable of `routes_epoch` with `routes_digest`.
+  void heartbeat(std::uint32_t node, std::uint64_t routes_epoch = 0, std::uint64_t routes_digest = 0) {
     mailer mail(net_, node_actor_id(node), "cluster-registry");
     wire::outgoing out;
-    out.envelope.initHeartbeat().setNodeId(node);
+    auto hb = out.envelope.initHeartbeat();
+    hb.setNodeId(node);
+    hb.setRoutesEpoch(routes_epoch);
+    hb.setRoutesDigest(routes_digest);
     mail.send(registry_id(), 0, out);
   }
 
@@ -152,11 +156,11 @@ class RegistryProtocol : public ::testing::Test {
   // The table node `to` holds after the PeerTables it was sent since seen_ was last
   // cleared, in order (runtime/transport/route_delta.hpp); a gap fails the test.
   route_table table_held_by(const std::string& to) {
-    route_table held;
+    held_routes held;
     for (const auto& m : take(schema::Envelope::PEER_TABLE, to))
-      EXPECT_EQ(apply_routes(held, read_route_delta(m->envelope().getPeerTable())), route_verdict::applied)
+      EXPECT_EQ(held.apply(read_route_delta(m->envelope().getPeerTable())), route_verdict::applied)
           << "a gap in the tables sent to " << to;
-    return held;
+    return held.table();
   }
 
   registry_snapshot stored() {
@@ -412,6 +416,22 @@ TEST_F(RegistryProtocol, EveryNodeHearsWhereTheOthersListenAndANodeKeepsItsKey) 
   EXPECT_EQ(table.placed.at("coord/0"), 1u);
   EXPECT_EQ(table.placed.at("coord/1"), 2u);
   EXPECT_FALSE(take(E::PEER_TABLE, "node/2").empty());
+
+  // Heartbeats name the table held: a node that holds the published one hears nothing, a
+  // node behind it the version check, with which it asks for the whole table.
+  seen_.clear();
+  heartbeat(1, table.epoch, routes_digest(table));
+  sched_.run();
+  EXPECT_TRUE(take(E::PEER_TABLE, "node/1").empty()) << "a current node was sent a table";
+  heartbeat(1, table.epoch - 1, 1);
+  sched_.run();
+  const auto checks = take(E::PEER_TABLE, "node/1");
+  ASSERT_EQ(checks.size(), 1u);
+  const auto check = read_route_delta(checks[0]->envelope().getPeerTable());
+  EXPECT_TRUE(check.delta);
+  EXPECT_TRUE(check.table.nodes.empty() && check.removed.empty() && !check.placements_changed);
+  EXPECT_EQ(check.base_epoch, table.epoch);
+  EXPECT_EQ(check.digest, routes_digest(table));
 
   // A node whose deltas left a gap asks for the whole table and gets the one node/1 holds;
   // a request for another node's table is refused.

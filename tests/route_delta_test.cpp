@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <set>
+#include <string>
 
 #include "runtime/transport/route_delta.hpp"
 
@@ -60,11 +62,12 @@ TEST(RouteDelta, EachChangeCarriesOnlyItselfAndTheNodeReachesTheRegistrysTable) 
     EXPECT_EQ(d.removed.size(), row.removals);
     EXPECT_EQ(d.placements_changed, row.placements);
 
-    auto mine = before;  // the node held the registry's last table
-    ASSERT_EQ(apply_routes(mine, d), route_verdict::applied);
-    EXPECT_EQ(mine.epoch, after.epoch);
-    EXPECT_EQ(mine.placed, after.placed);
-    EXPECT_EQ(routes_digest(mine), routes_digest(after));
+    held_routes mine(before);  // the node held the registry's last table
+    ASSERT_EQ(mine.apply(d), route_verdict::applied);
+    EXPECT_EQ(mine.table().epoch, after.epoch);
+    EXPECT_EQ(mine.table().placed, after.placed);
+    EXPECT_EQ(routes_digest(mine.table()), routes_digest(after));
+    EXPECT_EQ(mine.digest(), routes_digest(after)) << "the digest kept as the delta was applied";
   }
 }
 
@@ -76,16 +79,17 @@ TEST(RouteDelta, ANodeThatMissedAChangeKeepsItsTableAndNeedsTheWholeOne) {
   auto e9 = e8;
   e9.epoch = 9;
   e9.placed["coord/0"] = 3;
-  auto mine = e7;  // the delta 7 -> 8 was lost
-  EXPECT_EQ(apply_routes(mine, diff_routes(e8, e9)), route_verdict::needs_whole_table);
-  EXPECT_EQ(mine.epoch, 7u);
-  EXPECT_EQ(mine.nodes.size(), 3u);
+  held_routes mine(e7);  // the delta 7 -> 8 was lost
+  EXPECT_EQ(mine.apply(diff_routes(e8, e9)), route_verdict::needs_whole_table);
+  EXPECT_EQ(mine.table().epoch, 7u);
+  EXPECT_EQ(mine.table().nodes.size(), 3u);
+  EXPECT_EQ(mine.digest(), routes_digest(e7));
   // The version check of the next tick says the same: its base is not ours.
-  EXPECT_EQ(apply_routes(mine, diff_routes(e9, e9)), route_verdict::needs_whole_table);
+  EXPECT_EQ(mine.apply(diff_routes(e9, e9)), route_verdict::needs_whole_table);
   // The whole table repairs it; the next version check then passes.
-  EXPECT_EQ(apply_routes(mine, whole_routes(e9)), route_verdict::applied);
-  EXPECT_EQ(routes_digest(mine), routes_digest(e9));
-  EXPECT_EQ(apply_routes(mine, diff_routes(e9, e9)), route_verdict::applied);
+  EXPECT_EQ(mine.apply(whole_routes(e9)), route_verdict::applied);
+  EXPECT_EQ(mine.digest(), routes_digest(e9));
+  EXPECT_EQ(mine.apply(diff_routes(e9, e9)), route_verdict::applied);
 }
 
 TEST(RouteDelta, ADeltaThatDoesNotReachTheSendersDigestIsNotApplied) {
@@ -94,11 +98,13 @@ TEST(RouteDelta, ADeltaThatDoesNotReachTheSendersDigestIsNotApplied) {
   after.epoch = 8;
   after.nodes[4] = {"tcp://10.0.0.4:5000", "key4"};
   auto d = diff_routes(before, after);
-  auto mine = before;
-  mine.nodes[2].public_key = "another";  // same epoch, other contents: the node's copy went wrong
-  EXPECT_EQ(apply_routes(mine, d), route_verdict::needs_whole_table);
-  EXPECT_EQ(mine.nodes.at(2).public_key, "another") << "left as it was";
-  EXPECT_FALSE(mine.nodes.count(4));
+  auto wrong = before;
+  wrong.nodes[2].public_key = "another";  // same epoch, other contents: the node's copy went wrong
+  held_routes mine(wrong);
+  EXPECT_EQ(mine.apply(d), route_verdict::needs_whole_table);
+  EXPECT_EQ(mine.table().nodes.at(2).public_key, "another") << "left as it was";
+  EXPECT_FALSE(mine.table().nodes.count(4));
+  EXPECT_EQ(mine.digest(), routes_digest(wrong));
 }
 
 TEST(RouteDelta, TheVersionCheckOfAnUnchangedTableIsEmpty) {
@@ -108,6 +114,14 @@ TEST(RouteDelta, TheVersionCheckOfAnUnchangedTableIsEmpty) {
   EXPECT_TRUE(d.removed.empty());
   EXPECT_FALSE(d.placements_changed);
   EXPECT_EQ(d.base_epoch, d.table.epoch);
+  // The one a registry answers a heartbeat with, made from the version alone.
+  const auto check = version_check(t.epoch, routes_digest(t));
+  EXPECT_TRUE(check.delta);
+  EXPECT_EQ(check.base_epoch, d.base_epoch);
+  EXPECT_EQ(check.table, d.table);
+  EXPECT_EQ(check.removed, d.removed);
+  EXPECT_EQ(check.placements_changed, d.placements_changed);
+  EXPECT_EQ(check.digest, d.digest);
 }
 
 TEST(RouteDelta, TheMessageCarriesDeltasAndWholeTablesBothWays) {
@@ -131,9 +145,9 @@ TEST(RouteDelta, TheMessageCarriesDeltasAndWholeTablesBothWays) {
     EXPECT_EQ(got.removed, sent.removed);
     EXPECT_EQ(got.placements_changed, sent.placements_changed);
     EXPECT_EQ(got.digest, sent.digest);
-    auto mine = held;
-    ASSERT_EQ(apply_routes(mine, got), route_verdict::applied);
-    EXPECT_EQ(routes_digest(mine), routes_digest(after));
+    held_routes mine(held);
+    ASSERT_EQ(mine.apply(got), route_verdict::applied);
+    EXPECT_EQ(mine.digest(), routes_digest(after));
   }
 }
 
@@ -143,10 +157,43 @@ TEST(RouteDelta, ATableFromASenderWithoutDeltasIsWhole) {
   write_peer_table(three_nodes(), msg);  // the fields an older registry sets
   const auto got = read_route_delta(msg.asReader());
   EXPECT_FALSE(got.delta);
-  route_table mine;
-  EXPECT_EQ(apply_routes(mine, got), route_verdict::applied);
-  EXPECT_EQ(mine.nodes.size(), 3u);
-  EXPECT_EQ(mine.placed, three_nodes().placed);
+  held_routes mine;
+  EXPECT_EQ(mine.apply(got), route_verdict::applied);
+  EXPECT_EQ(mine.table().nodes.size(), 3u);
+  EXPECT_EQ(mine.table().placed, three_nodes().placed);
+}
+
+// What a node's links may close when a delta is applied in place: the endpoints no node has.
+TEST(RouteDelta, AppliedInPlaceADeltaNamesTheEndpointsNoNodeHasAnyMore) {
+  struct row {
+    const char* name;
+    std::function<void(route_table&)> make;
+    std::set<std::string> gone;
+  };
+  const std::vector<row> rows = {
+      {"a listening node leaves", [](route_table& t) { t.nodes.erase(1); }, {"tcp://10.0.0.1:5000"}},
+      {"a relayed node leaves", [](route_table& t) { t.nodes.erase(2); }, {}},
+      {"a node moves its endpoint",
+       [](route_table& t) { t.nodes[3].endpoint = "tcp://10.0.0.9:5000"; },
+       {"tcp://10.0.0.3:5000"}},
+      {"a node comes back under a new id at its endpoint",
+       [](route_table& t) {
+         t.nodes.erase(3);
+         t.nodes[4] = {"tcp://10.0.0.3:5000", "key4"};
+       },
+       {}},
+      {"a coordinator is re-placed", [](route_table& t) { t.placed["coord/0"] = 3; }, {}},
+  };
+  for (const auto& r : rows) {
+    SCOPED_TRACE(r.name);
+    const auto before = three_nodes();
+    auto after = before;
+    after.epoch = 8;
+    r.make(after);
+    auto mine = before;
+    EXPECT_EQ(apply_delta_in_place(mine, diff_routes(before, after)), r.gone);
+    EXPECT_EQ(routes_digest(mine), routes_digest(after));
+  }
 }
 
 // The node's side: what each PeerTable makes it do.

@@ -50,6 +50,8 @@ void send_heartbeat(self_ptr self) {
   for (unsigned i = 0; i < counters.refused.size(); ++i) refused.set(i, counters.refused[i].load());
   hb.setHandshakesFailed(counters.handshakes_failed.load());
   hb.setWorkerRestarts(st.worker_restarts);
+  hb.setRoutesEpoch(st.routes.table().epoch);
+  hb.setRoutesDigest(st.routes.digest());
   st.mail->send(registry_id(), st.epoch, out);
 }
 
@@ -346,10 +348,11 @@ void on_peer_table(self_ptr self, const wire::message_ptr& msg) {
   auto& st = self->state;
   if (msg->sender() != registry_id() || st.current != phase::running || !st.cfg.on_routes) return;
   using effect = route_follower::effect;
-  switch (st.routes.on_table(read_route_delta(msg->envelope().getPeerTable()), self->clock().now(),
-                             std::chrono::milliseconds(st.run.heartbeat_ms))) {
+  const auto change = read_route_delta(msg->envelope().getPeerTable());
+  switch (st.routes.on_table(change, self->clock().now(), std::chrono::milliseconds(st.run.heartbeat_ms))) {
     case effect::nothing: return;
-    case effect::hand_table_to_links: return st.cfg.on_routes(st.routes.table(), st.node_id);
+    case effect::hand_table_to_links:
+      return st.cfg.on_routes(routes_update{st.routes.table(), st.routes.digest(), change, st.node_id});
     case effect::ask_for_whole_table: {
       wire::outgoing out;
       out.envelope.initPeerTableRequest().setNodeId(st.node_id);

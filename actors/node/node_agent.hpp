@@ -76,9 +76,9 @@ struct node_agent_config {
   std::string data_dir;
   // Where peers send this node tensors (runtime/transport/node_links.hpp); empty: the head relays them.
   std::string data_endpoint;
-  // Called with each PeerTable from the registry and this node's id (the node's links route
-  // by it). Null in processes without direct links.
-  std::function<void(route_table, std::uint32_t self_node)> on_routes;
+  // Called with each PeerTable from the registry that changed this node's table (the node's
+  // links route by it). Null in processes without direct links.
+  std::function<void(const routes_update&)> on_routes;
 };
 
 struct supervised_worker {

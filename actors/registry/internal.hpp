@@ -22,8 +22,10 @@ using self_ptr = caf::stateful_actor<registry_state>*;
 
 // The snapshot from the state, synced to RocksDB: before anyone hears of a change.
 void persist(self_ptr self);
-// The Membership to every placed coordinator.
+// The Membership to every placed coordinator: at once, or within route_publish_gap of the
+// last one with the changes since (send_membership_now, when it is due).
 void publish_membership(self_ptr self);
+void send_membership_now(self_ptr self);
 // training -> finished once no live node has a worker still training; then every node
 // still there is told to stop (run_finished_reason).
 void maybe_finish(self_ptr self);
@@ -58,6 +60,9 @@ constexpr std::chrono::milliseconds route_publish_gap{100};
 void publish_routes(self_ptr self);
 void send_routes_to_nodes(self_ptr self, route_table table);  // what publish_routes holds back, now
 void send_whole_routes(self_ptr self, std::uint32_t node);  // the table last published
+// A heartbeat said node `node` holds the table of `epoch` with `digest`: a version check
+// if that is not the one published (the node then asks for the whole table), else nothing.
+void check_routes_held(self_ptr self, std::uint32_t node, std::uint64_t epoch, std::uint64_t digest);
 void send_route_delta(self_ptr self, const route_delta& d, std::uint32_t node);
 void on_peer_table_request(self_ptr self, const wire::message_ptr& msg);
 

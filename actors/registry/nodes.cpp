@@ -195,6 +195,7 @@ void on_heartbeat(self_ptr self, const wire::message_ptr& msg) {
   // The tables sent at its Hello went to node/N before the head knew that id's route (it
   // learns it from this heartbeat): a joining node gets the table again at once.
   if (n.state == member_state::joining) send_whole_routes(self, it->first);
+  else check_routes_held(self, it->first, hb.getRoutesEpoch(), hb.getRoutesDigest());
   n.last_seen = st.now();
   // How long the heartbeat waited since it was decoded (a real duration, whatever clock the
   // proxy runs on): the lease counts from its arrival.

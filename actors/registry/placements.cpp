@@ -213,16 +213,19 @@ route_table routes_of(const registry_state& st) {
 }
 
 // The head's ingress checks senders with the new table at once. Nodes hear what changed
-// since the table they were last sent, a node new to the table hears the whole table, and
-// every tick each node gets a version check, with which a node that missed a change asks
-// for the whole table (route_delta.hpp): a lost PeerTable costs at most a tick of relayed
-// traffic, and the bytes follow the changes, not the size of the cluster.
+// since the table they were last sent, and a node new to the table hears the whole table.
+// Each heartbeat names the table its node holds; a node whose table is not the one
+// published gets a version check, with which it asks for the whole table (route_delta.hpp):
+// a lost PeerTable costs at most a heartbeat of relayed traffic, a node that is current
+// hears nothing, and the bytes follow the changes, not the size of the cluster. Each tick
+// publishes what changed without being published (nothing, mostly).
 // Placements go out at once, never held back: the registry sends PlaceCoordinator right
 // after, and a coordinator placed anew must be found at its new host, not at the old one
 // (a message sent there is lost, and its worker waits out diloco.result_timeout_ms).
 void publish_routes(self_ptr self) {
   auto& st = self->state;
   auto table = routes_of(st);
+  if (table == st.published_routes && !st.routes_send_due) return;  // nothing new (each tick, mostly)
   if (st.deps.routes) st.deps.routes->set(table);  // the head's ingress: at once
   const auto since = st.now() - st.routes_sent_at;
   if (table.placed != st.published_routes.placed || since >= route_publish_gap)
@@ -237,6 +240,7 @@ void send_routes_to_nodes(self_ptr self, route_table table) {
   st.routes_send_due = false;
   st.routes_sent_at = st.now();
   const auto change = diff_routes(st.published_routes, table);
+  st.published_digest = change.digest;
   std::optional<route_delta> whole;  // made only for a node new to the table
   for (const auto& [id, _] : table.nodes) {
     if (st.published_routes.nodes.count(id)) {
@@ -251,6 +255,13 @@ void send_routes_to_nodes(self_ptr self, route_table table) {
 
 void send_whole_routes(self_ptr self, std::uint32_t node) {
   send_route_delta(self, whole_routes(self->state.published_routes), node);
+}
+
+void check_routes_held(self_ptr self, std::uint32_t node, std::uint64_t epoch, std::uint64_t digest) {
+  auto& st = self->state;
+  if (!st.published_routes.nodes.count(node)) return;  // not in the table: it hears none
+  if (epoch == st.published_routes.epoch && digest == st.published_digest) return;
+  send_route_delta(self, version_check(st.published_routes.epoch, st.published_digest), node);
 }
 
 void send_route_delta(self_ptr self, const route_delta& d, std::uint32_t node) {

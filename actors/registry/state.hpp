@@ -119,12 +119,16 @@ struct registry_state {
   std::chrono::steady_clock::time_point handover_since;
   bool incoming_ready = false;
   // The route table the nodes were last sent (runtime/transport/route_delta.hpp): each
-  // change goes out as the difference from it, each tick as a version check against it.
+  // change goes out as the difference from it, and heartbeats are checked against it.
   // Changes within route_publish_gap of the last sending wait for the next one (a burst of
   // joins is one delta, not one per join to every node).
   route_table published_routes;
+  std::uint64_t published_digest = 0;  // routes_digest(published_routes)
   std::chrono::steady_clock::time_point routes_sent_at;
   bool routes_send_due = false;  // a routes_atom is on its way
+  // The same for the Membership the coordinators are sent (publish_membership).
+  std::chrono::steady_clock::time_point membership_sent_at;
+  bool membership_send_due = false;  // a members_atom is on its way
   duration_histogram round_durations;
   metrics_writer metrics;
   std::int64_t last_eval_step = -1;

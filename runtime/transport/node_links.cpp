@@ -61,6 +61,7 @@ node_links::node_links(node_link_settings settings, directory& dir, cluster_iden
     : settings_(std::move(settings)), dir_(dir), cluster_(cluster) {
   zmq_link_options head_options;
   head_options.counters = counters_;
+  head_options.context = settings_.context;
   head_ = std::make_unique<zmq_transport>(zmq_transport::role::client, settings_.head, dir_, cluster_, settings_.limits,
                                           settings_.security, head_options);
   if (settings_.listen.empty()) return;
@@ -138,6 +139,7 @@ std::shared_ptr<zmq_transport> node_links::peer_link(const route& to) {
   zmq_link_options options;
   options.count_connections = false;
   options.counters = counters_;
+  options.context = settings_.context;
   auto link = std::make_shared<zmq_transport>(zmq_transport::role::client, to.endpoint, dir_, cluster_,
                                               settings_.limits, client, options);
   log_info("direct link to node " + std::to_string(to.node) + " at " + to.endpoint);
@@ -149,28 +151,47 @@ std::shared_ptr<zmq_transport> node_links::peer_link(const route& to) {
 
 void node_links::update_routes(route_table table, std::uint32_t self_node) {
   self_node_ = self_node;
-  std::set<std::string> member_keys, endpoints;
-  for (const auto& [_, peer] : table.nodes) {
-    if (!peer.public_key.empty()) member_keys.insert(peer.public_key);
+  std::set<std::string> endpoints;
+  for (const auto& [_, peer] : table.nodes)
     if (!peer.endpoint.empty()) endpoints.insert(peer.endpoint);
-  }
-  if (data_) data_->set_authorized(member_keys);
+  admit_members(table);
   routes_.set(std::move(table));
   send_parked();
-  std::vector<std::shared_ptr<zmq_transport>> gone;  // closed outside the lock (or by their last sender)
-  {
-    std::lock_guard<std::mutex> lock(peers_mu_);
-    for (auto it = peers_.begin(); it != peers_.end();) {
-      if (endpoints.count(it->first)) {
-        ++it;
-        continue;
-      }
-      log_info("direct link to " + it->first + " closed: the node left the route table");
-      peer_keys_.erase(it->first);
-      made_at_.erase(it->first);
-      gone.push_back(std::move(it->second));
-      it = peers_.erase(it);
+  close_links_where([&](const std::string& endpoint) { return !endpoints.count(endpoint); });
+}
+
+void node_links::update_routes(const routes_update& update) {
+  if (!update.change.delta) return update_routes(update.table, update.self_node);
+  self_node_ = update.self_node;
+  const bool members_changed = !update.change.table.nodes.empty() || !update.change.removed.empty();
+  if (members_changed) admit_members(update.table);
+  std::set<std::string> gone;
+  routes_.update([&](route_table& table) { gone = apply_delta_in_place(table, update.change); });
+  send_parked();
+  if (!gone.empty()) close_links_where([&](const std::string& endpoint) { return gone.count(endpoint) > 0; });
+}
+
+void node_links::admit_members(const route_table& table) {
+  if (!data_) return;  // only a listening node admits peers
+  std::set<std::string> member_keys;
+  for (const auto& [_, peer] : table.nodes)
+    if (!peer.public_key.empty()) member_keys.insert(peer.public_key);
+  data_->set_authorized(std::move(member_keys));
+}
+
+void node_links::close_links_where(const std::function<bool(const std::string& endpoint)>& gone) {
+  std::vector<std::shared_ptr<zmq_transport>> closed;  // closed outside the lock (or by their last sender)
+  std::lock_guard<std::mutex> lock(peers_mu_);
+  for (auto it = peers_.begin(); it != peers_.end();) {
+    if (!gone(it->first)) {
+      ++it;
+      continue;
     }
+    log_info("direct link to " + it->first + " closed: the node left the route table");
+    peer_keys_.erase(it->first);
+    made_at_.erase(it->first);
+    closed.push_back(std::move(it->second));
+    it = peers_.erase(it);
   }
 }
 

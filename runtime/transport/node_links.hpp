@@ -23,6 +23,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -31,6 +32,7 @@
 #include <vector>
 
 #include "runtime/transport/peer_routes.hpp"
+#include "runtime/transport/route_delta.hpp"
 #include "runtime/transport/security.hpp"
 #include "runtime/transport/zmq_transport.hpp"
 
@@ -41,6 +43,9 @@ struct node_link_settings {
   std::string listen;  // data endpoint to bind ("tcp://HOST:0" picks a port); empty: relayed
   link_security security;  // this node's key pair and the head's public key; disabled: plain TCP
   wire::limits limits;
+  // A ZeroMQ context for the links this node opens (zmq_link_options::context); null: each
+  // has its own.
+  zmq::context_t* context = nullptr;
 };
 
 class node_links : public transport {
@@ -55,6 +60,9 @@ class node_links : public transport {
   bool delivers_in_process(const std::string& id) const override { return dir_.contains(id); }
   // The registry's latest PeerTable; `self_node` is this node's id. Thread-safe.
   void update_routes(route_table table, std::uint32_t self_node);
+  // The same from what changed (the node agent's PeerTable handling): a delta is applied in
+  // place, in what it changes, unless this node listens and its admitted keys change.
+  void update_routes(const routes_update& update);
   // Where peers reach this node (the bound data endpoint); empty when it does not listen.
   std::string data_endpoint() const { return data_endpoint_; }
   bool secure() const { return settings_.security.enabled(); }
@@ -65,6 +73,9 @@ class node_links : public transport {
   std::shared_ptr<zmq_transport> peer_link(const route& to);
   // What send() parked, sent by the table just set.
   void send_parked();
+  // Closes the links to the endpoints `gone` says no node has any more.
+  void close_links_where(const std::function<bool(const std::string& endpoint)>& gone);
+  void admit_members(const route_table& table);
 
   node_link_settings settings_;
   directory& dir_;

@@ -30,12 +30,16 @@ namespace atl {
 struct peer_node {
   std::string endpoint;  // data endpoint; empty: the node is relayed by the head
   std::string public_key;  // Z85 key it authenticated with; empty without CURVE
+
+  bool operator==(const peer_node& o) const { return endpoint == o.endpoint && public_key == o.public_key; }
 };
 
 struct route_table {
   std::uint64_t epoch = 0;  // the registry's epoch when it was made
   std::map<std::uint32_t, peer_node> nodes;  // nodes that take part
   std::map<std::string, std::uint32_t> placed;  // coord/F and keeper/1 -> host node
+
+  bool operator==(const route_table& o) const { return epoch == o.epoch && nodes == o.nodes && placed == o.placed; }
 
   // The node `id` lives on: node/N and worker/N.K by their id, coordinators and keeper
   // replicas by placement; nullopt for the head's actors and for anything unknown.
@@ -80,6 +84,12 @@ class shared_routes {
   void set(route_table table) {
     std::lock_guard<std::mutex> lock(mu_);
     table_ = std::move(table);
+  }
+  // Changes the table in place under the lock (a delta applied in what it changes).
+  template <class Change>
+  void update(Change&& change) {
+    std::lock_guard<std::mutex> lock(mu_);
+    change(table_);
   }
   route_table get() const {
     std::lock_guard<std::mutex> lock(mu_);

@@ -66,6 +66,10 @@ struct zmq_link_options {
   // from closes (a killed process closes its connections at once). A hint, not a verdict:
   // the connection may come back (the registry asks the node to answer; actors/decisions/liveness.hpp).
   std::function<void(const std::string& node)> on_node_disconnected;
+  // Client: a ZeroMQ context to share instead of one of its own (with its I/O thread). The
+  // scale bench's simulated nodes share one; it must outlive the link. A server with CURVE
+  // keeps its own: ZeroMQ allows one ZAP handler a context.
+  zmq::context_t* context = nullptr;
 };
 
 class zmq_transport : public transport {
@@ -113,7 +117,8 @@ class zmq_transport : public transport {
   directory& dir_;
   cluster_identity& cluster_;
   wire::limits limits_;
-  zmq::context_t ctx_;
+  std::unique_ptr<zmq::context_t> own_context_;  // null when options_.context is shared
+  zmq::context_t& ctx_;
   std::unique_ptr<zap_handler> zap_;  // server with keys; bound before net_ binds
   zmq::socket_t net_;
   zmq::socket_t monitor_;
@@ -140,6 +145,9 @@ class zmq_transport : public transport {
   std::mutex forget_mu_;
   std::vector<std::string> to_forget_;  // guarded by forget_mu_; applied on the I/O thread
   void apply_forgotten_peers();
+  // A message of one empty frame to the I/O thread, which waits in poll() until something
+  // arrives: stop() and forget_peer() need it to look now.
+  void wake_io();
   std::thread io_;
 };
 

@@ -15,6 +15,7 @@
 //                                           the healthy members, how many distinct tables
 //                                           they hold (1: they agree), the newest epoch and
 //                                           how many nodes its table lists
+#include <algorithm>
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
@@ -28,6 +29,7 @@
 
 #include <CLI/CLI.hpp>
 #include <caf/all.hpp>
+#include <zmq.hpp>
 
 #include "node/lifecycle.hpp"
 #include "runtime/process/log.hpp"
@@ -62,7 +64,10 @@ struct options {
 class simulation {
  public:
   simulation(caf::actor_system& sys, const options& opt, atl::link_security security)
-      : sys_(sys), opt_(opt), security_(std::move(security)), rng_(opt.seed) {}
+      : sys_(sys), opt_(opt), security_(std::move(security)), rng_(opt.seed) {
+    // About five sockets a node (the link, its monitor's pair, the inproc queue's two ends).
+    context_.set(zmq::ctxopt::max_sockets, static_cast<int>(std::min<std::size_t>(8 * (opt.nodes + 64), 1 << 20)));
+  }
 
   ~simulation() {
     // Closed first, all of them, so that none waits on another's Goodbye.
@@ -76,12 +81,15 @@ class simulation {
     atl::sim::sim_node_settings s;
     s.links.head = opt_.head;
     s.links.security = security_;
+    s.links.context = &context_;
     s.hostname = "sim-" + std::to_string(::getpid()) + "-" + std::to_string(index);
     s.values = opt_.values;
     s.step_time = std::chrono::milliseconds(opt_.step_ms);
-    s.on_table = [this, index](const atl::route_table& table, std::uint32_t self_node) {
+    s.on_table = [this, index](const atl::routes_update& update) {
       std::lock_guard<std::mutex> lock(mu_);
-      for (const auto& e : watch_.table_seen(index, self_node, table, atl::sim::clock::now())) say(e);
+      for (const auto& e :
+           watch_.table_seen(index, update.self_node, update.table, update.digest, atl::sim::clock::now()))
+        say(e);
     };
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -130,6 +138,10 @@ class simulation {
 
   caf::actor_system& sys_;
   const options& opt_;
+  // One ZeroMQ context (two I/O threads) for every node's links: a thread or two per node
+  // would cost this process more than the nodes' own work. Declared before the nodes, so
+  // it outlives their links.
+  zmq::context_t context_{2};
   atl::link_security security_;
   std::mt19937_64 rng_;
   std::mutex mu_;

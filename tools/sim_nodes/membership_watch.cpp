@@ -17,12 +17,13 @@ double seconds_between(clock::time_point from, clock::time_point to) {
 void membership_watch::started(std::size_t index, clock::time_point at) { nodes_[index] = node_record{at}; }
 
 std::vector<watch_event> membership_watch::table_seen(std::size_t index, std::uint32_t self_node,
-                                                      const route_table& table, clock::time_point at) {
+                                                      const route_table& table, std::uint64_t digest,
+                                                      clock::time_point at) {
   std::vector<watch_event> events;
   auto found = nodes_.find(index);
   if (found == nodes_.end()) return events;
   auto& self = found->second;
-  self.held_digest = routes_digest(table);
+  self.held_digest = digest;
   self.held_epoch = table.epoch;
   self.held_listed = table.nodes.size();
   if (self_node != 0 && table.nodes.count(self_node)) {

@@ -27,9 +27,10 @@ class membership_watch {
  public:
   // Node `index` of this process started connecting at `at`.
   void started(std::size_t index, clock::time_point at);
-  // Node `index` (id `self_node`, 0 before its Welcome) received `table` at `at`.
+  // Node `index` (id `self_node`, 0 before its Welcome) came to hold `table` (whose
+  // routes_digest is `digest`) at `at`.
   std::vector<watch_event> table_seen(std::size_t index, std::uint32_t self_node, const route_table& table,
-                                      clock::time_point at);
+                                      std::uint64_t digest, clock::time_point at);
   // The node with `index` had `fault` at `at`; false when it is not a member yet (nothing
   // to time).
   bool fault(std::size_t index, const std::string& fault, clock::time_point at);

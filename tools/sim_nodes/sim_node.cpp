@@ -23,9 +23,9 @@ void gated_links::forget_peer(const std::string& id) {
   if (!closed_) links_->forget_peer(id);
 }
 
-void gated_links::update_routes(route_table table, std::uint32_t self_node) {
+void gated_links::update_routes(const routes_update& update) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!closed_) links_->update_routes(std::move(table), self_node);
+  if (!closed_) links_->update_routes(update);
 }
 
 void gated_links::silence() {
@@ -50,9 +50,9 @@ sim_node::sim_node(caf::actor_system& sys, sim_node_settings settings) {
     return std::make_unique<standin_replica>(values, static_cast<std::size_t>(run.fragments), step_time, spec.rank);
   };
   gated_links* gate = links_.get();
-  nc.on_routes = [gate, on_table = settings.on_table](route_table table, std::uint32_t self_node) {
-    if (on_table) on_table(table, self_node);
-    gate->update_routes(std::move(table), self_node);
+  nc.on_routes = [gate, on_table = settings.on_table](const routes_update& update) {
+    if (on_table) on_table(update);
+    gate->update_routes(update);
   };
   agent_ = sys.spawn(node_agent_actor, static_cast<transport*>(links_.get()), &local_, &cluster_, nc);
 }

@@ -32,7 +32,7 @@ class gated_links : public transport {
   void send(const std::string& receiver, wire::frames frames) override;
   bool delivers_in_process(const std::string& id) const override;
   void forget_peer(const std::string& id) override;
-  void update_routes(route_table table, std::uint32_t self_node);
+  void update_routes(const routes_update& update);
   void silence();
   void close();
 
@@ -48,9 +48,9 @@ struct sim_node_settings {
   std::string hostname;  // shown by `atollctl members`
   std::size_t values = 1024;  // the stand-in model's fp32 values
   std::chrono::milliseconds step_time{200};
-  // Each PeerTable this node receives, with its own id (the caller's bookkeeping of who is
-  // a member). Called on an actor's thread.
-  std::function<void(const route_table&, std::uint32_t self_node)> on_table;
+  // Each PeerTable that changed this node's table (the caller's bookkeeping of who is a
+  // member). Called on an actor's thread.
+  std::function<void(const routes_update&)> on_table;
 };
 
 class sim_node {
