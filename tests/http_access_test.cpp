@@ -76,7 +76,7 @@ TEST(PrometheusText, RendersTheViewsWithConventionalNamesAndEscapedLabels) {
       {"security", {{"auth_denied", 2}, {"handshakes_failed", 1}}}};
   const json members = {{{"node_id", 1}, {"state", "active"}, {"last_heartbeat_s", 0.5}, {"worker_restarts", 2}},
                         {{"node_id", 2}, {"state", "dead"}, {"last_heartbeat_s", 30.0}}};
-  const auto text = prometheus_text(status, members);
+  const auto text = prometheus_text(status, members, metrics_detail::per_node);
   for (const char* line :
        {"atoll_epoch 4\n", "atoll_members{state=\"active\"} 1\n", "atoll_members{state=\"dead\"} 1\n",
         "atoll_member_heartbeat_age_seconds{node=\"2\"} 30\n", "atoll_worker_restarts_total{node=\"1\"} 2\n",
@@ -89,6 +89,17 @@ TEST(PrometheusText, RendersTheViewsWithConventionalNamesAndEscapedLabels) {
         "atoll_head_link_bytes_total{direction=\"out\"} 20\n", "# TYPE atoll_round_duration_seconds histogram\n"})
     EXPECT_NE(text.find(line), std::string::npos) << "missing: " << line << "\nin:\n" << text;
   EXPECT_EQ(text.find("process=\"total\""), std::string::npos) << "the total is a sum, not a process";
+
+  // By default a node or worker is no series of its own: a thousand nodes are a few lines.
+  const auto summary = prometheus_text(status, members);
+  for (const char* line : {"atoll_members{state=\"active\"} 1\n", "atoll_member_heartbeat_age_seconds_max 0.5\n",
+                           "atoll_worker_restarts_total 2\n", "atoll_workers 1\n", "atoll_worker_step_min 120\n",
+                           "atoll_worker_step_max 120\n", "atoll_worker_sent_bytes_total 1000\n", "atoll_epoch 4\n",
+                           "atoll_refused_messages_total{process=\"head\",reason=\"stale_epoch\"} 3\n",
+                           "atoll_refused_messages_total{process=\"nodes\",reason=\"duplicate\"} 1\n"})
+    EXPECT_NE(summary.find(line), std::string::npos) << "missing: " << line << "\nin:\n" << summary;
+  for (const char* label : {"node=", "worker="})
+    EXPECT_EQ(summary.find(label), std::string::npos) << "a series per node or worker: " << label;
 }
 
 }  // namespace

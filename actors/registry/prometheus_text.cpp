@@ -1,5 +1,6 @@
 #include "actors/registry/prometheus_text.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <sstream>
@@ -64,9 +65,57 @@ void per_worker(writer& w, const json& status, const std::string& name, const ch
   for (const auto& worker : workers) w.sample(name, {{"worker", worker.value("id", "")}}, worker.value(field, json(0)));
 }
 
+// The members as a few series whatever their number: the oldest heartbeat of a node that
+// still takes part (a lease about to run out shows here), and restarts summed.
+void member_summary(writer& w, const json& members) {
+  double oldest = 0, restarts = 0;
+  for (const auto& m : members) {
+    const auto state = m.value("state", "");
+    if (state != "dead" && state != "left") oldest = std::max(oldest, m.value("last_heartbeat_s", 0.0));
+    restarts += m.value("worker_restarts", 0.0);
+  }
+  w.family("atoll_member_heartbeat_age_seconds_max", "gauge",
+           "the longest time since a live node's last heartbeat (the oldest lease)");
+  w.sample("atoll_member_heartbeat_age_seconds_max", {}, oldest);
+  w.family("atoll_worker_restarts_total", "counter", "worker restarts by the nodes' supervisors, summed");
+  w.sample("atoll_worker_restarts_total", {}, restarts);
+}
+
+// The workers as a few series: the least and most steps taken, their mean loss, and their
+// throughput and bytes summed.
+void worker_summary(writer& w, const json& status) {
+  const auto workers = status.value("workers", json::array());
+  double least = 0, most = 0, loss = 0, tokens = 0, sent = 0, received = 0;
+  bool first = true;
+  for (const auto& worker : workers) {
+    const double step = worker.value("step", 0.0);
+    least = first ? step : std::min(least, step);
+    most = first ? step : std::max(most, step);
+    first = false;
+    loss += worker.value("loss", 0.0);
+    tokens += worker.value("tokens_per_s", 0.0);
+    sent += worker.value("bytes_sent", 0.0);
+    received += worker.value("bytes_received", 0.0);
+  }
+  w.family("atoll_workers", "gauge", "workers the head hears from");
+  w.sample("atoll_workers", {}, workers.size());
+  w.family("atoll_worker_step_min", "gauge", "the fewest inner steps a worker has taken");
+  w.sample("atoll_worker_step_min", {}, least);
+  w.family("atoll_worker_step_max", "gauge", "the most inner steps a worker has taken");
+  w.sample("atoll_worker_step_max", {}, most);
+  w.family("atoll_worker_loss_mean", "gauge", "the workers' last training losses, averaged");
+  w.sample("atoll_worker_loss_mean", {}, workers.empty() ? 0.0 : loss / static_cast<double>(workers.size()));
+  w.family("atoll_worker_tokens_per_second", "gauge", "the workers' training throughput, summed");
+  w.sample("atoll_worker_tokens_per_second", {}, tokens);
+  w.family("atoll_worker_sent_bytes_total", "counter", "bytes the workers sent, summed");
+  w.sample("atoll_worker_sent_bytes_total", {}, sent);
+  w.family("atoll_worker_received_bytes_total", "counter", "bytes the workers received, summed");
+  w.sample("atoll_worker_received_bytes_total", {}, received);
+}
+
 }  // namespace
 
-std::string prometheus_text(const json& status, const json& members) {
+std::string prometheus_text(const json& status, const json& members, metrics_detail detail) {
   writer w;
   w.family("atoll_up", "gauge", "1 while the head answers");
   w.sample("atoll_up", {}, 1);
@@ -80,21 +129,26 @@ std::string prometheus_text(const json& status, const json& members) {
   for (const auto& m : members) by_state[m.value("state", "unknown")]++;
   w.family("atoll_members", "gauge", "nodes by membership state");
   for (const auto& [state, n] : by_state) w.sample("atoll_members", {{"state", state}}, n);
-  w.family("atoll_member_heartbeat_age_seconds", "gauge", "time since each node's last heartbeat (its lease age)");
-  for (const auto& m : members)
-    w.sample("atoll_member_heartbeat_age_seconds", {{"node", number(m.value("node_id", json(0)))}},
-             m.value("last_heartbeat_s", json(0)));
-
-  w.family("atoll_worker_restarts_total", "counter", "worker restarts by each node's supervisor");
-  for (const auto& m : members)
-    w.sample("atoll_worker_restarts_total", {{"node", number(m.value("node_id", json(0)))}},
-             m.value("worker_restarts", json(0)));
-
-  per_worker(w, status, "atoll_worker_step", "gauge", "inner steps each worker has taken", "step");
-  per_worker(w, status, "atoll_worker_loss", "gauge", "each worker's last training loss", "loss");
-  per_worker(w, status, "atoll_worker_tokens_per_second", "gauge", "each worker's training throughput", "tokens_per_s");
-  per_worker(w, status, "atoll_worker_sent_bytes_total", "counter", "bytes each worker sent", "bytes_sent");
-  per_worker(w, status, "atoll_worker_received_bytes_total", "counter", "bytes each worker received", "bytes_received");
+  if (detail == metrics_detail::per_node) {
+    w.family("atoll_member_heartbeat_age_seconds", "gauge", "time since each node's last heartbeat (its lease age)");
+    for (const auto& m : members)
+      w.sample("atoll_member_heartbeat_age_seconds", {{"node", number(m.value("node_id", json(0)))}},
+               m.value("last_heartbeat_s", json(0)));
+    w.family("atoll_worker_restarts_total", "counter", "worker restarts by each node's supervisor");
+    for (const auto& m : members)
+      w.sample("atoll_worker_restarts_total", {{"node", number(m.value("node_id", json(0)))}},
+               m.value("worker_restarts", json(0)));
+    per_worker(w, status, "atoll_worker_step", "gauge", "inner steps each worker has taken", "step");
+    per_worker(w, status, "atoll_worker_loss", "gauge", "each worker's last training loss", "loss");
+    per_worker(w, status, "atoll_worker_tokens_per_second", "gauge", "each worker's training throughput",
+               "tokens_per_s");
+    per_worker(w, status, "atoll_worker_sent_bytes_total", "counter", "bytes each worker sent", "bytes_sent");
+    per_worker(w, status, "atoll_worker_received_bytes_total", "counter", "bytes each worker received",
+               "bytes_received");
+  } else {
+    member_summary(w, members);
+    worker_summary(w, status);
+  }
 
   w.family("atoll_fragment_rounds_committed_total", "counter", "outer rounds committed per fragment");
   const auto fragments = status.value("fragments", json::array());
@@ -118,12 +172,20 @@ std::string prometheus_text(const json& status, const json& members) {
   w.family("atoll_heldout_loss_step", "gauge", "inner step of the last held-out evaluation (-1: none yet)");
   w.sample("atoll_heldout_loss_step", {}, eval.value("step", json(-1)));
 
-  w.family("atoll_refused_messages_total", "counter", "messages refused by ingress checks, by process and reason");
+  w.family(
+      "atoll_refused_messages_total", "counter",
+      "messages refused by ingress checks, by process (the head, and the nodes summed unless per node) and reason");
   const auto refused = status.value("refused", json::object());  // kept: items() iterates it
-  for (const auto& [process, reasons] : refused.items())
-    if (process != "total")
-      for (const auto& [reason, count] : reasons.items())
-        w.sample("atoll_refused_messages_total", {{"process", process}, {"reason", reason}}, count);
+  std::map<std::string, double> by_nodes;  // reason -> count, summed over the nodes
+  for (const auto& [process, reasons] : refused.items()) {
+    if (process == "total") continue;
+    for (const auto& [reason, count] : reasons.items()) {
+      if (process != "head" && detail == metrics_detail::summary) by_nodes[reason] += count.get<double>();
+      else w.sample("atoll_refused_messages_total", {{"process", process}, {"reason", reason}}, count);
+    }
+  }
+  for (const auto& [reason, count] : by_nodes)
+    w.sample("atoll_refused_messages_total", {{"process", "nodes"}, {"reason", reason}}, count);
 
   const auto storage = status.value("storage", json::object());
   w.family("atoll_keeper_healthy", "gauge", "1 while the head's keeper commits reach the disk");

@@ -118,9 +118,19 @@ def check_metrics(c):
         got = m[("atoll_fragment_rounds_committed_total", (("fragment", str(f["id"])),))]
         before = next(x["round"] for x in status_before["fragments"] if x["id"] == f["id"])
         check(before <= got <= f["round"], f"fragment {f['id']}'s rounds ({got}) between two atollctl answers")
-    for w in status_after["workers"]:
-        got = m[("atoll_worker_step", (("worker", w["id"]),))]
-        before = next(x["step"] for x in status_before["workers"] if x["id"] == w["id"])
+    least = m[("atoll_worker_step_min", ())]
+    check(min(x["step"] for x in status_before["workers"]) <= least <= min(x["step"] for x in status_after["workers"]),
+          f"the fewest steps ({least}) between two atollctl answers")
+    check(not any("worker" in dict(labels) or "node" in dict(labels) for _, labels in m),
+          "no series per node or worker by default")
+    # With ?per_node=1, each worker's own series.
+    code, text = http(c.url + "metrics?per_node=1")
+    check(code == 200, "GET /metrics?per_node=1 answers 200")
+    per_node = samples(text)
+    status_last = c.ctl("status")
+    for w in status_last["workers"]:
+        got = per_node[("atoll_worker_step", (("worker", w["id"]),))]
+        before = next(x["step"] for x in status_after["workers"] if x["id"] == w["id"])
         check(before <= got <= w["step"], f"{w['id']}'s step ({got}) between two atollctl answers")
     check(m[("atoll_keeper_healthy", ())] == (1 if status_after["storage"]["ok"] else 0), "keeper health as atollctl")
     count = m[("atoll_round_duration_seconds_count", ())]

@@ -117,10 +117,12 @@ struct head_http::impl {
                       "application/json");
       return httplib::Server::HandlerResponse::Handled;
     });
-    server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    // Summaries by default; ?per_node=1 adds a series for each node and worker.
+    server.Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {
       const auto status = view("status"), members = view("members");
       if (!status.first || !members.first) return send_json(res, {false, status.second});
-      res.set_content(prometheus_text(json::parse(status.second), json::parse(members.second)),
+      const auto detail = req.get_param_value("per_node") == "1" ? metrics_detail::per_node : metrics_detail::summary;
+      res.set_content(prometheus_text(json::parse(status.second), json::parse(members.second), detail),
                       "text/plain; version=0.0.4; charset=utf-8");
     });
     for (const char* command : {"status", "members", "fragments", "explain", "checkpoints"})
