@@ -52,6 +52,9 @@ status registry_store::save(const registry_snapshot& snap, std::size_t* members_
   }
   if (auto st = store_.commit(batch)) return st;
   for (const auto* m : changed) stored_[m->node_id] = *m;
+  written_.saves++;
+  written_.members += changed.size();
+  for (const auto& w : batch) written_.bytes += w.key.size() + w.value.size();
   if (members_written) *members_written = changed.size();
   return {};
 }

@@ -72,8 +72,18 @@ class registry_store {
   status save(const registry_snapshot& snap, std::size_t* members_written = nullptr);
   expected<std::optional<registry_snapshot>> load();
 
+  // What the saves that succeeded wrote since this store was made (`atollctl status`,
+  // and the scale bench's writes and bytes per epoch).
+  struct write_counts {
+    std::uint64_t saves = 0;  // batches, one per save
+    std::uint64_t members = 0;  // member records in them
+    std::uint64_t bytes = 0;  // keys and values
+  };
+  write_counts written() const { return written_; }
+
  private:
   kv_store& store_;
+  write_counts written_;
   std::map<std::uint32_t, member_record> stored_;  // as on disk after the last save or load
 };
 

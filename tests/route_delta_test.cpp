@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <map>
+#include <random>
 #include <set>
 #include <string>
 
@@ -221,6 +223,85 @@ TEST(RouteDelta, TheFollowerHandsOnChangesIgnoresPassedChecksAndAsksForTheWholeT
   auto other = diff_routes(t9, t9);
   other.digest ^= 1;  // the registry's table of this epoch is not the one held
   EXPECT_EQ(f.on_table(other, t0 + 3 * interval, interval), effect::ask_for_whole_table);
+}
+
+// Seeded: the registry's side (a delta to each node of the last table, the whole table to a
+// node new to it or asking, a version check to a node whose heartbeat names another table)
+// and the nodes' route_follower, over links that drop, duplicate and reorder. Once the faults
+// stop, within a few heartbeats every node holds the published table, for every seed.
+TEST(RouteDelta, UnderDropsDuplicatesAndReorderingEveryNodeEndsHoldingThePublishedTable) {
+  using effect = route_follower::effect;
+  using clock = std::chrono::steady_clock;
+  const std::chrono::milliseconds tick{100}, heartbeat{1000};
+  for (std::uint64_t seed = 1; seed <= 40; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    const auto chance = [&](double p) { return std::uniform_real_distribution<double>(0, 1)(rng) < p; };
+    route_table published;
+    std::uint64_t digest = routes_digest(published);
+    std::map<std::uint32_t, route_follower> nodes;
+    std::map<std::uint32_t, std::vector<route_delta>> in_flight;  // to each node, unordered
+    std::uint32_t next_id = 1;
+    bool faults = true;
+    const auto send = [&](std::uint32_t to, const route_delta& d) {
+      if (faults && chance(0.2)) return;  // dropped
+      in_flight[to].push_back(d);
+      if (faults && chance(0.1)) in_flight[to].push_back(d);  // duplicated
+    };
+    const auto publish = [&](route_table next) {
+      next.epoch = published.epoch + 1;
+      const auto change = diff_routes(published, next);
+      for (const auto& [id, _] : next.nodes) send(id, published.nodes.count(id) ? change : whole_routes(next));
+      published = std::move(next);
+      digest = routes_digest(published);
+    };
+    auto now = clock::time_point{} + std::chrono::hours(1);
+    for (int step = 0; step < 600; ++step) {
+      faults = step < 400;  // then the schedule quiets down
+      now += tick;
+      if (faults && chance(0.3)) {  // a change: a join, a leave, a new endpoint, a re-placement
+        auto next = published;
+        const auto pick = [&]() -> std::uint32_t {
+          auto it = next.nodes.begin();
+          std::advance(it, std::uniform_int_distribution<std::size_t>(0, next.nodes.size() - 1)(rng));
+          return it->first;
+        };
+        const int kind = next.nodes.size() < 3 ? 0 : static_cast<int>(rng() % 4);
+        if (kind == 0) {
+          const auto id = next_id++;
+          next.nodes[id] = {"tcp://10.0.0." + std::to_string(id) + ":5000", "key" + std::to_string(id)};
+          nodes[id];  // it starts holding nothing
+        } else if (kind == 1) {
+          next.nodes.erase(pick());
+        } else if (kind == 2) {
+          next.nodes[pick()].endpoint = "tcp://10.0.1." + std::to_string(step) + ":5000";
+        } else {
+          next.placed["coord/0"] = pick();
+        }
+        publish(std::move(next));
+      }
+      for (auto& [id, follower] : nodes) {
+        auto& queue = in_flight[id];
+        while (!queue.empty() && chance(0.7)) {  // delivered in any order
+          const auto at = std::uniform_int_distribution<std::size_t>(0, queue.size() - 1)(rng);
+          const auto d = queue[at];
+          queue.erase(queue.begin() + static_cast<std::ptrdiff_t>(at));
+          if (follower.on_table(d, now, heartbeat) == effect::ask_for_whole_table && published.nodes.count(id) &&
+              !(faults && chance(0.2)))  // the request too may be lost
+            send(id, whole_routes(published));
+        }
+        // Its heartbeat, every tenth tick, names the table it holds.
+        if ((step + static_cast<int>(id)) % 10 == 0 && published.nodes.count(id) && !(faults && chance(0.2)) &&
+            (follower.table().epoch != published.epoch || follower.digest() != digest))
+          send(id, version_check(published.epoch, digest));
+      }
+    }
+    for (const auto& [id, follower] : nodes) {
+      if (!published.nodes.count(id)) continue;  // it left: nothing is sent to it
+      EXPECT_EQ(follower.digest(), digest) << "node " << id;
+      EXPECT_EQ(follower.table(), published) << "node " << id;
+    }
+  }
 }
 
 }  // namespace

@@ -508,6 +508,9 @@ TEST(RegistryStore, ASaveWritesTheRunAndOnlyTheMembersThatChangedAndForgetsNothi
   snap.members[7].state = "left";
   ASSERT_FALSE(store.save(snap, &written));
   EXPECT_EQ(written, 2u) << "the member of the failed batch is written with the next";
+  EXPECT_EQ(store.written().saves, 3u) << "the failed batch is not counted";
+  EXPECT_EQ(store.written().members, 103u);
+  EXPECT_GT(store.written().bytes, 0u);
   // A store that loads what is on disk starts from it, and what it reads is the whole state.
   registry_store reader(kv);
   auto loaded = reader.load();

@@ -53,6 +53,13 @@ json refusals(const registry_state& st) {
   return out;
 }
 
+// The registry's own saves (storage/registry_store.hpp): one a membership epoch.
+json registry_writes(const registry_state& st) {
+  if (!st.deps.store) return json::object();
+  const auto w = st.deps.store->written();
+  return {{"saves", w.saves}, {"members", w.members}, {"bytes", w.bytes}};
+}
+
 json storage(const registry_state& st) {
   if (!st.deps.checkpoints) return json::object();
   const auto h = st.deps.checkpoints->health();
@@ -361,6 +368,7 @@ json status(const registry_state& st, time_point now) {
           {"security", security(st)},
           {"head_link", head_link(st)},
           {"storage", storage(st)},
+          {"registry_writes", registry_writes(st)},
           {"round_duration_s", round_durations(st)}};
 }
 

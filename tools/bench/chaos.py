@@ -42,61 +42,18 @@ import os
 import random
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import time
-import urllib.request
 
+from etcd import Etcd, free_port  # tools/bench/etcd.py, next to this script
 from quality import pyplot_or_none, read_metrics  # tools/bench/quality.py, next to this script
 
 MODEL = ["--set", "model.layers=2", "--set", "model.width=64", "--set", "diloco.sync_every=20",
          "--set", "run.min_workers=2", "--set", "storage.keep_rounds=100000"]
 LEASE_MS = 4000
 CLUSTER = ["--set", "cluster.heartbeat_ms=500", "--set", f"cluster.lease_ms={LEASE_MS}"]
-ETCD = "/usr/bin/etcd"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Etcd:
-    """Three etcd members on loopback (Debian's etcd-server), for heads that fail over."""
-
-    def __init__(self, run_dir):
-        self.members = [(f"m{i}", free_port(), free_port()) for i in range(3)]
-        initial = ",".join(f"{n}=http://127.0.0.1:{peer}" for n, _, peer in self.members)
-        self.procs = []
-        for name, client, peer in self.members:
-            log = open(f"{run_dir}/logs/etcd-{name}.log", "ab")
-            self.procs.append(subprocess.Popen(
-                [ETCD, "--name", name, "--data-dir", f"{run_dir}/etcd-{name}",
-                 "--listen-client-urls", f"http://127.0.0.1:{client}", "--advertise-client-urls",
-                 f"http://127.0.0.1:{client}", "--listen-peer-urls", f"http://127.0.0.1:{peer}",
-                 "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}", "--initial-cluster", initial,
-                 "--initial-cluster-state", "new", "--initial-cluster-token", "atoll-chaos"],
-                stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
-        for _ in range(300):
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.members[0][1]}/health", timeout=1) as r:
-                    if json.loads(r.read()).get("health") == "true":
-                        return
-            except (OSError, ValueError):
-                pass
-            time.sleep(0.1)
-        raise RuntimeError(f"etcd did not start; see {run_dir}/logs/etcd-m0.log")
-
-    def url(self):
-        return "etcd://" + ",".join(f"127.0.0.1:{client}" for _, client, _ in self.members) + "/chaos"
-
-    def stop(self):
-        for p in self.procs:
-            p.kill()
-            p.wait()
 
 
 class Cluster:

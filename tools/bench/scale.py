@@ -23,7 +23,12 @@ For each N in --nodes:
    fault to the first PeerTable without the node that another node received; each join from
    the node's start to the first PeerTable naming it.
 
-Writes DIR/results.json: a list of rows {nodes, churn, head_cpu, head_rss_mb,
+With --registry etcd the head keeps the registry on a three-member etcd started here (its
+members on the same cores) instead of its embedded RocksDB. Each window also reads the
+registry's own writes (`atollctl status`: registry_writes) and the epochs it went through.
+
+Writes DIR/results.json: a list of rows {nodes, churn, registry, epochs,
+registry_writes_per_epoch, registry_bytes_per_epoch (None without a new epoch), head_cpu, head_rss_mb,
 control_bytes_per_node_s_in, control_bytes_per_node_s_out (the head's view: what it received
 and sent), join_s_median, join_s_p99, kill_s_median, silence_s_median, leave_s_median,
 status_s, rounds_per_s, ramp_s, harness_cpu, joined, lease_ms, heartbeat_ms} and prints a table.
@@ -40,6 +45,8 @@ import subprocess
 import sys
 import threading
 import time
+
+from etcd import Etcd  # tools/bench/etcd.py, next to this script
 
 NODES_PER_PROCESS = 250
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -126,12 +133,16 @@ def run_size(args, nodes, churn):
     # head measures is its own and the simulated nodes cannot starve it.
     head_cpus = ["taskset", "-c", "0"] if args.pin_head else []
     sim_cpus = ["taskset", "-c", f"1-{os.cpu_count() - 1}"] if args.pin_head else []
+    # --registry etcd: the registry's state on a three-member etcd started here (the head
+    # writes there instead of its embedded RocksDB).
+    etcd = Etcd(out, prefix="scale") if args.registry == "etcd" else None
+    registry = ["--registry", etcd.url()] if etcd else []
     head = subprocess.Popen(head_cpus + [args.atoll, "up", "--listen", "tcp://127.0.0.1:0", "--run-dir", os.path.join(out, "head"),
                              "--metrics", os.path.join(out, "metrics.jsonl"),
                              "--set", "run.example=mlp", "--set", f"run.steps={10 ** 9}", "--set", "run.min_workers=2",
                              "--set", f"diloco.sync_every={args.sync_every}", "--set", "storage.keepers=head",
                              "--set", f"cluster.heartbeat_ms={args.heartbeat_ms}",
-                             "--set", f"cluster.lease_ms={args.lease_ms}"],
+                             "--set", f"cluster.lease_ms={args.lease_ms}"] + registry,
                             stdout=head_log, stderr=subprocess.STDOUT)
     sims, readers, endpoint = [], [], None
     try:
@@ -167,16 +178,19 @@ def run_size(args, nodes, churn):
             cpu0, sims0, bytes0, t0 = cpu_seconds(head.pid), sum(cpu_seconds(s.pid) for s in sims), \
                 head_socket_bytes(port), time.monotonic()
             rounds0 = count_rounds(os.path.join(out, "metrics.jsonl"))
+            status0 = status_of(args.atollctl, endpoint)
             time.sleep(seconds)
             elapsed = time.monotonic() - t0
             bytes1 = head_socket_bytes(port)
-            return {"head_cpu": (cpu_seconds(head.pid) - cpu0) / elapsed,
+            status1 = status_of(args.atollctl, endpoint)
+            return {**writes_per_epoch(status0, status1),
+                    "head_cpu": (cpu_seconds(head.pid) - cpu0) / elapsed,
                     "harness_cpu": (sum(cpu_seconds(s.pid) for s in sims) - sims0) / elapsed,
                     "control_bytes_per_node_s_in": (bytes1[0] - bytes0[0]) / elapsed / max(1, len(ramp_joins)),
                     "control_bytes_per_node_s_out": (bytes1[1] - bytes0[1]) / elapsed / max(1, len(ramp_joins)),
                     "rounds_per_s": (count_rounds(os.path.join(out, "metrics.jsonl")) - rounds0) / elapsed}
 
-        row = {"nodes": nodes, "churn": churn, "joined": len(ramp_joins), "ramp_s": ramp_s,
+        row = {"nodes": nodes, "churn": churn, "registry": args.registry, "joined": len(ramp_joins), "ramp_s": ramp_s,
                "lease_ms": args.lease_ms, "heartbeat_ms": args.heartbeat_ms}
         if not churn:
             row.update(window(args.seconds))
@@ -214,6 +228,22 @@ def run_size(args, nodes, churn):
             head.kill()
             head.wait()
         head_log.close()
+        if etcd:
+            etcd.stop()
+
+
+def status_of(atollctl, endpoint):
+    res = subprocess.run([atollctl, "--head", endpoint, "status", "--json"], capture_output=True, text=True)
+    return json.loads(res.stdout) if res.returncode == 0 else {}
+
+
+def writes_per_epoch(before, after):
+    """The registry's saves and their bytes per membership epoch between two statuses
+    (`registry_writes`: what the head wrote to its store, RocksDB or etcd)."""
+    epochs = after.get("epoch", 0) - before.get("epoch", 0)
+    w0, w1 = before.get("registry_writes", {}), after.get("registry_writes", {})
+    per = lambda key: (w1.get(key, 0) - w0.get(key, 0)) / epochs if epochs > 0 else None
+    return {"epochs": epochs, "registry_writes_per_epoch": per("saves"), "registry_bytes_per_epoch": per("bytes")}
 
 
 def count_rounds(metrics):
@@ -257,6 +287,8 @@ def main():
                     help="the head alone on CPU 0, the simulated nodes on the others (needs 2 CPUs or more)")
     ap.add_argument("--sync-every", type=int, default=50, help="steps between a fragment's rounds")
     ap.add_argument("--lease-ms", type=int, default=10000)
+    ap.add_argument("--registry", choices=["embedded", "etcd"], default="embedded",
+                    help="where the head keeps the registry: its RocksDB, or a three-member etcd started here")
     args = ap.parse_args()
     if args.pin_head and (os.cpu_count() or 1) < 2:
         sys.exit("scale: --pin-head needs 2 CPUs or more")
@@ -269,16 +301,19 @@ def main():
             print(f"scale: {json.dumps(row)}", flush=True)
             with open(os.path.join(args.out, "results.json"), "w") as f:
                 json.dump(rows, f, indent=1)
-    print("\n| nodes | churn | joined | ramp s | head CPU (cores) | head RSS MB | head in B/node/s | head out B/node/s "
-          "| join s median (p99) | kill s | silence s | leave s | status s | rounds/s | harness CPU |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("\n| nodes | churn | registry | joined | ramp s | head CPU (cores) | head RSS MB | head in B/node/s "
+          "| head out B/node/s | join s median (p99) | kill s | silence s | leave s | status s | rounds/s "
+          "| registry writes, bytes per epoch | harness CPU |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['nodes']} | {'yes' if r['churn'] else 'no'} | {r['joined']} | {r['ramp_s']:.1f} | "
+        writes = "-" if r["registry_writes_per_epoch"] is None else \
+            f"{r['registry_writes_per_epoch']:.2f}, {r['registry_bytes_per_epoch']:.0f}"
+        print(f"| {r['nodes']} | {'yes' if r['churn'] else 'no'} | {r['registry']} | {r['joined']} | {r['ramp_s']:.1f} | "
               f"{r['head_cpu']:.3f} | {r['head_rss_mb']:.0f} | {r['control_bytes_per_node_s_in']:.0f} | "
               f"{r['control_bytes_per_node_s_out']:.0f} | {fmt(r['join_s_median'], '.3f')} "
               f"({fmt(r['join_s_p99'], '.3f')}) | {fmt(r['kill_s_median'], '.3f')} | "
               f"{fmt(r['silence_s_median'], '.2f')} | {fmt(r['leave_s_median'], '.3f')} | {fmt(r['status_s'], '.3f')} | "
-              f"{r['rounds_per_s']:.2f} | {r['harness_cpu']:.2f} |")
+              f"{r['rounds_per_s']:.2f} | {writes} | {r['harness_cpu']:.2f} |")
     print(f"\nwrote {os.path.join(args.out, 'results.json')}")
 
 
