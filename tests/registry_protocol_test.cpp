@@ -13,6 +13,7 @@
 #include "storage/checkpoint_store.hpp"
 #include "storage/registry_store.hpp"
 #include "tests/deterministic.hpp"
+#include "tests/refusing_store.hpp"
 
 namespace atl {
 namespace {
@@ -175,31 +176,11 @@ class RegistryProtocol : public ::testing::Test {
   directory dir_;
   cluster_identity cluster_{"cluster-registry"};
   memory_transport net_{dir_, cluster_};
-  // The registry's store, which refuses every commit while `refuse_` is set (an etcd store
-  // whose writer's term has ended).
-  class refusable_store : public kv_store {
-   public:
-    explicit refusable_store(bool& refuse) : refuse_(refuse) {}
-    status commit(const std::vector<kv_write>& batch, bool sync) override {
-      if (refuse_) return make_error(errc::stale_epoch, "another head leads");
-      return inner_->commit(batch, sync);
-    }
-    expected<std::optional<std::string>> get(column family, const std::string& key) const override {
-      return inner_->get(family, key);
-    }
-    expected<std::vector<std::pair<std::string, std::string>>> scan(column family,
-                                                                    const std::string& prefix) const override {
-      return inner_->scan(family, prefix);
-    }
-
-   private:
-    bool& refuse_;
-    std::unique_ptr<kv_store> inner_ = make_memory_store();
-  };
-  bool refuse_ = false;
-  std::unique_ptr<kv_store> registry_db_ = std::make_unique<refusable_store>(refuse_);
+  // The registry's store, which refuses every commit while told to (an etcd store whose
+  // writer's term has ended).
+  testing::refusing_store registry_db_{errc::stale_epoch, "another head leads"};
   std::unique_ptr<kv_store> checkpoint_db_ = make_memory_store();
-  registry_store store_{*registry_db_};
+  registry_store store_{registry_db_};
   checkpoint_store checkpoints_{*checkpoint_db_, 10};
   std::vector<wire::message_ptr> seen_;
 };
@@ -354,7 +335,7 @@ TEST_F(FencedRegistryProtocol, ARegistryWhoseSaveIsRefusedFallsSilentAndStops) {
   run_for(1s, {1, 2});
   ASSERT_FALSE(take(E::MEMBERSHIP, "coord/0").empty()) << "it directs while its saves are taken";
 
-  refuse_ = true;  // another head leads now
+  registry_db_.refuse = true;  // another head leads now
   seen_.clear();
   run_for(2s, {1});  // node 2's lease runs out: a new epoch that cannot be saved
   // Memberships and placements repeat every tick until then; none tells of the new epoch.
@@ -362,7 +343,7 @@ TEST_F(FencedRegistryProtocol, ARegistryWhoseSaveIsRefusedFallsSilentAndStops) {
     EXPECT_EQ(m->envelope().getMembership().getEpoch(), epoch) << "no Membership of the epoch it could not save";
   for (const auto& m : take(E::PLACE_COORDINATOR, "node/1"))
     EXPECT_EQ(m->envelope().getPlaceCoordinator().getFragment(), 0u) << "fragment 1's coordinator is not re-placed";
-  refuse_ = false;
+  registry_db_.refuse = false;
   EXPECT_EQ(stored().epoch, epoch) << "the store kept what the last leader saved";
   seen_.clear();
   mailer mail(net_, "ctl/t", "");

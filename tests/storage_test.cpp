@@ -13,6 +13,7 @@
 #include "storage/checkpoint_store.hpp"
 #include "storage/registry_store.hpp"
 #include "tests/full_disk.hpp"
+#include "tests/refusing_store.hpp"
 #include "tests/test_dir.hpp"
 
 namespace atl {
@@ -461,30 +462,8 @@ TEST(RegistryStore, TheSnapshotSurvivesAReopen) {
   EXPECT_EQ((*loaded)->members[0].public_key, "node-key");
 }
 
-// A store that counts the writes of each batch and refuses batches while told to.
-class counting_store : public kv_store {
- public:
-  status commit(const std::vector<kv_write>& batch, bool sync) override {
-    if (refuse) return make_error(errc::storage_failure, "disk full");
-    last_batch = batch.size();
-    return inner_->commit(batch, sync);
-  }
-  expected<std::optional<std::string>> get(column family, const std::string& key) const override {
-    return inner_->get(family, key);
-  }
-  expected<std::vector<std::pair<std::string, std::string>>> scan(column family,
-                                                                  const std::string& prefix) const override {
-    return inner_->scan(family, prefix);
-  }
-  bool refuse = false;
-  std::size_t last_batch = 0;
-
- private:
-  std::unique_ptr<kv_store> inner_ = make_memory_store();
-};
-
 TEST(RegistryStore, ASaveWritesTheRunAndOnlyTheMembersThatChangedAndForgetsNothingOnAFailedBatch) {
-  counting_store kv;
+  testing::refusing_store kv(errc::storage_failure, "disk full");
   registry_snapshot snap;
   snap.cluster_id = "c";
   for (std::uint32_t id = 1; id <= 100; ++id)

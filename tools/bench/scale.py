@@ -135,12 +135,15 @@ def run_size(args, nodes, churn):
     sim_cpus = ["taskset", "-c", f"1-{os.cpu_count() - 1}"] if args.pin_head else []
     # --registry etcd: the registry's state on a three-member etcd started here (the head
     # writes there instead of its embedded RocksDB).
+    # A head on etcd takes storage.keepers = nodes (a head that takes over must find the
+    # rounds); the simulated nodes keep none, so the rounds still go to the head's keeper.
     etcd = Etcd(out, prefix="scale") if args.registry == "etcd" else None
     registry = ["--registry", etcd.url()] if etcd else []
+    keepers = "nodes" if etcd else "head"
     head = subprocess.Popen(head_cpus + [args.atoll, "up", "--listen", "tcp://127.0.0.1:0", "--run-dir", os.path.join(out, "head"),
                              "--metrics", os.path.join(out, "metrics.jsonl"),
                              "--set", "run.example=mlp", "--set", f"run.steps={10 ** 9}", "--set", "run.min_workers=2",
-                             "--set", f"diloco.sync_every={args.sync_every}", "--set", "storage.keepers=head",
+                             "--set", f"diloco.sync_every={args.sync_every}", "--set", f"storage.keepers={keepers}",
                              "--set", f"cluster.heartbeat_ms={args.heartbeat_ms}",
                              "--set", f"cluster.lease_ms={args.lease_ms}"] + registry,
                             stdout=head_log, stderr=subprocess.STDOUT)
