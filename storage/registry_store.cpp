@@ -15,7 +15,6 @@ std::string member_key(std::uint32_t node_id) {
 
 status registry_store::save(const registry_snapshot& snap, std::size_t* members_written) {
   nlohmann::json meta = {{"cluster_id", snap.cluster_id},
-                         {"config_toml", snap.config_toml},
                          {"epoch", snap.epoch},
                          {"next_node_id", snap.next_node_id},
                          {"next_rank", snap.next_rank},
@@ -29,10 +28,16 @@ status registry_store::save(const registry_snapshot& snap, std::size_t* members_
                          {"incoming_keeper", snap.incoming_keeper},
                          {"incoming_keeper_number", snap.incoming_keeper_number},
                          {"incoming_for", snap.incoming_for},
-                         {"next_keeper_number", snap.next_keeper_number},
-                         {"model_signature", snap.model_signature}};
+                         {"next_keeper_number", snap.next_keeper_number}};
   std::vector<kv_write> batch;
   batch.push_back({column::meta, "registry", meta.dump()});
+  // The run's config and model signature (kilobytes, set once) only when they changed.
+  const bool run_changed =
+      !stored_run_ || stored_run_->first != snap.config_toml || stored_run_->second != snap.model_signature;
+  if (run_changed)
+    batch.push_back(
+        {column::meta, "registry.run",
+         nlohmann::json{{"config_toml", snap.config_toml}, {"model_signature", snap.model_signature}}.dump()});
   std::vector<const member_record*> changed;
   for (const auto& m : snap.members) {
     const auto stored = stored_.find(m.node_id);
@@ -52,6 +57,7 @@ status registry_store::save(const registry_snapshot& snap, std::size_t* members_
   }
   if (auto st = store_.commit(batch)) return st;
   for (const auto* m : changed) stored_[m->node_id] = *m;
+  if (run_changed) stored_run_.emplace(snap.config_toml, snap.model_signature);
   written_.saves++;
   written_.members += changed.size();
   for (const auto& w : batch) written_.bytes += w.key.size() + w.value.size();
@@ -67,7 +73,16 @@ expected<std::optional<registry_snapshot>> registry_store::load() {
   try {
     auto j = nlohmann::json::parse(**meta);
     snap.cluster_id = j.at("cluster_id").get<std::string>();
-    snap.config_toml = j.at("config_toml").get<std::string>();
+    // The run's config: in its own record, or in this one (a store from before that).
+    auto run = j;
+    if (!j.contains("config_toml")) {
+      auto stored_run = store_.get(column::meta, "registry.run");
+      if (!stored_run) return stored_run.err();
+      if (!*stored_run) return make_error(errc::storage_failure, "registry record without its run record");
+      run = nlohmann::json::parse(**stored_run);
+    }
+    snap.config_toml = run.at("config_toml").get<std::string>();
+    snap.model_signature = run.value("model_signature", std::string());
     snap.epoch = j.at("epoch").get<std::uint64_t>();
     snap.next_node_id = j.at("next_node_id").get<std::uint32_t>();
     snap.next_rank = j.at("next_rank").get<std::uint32_t>();
@@ -83,7 +98,6 @@ expected<std::optional<registry_snapshot>> registry_store::load() {
     snap.incoming_keeper_number = j.value("incoming_keeper_number", std::uint32_t{0});
     snap.incoming_for = j.value("incoming_for", std::uint32_t{0});
     snap.next_keeper_number = j.value("next_keeper_number", std::uint32_t{3});
-    snap.model_signature = j.value("model_signature", std::string());
     auto rows = store_.scan(column::members, "node/");
     if (!rows) return rows.err();
     for (const auto& [key, value] : *rows) {
@@ -103,6 +117,7 @@ expected<std::optional<registry_snapshot>> registry_store::load() {
     }
     stored_.clear();
     for (const auto& m : snap.members) stored_[m.node_id] = m;
+    stored_run_.emplace(snap.config_toml, snap.model_signature);
   } catch (const nlohmann::json::exception& e) {
     return make_error(errc::storage_failure, std::string("corrupt registry record: ") + e.what());
   }

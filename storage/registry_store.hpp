@@ -1,13 +1,15 @@
 #pragma once
 // The registry's durable state: cluster id, run config, membership epoch, node ids,
 // coordinator placements and members. Saved in one synced batch at every membership change,
-// so a restarted head resumes exactly where the last change left it. A batch holds the run's
-// record and the members that changed since the last save or load: a join at a thousand
-// nodes writes one member, not a thousand.
+// so a restarted head resumes exactly where the last change left it. A batch holds the
+// registry's record and what changed since the last save or load of the members and of the
+// run's record (its config and model signature): a join at a thousand nodes writes one
+// member, not a thousand, and not the config again.
 #include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "storage/kv_store.hpp"
@@ -85,6 +87,7 @@ class registry_store {
   kv_store& store_;
   write_counts written_;
   std::map<std::uint32_t, member_record> stored_;  // as on disk after the last save or load
+  std::optional<std::pair<std::string, std::string>> stored_run_;  // config_toml, model_signature, likewise
 };
 
 }  // namespace atl

@@ -472,12 +472,12 @@ TEST(RegistryStore, ASaveWritesTheRunAndOnlyTheMembersThatChangedAndForgetsNothi
   std::size_t written = 0;
   ASSERT_FALSE(store.save(snap, &written));
   EXPECT_EQ(written, 100u) << "the first save writes every member";
-  EXPECT_EQ(kv.last_batch, 101u);
+  EXPECT_EQ(kv.last_batch, 102u) << "the registry's record, the run's and the members";
   snap.epoch = 2;
   snap.members.push_back({101, "active", "host", 101, {"cpu"}, {}, {}, false, "", "key"});
   ASSERT_FALSE(store.save(snap, &written));
-  EXPECT_EQ(written, 1u) << "a join writes the run's record and its member";
-  EXPECT_EQ(kv.last_batch, 2u);
+  EXPECT_EQ(written, 1u) << "a join writes the registry's record and its member";
+  EXPECT_EQ(kv.last_batch, 2u) << "and not the run's config again";
   snap.epoch = 3;
   snap.members[6].state = "dead";
   kv.refuse = true;
@@ -488,6 +488,9 @@ TEST(RegistryStore, ASaveWritesTheRunAndOnlyTheMembersThatChangedAndForgetsNothi
   ASSERT_FALSE(store.save(snap, &written));
   EXPECT_EQ(written, 2u) << "the member of the failed batch is written with the next";
   EXPECT_EQ(store.written().saves, 3u) << "the failed batch is not counted";
+  snap.config_toml = "[run]\nsteps = 7\n";
+  ASSERT_FALSE(store.save(snap, &written));
+  EXPECT_EQ(kv.last_batch, 2u) << "a new config is written with the registry's record";
   EXPECT_EQ(store.written().members, 103u);
   EXPECT_GT(store.written().bytes, 0u);
   // A store that loads what is on disk starts from it, and what it reads is the whole state.
@@ -495,6 +498,7 @@ TEST(RegistryStore, ASaveWritesTheRunAndOnlyTheMembersThatChangedAndForgetsNothi
   auto loaded = reader.load();
   ASSERT_TRUE(loaded && loaded->has_value());
   EXPECT_EQ((*loaded)->epoch, 4u);
+  EXPECT_EQ((*loaded)->config_toml, "[run]\nsteps = 7\n");
   ASSERT_EQ((*loaded)->members.size(), 101u);
   EXPECT_EQ((*loaded)->members[6].state, "dead");
   EXPECT_EQ((*loaded)->members[7].state, "left");
