@@ -100,6 +100,12 @@ TEST(PrometheusText, RendersTheViewsWithConventionalNamesAndEscapedLabels) {
     EXPECT_NE(summary.find(line), std::string::npos) << "missing: " << line << "\nin:\n" << summary;
   for (const char* label : {"node=", "worker="})
     EXPECT_EQ(summary.find(label), std::string::npos) << "a series per node or worker: " << label;
+  // A worker whose loss is not a number yet (NaN reads back as null) counts as 0, not an error.
+  auto no_loss = status;
+  no_loss["workers"].push_back({{"id", "worker/2.0"}, {"step", 3}, {"loss", nullptr}});
+  const auto with_null = prometheus_text(no_loss, members);
+  EXPECT_NE(with_null.find("atoll_worker_step_min 3\n"), std::string::npos) << with_null;
+  EXPECT_NE(with_null.find("atoll_worker_loss_mean 1.25\n"), std::string::npos) << with_null;
 }
 
 }  // namespace

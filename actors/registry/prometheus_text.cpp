@@ -65,14 +65,20 @@ void per_worker(writer& w, const json& status, const std::string& name, const ch
   for (const auto& worker : workers) w.sample(name, {{"worker", worker.value("id", "")}}, worker.value(field, json(0)));
 }
 
+// A field's number, 0 when absent or not a number (a NaN loss reads back as null).
+double number_at(const json& object, const char* field) {
+  const auto it = object.find(field);
+  return it != object.end() && it->is_number() ? it->get<double>() : 0.0;
+}
+
 // The members as a few series whatever their number: the oldest heartbeat of a node that
 // still takes part (a lease about to run out shows here), and restarts summed.
 void member_summary(writer& w, const json& members) {
   double oldest = 0, restarts = 0;
   for (const auto& m : members) {
     const auto state = m.value("state", "");
-    if (state != "dead" && state != "left") oldest = std::max(oldest, m.value("last_heartbeat_s", 0.0));
-    restarts += m.value("worker_restarts", 0.0);
+    if (state != "dead" && state != "left") oldest = std::max(oldest, number_at(m, "last_heartbeat_s"));
+    restarts += number_at(m, "worker_restarts");
   }
   w.family("atoll_member_heartbeat_age_seconds_max", "gauge",
            "the longest time since a live node's last heartbeat (the oldest lease)");
@@ -88,14 +94,14 @@ void worker_summary(writer& w, const json& status) {
   double least = 0, most = 0, loss = 0, tokens = 0, sent = 0, received = 0;
   bool first = true;
   for (const auto& worker : workers) {
-    const double step = worker.value("step", 0.0);
+    const double step = number_at(worker, "step");
     least = first ? step : std::min(least, step);
     most = first ? step : std::max(most, step);
     first = false;
-    loss += worker.value("loss", 0.0);
-    tokens += worker.value("tokens_per_s", 0.0);
-    sent += worker.value("bytes_sent", 0.0);
-    received += worker.value("bytes_received", 0.0);
+    loss += number_at(worker, "loss");
+    tokens += number_at(worker, "tokens_per_s");
+    sent += number_at(worker, "bytes_sent");
+    received += number_at(worker, "bytes_received");
   }
   w.family("atoll_workers", "gauge", "workers the head hears from");
   w.sample("atoll_workers", {}, workers.size());
@@ -180,7 +186,8 @@ std::string prometheus_text(const json& status, const json& members, metrics_det
   for (const auto& [process, reasons] : refused.items()) {
     if (process == "total") continue;
     for (const auto& [reason, count] : reasons.items()) {
-      if (process != "head" && detail == metrics_detail::summary) by_nodes[reason] += count.get<double>();
+      if (process != "head" && detail == metrics_detail::summary)
+        by_nodes[reason] += count.is_number() ? count.get<double>() : 0.0;
       else w.sample("atoll_refused_messages_total", {{"process", process}, {"reason", reason}}, count);
     }
   }
