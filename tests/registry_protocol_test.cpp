@@ -449,6 +449,17 @@ TEST_F(RegistryProtocol, ControlRequestsAnswerFromItsViewsAndRefuseUnknownComman
   const auto members = ask("members", "");
   EXPECT_TRUE(members.first);
   EXPECT_NE(members.second.find("\"state\":\"joining\""), std::string::npos) << members.second;
+  // A listing by state and page (actors/decisions/member_query.hpp); a bad query is refused.
+  hello("node/pending-b");
+  const auto joining = ask("members", "state=joining,offset=1,limit=5");
+  ASSERT_TRUE(joining.first) << joining.second;
+  const auto page = nlohmann::json::parse(joining.second);
+  ASSERT_EQ(page.size(), 1u) << "two joining, the first skipped: " << joining.second;
+  EXPECT_EQ(page[0]["node_id"], 2);
+  EXPECT_EQ(ask("members", "state=dead").second, "[]");
+  const auto bad = ask("members", "limit=many");
+  EXPECT_FALSE(bad.first);
+  EXPECT_NE(bad.second.find("invalid_config"), std::string::npos) << bad.second;
   const auto unknown = ask("explode", "");
   EXPECT_FALSE(unknown.first);
   EXPECT_NE(unknown.second.find("unknown command 'explode'"), std::string::npos) << unknown.second;

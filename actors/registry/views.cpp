@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <set>
 
+#include "actors/decisions/member_query.hpp"
 #include "actors/decisions/quorum.hpp"
 #include "actors/registry/internal.hpp"
 #include "runtime/core/actor_id.hpp"
@@ -138,8 +139,18 @@ const char* shown_state(const registry_state& st, const node_view& n) {
 }
 
 json members(const registry_state& st, time_point now) {
+  auto all = members(st, now, "");
+  return all ? *all : json::array();
+}
+
+expected<json> members(const registry_state& st, time_point now, const std::string& query) {
+  const auto q = parse_member_query(query);
+  if (!q) return q.err();
   json out = json::array();
-  for (const auto& [id, n] : st.nodes)
+  std::size_t index = 0;  // among the members the state filter passes
+  for (const auto& [id, n] : st.nodes) {
+    if (q->state && *q->state != shown_state(st, n)) continue;
+    if (!on_page(*q, index++)) continue;
     out.push_back({{"node_id", id},
                    {"state", shown_state(st, n)},
                    {"since_s", seconds_between(n.since, now)},
@@ -152,6 +163,7 @@ json members(const registry_state& st, time_point now) {
                    {"devices", n.record.devices},
                    {"workers", n.record.workers},
                    {"worker_restarts", n.worker_restarts}});
+  }
   return out;
 }
 

@@ -16,6 +16,9 @@ using time_point = std::chrono::steady_clock::time_point;
 
 json status(const registry_state& st, time_point now);
 json members(const registry_state& st, time_point now);
+// The members a query picks (actors/decisions/member_query.hpp: "state=dead,limit=50,offset=0";
+// "" is every member); a bad query is refused.
+expected<json> members(const registry_state& st, time_point now, const std::string& query);
 json fragments(const registry_state& st, bool with_keeper);  // with_keeper: digests, keeper's round
 json actors(const registry_state& st);
 expected<json> checkpoints(const registry_state& st);

@@ -65,6 +65,16 @@ bool read_whole(const std::string& path, std::string& out) {
   return true;
 }
 
+// GET /api/members?state=S&limit=N&offset=K as the registry's query text
+// (actors/decisions/member_query.hpp), which checks it: a value with a comma in it makes a
+// part the registry refuses.
+std::string member_query_of(const httplib::Request& req) {
+  std::string query;
+  for (const char* key : {"state", "limit", "offset"})
+    if (req.has_param(key)) query += (query.empty() ? "" : ",") + std::string(key) + "=" + req.get_param_value(key);
+  return query;
+}
+
 void send_json(httplib::Response& res, const std::pair<bool, std::string>& answer) {
   res.status = answer.first ? 200 : 400;
   res.set_content(answer.second, "application/json");
@@ -127,7 +137,8 @@ struct head_http::impl {
     });
     for (const char* command : {"status", "members", "fragments", "explain", "checkpoints"})
       server.Get(std::string("/api/") + command, [this, command](const httplib::Request& req, httplib::Response& res) {
-        send_json(res, view(command, req.get_param_value("fragment")));
+        send_json(res, view(command, std::string(command) == "members" ? member_query_of(req)
+                                                                       : req.get_param_value("fragment")));
       });
     // The page's one request per second: everything it shows.
     server.Get("/api/dashboard", [this](const httplib::Request&, httplib::Response& res) {

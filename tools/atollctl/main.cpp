@@ -1,4 +1,5 @@
 // atollctl: inspect a running cluster through the head's control protocol.
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -75,6 +76,35 @@ void print_keeper_storage(const json& storage) {
             << str(storage.value("logged_bytes", json(0))) << " B of round inputs logged since it started\n";
 }
 
+// Up to `listed_rows` members and workers as tables; past that (a thousand nodes), their
+// counts by state and the steps' range, and how to list them.
+constexpr std::size_t listed_rows = 20;
+
+void print_members_and_workers(const json& body) {
+  const auto& members = body["members"];
+  const auto& workers = body["workers"];
+  if (members.size() <= listed_rows && workers.size() <= listed_rows) {
+    std::cout << "\nmembers\n";
+    print_table(members, {"node_id", "state", "workers", "batch_job"});
+    std::cout << "\nworkers\n";
+    print_table(workers, {"id", "rank", "step", "loss", "tokens_per_s", "threads", "bytes_sent", "done"});
+    return;
+  }
+  std::map<std::string, std::size_t> by_state;
+  for (const auto& m : members) by_state[str(m["state"])]++;
+  std::cout << "\nmembers: " << members.size();
+  for (const auto& [state, n] : by_state) std::cout << "  " << state << " " << n;
+  long least = -1, most = -1, done = 0;
+  for (const auto& w : workers) {
+    const long step = w.value("step", 0L);
+    least = least < 0 ? step : std::min(least, step);
+    most = std::max(most, step);
+    done += w.value("done", false) ? 1 : 0;
+  }
+  std::cout << "\nworkers: " << workers.size() << "  steps " << least << " to " << most << "  done " << done
+            << "\n(atollctl members --state S --limit N --offset K lists them; --json has every row)\n";
+}
+
 void print_human(const std::string& command, const json& body) {
   if (command == "status") {
     std::cout << "cluster " << str(body["cluster_id"]) << "  state " << str(body["state"]) << "  epoch "
@@ -82,10 +112,7 @@ void print_human(const std::string& command, const json& body) {
     const auto& ev = body["last_eval"];
     if (ev["step"].get<long>() >= 0)
       std::cout << "held-out loss " << str(ev["val_loss"]) << " at step " << str(ev["step"]) << "\n";
-    std::cout << "\nmembers\n";
-    print_table(body["members"], {"node_id", "state", "workers", "batch_job"});
-    std::cout << "\nworkers\n";
-    print_table(body["workers"], {"id", "rank", "step", "loss", "tokens_per_s", "threads", "bytes_sent", "done"});
+    print_members_and_workers(body);
     std::cout << "\nfragments\n";
     print_table(body["fragments"], {"id", "round", "coordinator"});
     std::cout << "\nkeepers (commits: whether every commit waits for it)\n";
@@ -190,13 +217,30 @@ int main(int argc, char** argv) {
        "(node state, heartbeat, step), and what rule ends the wait"},
       {"watch", "status every second until interrupted"}};
   std::string argument;
+  std::string member_state;
+  long member_limit = 0, member_offset = 0;
   for (const auto& [name, help] : commands) {
     auto* sub = app.add_subcommand(name, help);
     sub->add_flag("--json", as_json, "print the head's JSON answer");
     sub->callback([&command, name = name] { command = name; });
     if (name == "explain") sub->add_option("--fragment", argument, "only this fragment");
+    if (name == "members") {
+      sub->add_option("--state", member_state,
+                      "only members in this state (joining, syncing, active, draining, left, "
+                      "dead)");
+      sub->add_option("--limit", member_limit, "at most this many (0: all)")->check(CLI::Range(0, 999999999));
+      sub->add_option("--offset", member_offset, "skip this many first (node-id order)")
+          ->check(CLI::Range(0, 999999999));
+    }
   }
   CLI11_PARSE(app, argc, argv);
+  // The head parses and checks the query (actors/decisions/member_query.hpp).
+  if (command == "members") {
+    const auto add = [&argument](const std::string& part) { argument += (argument.empty() ? "" : ",") + part; };
+    if (!member_state.empty()) add("state=" + member_state);
+    if (member_offset > 0) add("offset=" + std::to_string(member_offset));
+    if (member_limit > 0) add("limit=" + std::to_string(member_limit));
+  }
   if (head.empty() && !run_dir.empty()) head = head_from_run_dir(run_dir);
   if (head.empty() && std::getenv("ATOLL_HEAD")) head = std::getenv("ATOLL_HEAD");
   if (head.empty()) {
