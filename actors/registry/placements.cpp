@@ -225,20 +225,20 @@ route_table routes_of(const registry_state& st) {
 void publish_routes(self_ptr self) {
   auto& st = self->state;
   auto table = routes_of(st);
-  if (table == st.published_routes && !st.routes_send_due) return;  // nothing new (each tick, mostly)
+  if (table == st.published_routes && !st.routes_sending.due()) return;  // nothing new (each tick, mostly)
   if (st.deps.routes) st.deps.routes->set(table);  // the head's ingress: at once
-  const auto since = st.now() - st.routes_sent_at;
-  if (table.placed != st.published_routes.placed || since >= route_publish_gap)
-    return send_routes_to_nodes(self, std::move(table));
-  if (st.routes_send_due) return;
-  st.routes_send_due = true;
-  self->delayed_send(self, route_publish_gap - since, routes_atom::value);
+  if (table.placed != st.published_routes.placed) return send_routes_to_nodes(self, std::move(table));
+  switch (st.routes_sending.on_change(st.now(), route_publish_gap)) {
+    case coalesced_send::verdict::send_now: return send_routes_to_nodes(self, std::move(table));
+    case coalesced_send::verdict::schedule:
+      return self->delayed_send(self, st.routes_sending.wait(), routes_atom::value);
+    case coalesced_send::verdict::already_due: return;
+  }
 }
 
 void send_routes_to_nodes(self_ptr self, route_table table) {
   auto& st = self->state;
-  st.routes_send_due = false;
-  st.routes_sent_at = st.now();
+  st.routes_sending.sent(st.now());
   const auto change = diff_routes(st.published_routes, table);
   st.published_digest = change.digest;
   std::optional<route_delta> whole;  // made only for a node new to the table

@@ -243,17 +243,17 @@ void persist(self_ptr self) {
 // and a burst of joins is one of them to each coordinator, not one per join.
 void publish_membership(self_ptr self) {
   auto& st = self->state;
-  const auto since = st.now() - st.membership_sent_at;
-  if (since >= route_publish_gap) return send_membership_now(self);
-  if (st.membership_send_due) return;
-  st.membership_send_due = true;
-  self->delayed_send(self, route_publish_gap - since, members_atom::value);
+  switch (st.membership_sending.on_change(st.now(), route_publish_gap)) {
+    case coalesced_send::verdict::send_now: return send_membership_now(self);
+    case coalesced_send::verdict::schedule:
+      return self->delayed_send(self, st.membership_sending.wait(), members_atom::value);
+    case coalesced_send::verdict::already_due: return;
+  }
 }
 
 void send_membership_now(self_ptr self) {
   auto& st = self->state;
-  st.membership_send_due = false;
-  st.membership_sent_at = st.now();
+  st.membership_sending.sent(st.now());
   for (std::size_t f = 0; f < st.fragments.size(); ++f)
     if (!st.fragments[f].placed_on.empty()) send_membership(self, coordinator_id(static_cast<std::uint32_t>(f)));
 }

@@ -13,6 +13,7 @@
 #include <caf/actor.hpp>
 #include <caf/actor_clock.hpp>
 
+#include "actors/decisions/coalesced_send.hpp"
 #include "actors/decisions/membership.hpp"
 #include "actors/decisions/round_explain.hpp"
 #include "runtime/process/config.hpp"
@@ -124,11 +125,9 @@ struct registry_state {
   // joins is one delta, not one per join to every node).
   route_table published_routes;
   std::uint64_t published_digest = 0;  // routes_digest(published_routes)
-  std::chrono::steady_clock::time_point routes_sent_at;
-  bool routes_send_due = false;  // a routes_atom is on its way
+  coalesced_send routes_sending;  // a routes_atom is on its way while due()
   // The same for the Membership the coordinators are sent (publish_membership).
-  std::chrono::steady_clock::time_point membership_sent_at;
-  bool membership_send_due = false;  // a members_atom is on its way
+  coalesced_send membership_sending;  // a members_atom is on its way while due()
   duration_histogram round_durations;
   metrics_writer metrics;
   std::int64_t last_eval_step = -1;
