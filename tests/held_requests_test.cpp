@@ -69,6 +69,12 @@ TEST(HeldRequests, AContributionIsHeldForTheRoundAboutToOpenOrUntilTheStateIsThe
   const auto usual = early_from_a_member();
   // A re-placed coordinator before the keeper answered: nothing loaded, seeded or ready.
   const auto unloaded = but(usual, [](f& x) { x.loaded = x.seeded = x.ready = x.for_next_round = false; });
+  // A round is collecting; a participant that has not contributed names the round after it.
+  const auto skipped = but(usual, [](f& x) {
+    x.ready = x.for_next_round = false;
+    x.collecting = x.for_round_after_open = x.participant = true;
+    x.participants = 3;
+  });
   const row rows[] = {
       {"a round is collecting: the tracker fences it", but(usual, [](f& x) { x.ready = false; }),
        contribution_verdict::take},
@@ -83,6 +89,18 @@ TEST(HeldRequests, AContributionIsHeldForTheRoundAboutToOpenOrUntilTheStateIsThe
        contribution_verdict::take},
       {"at the bound, a sender already held replaces its own",
        but(unloaded, [](f& x) { x.held = max_early, x.sender_held = true; }), contribution_verdict::hold_early},
+      {"the round after the collecting one, from a participant that has not contributed: it skipped this round",
+       skipped, contribution_verdict::skip_open_round},
+      {"the same from a participant that contributed: the tracker refuses it",
+       but(skipped, [](f& x) { x.contributed = true; }), contribution_verdict::take},
+      {"the same from a non-participant: the tracker refuses it", but(skipped, [](f& x) { x.participant = false; }),
+       contribution_verdict::take},
+      {"the same from the round's only participant: dropping it would reopen the same round",
+       but(skipped, [](f& x) { x.participants = 1; }), contribution_verdict::take},
+      {"two rounds ahead: the tracker refuses it", but(skipped, [](f& x) { x.for_round_after_open = false; }),
+       contribution_verdict::take},
+      {"the held senders are at the bound: the tracker refuses it", but(skipped, [](f& x) { x.held = max_early; }),
+       contribution_verdict::take},
   };
   for (const auto& r : rows) EXPECT_STREQ(to_string(decide(r.facts)), to_string(r.expected)) << r.reason;
 }

@@ -653,6 +653,43 @@ TEST_F(FencingTest, AContributionBeforeItsRoundOpensIsHeldThenFencedByEpoch) {
   EXPECT_EQ(result->tensors()[0].to_floats(), (std::vector<float>{-1.0f, 2.0f, 3.0f}));
 }
 
+// A participant that sends the round after the open one started past it (a warm joiner that
+// adopted another slice of the fragment a round ahead) and will never send it: the open round
+// goes on without it rather than waiting for ever, and its contribution is held for the
+// next round, which takes it.
+TEST_F(FencingTest, AParticipantThatSkippedTheOpenRoundIsDroppedFromItAndCountsInTheNext) {
+  spawn_coordinator(1, {1.0f, 0.0f});
+  send_membership(1, {"worker/x", "worker/y"});
+  request_state_with({1.0f, 2.0f, 3.0f});
+  ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.received.size() == 1; }));  // round 1 is open
+  observations y_obs;
+  dir_.add("worker/y", sys_.spawn(probe_actor, &y_obs));
+  mailer as_y(net_, "worker/y", "cluster-test");
+
+  contribute(1, 2, {1.0f, 0.0f, 0.0f});  // x skipped round 1
+  contribute_as(as_y, 1, 1, {0.0f, 1.0f, 0.0f});
+  ASSERT_TRUE(y_obs.wait_for([&] { return !y_obs.received.empty(); }));
+  {
+    std::lock_guard<std::mutex> lock(y_obs.mu);
+    const auto& result = y_obs.received[0];
+    ASSERT_TRUE(result->envelope().isRoundResult());
+    EXPECT_EQ(result->envelope().getRoundResult().getRound(), 1u);
+    EXPECT_EQ(result->tensors()[0].to_floats(), (std::vector<float>{1.0f, 1.0f, 3.0f}));  // y's alone
+  }
+  {
+    std::lock_guard<std::mutex> lock(worker_obs_.mu);
+    EXPECT_TRUE(worker_obs_.refusals.empty()) << "x's round 2 was refused instead of held";
+    EXPECT_EQ(worker_obs_.received.size(), 1u) << "x got a result of the round it skipped";
+  }
+  contribute_as(as_y, 1, 2, {0.0f, 1.0f, 0.0f});  // round 2 takes x's held contribution and y's
+  ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.received.size() == 2; }));
+  std::lock_guard<std::mutex> lock(worker_obs_.mu);
+  const auto& result = worker_obs_.received[1];
+  ASSERT_TRUE(result->envelope().isRoundResult());
+  EXPECT_EQ(result->envelope().getRoundResult().getRound(), 2u);
+  EXPECT_EQ(result->tensors()[0].to_floats(), (std::vector<float>{0.5f, 0.5f, 3.0f}));
+}
+
 // A worker that is slow but alive holds a round up to diloco.round_deadline_ms; then the
 // round closes with the contributions it has, if they are a quorum and a majority of its
 // participants. The latecomer is refused as wrong_round (it resyncs).

@@ -170,6 +170,20 @@ void on_round_complete(self_ptr self) {
   release(self, contributors);
 }
 
+// A participant of the collecting round sent the round after it: it started past this round
+// (a warm joiner that adopted another slice of the fragment a round ahead) and will never
+// send it. The round goes on without it rather than waiting for ever; its contribution
+// waits for the next round, which includes it.
+void skip_open_round(self_ptr self, const wire::message_ptr& msg) {
+  auto& st = self->state;
+  const auto round = st.rounds->open_round();
+  log_warn(fragment_name(st) + ": " + msg->sender() + " sent round " + std::to_string(round + 1) + " without round " +
+           std::to_string(round) + "; round " + std::to_string(round) + " goes on without it");
+  st.early[msg->sender()] = msg;
+  auto done = st.rounds->drop(msg->sender());
+  if (done && *done) on_round_complete(self);
+}
+
 void on_contribution(self_ptr self, const wire::message_ptr& msg) {
   auto& st = self->state;
   const auto c = msg->envelope().getContribution();
@@ -185,9 +199,16 @@ void on_contribution(self_ptr self, const wire::message_ptr& msg) {
   facts.member = is_member(st, msg->sender());
   facts.sender_held = st.early.count(msg->sender()) > 0;
   facts.held = st.early.size();
-  if (held_requests::decide(facts) == held_requests::contribution_verdict::hold_early) {
-    st.early[msg->sender()] = msg;
-    return;
+  facts.collecting = st.rounds->current_phase() == round_tracker::phase::collecting;
+  facts.for_round_after_open = facts.collecting && c.getRound() == st.rounds->open_round() + 1;
+  facts.participant = is_participant(st, msg->sender());
+  facts.participants = facts.collecting ? st.rounds->participants().size() : 0;
+  const auto contributors = st.rounds->contributors();
+  facts.contributed = std::find(contributors.begin(), contributors.end(), msg->sender()) != contributors.end();
+  switch (held_requests::decide(facts)) {
+    case held_requests::contribution_verdict::hold_early: st.early[msg->sender()] = msg; return;
+    case held_requests::contribution_verdict::skip_open_round: return skip_open_round(self, msg);
+    case held_requests::contribution_verdict::take: break;
   }
   const auto arrived = st.now();
   // int8 and fp4 stay encoded: the outer step decodes them block by block (a quarter or an

@@ -14,6 +14,8 @@ contribution_verdict decide(const contribution_facts& f) {
   const bool about_to_open = f.ready && f.for_next_round && f.member;
   const bool starting = !f.loaded || !f.seeded;
   const bool room = f.sender_held || f.held < max_early;
+  if (f.collecting && f.for_round_after_open && f.participant && !f.contributed && f.participants > 1 && room)
+    return contribution_verdict::skip_open_round;
   return (about_to_open || starting) && room ? contribution_verdict::hold_early : contribution_verdict::take;
 }
 
@@ -29,6 +31,7 @@ const char* to_string(state_verdict v) {
 const char* to_string(contribution_verdict v) {
   switch (v) {
     case contribution_verdict::hold_early: return "hold_early";
+    case contribution_verdict::skip_open_round: return "skip_open_round";
     case contribution_verdict::take: return "take";
   }
   return "unknown";

@@ -17,6 +17,13 @@
 //     hold_early            for the round about to open (ready, the next round, from a
 //                           member), or anything before the state is loaded or seeded; at
 //                           most max_early senders (a sender already held replaces its own)
+//     skip_open_round       for the round after the collecting one, from a participant of
+//                           the collecting round that has not contributed to it: it started
+//                           past that round (a warm joiner whose other slices of the fragment
+//                           were a round ahead) and will never send it. The round goes on
+//                           without it; its contribution is held for the next round (unless
+//                           it is the round's only participant: that round would be abandoned
+//                           and reopened as the same round, so the tracker refuses it instead)
 //     take                  everything else: the round tracker fences it (typed refusals)
 #include <cstddef>
 
@@ -44,12 +51,17 @@ struct contribution_facts {
   bool seeded = false;  // the round tracker is past unseeded
   bool ready = false;  // between rounds
   bool for_next_round = false;  // it names the round about to open
+  bool collecting = false;  // a round is open
+  bool for_round_after_open = false;  // it names the round after the collecting one
+  bool participant = false;  // of the collecting round
+  bool contributed = false;  // to the collecting round
+  std::size_t participants = 0;  // of the collecting round
   bool member = false;
   bool sender_held = false;  // a contribution of this sender is held already
   std::size_t held = 0;  // senders held
 };
 
-enum class contribution_verdict { hold_early, take };
+enum class contribution_verdict { hold_early, skip_open_round, take };
 contribution_verdict decide(const contribution_facts& f);
 
 const char* to_string(state_verdict v);
