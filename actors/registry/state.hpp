@@ -126,6 +126,8 @@ struct registry_state {
   route_table published_routes;
   std::uint64_t published_digest = 0;  // routes_digest(published_routes)
   coalesced_send routes_sending;  // a routes_atom is on its way while due()
+  // The same for the Membership the coordinators are sent (publish_membership).
+  coalesced_send membership_sending;  // a members_atom is on its way while due()
   duration_histogram round_durations;
   metrics_writer metrics;
   std::int64_t last_eval_step = -1;

@@ -23,5 +23,6 @@ using deadline_atom = caf::atom_constant<caf::atom("deadline")>;  // coordinator
 using threads_atom = caf::atom_constant<caf::atom("threads")>;  // node agent: the layout a worker's trial kept
 using done_atom = caf::atom_constant<caf::atom("done")>;  // node agent: a worker's final report
 using routes_atom = caf::atom_constant<caf::atom("routes")>;  // registry: send the coalesced route changes
+using members_atom = caf::atom_constant<caf::atom("members")>;  // registry: send the coalesced Membership
 
 }  // namespace atl
