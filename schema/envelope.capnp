@@ -330,8 +330,19 @@ struct Membership {
   workers @1 :List(Text);
   quorum  @2 :UInt32;   # participants a round needs; 0: the coordinator's run.min_workers
   keepers @3 :List(Text);  # every one must acknowledge a commit; empty: the head's keeper
+  # A delta (actors/shared/membership_delta.hpp): what changed since the Membership of epoch
+  # `baseEpoch` the registry published before. `workers` holds the workers added,
+  # `removedWorkers` those gone; quorum and keepers are whole. `digest` is the whole
+  # Membership's after it: a coordinator that holds another base, or reaches another digest,
+  # asks for the whole (MembershipRequest). A delta with nothing in it is the tick's version
+  # check.
+  delta          @4 :Bool;
+  baseEpoch      @5 :UInt64;
+  removedWorkers @6 :List(Text);
+  digest         @7 :UInt64;
 }
-# coordinator -> registry: send me the current Membership (on start).
+# coordinator -> registry: send me the current Membership (on start, or when its deltas
+# left a gap).
 struct MembershipRequest { fragment @0 :UInt32; }
 # coordinator -> registry: a round was committed and released.
 struct RoundReport {

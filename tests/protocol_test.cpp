@@ -20,6 +20,7 @@
 #include "actors/decisions/round_tracker.hpp"
 #include "actors/keeper/keeper.hpp"
 #include "actors/shared/commit_record.hpp"
+#include "actors/shared/membership_delta.hpp"
 #include "actors/shared/messages.hpp"
 #include "actors/shared/pseudo_gradient.hpp"
 #include "actors/worker/worker.hpp"
@@ -688,6 +689,46 @@ TEST_F(FencingTest, AParticipantThatSkippedTheOpenRoundIsDroppedFromItAndCountsI
   ASSERT_TRUE(result->envelope().isRoundResult());
   EXPECT_EQ(result->envelope().getRoundResult().getRound(), 2u);
   EXPECT_EQ(result->tensors()[0].to_floats(), (std::vector<float>{0.5f, 0.5f, 3.0f}));
+}
+
+// A Membership delta the coordinator cannot apply (the one before it was lost) leaves its
+// members as they were, and it asks the registry for the whole Membership; a delta from the
+// base it holds applies. Whether worker/y is a member shows in how its StateRequest is met:
+// held (StateHeld) while it is not, answered with the state once it is.
+TEST_F(FencingTest, AMembershipDeltaWithAGapAsksForTheWholeAndKeepsTheMembers) {
+  spawn_coordinator(1, {1.0f, 0.0f});
+  send_membership(1, {"worker/x"});
+  request_state_with({1.0f, 2.0f, 3.0f});
+  ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.received.size() == 1; }));  // round 1 is open
+  observations y_obs;
+  dir_.add("worker/y", sys_.spawn(probe_actor, &y_obs));
+  mailer as_y(net_, "worker/y", "cluster-test");
+  const auto asked = [&] {
+    const auto all = net_.receivers();
+    return std::count(all.begin(), all.end(), "registry membership_request");
+  };
+  const auto asked_before = asked();
+  const auto send_delta = [&](const membership_view& from, const membership_view& to) {
+    mailer as_registry(net_, "registry", cluster_.get());
+    wire::outgoing out;
+    write_membership(diff_membership(from, to), out.envelope.initMembership());
+    as_registry.send("coord/0", to.epoch, out);
+  };
+  const membership_view e1{1, {"worker/x"}, 0, {}}, e2{2, {"worker/x", "worker/w"}, 0, {}};
+  const membership_view e3{3, {"worker/w", "worker/x", "worker/y"}, 0, {}};
+  send_delta(e2, e3);  // the delta to epoch 2 was lost
+  settle(std::chrono::milliseconds(10));
+  EXPECT_EQ(asked(), asked_before + 1);
+  request_state_as(as_y);
+  ASSERT_TRUE(y_obs.wait_for([&] { return y_obs.held.size() == 1; })) << "worker/y became a member by a gap";
+  send_delta(e1, e2);
+  send_delta(e2, e3);
+  settle(std::chrono::milliseconds(10));
+  request_state_as(as_y);
+  ASSERT_TRUE(y_obs.wait_for([&] { return y_obs.received.size() == 1; }));
+  std::lock_guard<std::mutex> lock(y_obs.mu);
+  EXPECT_TRUE(y_obs.received[0]->envelope().isFragmentState());
+  EXPECT_EQ(asked(), asked_before + 1) << "asked again for a delta it could apply";
 }
 
 // A worker that is slow but alive holds a round up to diloco.round_deadline_ms; then the

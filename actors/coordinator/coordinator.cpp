@@ -265,20 +265,31 @@ void on_deadline(self_ptr self, std::uint64_t round) {
   self->delayed_send(self, st.cfg.round_deadline, deadline_atom::value, round);
 }
 
+// A delta that left a gap: the whole Membership is asked for, at most once this often (the
+// deltas that keep coming meanwhile would each ask again).
+constexpr auto membership_ask_interval = std::chrono::milliseconds(500);
+
 void on_membership(self_ptr self, const wire::message_ptr& msg) {
   auto& st = self->state;
-  const auto m = msg->envelope().getMembership();
-  if (m.getEpoch() < st.epoch) return;  // an older view arriving late
-  st.epoch = m.getEpoch();
-  st.members.clear();
-  for (const auto w : m.getWorkers()) st.members.push_back(w);
-  st.quorum = m.getQuorum();
+  switch (st.membership.apply(read_membership(msg->envelope().getMembership()))) {
+    case held_membership::verdict::unchanged: return;
+    case held_membership::verdict::needs_whole:
+      if (!st.membership_asked || st.now() - *st.membership_asked >= membership_ask_interval) {
+        st.membership_asked = st.now();
+        request_membership(self);
+      }
+      return;
+    case held_membership::verdict::changed: break;
+  }
+  const auto& view = st.membership.view();
+  st.epoch = view.epoch;
+  st.members = view.workers;
+  st.quorum = view.quorum;
   const bool first = !st.has_membership;
   st.has_membership = true;
   // The keepers a commit needs. A keeper removed (its node died) no longer holds a round
   // up; one added gets the committing round at the next tick.
-  std::vector<std::string> keepers;
-  for (const auto k : m.getKeepers()) keepers.push_back(k);
+  auto keepers = view.keepers;
   if (keepers.empty()) keepers.push_back(st.cfg.keeper);
   st.commit.set_keepers(std::move(keepers));
   if (first) request_startup_state(self);  // now the keepers

@@ -54,6 +54,7 @@
 
 #include "actors/decisions/commit_barrier.hpp"
 #include "actors/decisions/round_tracker.hpp"
+#include "actors/shared/membership_delta.hpp"
 #include "runtime/core/actor_id.hpp"
 #include "runtime/process/config.hpp"
 #include "runtime/transport/transport.hpp"
@@ -108,6 +109,10 @@ struct coordinator_state {
   std::uint64_t epoch = 0;  // current membership epoch
   std::vector<std::string> members;  // workers of the current epoch
   bool has_membership = false;  // the registry answered at least once
+  // The Membership as the registry's deltas built it (quorum, epoch and members above are
+  // its view), and when the whole one was last asked for after a gap.
+  held_membership membership;
+  std::optional<std::chrono::steady_clock::time_point> membership_asked;
   std::vector<wire::message_ptr> waiting;  // StateRequests held until a round includes them
   // Members whose contribution to the open round was refused as not_participant: their
   // StateRequests are held until a round includes them.

@@ -21,26 +21,26 @@ namespace {
 
 using json = nlohmann::json;
 
-template <class List>
-void fill(List list, const std::vector<std::string>& values) {
-  for (unsigned i = 0; i < values.size(); ++i) list.set(i, values[i]);
+// The Membership as the coordinators are to hold it: the workers with steps left (a
+// finished one never contributes again), sorted; the quorum; the keepers of a commit.
+membership_view membership_of(registry_state& st) {
+  membership_view view;
+  view.epoch = st.snap.epoch;
+  view.workers = live_workers(st);
+  view.workers.erase(std::remove_if(view.workers.begin(), view.workers.end(),
+                                    [&](const std::string& w) { return st.workers[w].done; }),
+                     view.workers.end());
+  std::sort(view.workers.begin(), view.workers.end());
+  view.quorum = static_cast<std::uint32_t>(quorum::required_participants(static_cast<std::size_t>(st.cfg.min_workers),
+                                                                         view.workers.size(), any_worker_done(st)));
+  view.keepers = commit_keepers_of(st);
+  return view;
 }
 
-void send_membership(self_ptr self, const std::string& to) {
+void send_membership(self_ptr self, const std::string& to, const membership_delta& d) {
   auto& st = self->state;
-  // Rounds are for workers with steps left: a finished one never contributes again.
-  auto workers = live_workers(st);
-  workers.erase(
-      std::remove_if(workers.begin(), workers.end(), [&](const std::string& w) { return st.workers[w].done; }),
-      workers.end());
   wire::outgoing out;
-  auto m = out.envelope.initMembership();
-  m.setEpoch(st.snap.epoch);
-  fill(m.initWorkers(static_cast<unsigned>(workers.size())), workers);
-  m.setQuorum(
-      quorum::required_participants(static_cast<std::size_t>(st.cfg.min_workers), workers.size(), any_worker_done(st)));
-  const auto keepers = commit_keepers_of(st);
-  fill(m.initKeepers(static_cast<unsigned>(keepers.size())), keepers);
+  write_membership(d, out.envelope.initMembership());
   st.mail->send(to, st.snap.epoch, out);
 }
 
@@ -122,7 +122,7 @@ void on_membership_request(self_ptr self, const wire::message_ptr& msg) {
   auto& st = self->state;
   const auto f = msg->envelope().getMembershipRequest().getFragment();
   if (f < st.fragments.size() && msg->sender() == coordinator_id(f)) st.fragments[f].confirmed = true;
-  send_membership(self, msg->sender());
+  send_membership(self, msg->sender(), whole_membership(membership_of(st)));
 }
 
 // A restarted head: members must heartbeat again, placements are confirmed again.
@@ -254,8 +254,13 @@ void publish_membership(self_ptr self) {
 void send_membership_now(self_ptr self) {
   auto& st = self->state;
   st.membership_sending.sent(st.now());
+  auto now = membership_of(st);
+  // What changed since the last published (a version check if nothing did), the same to
+  // every coordinator: one that holds another Membership asks for the whole.
+  const auto d = st.published_members ? diff_membership(*st.published_members, now) : whole_membership(now);
   for (std::size_t f = 0; f < st.fragments.size(); ++f)
-    if (!st.fragments[f].placed_on.empty()) send_membership(self, coordinator_id(static_cast<std::uint32_t>(f)));
+    if (!st.fragments[f].placed_on.empty()) send_membership(self, coordinator_id(static_cast<std::uint32_t>(f)), d);
+  st.published_members = std::move(now);
 }
 
 void maybe_finish(self_ptr self) {

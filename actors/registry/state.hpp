@@ -16,6 +16,7 @@
 #include "actors/decisions/coalesced_send.hpp"
 #include "actors/decisions/membership.hpp"
 #include "actors/decisions/round_explain.hpp"
+#include "actors/shared/membership_delta.hpp"
 #include "runtime/process/config.hpp"
 #include "runtime/process/metrics.hpp"
 #include "runtime/transport/peer_routes.hpp"
@@ -128,6 +129,8 @@ struct registry_state {
   coalesced_send routes_sending;  // a routes_atom is on its way while due()
   // The same for the Membership the coordinators are sent (publish_membership).
   coalesced_send membership_sending;  // a members_atom is on its way while due()
+  // The Membership last sent to every coordinator: the next is sent as what changed since.
+  std::optional<membership_view> published_members;
   duration_histogram round_durations;
   metrics_writer metrics;
   std::int64_t last_eval_step = -1;
