@@ -98,5 +98,26 @@ TEST(ExplainRound, SinceCountsTheTimeSinceTheCoordinatorReported) {
   EXPECT_EQ(e.contributed, std::vector<std::string>{"worker/1.0"});
 }
 
+// A round of a thousand participants: every missing one is in `missing`, the text names the
+// first named_in_text and counts the rest.
+TEST(ExplainRound, TheTextNamesTheFirstMissingParticipantsAndCountsTheRest) {
+  auto in = collecting({});
+  in.progress->participants.clear();
+  in.facts.clear();
+  for (int i = 0; i < 1000; ++i) {
+    const auto w = "worker/" + std::to_string(i) + ".0";
+    in.progress->participants.push_back(w);
+    in.facts.push_back({w, static_cast<std::uint32_t>(i), "active", 0.1, 10, false});
+  }
+  in.progress->contributors = {"worker/5.0"};
+  const auto e = explain_round(in);
+  EXPECT_EQ(e.missing.size(), 999u);
+  EXPECT_EQ(e.missing[0].node_id, 0u) << "the facts were not found by name";
+  EXPECT_NE(e.text.find("worker/10.0 (node 10"), std::string::npos) << e.text;  // the tenth missing
+  EXPECT_EQ(e.text.find("worker/11.0"), std::string::npos) << e.text;
+  EXPECT_NE(e.text.find("and 989 more"), std::string::npos) << e.text;
+  EXPECT_LT(e.text.size(), 2000u);
+}
+
 }  // namespace
 }  // namespace atl

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <unordered_map>
+#include <unordered_set>
 
 namespace atl {
 namespace {
@@ -99,15 +101,20 @@ explanation explain_round(const explain_input& in) {
   }
   out.waiting_for = "participants";
   out.contributed = p.contributors;
+  // By name, not by scanning: a round of a thousand participants is asked about every second.
+  std::unordered_map<std::string, const participant_facts*> facts;
+  for (const auto& f : in.facts) facts.emplace(f.worker, &f);
+  const std::unordered_set<std::string> contributed(p.contributors.begin(), p.contributors.end());
   for (const auto& worker : p.participants) {
-    if (std::find(p.contributors.begin(), p.contributors.end(), worker) != p.contributors.end()) continue;
-    auto fact =
-        std::find_if(in.facts.begin(), in.facts.end(), [&](const participant_facts& f) { return f.worker == worker; });
-    out.missing.push_back(fact != in.facts.end() ? *fact : participant_facts{worker, 0, "unknown", -1, 0, false});
+    if (contributed.count(worker)) continue;
+    const auto fact = facts.find(worker);
+    out.missing.push_back(fact != facts.end() ? *fact->second : participant_facts{worker, 0, "unknown", -1, 0, false});
   }
   out.rule = collecting_rule(in, p.participants.size(), p.contributors.size(), out.missing);
   std::string who;
-  for (const auto& m : out.missing) who += (who.empty() ? "" : "; ") + describe(m);
+  for (std::size_t i = 0; i < out.missing.size() && i < named_in_text; ++i)
+    who += (who.empty() ? "" : "; ") + describe(out.missing[i]);
+  if (out.missing.size() > named_in_text) who += " and " + std::to_string(out.missing.size() - named_in_text) + " more";
   out.text = round + " has " + std::to_string(p.contributors.size()) + " of " + std::to_string(p.participants.size()) +
              " contributions" + (p.open_for_s > 0 ? " (first " + seconds(p.open_for_s) + " ago)" : "") +
              " and has waited " + seconds(out.since_s) + " for " + (who.empty() ? "nothing" : who) + ". " + out.rule +

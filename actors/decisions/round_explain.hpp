@@ -65,6 +65,9 @@ struct explanation {
   std::string text;  // one paragraph for people
 };
 
+// The missing participants the text names (every one is in `missing`); "and N more" after.
+constexpr std::size_t named_in_text = 10;
+
 explanation explain_round(const explain_input& in);
 
 }  // namespace atl

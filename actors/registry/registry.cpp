@@ -101,6 +101,7 @@ std::pair<bool, std::string> answer(self_ptr self, const std::string& command, c
   else if (command == "leave") body = start_leave(self, argument);
   else if (command == "model") body = model_answer(st, argument, tensors);
   else if (command == "explain") body = views::explain(st, st.now(), argument);
+  else if (command == "dashboard") body = views::dashboard(st, st.now(), argument);
   else known = false;
   return {known && body.has_value(), body ? body->dump() : json{{"error", body.err().describe()}}.dump()};
 }

@@ -357,13 +357,7 @@ expected<json> explain(const registry_state& st, time_point now, const std::stri
   return out;
 }
 
-json status(const registry_state& st, time_point now) {
-  json members = json::array();
-  for (const auto& [id, n] : st.nodes)
-    members.push_back({{"node_id", id},
-                       {"state", stored_member_state(n.state)},
-                       {"workers", n.record.workers},
-                       {"batch_job", n.batch_job}});
+json status_without_lists(const registry_state& st, time_point now) {
   return {{"cluster_id", st.snap.cluster_id},
           {"epoch", st.snap.epoch},
           {"state", to_string(st.phase)},
@@ -371,9 +365,6 @@ json status(const registry_state& st, time_point now) {
           {"steps", st.cfg.steps},
           {"head", st.deps.listen_endpoint},
           {"uptime_s", seconds_between(st.started, now)},
-          {"members", members},
-          {"workers", workers(st)},
-          {"fragments", fragments(st, false)},
           {"keepers", keepers(st)},
           {"last_eval", {{"step", st.last_eval_step}, {"val_loss", st.last_val_loss}}},
           {"refused", refusals(st)},
@@ -382,6 +373,20 @@ json status(const registry_state& st, time_point now) {
           {"storage", storage(st)},
           {"registry_writes", registry_writes(st)},
           {"round_duration_s", round_durations(st)}};
+}
+
+json status(const registry_state& st, time_point now) {
+  json members = json::array();
+  for (const auto& [id, n] : st.nodes)
+    members.push_back({{"node_id", id},
+                       {"state", stored_member_state(n.state)},
+                       {"workers", n.record.workers},
+                       {"batch_job", n.batch_job}});
+  auto out = status_without_lists(st, now);
+  out["members"] = members;
+  out["workers"] = workers(st);
+  out["fragments"] = fragments(st, false);
+  return out;
 }
 
 }  // namespace atl::views

@@ -15,6 +15,17 @@ using json = nlohmann::json;
 using time_point = std::chrono::steady_clock::time_point;
 
 json status(const registry_state& st, time_point now);
+// The status without its lists of members, workers and fragments (each a row per node or
+// worker: a thousand at a thousand nodes).
+json status_without_lists(const registry_state& st, time_point now);
+// The dashboard's one request a second (GET /api/dashboard?state=&limit=&offset=): the status
+// without its lists, members counted by state, the workers summarized (count, mean loss of
+// those that stepped, bytes sent), one page of members (the query, as `members`), each
+// fragment with its workers counted (at the keeper's round, agreeing with its digest) and at
+// most `listed_workers` of them named (those that differ first), and what each round waits
+// for. Its size does not grow with the members past a page (actors/registry/dashboard_view.cpp).
+expected<json> dashboard(const registry_state& st, time_point now, const std::string& member_query);
+constexpr std::size_t listed_workers = 10;
 json members(const registry_state& st, time_point now);
 // The members a query picks (actors/decisions/member_query.hpp: "state=dead,limit=50,offset=0";
 // "" is every member); a bad query is refused.

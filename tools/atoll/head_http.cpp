@@ -140,14 +140,10 @@ struct head_http::impl {
         send_json(res, view(command, std::string(command) == "members" ? member_query_of(req)
                                                                        : req.get_param_value("fragment")));
       });
-    // The page's one request per second: everything it shows.
-    server.Get("/api/dashboard", [this](const httplib::Request&, httplib::Response& res) {
-      json out = json::object();
-      for (const char* command : {"status", "members", "fragments", "explain"}) {
-        const auto answer = view(command);
-        out[command] = json::parse(answer.second, nullptr, false);
-      }
-      res.set_content(out.dump(), "application/json");
+    // The page's one request per second: everything it shows, summarized, and one page of
+    // members (?state=&limit=&offset=, as /api/members).
+    server.Get("/api/dashboard", [this](const httplib::Request& req, httplib::Response& res) {
+      send_json(res, view("dashboard", member_query_of(req)));
     });
     server.Post("/api/drain", [this](const httplib::Request& req, httplib::Response& res) {
       const auto node = req.get_param_value("node");

@@ -1,10 +1,14 @@
-// The dashboard: one request per second to /api/dashboard (the registry's views: status,
-// members, fragments, explain), tables redrawn from it, charts from the history this page
-// has seen. The one action, draining a node, posts to /api/drain with the bearer token.
+// The dashboard: one request per second to /api/dashboard (the registry's summaries: status,
+// members by state, one page of members, fragments with their workers counted, explain),
+// tables redrawn from it, charts from the history this page has seen. Its size does not
+// grow past a page of members, so a thousand nodes cost what ten do. The one action,
+// draining a node, posts to /api/drain with the bearer token.
 "use strict";
 
 const history = { t: [], train: [], heldout: [], sent: [], headIn: [], headOut: [] };
 const maxPoints = 3600;
+const pageSize = 50;  // member rows a request asks for
+const page = { offset: 0, state: "" };  // the members shown: a state (or all) and where
 let charts = null;
 let last = null;
 
@@ -50,6 +54,32 @@ function drawMembers(members) {
   }
 }
 
+// "1000 members: 990 active, 10 dead", the state filter's choices, and where the page is.
+function drawMemberPager(status, shown) {
+  const counts = status.members_by_state || {};
+  const total = status.members_total ?? shown;
+  const states = Object.keys(counts).sort();
+  $("member-counts").textContent = `${total} member(s)` +
+    (states.length ? ": " + states.map((k) => `${counts[k]} ${k}`).join(", ") : "");
+  const select = $("member-state");
+  const wanted = ["", ...states];
+  if (page.state && !wanted.includes(page.state)) wanted.push(page.state);
+  if ([...select.options].map((o) => o.value).join() !== wanted.join()) {
+    select.replaceChildren(...wanted.map((v) => new Option(v ? `${v} (${counts[v] ?? 0})` : "every state", v)));
+    select.value = page.state;
+  }
+  const filtered = page.state ? counts[page.state] ?? 0 : total;
+  if (page.offset >= filtered && filtered > 0) page.offset = Math.floor((filtered - 1) / pageSize) * pageSize;
+  $("member-page").textContent = shown ? `rows ${page.offset + 1}-${page.offset + shown} of ${filtered}` : `none of ${filtered}`;
+  $("member-prev").disabled = page.offset === 0;
+  $("member-next").disabled = page.offset + pageSize >= filtered;
+}
+
+function turnPage(by) {
+  page.offset = Math.max(0, page.offset + by * pageSize);
+  poll(false);
+}
+
 function drawFragments(fragments) {
   const body = $("fragments").tBodies[0];
   body.replaceChildren();
@@ -61,6 +91,14 @@ function drawFragments(fragments) {
     cell(tr, f.coordinator);
     cell(tr, f.keeper_digest ?? "-");
     const td = tr.insertCell();
+    if (f.workers_total !== undefined) {
+      const counts = document.createElement("span");
+      counts.className = "worker-counts";
+      counts.textContent = `${f.workers_total} worker(s), ${f.workers_agreeing} agree with the keeper` +
+        (f.workers_total > f.workers_at_keeper_round ? `, ${f.workers_total - f.workers_at_keeper_round} not at its round` : "") +
+        ((f.workers || []).length ? ": " : "");
+      td.appendChild(counts);
+    }
     for (const w of f.workers || []) {
       const span = document.createElement("span");
       // A worker at the keeper's round whose digest differs: theta_global has diverged.
@@ -102,11 +140,9 @@ function drawHealth(status) {
 }
 
 function record(status, now) {
-  const workers = status.workers || [];
-  const trained = workers.filter((w) => w.step > 0);  // a worker reports loss 0 before its first step
-  const mean = (f) => (trained.length ? trained.reduce((a, w) => a + (w[f] || 0), 0) / trained.length : null);
+  const workers = status.workers_summary || {};
   history.t.push(now);
-  history.train.push(mean("loss"));
+  history.train.push(workers.mean_loss ?? null);  // of the workers that stepped
   history.heldout.push(status.last_eval?.step >= 0 ? status.last_eval.val_loss : null);
   // Rates from the last sample: bytes per second.
   const rate = (key, value) => {
@@ -114,7 +150,7 @@ function record(status, now) {
     const dt = last ? now - last.t : 0;
     return prev !== undefined && dt > 0 ? Math.max(0, (value - prev) / dt) : null;
   };
-  const sent = workers.reduce((a, w) => a + (w.bytes_sent || 0), 0);
+  const sent = workers.bytes_sent || 0;
   const hin = status.head_link?.bytes_in ?? 0;
   const hout = status.head_link?.bytes_out ?? 0;
   history.sent.push(rate("sent", sent));
@@ -160,26 +196,44 @@ async function drain(node) {
   result.textContent = res.ok ? `node ${node} is draining` : `refused (${res.status}): ${body.error ?? res.statusText}`;
 }
 
-async function poll() {
+let polling = null;
+
+// `again`: the once-a-second poll (a page turned asks at once, and the timer goes on).
+async function poll(again = true) {
   try {
-    const res = await fetch("/api/dashboard", { cache: "no-store" });
+    const query = new URLSearchParams({ limit: pageSize, offset: page.offset });
+    if (page.state) query.set("state", page.state);
+    const res = await fetch(`/api/dashboard?${query}`, { cache: "no-store" });
     const d = await res.json();
+    if (!res.ok) throw new Error(d.error ?? res.statusText);
     const s = d.status;
     $("summary").textContent = `cluster ${s.cluster_id} · ${s.state} · epoch ${s.epoch} · ${s.example} · ` +
       (s.last_eval?.step >= 0 ? `held-out loss ${fmt(s.last_eval.val_loss, 4)} at step ${s.last_eval.step}` : "no eval yet");
     $("summary").dataset.state = s.state;
     drawMembers(d.members || []);
+    drawMemberPager(s, (d.members || []).length);
     drawFragments(d.fragments || []);
     drawExplain(d.explain);
     drawHealth(s);
-    record(s, Date.now() / 1000);
-    drawCharts();
+    if (again) {
+      record(s, Date.now() / 1000);
+      drawCharts();
+    }
     $("updated").textContent = `updated ${new Date().toLocaleTimeString()}`;
   } catch (err) {
     $("updated").textContent = `the head does not answer (${err})`;
   }
-  setTimeout(poll, 1000);  // at most one request per second per open page
+  if (!again) return;
+  clearTimeout(polling);
+  polling = setTimeout(poll, 1000);  // at most one request per second per open page
 }
 
 $("token").value = sessionStorage.getItem("atoll-token") || "";
+$("member-prev").onclick = () => turnPage(-1);
+$("member-next").onclick = () => turnPage(1);
+$("member-state").onchange = (e) => {
+  page.state = e.target.value;
+  page.offset = 0;
+  poll(false);
+};
 poll();
