@@ -1323,12 +1323,14 @@ class WorkerRecoveryTest : public ProtocolTest {
     stop_actors();  // before coord_obs_ goes
   }
 
-  void spawn_worker(std::int64_t result_timeout_ms, std::int64_t state_chunk_values = 1 << 20) {
+  void spawn_worker(std::int64_t result_timeout_ms, std::int64_t state_chunk_values = 1 << 20,
+                    const std::string& weighting = "samples") {
     worker_config wc;
     wc.id = "worker/1.0";
     wc.cluster_id = cluster_.get();
     wc.run.steps = 1000;
     wc.run.sync_every = 5;
+    wc.run.weighting = weighting;
     wc.run.result_timeout_ms = result_timeout_ms;
     wc.run.state_chunk_values = state_chunk_values;
     replica_factory factory = [](const run_config&, const replica_spec& s) {
@@ -1388,6 +1390,16 @@ class WorkerRecoveryTest : public ProtocolTest {
     return seen_locked();
   }
 
+  // The worker's first contribution and its resend after the timeout both carry `weight`.
+  void expect_contribution_weights(float weight) {
+    ASSERT_TRUE(coord_obs_.wait_for([&] { return coord_obs_.received.size() >= 1; }));
+    send_state(0);
+    ASSERT_TRUE(coord_obs_.wait_for([&] { return seen_locked().second >= 2; }));
+    const auto [first, again] = contributions(0, 1);
+    EXPECT_EQ(first->envelope().getContribution().getWeight(), weight);
+    EXPECT_EQ(again->envelope().getContribution().getWeight(), weight);
+  }
+
   mailer as_coordinator_;
   observations coord_obs_;
   caf::actor coord_probe_;
@@ -1414,6 +1426,19 @@ TEST_F(WorkerRecoveryTest, AnOverdueResultResendsTheContributionAndAClosedRoundR
     const auto& last = coord_obs_.received.back();
     return last->envelope().isContribution() && last->envelope().getContribution().getRound() == 2;
   })) << "training did not go on from round 1";
+}
+
+// diloco.weighting = samples: a contribution weighs the samples its worker trained since it
+// last synced the fragment (the fake replica's steps report one each, H = 5), and its resend
+// weighs the same; uniform: 1.
+TEST_F(WorkerRecoveryTest, AContributionWeighsTheSamplesTrainedSinceTheLastSync) {
+  spawn_worker(300, 1 << 20, "samples");
+  expect_contribution_weights(5.0f);
+}
+
+TEST_F(WorkerRecoveryTest, AUniformContributionWeighsOne) {
+  spawn_worker(300, 1 << 20, "uniform");
+  expect_contribution_weights(1.0f);
 }
 
 // A large fragment's state comes as a header; the worker fetches it in chunks from the

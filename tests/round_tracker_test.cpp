@@ -34,6 +34,18 @@ TEST(RoundTracker, ARoundCompletesWhenEveryParticipantContributed) {
   EXPECT_EQ(t.current_phase(), round_tracker::phase::ready);
 }
 
+// diloco.weighting = samples: a worker that trained three times the samples counts three
+// times: theta - (3 x_a + 1 x_b) / 4.
+TEST(RoundTracker, ARoundAveragesByTheContributionsWeights) {
+  auto t = seeded_at_round_zero();
+  ASSERT_FALSE(t.open(7, {"w/a", "w/b"}));
+  ASSERT_TRUE(t.add("w/a", 7, 1, {1.0f, 0.0f}, 3.0f));
+  auto done = t.add("w/b", 7, 1, {-1.0f, 4.0f}, 1.0f);
+  ASSERT_TRUE(done && *done);
+  EXPECT_FLOAT_EQ(t.theta()[0], 1.0f - 0.5f);
+  EXPECT_FLOAT_EQ(t.theta()[1], 2.0f - 1.0f);
+}
+
 // Contributions are fragment-sized: a finished round's buffers are handed out again for
 // the next round's contributions instead of being allocated (and faulted in) afresh.
 TEST(RoundTracker, AFinishedRoundsContributionBuffersAreReused) {
@@ -125,6 +137,8 @@ TEST(RoundTracker, ANonFiniteOrMisSizedContributionDoesNotPoisonTheRound) {
   ASSERT_FALSE(t.open(1, {"w/a", "w/b"}));
   EXPECT_EQ(t.add("w/a", 1, 1, {NAN, 0.0f}, 1.0f).err().code, errc::not_finite);
   EXPECT_EQ(t.add("w/a", 1, 1, {0.0f}, 1.0f).err().code, errc::tensor_mismatch);
+  for (const float weight : {0.0f, -1.0f, NAN, INFINITY})  // the round's average could not take it
+    EXPECT_EQ(t.add("w/a", 1, 1, {0.0f, 0.0f}, weight).err().code, errc::not_finite) << weight;
   ASSERT_TRUE(t.add("w/a", 1, 1, {0.0f, 0.0f}, 1.0f));
   auto done = t.add("w/b", 1, 1, {0.0f, 0.0f}, 1.0f);
   ASSERT_TRUE(done && *done);

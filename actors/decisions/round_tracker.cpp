@@ -1,5 +1,7 @@
 #include "actors/decisions/round_tracker.hpp"
 
+#include <cmath>
+
 namespace atl {
 
 const char* to_string(round_tracker::phase p) {
@@ -81,9 +83,18 @@ status round_tracker::admissible(const std::string& worker, std::uint64_t epoch,
   return {};
 }
 
+namespace {
+// A weight the average cannot take is the contribution's refusal, not the round's failure.
+status check_weight(const std::string& worker, float weight) {
+  if (weight > 0.0f && std::isfinite(weight)) return {};
+  return make_error(errc::not_finite, "weight " + std::to_string(weight) + " of " + worker + "'s contribution");
+}
+}  // namespace
+
 expected<bool> round_tracker::add(const std::string& worker, std::uint64_t epoch, std::uint64_t round,
                                   std::vector<float> delta, float weight) {
   if (auto err = admissible(worker, epoch, round)) return err;
+  if (auto err = check_weight(worker, weight)) return err;
   if (delta.size() != state_.theta.size())
     return make_error(errc::tensor_mismatch,
                       std::to_string(delta.size()) + " values, fragment has " + std::to_string(state_.theta.size()));
@@ -98,6 +109,7 @@ expected<bool> round_tracker::add(const std::string& worker, std::uint64_t epoch
 expected<bool> round_tracker::add_encoded(const std::string& worker, std::uint64_t epoch, std::uint64_t round,
                                           encoded_values delta, float weight) {
   if (auto err = admissible(worker, epoch, round)) return err;
+  if (auto err = check_weight(worker, weight)) return err;
   if (!has_scales(delta.kind) || rule_ != update_rule::nesterov) {  // values that may not be finite, or no fused step
     auto values = contribution_buffer();
     values.resize(delta.count);

@@ -10,8 +10,9 @@
 // Every transition checks the phase it is allowed from and returns a typed error
 // otherwise. Contributions are fenced: wrong epoch -> stale_epoch, other round ->
 // wrong_round, second from a worker -> duplicate, non-participant -> not_participant,
-// wrong size -> tensor_mismatch, NaN/inf -> not_finite (the round is not poisoned). A
-// contributor's resend while its round commits -> duplicate (its result is coming).
+// wrong size -> tensor_mismatch, NaN/inf values or a weight that is not positive and
+// finite -> not_finite (the round is not poisoned). A contributor's resend while its round
+// commits -> duplicate (its result is coming).
 //
 // Low-bit results (encode_results): a completed round's change of theta, plus the
 // error-feedback residual of earlier rounds, is encoded, and theta becomes the previous

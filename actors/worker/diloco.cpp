@@ -17,7 +17,9 @@ void contribute(worker_self self, std::size_t f) {
   const replica::encoding how{st.codec, static_cast<std::size_t>(st.cfg.run.codec_chunk), st.cfg.run.error_feedback};
   encoded_values enc;
   if (auto err = st.model->encode_pseudo_gradient(f, how, enc)) return quit_on_encode_error(self, f, err);
-  send_contribution(self, f, round, std::move(enc));
+  const auto weight = contribution_weight(st.cfg.run.weighting == "samples", st.trained[f]);
+  st.trained[f] = {};
+  send_contribution(self, f, round, std::move(enc), weight);
 }
 
 // Merges every result due before `step` trains (every one at the end); false if one has
@@ -62,6 +64,7 @@ class diloco_steps final : public step_strategy {
     st.last_loss = result.loss;
     st.tokens_since_report += result.tokens;
     st.tokens_total += result.tokens;
+    for (auto& trained : st.trained) trained.step(result.tokens);
     if (st.step % st.cfg.run.log_every == 0) report_progress(self);
     for (std::size_t f = 0; f < st.fragments.size(); ++f)
       if (st.schedule->syncs_at(static_cast<std::int64_t>(f), st.step)) contribute(self, f);

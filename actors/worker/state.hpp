@@ -11,6 +11,7 @@
 
 #include <caf/actor_clock.hpp>
 
+#include "actors/decisions/contribution_weight.hpp"
 #include "actors/decisions/fragment_sync.hpp"
 #include "actors/decisions/warm_start.hpp"
 #include "actors/worker/done.hpp"
@@ -59,8 +60,12 @@ struct worker_state {
   struct sent_contribution {
     std::uint64_t round = 0;
     std::chrono::steady_clock::time_point at;
+    float weight = 1;  // in its round's average (diloco.weighting); every resend carries it
   };
   std::vector<sent_contribution> contributed;
+  // Per fragment, what the worker trained since it last synced it (contributed or adopted a
+  // state): the weight of its next contribution.
+  std::vector<trained_since_sync> trained;
   std::vector<std::optional<worker_done_report::fragment_ack>> last_acks;  // per fragment: for WorkerDone
   encoded_values received_update;  // a low-bit result's change as it came (reused round to round)
   std::uint64_t epoch = 0;

@@ -112,7 +112,7 @@ void send_pending(worker_self self, std::size_t f) {
   auto c = out.envelope.initContribution();
   c.setFragment(static_cast<std::uint32_t>(f));
   c.setRound(frag.pending_round());
-  c.setWeight(1.0f);
+  c.setWeight(st.contributed[f].weight);
   c.setStep(static_cast<std::uint64_t>(frag.merge_at() - st.cfg.run.overlap));
   encoded_values copy = frag.pending();
   put_contribution(c, std::move(copy), out);
@@ -135,13 +135,13 @@ void acknowledge_round(worker_self self, std::size_t f, std::uint64_t round, std
   st.last_acks[f] = worker_done_report::fragment_ack{static_cast<std::uint32_t>(f), round, digest, adopted};
 }
 
-void send_contribution(worker_self self, std::size_t f, std::uint64_t round, encoded_values enc) {
+void send_contribution(worker_self self, std::size_t f, std::uint64_t round, encoded_values enc, float weight) {
   auto& st = self->state;
   if (auto err = st.fragments[f].contribute(round, st.step + st.cfg.run.overlap, std::move(enc))) {
     log_error(st.cfg.id + ": fragment " + std::to_string(f) + ": " + err.describe());
     return;
   }
-  st.contributed[f] = {round, st.now()};
+  st.contributed[f] = {round, st.now(), weight};
   send_pending(self, f);
   ATL_FAULT_POINT("worker.contributed");
 }

@@ -49,7 +49,7 @@ void unblock(worker_self self);  // blocked -> training, the wait measured
 // (Re)sends fragment f's pending contribution, stamped with the fragment's epoch.
 void send_pending(worker_self self, std::size_t f);
 // Fragment f's encoded contribution for `round`, kept until its result arrives.
-void send_contribution(worker_self self, std::size_t f, std::uint64_t round, encoded_values enc);
+void send_contribution(worker_self self, std::size_t f, std::uint64_t round, encoded_values enc, float weight = 1.0f);
 // Tells the registry which round of fragment f this worker now holds (RoundAck): a result
 // it merges, or a state it adopted, with the digest of its theta_global.
 void acknowledge_round(worker_self self, std::size_t f, std::uint64_t round, std::uint64_t digest, bool adopted);

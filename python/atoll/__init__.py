@@ -247,7 +247,10 @@ class DiLoCo:
         a fragment may be sent or merged into the parameters. Sets `done` when the run has
         no more steps for this node. loss (a float or a tensor) and samples are reported to
         the head as progress; held_out_loss, when given, as a held-out evaluation (what
-        `atollctl`, the dashboard and /metrics show as the run's held-out loss)."""
+        `atollctl`, the dashboard and /metrics show as the run's held-out loss). samples
+        also weighs this node's contributions (diloco.weighting = samples, the default: the
+        samples trained since its last sync of the fragment; a step without samples counts
+        one, so give them in every node of a run, or set diloco.weighting = uniform)."""
         if self.done:
             return
         if not self._go:

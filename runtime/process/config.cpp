@@ -45,6 +45,10 @@ const std::vector<knob>& knobs() {
        "there are nodes enough (1: one coordinator a fragment); every fragment needs S blocks of 16 Ki values"},
       {"diloco.assignment", &C::assignment, 0, 0, "",
        "layer groups to fragments: strided (group g -> g mod P) or sequential (contiguous runs)", "strided|sequential"},
+      {"diloco.weighting", &C::weighting, 0, 0, "",
+       "how a round averages its contributions: samples (each weighted by the samples its worker trained since "
+       "its last sync of the fragment: more steps or larger batches count for more) or uniform (each alike)",
+       "samples|uniform"},
       {"diloco.overlap", &C::overlap, 0, 1e9, "steps", "tau: steps a worker trains on before merging a result"},
       {"diloco.alpha", &C::alpha, 0, 1, "", "merge: local = alpha * local + (1 - alpha) * global"},
       {"diloco.codec", &C::codec, 0, 0, "",

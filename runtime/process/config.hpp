@@ -32,6 +32,7 @@ struct run_config {
   std::int64_t fragments = 1;
   std::int64_t shards = 1;  // S: slices a fragment's round is reduced in (docs/design.md, "Sharded rounds")
   std::string assignment = "strided";  // strided | sequential
+  std::string weighting = "samples";  // samples | uniform (actors/decisions/contribution_weight.hpp)
   std::int64_t overlap = 0;
   double alpha = 0.0;
   std::string codec = "fp32";  // fp32 | bf16 | fp16 | int8 | fp4 | topk16 | topk32 | topk64

@@ -34,7 +34,7 @@ one replica instead.
 
 Usage: tools/bench/chaos.py --atoll build/tools/atoll --atollctl build/tools/atollctl
                             [--minutes N] [--every K] [--seed S] [--keepers nodes|head] [--heads 1|2]
-                            [--out DIR]
+                            [--shards S] [--out DIR]
 """
 import argparse
 import json
@@ -76,7 +76,7 @@ class Cluster:
             argv = [args.atoll, "up", "--listen", listen, "--run-dir", f"{run_dir}/{name}",
                     "--metrics", f"{run_dir}/metrics.jsonl", "--set", f"run.steps={steps}",
                     "--set", f"run.seed={args.seed}", "--set", f"run.eval_every={max(20, steps // 4)}"]
-            argv += MODEL + CLUSTER + ["--set", f"storage.keepers={args.keepers}"]
+            argv += MODEL + CLUSTER + ["--set", f"storage.keepers={args.keepers}", "--set", f"diloco.shards={args.shards}"]
             if self.etcd:
                 argv += ["--registry", self.etcd.url()]
             self.head_args[name] = (listen, argv)
@@ -440,6 +440,9 @@ def main():
                     help="storage.keepers for both runs: the head's keeper and a replica, or two replicas on nodes")
     ap.add_argument("--heads", type=int, choices=[1, 2], default=1,
                     help="2: two heads that fail over on a three-member etcd started here, and the head fault")
+    ap.add_argument("--shards", type=int, default=1,
+                    help="diloco.shards: each fragment's round in S slices, each with its own coordinator on its own "
+                         "node, so that the faults hit slice hosts too")
     ap.add_argument("--out", default="build/bench/chaos")
     args = ap.parse_args()
     if args.minutes <= 0 or args.every <= 0 or args.max_nodes < 3:
@@ -463,6 +466,7 @@ def main():
     summary["seed"] = args.seed
     summary["keepers"] = args.keepers
     summary["heads"] = args.heads
+    summary["shards"] = args.shards
     with open(os.path.join(args.out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=2)
     plot(obs, os.path.join(args.out, "timeline.png"))
