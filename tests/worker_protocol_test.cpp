@@ -1,0 +1,389 @@
+// Protocol tier (tests/protocol_fixture.hpp): a real worker whose coordinator is the test
+// (WorkerRecoveryTest): resends, resyncs, chunked state, seeds, refusals and weights.
+#include "tests/protocol_fixture.hpp"
+
+namespace atl {
+namespace {
+
+using namespace protocol_testing;
+
+// A real worker whose coordinator is a probe: the test plays the coordinator, answering
+// or not, to drive the worker's recovery paths.
+class WorkerRecoveryTest : public ProtocolTest {
+ protected:
+  WorkerRecoveryTest() : as_coordinator_(net_, "coord/0", "cluster-test") {
+    coord_probe_ = sys_.spawn(probe_actor, &coord_obs_);
+    dir_.add("coord/0", coord_probe_);
+  }
+  ~WorkerRecoveryTest() override {
+    coord_probe_ = nullptr;
+    stop_actors();  // before coord_obs_ goes
+  }
+
+  void spawn_worker(std::int64_t result_timeout_ms, std::int64_t state_chunk_values = 1 << 20,
+                    const std::string& weighting = "samples") {
+    worker_config wc;
+    wc.id = "worker/1.0";
+    wc.cluster_id = cluster_.get();
+    wc.run.steps = 1000;
+    wc.run.sync_every = 5;
+    wc.run.weighting = weighting;
+    wc.run.result_timeout_ms = result_timeout_ms;
+    wc.run.state_chunk_values = state_chunk_values;
+    replica_factory factory = [](const run_config&, const replica_spec& s) {
+      return std::make_unique<fake_replica>(s.rank);
+    };
+    dir_.add(wc.id, sys_.spawn(worker_actor, static_cast<transport*>(&net_), wc, factory));
+  }
+
+  // FragmentState of fragment 0 at `round`, as a coordinator sends it in `epoch`.
+  void send_state(std::uint64_t round, std::uint64_t epoch = 1) {
+    fake_replica initial(0);
+    std::vector<float> theta(initial.fragment_size(0));
+    initial.read_fragment(0, theta.data());
+    wire::outgoing out;
+    auto fs = out.envelope.initFragmentState();
+    fs.setFragment(0);
+    fs.setRound(round);
+    out.tensors.push_back(wire::tensor::from_floats(theta.data(), theta.size()));
+    as_coordinator_.send("worker/1.0", epoch, out);
+  }
+
+  // FragmentState of fragment 0 at `round` as a header: `theta`'s count and digest, and
+  // the keepers to fetch it from.
+  void send_header(std::uint64_t round, const std::vector<float>& theta, const std::vector<std::string>& keepers) {
+    wire::outgoing out;
+    auto fs = out.envelope.initFragmentState();
+    fs.setFragment(0);
+    fs.setRound(round);
+    fs.setCount(theta.size());
+    fs.setDigest(digest64(theta.data(), theta.size() * sizeof(float)));
+    auto listed = fs.initKeepers(static_cast<unsigned>(keepers.size()));
+    for (unsigned i = 0; i < keepers.size(); ++i) listed.set(i, keepers[i]);
+    as_coordinator_.send("worker/1.0", 1, out);
+  }
+
+  // The i-th and j-th contributions the coordinator probe received.
+  std::pair<wire::message_ptr, wire::message_ptr> contributions(std::size_t i, std::size_t j) {
+    std::lock_guard<std::mutex> lock(coord_obs_.mu);
+    std::vector<wire::message_ptr> found;
+    for (const auto& m : coord_obs_.received)
+      if (m->envelope().isContribution()) found.push_back(m);
+    return {found.at(i), found.at(j)};
+  }
+
+  // (state requests, contributions) the coordinator probe has received so far. Call with
+  // coord_obs_.mu held: wait_for() predicates already hold it.
+  std::pair<int, int> seen_locked() const {
+    int requests = 0, contributions = 0;
+    for (const auto& m : coord_obs_.received) {
+      requests += m->envelope().isStateRequest();
+      contributions += m->envelope().isContribution();
+    }
+    return {requests, contributions};
+  }
+  std::pair<int, int> seen() {
+    std::lock_guard<std::mutex> lock(coord_obs_.mu);
+    return seen_locked();
+  }
+
+  // The worker's first contribution and its resend after the timeout both carry `weight`.
+  void expect_contribution_weights(float weight) {
+    ASSERT_TRUE(coord_obs_.wait_for([&] { return coord_obs_.received.size() >= 1; }));
+    send_state(0);
+    ASSERT_TRUE(coord_obs_.wait_for([&] { return seen_locked().second >= 2; }));
+    const auto [first, again] = contributions(0, 1);
+    EXPECT_EQ(first->envelope().getContribution().getWeight(), weight);
+    EXPECT_EQ(again->envelope().getContribution().getWeight(), weight);
+  }
+
+  mailer as_coordinator_;
+  observations coord_obs_;
+  caf::actor coord_probe_;
+};
+
+// The coordinator does not answer the contribution (lost, or its round waits on a slow
+// peer): after diloco.result_timeout_ms the worker sends the same contribution again.
+// Refused as wrong_round (the round closed and its result was lost), it resyncs, and trains
+// on meanwhile.
+TEST_F(WorkerRecoveryTest, AnOverdueResultResendsTheContributionAndAClosedRoundResyncs) {
+  spawn_worker(300);
+  ASSERT_TRUE(coord_obs_.wait_for([&] { return coord_obs_.received.size() >= 1; }));
+  send_state(0);
+  ASSERT_TRUE(coord_obs_.wait_for([&] { return seen_locked().second >= 1; }));  // it trained H steps and contributed
+  ASSERT_TRUE(coord_obs_.wait_for([&] { return seen_locked().second >= 2; })) << "no resend after the timeout";
+  const auto [first, again] = contributions(0, 1);
+  EXPECT_EQ(again->tensors()[0].data, first->tensors()[0].data);
+  EXPECT_EQ(seen().first, 1);
+
+  as_coordinator_.refuse(*again, make_error(errc::wrong_round, "round 1 is closed"), 1);
+  ASSERT_TRUE(coord_obs_.wait_for([&] { return seen_locked().first >= 2; })) << "no StateRequest after wrong_round";
+  send_state(1);
+  ASSERT_TRUE(coord_obs_.wait_for([&] {
+    const auto& last = coord_obs_.received.back();
+    return last->envelope().isContribution() && last->envelope().getContribution().getRound() == 2;
+  })) << "training did not go on from round 1";
+}
+
+// diloco.weighting = samples: a contribution weighs the samples its worker trained since it
+// last synced the fragment (the fake replica's steps report one each, H = 5), and its resend
+// weighs the same; uniform: 1.
+TEST_F(WorkerRecoveryTest, AContributionWeighsTheSamplesTrainedSinceTheLastSync) {
+  spawn_worker(300, 1 << 20, "samples");
+  expect_contribution_weights(5.0f);
+}
+
+TEST_F(WorkerRecoveryTest, AUniformContributionWeighsOne) {
+  spawn_worker(300, 1 << 20, "uniform");
+  expect_contribution_weights(1.0f);
+}
+
+// A large fragment's state comes as a header; the worker fetches it in chunks from the
+// keepers named. The first keeper goes silent after one chunk: two seconds later the
+// worker asks the second one, from the first missing value, checks the digest and trains.
+TEST_F(WorkerRecoveryTest, AChunkedStateTransferResumesFromTheNextKeeperWhenItsSourceGoesSilent) {
+  observations k0_obs, k1_obs;
+  dir_.add("keeper/0", sys_.spawn(probe_actor, &k0_obs));
+  dir_.add("keeper/1", sys_.spawn(probe_actor, &k1_obs));
+  mailer as_k0(net_, "keeper/0", "cluster-test"), as_k1(net_, "keeper/1", "cluster-test");
+  fake_replica initial(0);
+  std::vector<float> theta(initial.fragment_size(0));
+  initial.read_fragment(0, theta.data());
+  for (auto& v : theta) v += 1.0f;  // not the values the worker starts with: it must fetch them
+  auto answer = [&](mailer& as, const wire::message_ptr& req) {
+    const auto r = req->envelope().getChunkRequest();
+    wire::outgoing out;
+    auto reply = out.envelope.initChunkReply();
+    reply.setFragment(0);
+    reply.setRound(r.getRound());
+    reply.setOffset(r.getOffset());
+    reply.setFound(true);
+    const auto n = std::min<std::uint64_t>(r.getCount(), theta.size() - r.getOffset());
+    out.tensors.push_back(wire::tensor::from_floats(theta.data() + r.getOffset(), n));
+    as.send("worker/1.0", 1, out);
+  };
+  auto chunk_requests = [](observations& o) {
+    std::vector<wire::message_ptr> found;
+    for (const auto& m : o.received)
+      if (m->envelope().isChunkRequest()) found.push_back(m);
+    return found;
+  };
+
+  spawn_worker(600000, 40);  // 97 values: chunks at 0, 40, 80
+  ASSERT_TRUE(coord_obs_.wait_for([&] { return coord_obs_.received.size() >= 1; }));
+  send_header(0, theta, {"keeper/0", "keeper/1"});
+  ASSERT_TRUE(k0_obs.wait_for([&] { return chunk_requests(k0_obs).size() == 1; }));
+  wire::message_ptr first;
+  {
+    std::lock_guard<std::mutex> lock(k0_obs.mu);
+    first = chunk_requests(k0_obs)[0];
+  }
+  answer(as_k0, first);  // values 0..39, then keeper/0 falls silent
+  ASSERT_TRUE(k0_obs.wait_for([&] { return chunk_requests(k0_obs).size() == 2; }));
+  {
+    std::lock_guard<std::mutex> lock(k0_obs.mu);
+    EXPECT_EQ(chunk_requests(k0_obs)[1]->envelope().getChunkRequest().getOffset(), 40u);
+  }
+  ASSERT_TRUE(k1_obs.wait_for([&] { return chunk_requests(k1_obs).size() == 1; })) << "no resume from keeper/1";
+  wire::message_ptr resume;
+  {
+    std::lock_guard<std::mutex> lock(k1_obs.mu);
+    resume = chunk_requests(k1_obs)[0];
+  }
+  EXPECT_EQ(resume->envelope().getChunkRequest().getOffset(), 40u);  // resumed, not restarted
+  answer(as_k1, resume);
+  ASSERT_TRUE(k1_obs.wait_for([&] { return chunk_requests(k1_obs).size() == 2; }));
+  {
+    std::lock_guard<std::mutex> lock(k1_obs.mu);
+    resume = chunk_requests(k1_obs)[1];
+  }
+  EXPECT_EQ(resume->envelope().getChunkRequest().getOffset(), 80u);
+  answer(as_k1, resume);
+  // The digest matched: it trained H steps and contributed round 1.
+  EXPECT_TRUE(coord_obs_.wait_for([&] { return seen_locked().second >= 1; }));
+  EXPECT_EQ(seen().first, 1);  // one StateRequest: no fallback to the coordinator
+}
+
+// Workers start from the same seed, so a fresh run's first state is what each one holds:
+// the worker's StateRequest names the digest of its values, and a header with that digest
+// is adopted from them, with no chunk asked of any keeper.
+TEST_F(WorkerRecoveryTest, AStateWhoseBytesTheWorkerHoldsIsAdoptedWithoutAFetch) {
+  observations k0_obs;
+  dir_.add("keeper/0", sys_.spawn(probe_actor, &k0_obs));
+  fake_replica initial(0);  // the worker's replica, as it starts
+  std::vector<float> theta(initial.fragment_size(0));
+  initial.read_fragment(0, theta.data());
+
+  spawn_worker(600000, 40);
+  ASSERT_TRUE(coord_obs_.wait_for([&] { return coord_obs_.received.size() >= 1; }));
+  {
+    std::lock_guard<std::mutex> lock(coord_obs_.mu);
+    const auto req = coord_obs_.received[0]->envelope();
+    ASSERT_TRUE(req.isStateRequest());
+    EXPECT_EQ(req.getStateRequest().getHeldDigest(), digest64(theta.data(), theta.size() * sizeof(float)));
+  }
+  send_header(0, theta, {"keeper/0"});
+  // It trained H steps and contributed round 1, and asked no keeper for anything.
+  EXPECT_TRUE(coord_obs_.wait_for([&] { return seen_locked().second >= 1; }));
+  EXPECT_EQ(seen().first, 1);
+  std::lock_guard<std::mutex> lock(k0_obs.mu);
+  EXPECT_TRUE(k0_obs.received.empty()) << k0_obs.received.size() << " messages to the keeper";
+}
+
+// The node's link to the head came back (a restarted head): messages in flight may be
+// lost, so the worker sends its pending contribution again, bytes unchanged.
+TEST_F(WorkerRecoveryTest, AReconnectMakesTheWorkerResendItsPendingContribution) {
+  spawn_worker(600000);
+  ASSERT_TRUE(coord_obs_.wait_for([&] { return coord_obs_.received.size() >= 1; }));
+  send_state(0);
+  ASSERT_TRUE(coord_obs_.wait_for([&] { return seen_locked().second >= 1; }));
+  caf::anon_send(dir_.find("worker/1.0"), resend_atom::value);
+  ASSERT_TRUE(coord_obs_.wait_for([&] { return seen_locked().second >= 2; })) << "nothing resent";
+  const auto [first, again] = contributions(0, 1);
+  EXPECT_EQ(again->envelope().getContribution().getRound(), 1u);
+  EXPECT_EQ(again->tensors()[0].data, first->tensors()[0].data);
+  EXPECT_EQ(seen().first, 1);
+}
+
+// Rank 0's first StateRequest carries no parameters. A StateHeld that says the coordinator
+// holds no seed gets them sent at once (not at the next retry); once it says it holds one,
+// the repeats carry none again.
+TEST_F(WorkerRecoveryTest, RankZeroSendsItsParametersOnlyWhileTheCoordinatorNeedsASeed) {
+  spawn_worker(600000);
+  ASSERT_TRUE(coord_obs_.wait_for([&] { return seen_locked().first >= 1; }));
+  {
+    std::lock_guard<std::mutex> lock(coord_obs_.mu);
+    EXPECT_TRUE(coord_obs_.received[0]->tensors().empty()) << "the first request asks without them";
+  }
+  auto say_held = [&](bool seed_held) {
+    wire::outgoing out;
+    auto held = out.envelope.initStateHeld();
+    held.setFragment(0);
+    held.setSeedHeld(seed_held);
+    as_coordinator_.send("worker/1.0", 1, out);
+  };
+  const auto asked_at = sched_.clock().now();
+  say_held(false);
+  ASSERT_TRUE(coord_obs_.wait_for([&] { return seen_locked().first >= 2; }));
+  EXPECT_LT(sched_.clock().now() - asked_at, std::chrono::seconds(1)) << "sent at once, not at a retry";
+  {
+    std::lock_guard<std::mutex> lock(coord_obs_.mu);
+    EXPECT_EQ(coord_obs_.received.back()->tensors().size(), 1u) << "the parameters the coordinator asked for";
+  }
+  say_held(true);
+  ASSERT_TRUE(coord_obs_.wait_for([&] { return seen_locked().first >= 3; })) << "no repeat";
+  std::lock_guard<std::mutex> lock(coord_obs_.mu);
+  EXPECT_TRUE(coord_obs_.received.back()->envelope().isStateRequest());
+  EXPECT_TRUE(coord_obs_.received.back()->tensors().empty()) << "the repeat carried the parameters again";
+}
+
+// A re-placed coordinator announces the committed state without being asked, in its new
+// epoch. A worker waiting on the result of the round it reopened sends the same
+// contribution again, stamped with that epoch, long before its result timeout.
+TEST_F(WorkerRecoveryTest, AnAnnouncedStateOfTheSameRoundGetsTheSameContributionAgain) {
+  spawn_worker(600000);  // the timeout must not be what frees it
+  ASSERT_TRUE(coord_obs_.wait_for([&] { return coord_obs_.received.size() >= 1; }));
+  send_state(0);
+  ASSERT_TRUE(coord_obs_.wait_for([&] { return seen_locked().second >= 1; }));
+  send_state(0, 7);  // unasked: the new coordinator's announcement
+  ASSERT_TRUE(coord_obs_.wait_for([&] { return seen_locked().second >= 2; }));
+  const auto [first, again] = contributions(0, 1);
+  EXPECT_EQ(again->epoch(), 7u);
+  EXPECT_EQ(again->envelope().getContribution().getRound(), 1u);
+  EXPECT_EQ(again->tensors()[0].data, first->tensors()[0].data);
+  EXPECT_EQ(seen().first, 1);  // no second request was needed
+}
+
+// The new coordinator had committed the round before it died, without releasing it: the
+// announced state is newer than the worker's, which adopts it and goes on from it.
+TEST_F(WorkerRecoveryTest, AnAnnouncedNewerStateIsAdopted) {
+  spawn_worker(600000);
+  ASSERT_TRUE(coord_obs_.wait_for([&] { return coord_obs_.received.size() >= 1; }));
+  send_state(0);
+  ASSERT_TRUE(coord_obs_.wait_for([&] { return seen_locked().second >= 1; }));
+  send_state(1, 7);
+  ASSERT_TRUE(coord_obs_.wait_for([&] { return seen_locked().second >= 2; }));
+  {
+    std::lock_guard<std::mutex> lock(coord_obs_.mu);
+    const auto& next = coord_obs_.received.back();
+    ASSERT_TRUE(next->envelope().isContribution());
+    EXPECT_EQ(next->envelope().getContribution().getRound(), 2u);  // trained on from round 1
+    EXPECT_EQ(next->epoch(), 7u);
+  }
+  // The registry hears of both states, as adopted: its views show round 1, and neither
+  // counts as a merged result.
+  fake_replica initial(0);
+  std::vector<float> theta(initial.fragment_size(0));
+  initial.read_fragment(0, theta.data());
+  ASSERT_TRUE(obs_.wait_for([&] { return obs_.adopted.size() == 2; }));
+  std::lock_guard<std::mutex> lock(obs_.mu);
+  EXPECT_EQ(obs_.adopted[0].round, 0u);
+  EXPECT_EQ(obs_.adopted[1].round, 1u);
+  EXPECT_EQ(obs_.adopted[1].worker, "worker/1.0");
+  EXPECT_EQ(obs_.adopted[1].digest, digest64(theta.data(), theta.size() * sizeof(float)));
+  EXPECT_TRUE(obs_.digests.empty());
+}
+
+// Early results at the worker: a confirmation that carries tensors is malformed and
+// refused (tensor_mismatch), changing nothing; one that finds no held result of its round
+// (the provisional one was lost or refused) is refused as not_ready, and the worker asks
+// for the committed state, which brings it to the round with the coordinator's bits.
+TEST_F(WorkerRecoveryTest, AConfirmationWithTensorsIsRefusedAndOneWithNothingHeldAsksForTheState) {
+  spawn_worker(600000);  // the timeout must not be what asks
+  ASSERT_TRUE(coord_obs_.wait_for([&] { return coord_obs_.received.size() >= 1; }));
+  send_state(0);
+  ASSERT_TRUE(coord_obs_.wait_for([&] { return seen_locked().second >= 1; }));  // contributed to round 1
+  const auto confirm = [&](bool with_tensor) {
+    wire::outgoing out;
+    auto r = out.envelope.initRoundResult();
+    r.setFragment(0);
+    r.setRound(1);
+    r.setDigest(42);
+    r.setConfirms(true);
+    const std::vector<float> values = {1.0f, 2.0f};
+    if (with_tensor) out.tensors.push_back(wire::tensor::from_floats(values.data(), values.size()));
+    as_coordinator_.send("worker/1.0", 1, out);
+  };
+  confirm(/*with_tensor=*/true);
+  ASSERT_TRUE(coord_obs_.wait_for([&] { return coord_obs_.refusals.size() == 1; }));
+  {
+    std::lock_guard<std::mutex> lock(coord_obs_.mu);
+    EXPECT_EQ(coord_obs_.refusals[0], errc::tensor_mismatch);
+    EXPECT_EQ(seen_locked().first, 1) << "a malformed confirmation made the worker ask";
+  }
+  {
+    std::lock_guard<std::mutex> lock(obs_.mu);
+    EXPECT_TRUE(obs_.digests.empty()) << "a malformed confirmation was taken";
+  }
+
+  confirm(/*with_tensor=*/false);  // nothing provisional is held
+  ASSERT_TRUE(coord_obs_.wait_for([&] { return coord_obs_.refusals.size() == 2 && seen_locked().first >= 2; }))
+      << "no StateRequest after a confirmation of nothing held";
+  {
+    std::lock_guard<std::mutex> lock(coord_obs_.mu);
+    EXPECT_EQ(coord_obs_.refusals[1], errc::not_ready);
+  }
+  std::lock_guard<std::mutex> lock(obs_.mu);
+  EXPECT_TRUE(obs_.digests.empty()) << "a round merged without its result";
+}
+
+// Refused as stale_epoch (its round opened in a newer epoch): the worker sends the same
+// bytes again in the refusal's epoch. Refused for any other reason: it resyncs.
+TEST_F(WorkerRecoveryTest, AStaleEpochRefusalResendsOtherRefusalsResync) {
+  spawn_worker(600000);
+  ASSERT_TRUE(coord_obs_.wait_for([&] { return coord_obs_.received.size() >= 1; }));
+  send_state(0);
+  ASSERT_TRUE(coord_obs_.wait_for([&] { return seen_locked().second >= 1; }));
+  as_coordinator_.refuse(*contributions(0, 0).first, make_error(errc::stale_epoch, "round 1 is in epoch 4"), 4);
+  ASSERT_TRUE(coord_obs_.wait_for([&] { return seen_locked().second >= 2; }));
+  const auto [first, again] = contributions(0, 1);
+  EXPECT_EQ(again->epoch(), 4u);
+  EXPECT_EQ(again->tensors()[0].data, first->tensors()[0].data);
+  EXPECT_EQ(seen().first, 1);
+
+  as_coordinator_.refuse(*again, make_error(errc::not_participant, "not in round 1"), 4);
+  EXPECT_TRUE(coord_obs_.wait_for([&] { return seen_locked().first >= 2; })) << "no resync after not_participant";
+}
+
+}  // namespace
+}  // namespace atl
