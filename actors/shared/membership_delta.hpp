@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "schema/envelope.capnp.h"
+#include "runtime/transport/wire.hpp"  // the schema
 
 namespace atl {
 
