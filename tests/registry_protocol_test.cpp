@@ -65,7 +65,8 @@ class RegistryProtocol : public ::testing::Test {
   virtual void adjust(run_config&) {}  // a derived fixture's run
   virtual bool fenced() const { return false; }  // a derived fixture's store is an election's
 
-  void hello(const std::string& from, bool can_keep = false, const std::string& model_signature = "") {
+  void hello(const std::string& from, bool can_keep = false, const std::string& model_signature = "",
+             bool then_admit = true) {
     mailer mail(net_, from, "");
     wire::outgoing out;
     auto h = out.envelope.initHello();
@@ -74,7 +75,20 @@ class RegistryProtocol : public ::testing::Test {
     h.setCanKeep(can_keep);
     h.setModelSignature(model_signature);
     mail.send(registry_id(), 0, out);
-    sched_.run();
+    if (then_admit) admit();
+    else sched_.run();
+  }
+
+  // New nodes are admitted together within admission_gap of the first Hello
+  // (actors/registry/nodes.cpp): the jobs run, and the timers due within 60 ms fire.
+  void admit() {
+    const auto end = sched_.clock().now() + 60ms;
+    for (;;) {
+      sched_.run();
+      const auto& timers = sched_.clock().schedule();
+      if (timers.empty() || timers.begin()->first > end) break;
+      sched_.trigger_timeout();
+    }
   }
 
   // A Hello as the link authenticated it: `key` is what a CURVE ingress would attach.
@@ -92,7 +106,7 @@ class RegistryProtocol : public ::testing::Test {
     auto msg = wire::decode(wire::encode(out), wire::limits{}, key);
     ASSERT_TRUE(msg) << msg.err().describe();
     caf::anon_send(dir_.find(registry_id()), *msg);
-    sched_.run();
+    admit();
   }
 
   // A heartbeat of `node`, holding the PeerTable of `routes_epoch` with `routes_digest`.
@@ -266,6 +280,29 @@ TEST_F(RegistryProtocol, AHelloRepeatedBeforeItsWelcomeArrivedIsTheSameNode) {
   ASSERT_EQ(again.size(), 1u);
   EXPECT_EQ(again[0]->envelope().getWelcome().getNodeId(), 2u);
   EXPECT_EQ(stored().members.size(), 2u);
+}
+
+// Nodes that say Hello together (a thousand starting at once) are admitted together within
+// admission_gap: one epoch and one write for the burst. None is welcomed, or published,
+// before it is on disk, and a Hello repeated meanwhile is still the same node.
+TEST_F(RegistryProtocol, NodesThatSayHelloTogetherAreAdmittedAsOneEpoch) {
+  using E = schema::Envelope;
+  for (const char* node : {"node/pending-a", "node/pending-b", "node/pending-c", "node/pending-b"})
+    hello(node, false, "", false);
+  EXPECT_TRUE(take(E::WELCOME, "node/pending-a").empty()) << "welcomed before it was on disk";
+  EXPECT_TRUE(take(E::PEER_TABLE, "node/1").empty()) << "published before it was on disk";
+  auto nothing_yet = store_.load();
+  ASSERT_TRUE(nothing_yet);
+  EXPECT_FALSE(*nothing_yet) << "saved before the admission";
+  admit();
+  EXPECT_EQ(stored().epoch, 1u) << "three nodes, one epoch";
+  EXPECT_EQ(stored().members.size(), 3u) << "the repeated Hello became another node";
+  std::uint32_t id = 0;
+  for (const char* node : {"node/pending-a", "node/pending-b", "node/pending-c"}) {
+    const auto welcomes = take(E::WELCOME, node);
+    ASSERT_EQ(welcomes.size(), 1u) << node;
+    EXPECT_EQ(welcomes[0]->envelope().getWelcome().getNodeId(), ++id);
+  }
 }
 
 TEST_F(RegistryProtocol, ANodeWhoseConnectionClosedIsDeadUnlessItAnswersWithinConfirm) {

@@ -57,6 +57,11 @@ std::vector<std::pair<std::uint32_t, std::string>> placed_replicas(const registr
 route_table routes_of(const registry_state& st);
 // Changes closer together than this go to the nodes as one delta (placements excepted).
 constexpr std::chrono::milliseconds route_publish_gap{100};
+// New nodes are admitted this long after the first Hello not yet admitted, together: a
+// thousand nodes starting within a second are tens of epochs and writes, not a thousand
+// (each a synced write that kept the registry seconds behind its mailbox).
+constexpr std::chrono::milliseconds admission_gap{50};
+void admit_new_nodes(self_ptr self);
 void publish_routes(self_ptr self);
 void send_routes_to_nodes(self_ptr self, route_table table);  // what publish_routes holds back, now
 void send_whole_routes(self_ptr self, std::uint32_t node);  // the table last published

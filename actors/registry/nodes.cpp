@@ -133,9 +133,12 @@ void on_hello(self_ptr self, const wire::message_ptr& msg) {
   auto known = st.nodes.find(hello.getNodeId());
   if (hello.getNodeId() != 0 && known != st.nodes.end()) return on_rejoin(self, msg, known->second);
   // A node repeats its Hello each second until a Welcome comes; a head slow to answer (a
-  // thousand nodes joining) must not make it a second node.
+  // thousand nodes joining) must not make it a second node. One still to be admitted gets
+  // its Welcome then.
   for (const auto& [id, n] : st.nodes)
     if (!n.provisional_id.empty() && n.provisional_id == msg->sender()) return send_welcome(self, msg->sender(), n);
+  for (const auto& pending : st.admitting)
+    if (pending.provisional_id == msg->sender()) return;
   if (hello.getDevices().size() == 0) {
     st.mail->refuse(*msg, make_error(errc::invalid_config, "a node needs at least one device"), st.snap.epoch);
     return;
@@ -150,6 +153,7 @@ void on_hello(self_ptr self, const wire::message_ptr& msg) {
   node.batch_job = hello.getBatchJob();
   node.provisional_id = msg->sender();
   node.last_seen = node.since = st.now();
+  std::vector<worker_view> workers;
   for (unsigned k = 0; k < hello.getDevices().size(); ++k) {
     worker_view w;
     w.id = worker_id(node.record.node_id, k);
@@ -159,16 +163,34 @@ void on_hello(self_ptr self, const wire::message_ptr& msg) {
     node.record.devices.push_back(w.device);
     node.record.workers.push_back(w.id);
     node.record.ranks.push_back(w.rank);
-    st.workers[w.id] = w;
+    workers.push_back(std::move(w));
   }
-  st.snap.epoch++;
+  if (st.admitting.empty()) self->delayed_send(self, admission_gap, admit_atom::value);
   const auto id = node.record.node_id;
-  st.nodes[id] = node;
-  watch_lease(self, id);
+  st.admitting.push_back({id, std::move(node), std::move(workers), msg->sender()});
+}
+
+// The nodes that said Hello since the last admission join as one epoch: persisted, then
+// welcomed, then published (no one hears of a node before it is on disk).
+void admit_new_nodes(self_ptr self) {
+  auto& st = self->state;
+  if (st.admitting.empty()) return;
+  auto admitted = std::move(st.admitting);
+  st.admitting.clear();
+  st.snap.epoch++;
+  for (auto& a : admitted) {
+    const auto id = a.node.record.node_id;
+    for (auto& w : a.workers) st.workers[w.id] = std::move(w);
+    st.nodes[id] = std::move(a.node);
+    watch_lease(self, id);
+  }
   persist(self);
-  log_info("registry: node " + std::to_string(id) + " (" + node.record.hostname + ") joined with " +
-           std::to_string(node.record.workers.size()) + " worker(s); epoch " + std::to_string(st.snap.epoch));
-  send_welcome(self, msg->sender(), st.nodes[id]);
+  for (const auto& a : admitted) {
+    const auto& n = st.nodes.at(a.id);
+    log_info("registry: node " + std::to_string(n.record.node_id) + " (" + n.record.hostname + ") joined with " +
+             std::to_string(n.record.workers.size()) + " worker(s); epoch " + std::to_string(st.snap.epoch));
+    send_welcome(self, a.provisional_id, n);
+  }
   publish_routes(self);
   publish_membership(self);
   maybe_start(self);

@@ -64,6 +64,7 @@ void apply_coordinator_moves(self_ptr self, const std::vector<placement::coordin
   for (const auto& m : moves) {
     st.fragments[m.fragment].placed_on = m.to;
     st.fragments[m.fragment].confirmed = false;
+    st.fragments[m.fragment].holds_membership = false;  // a new coordinator: the whole one first
     if (warn) log_warn("registry: " + m.reason);
     else log_info("registry: " + m.reason);
   }

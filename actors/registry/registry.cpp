@@ -124,6 +124,7 @@ void on_membership_request(self_ptr self, const wire::message_ptr& msg) {
   const auto f = msg->envelope().getMembershipRequest().getFragment();
   if (f < st.fragments.size() && msg->sender() == coordinator_id(f)) st.fragments[f].confirmed = true;
   send_membership(self, msg->sender(), whole_membership(membership_of(st)));
+  if (f < st.fragments.size() && msg->sender() == coordinator_id(f)) st.fragments[f].holds_membership = true;
 }
 
 // A restarted head: members must heartbeat again, placements are confirmed again.
@@ -257,10 +258,18 @@ void send_membership_now(self_ptr self) {
   st.membership_sending.sent(st.now());
   auto now = membership_of(st);
   // What changed since the last published (a version check if nothing did), the same to
-  // every coordinator: one that holds another Membership asks for the whole.
-  const auto d = st.published_members ? diff_membership(*st.published_members, now) : whole_membership(now);
-  for (std::size_t f = 0; f < st.fragments.size(); ++f)
-    if (!st.fragments[f].placed_on.empty()) send_membership(self, coordinator_id(static_cast<std::uint32_t>(f)), d);
+  // every coordinator; a coordinator placed since gets the whole one (one that holds another
+  // Membership all the same, a delta lost, asks for the whole).
+  std::optional<membership_delta> change, whole;
+  for (std::size_t f = 0; f < st.fragments.size(); ++f) {
+    auto& unit = st.fragments[f];
+    if (unit.placed_on.empty()) continue;
+    const bool delta = unit.holds_membership && st.published_members;
+    auto& d = delta ? change : whole;
+    if (!d) d = delta ? diff_membership(*st.published_members, now) : whole_membership(now);
+    send_membership(self, coordinator_id(static_cast<std::uint32_t>(f)), *d);
+    unit.holds_membership = true;
+  }
   st.published_members = std::move(now);
 }
 
@@ -347,6 +356,7 @@ caf::behavior registry_actor(caf::stateful_actor<registry_state>* self, registry
       },
       [=](routes_atom) { send_routes_to_nodes(self, routes_of(self->state)); },
       [=](members_atom) { send_membership_now(self); },
+      [=](admit_atom) { admit_new_nodes(self); },
       [=](stop_atom) { self->quit(); },
       // The head's transport saw a node's connection close (runtime/transport/zmq_transport.hpp).
       [=](link_lost_atom, const std::string& peer) { on_link_lost(self, peer); },

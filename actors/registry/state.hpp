@@ -78,6 +78,8 @@ struct node_view {
 struct fragment_view {
   std::string placed_on;  // "node/N" hosting the coordinator; empty until placed
   bool confirmed = false;  // the coordinator asked for membership: it runs
+  // The coordinator placed there has been sent a whole Membership: from then on deltas.
+  bool holds_membership = false;
   std::uint64_t round = 0;
   std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> worker_digests;  // worker -> (round, digest)
   std::optional<round_progress> progress;  // the coordinator's last RoundProgress (`atollctl explain`)
@@ -129,6 +131,16 @@ struct registry_state {
   coalesced_send routes_sending;  // a routes_atom is on its way while due()
   // The same for the Membership the coordinators are sent (publish_membership).
   coalesced_send membership_sending;  // a members_atom is on its way while due()
+  // New nodes whose Hello came since the last admission, with the provisional id each came
+  // from: admitted together within admission_gap, one epoch and one write for all of them
+  // (actors/registry/nodes.cpp, admit_new_nodes). Until then nothing is published of them.
+  struct new_node {
+    std::uint32_t id = 0;
+    node_view node;
+    std::vector<worker_view> workers;
+    std::string provisional_id;
+  };
+  std::vector<new_node> admitting;
   // The Membership last sent to every coordinator: the next is sent as what changed since.
   std::optional<membership_view> published_members;
   duration_histogram round_durations;

@@ -24,5 +24,6 @@ using threads_atom = caf::atom_constant<caf::atom("threads")>;  // node agent: t
 using done_atom = caf::atom_constant<caf::atom("done")>;  // node agent: a worker's final report
 using routes_atom = caf::atom_constant<caf::atom("routes")>;  // registry: send the coalesced route changes
 using members_atom = caf::atom_constant<caf::atom("members")>;  // registry: send the coalesced Membership
+using admit_atom = caf::atom_constant<caf::atom("admit")>;  // registry: admit the new nodes that said Hello
 
 }  // namespace atl
