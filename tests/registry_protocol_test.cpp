@@ -6,6 +6,7 @@
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
 
+#include "actors/registry/internal.hpp"
 #include "actors/registry/registry.hpp"
 #include "actors/shared/messages.hpp"
 #include "runtime/core/actor_id.hpp"
@@ -303,6 +304,18 @@ TEST_F(RegistryProtocol, NodesThatSayHelloTogetherAreAdmittedAsOneEpoch) {
     ASSERT_EQ(welcomes.size(), 1u) << node;
     EXPECT_EQ(welcomes[0]->envelope().getWelcome().getNodeId(), ++id);
   }
+}
+
+// More Hellos than an admission takes (its save must fit one etcd transaction): the rest
+// are admitted right after, as the next epoch.
+TEST_F(RegistryProtocol, ABurstLargerThanAnAdmissionIsAdmittedInTurns) {
+  const std::size_t burst = registry_detail::max_admitted_at_once + 20;
+  for (std::size_t i = 0; i + 1 < burst; ++i) hello("node/burst-" + std::to_string(i), false, "", false);
+  hello("node/pending-d", false, "", false);  // the last, recorded here
+  admit();
+  EXPECT_EQ(stored().members.size(), burst);
+  EXPECT_EQ(stored().epoch, 2u) << "two admissions";
+  EXPECT_EQ(take(schema::Envelope::WELCOME, "node/pending-d").size(), 1u);
 }
 
 TEST_F(RegistryProtocol, ANodeWhoseConnectionClosedIsDeadUnlessItAnswersWithinConfirm) {

@@ -14,6 +14,7 @@
 
 #include "actors/decisions/placement.hpp"
 #include "actors/registry/registry.hpp"
+#include "runtime/head/etcd_client.hpp"
 #include "runtime/transport/route_delta.hpp"
 
 namespace atl::registry_detail {
@@ -61,6 +62,11 @@ constexpr std::chrono::milliseconds route_publish_gap{100};
 // thousand nodes starting within a second are tens of epochs and writes, not a thousand
 // (each a synced write that kept the registry seconds behind its mailbox).
 constexpr std::chrono::milliseconds admission_gap{50};
+// At most this many at once (the rest in the next admission, at once): their members are
+// one write each in the epoch's save, and on etcd a save is one transaction, which takes
+// etcd_max_txn_ops (the registry's own records and the members that left beside them).
+constexpr std::size_t max_admitted_at_once = 100;
+static_assert(max_admitted_at_once + 16 <= etcd_max_txn_ops, "an admission's save must fit one etcd transaction");
 void admit_new_nodes(self_ptr self);
 void publish_routes(self_ptr self);
 void send_routes_to_nodes(self_ptr self, route_table table);  // what publish_routes holds back, now

@@ -1,6 +1,7 @@
 // The registry's side of each node's lifecycle (actors/decisions/membership.hpp): Hello, Heartbeat,
 // Goodbye, a lease that ran out, and `atoll leave`.
 #include <algorithm>
+#include <iterator>
 
 #include <caf/all.hpp>
 
@@ -175,8 +176,11 @@ void on_hello(self_ptr self, const wire::message_ptr& msg) {
 void admit_new_nodes(self_ptr self) {
   auto& st = self->state;
   if (st.admitting.empty()) return;
-  auto admitted = std::move(st.admitting);
-  st.admitting.clear();
+  const auto now = std::min(st.admitting.size(), max_admitted_at_once);
+  std::vector<registry_state::new_node> admitted(std::make_move_iterator(st.admitting.begin()),
+                                                 std::make_move_iterator(st.admitting.begin() + now));
+  st.admitting.erase(st.admitting.begin(), st.admitting.begin() + now);
+  if (!st.admitting.empty()) self->send(self, admit_atom::value);  // the rest, next
   st.snap.epoch++;
   for (auto& a : admitted) {
     const auto id = a.node.record.node_id;
