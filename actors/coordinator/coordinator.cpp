@@ -90,14 +90,13 @@ bool is_member(const coordinator_state& st, const std::string& worker) {
 
 // What actors/decisions/held_requests.hpp decides a StateRequest from `worker` by.
 held_requests::state_request_facts state_request_facts_of(const coordinator_state& st, const std::string& worker) {
-  const auto contributors = st.rounds->contributors();
   held_requests::state_request_facts f;
   f.loaded = st.loaded;
   f.members_suffice = membership_ready(st);
   f.collecting = st.rounds->current_phase() == round_tracker::phase::collecting;
   f.nesterov = st.rounds->rule() == round_tracker::update_rule::nesterov;
   f.participant = f.collecting && st.rounds->participants().count(worker);
-  f.contributed = std::find(contributors.begin(), contributors.end(), worker) != contributors.end();
+  f.contributed = st.rounds->has_contributed(worker);
   f.member = is_member(st, worker);
   f.refused_outside = st.refused_outside.count(worker) > 0;
   return f;
@@ -203,8 +202,7 @@ void on_contribution(self_ptr self, const wire::message_ptr& msg) {
   facts.for_round_after_open = facts.collecting && c.getRound() == st.rounds->open_round() + 1;
   facts.participant = is_participant(st, msg->sender());
   facts.participants = facts.collecting ? st.rounds->participants().size() : 0;
-  const auto contributors = st.rounds->contributors();
-  facts.contributed = std::find(contributors.begin(), contributors.end(), msg->sender()) != contributors.end();
+  facts.contributed = st.rounds->has_contributed(msg->sender());
   switch (held_requests::decide(facts)) {
     case held_requests::contribution_verdict::hold_early: st.early[msg->sender()] = msg; return;
     case held_requests::contribution_verdict::skip_open_round: return skip_open_round(self, msg);

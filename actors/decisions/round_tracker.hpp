@@ -90,6 +90,9 @@ class round_tracker {
   const std::vector<float>& residual() const { return state_.residual; }
   const std::set<std::string>& participants() const { return participants_; }
   std::vector<std::string> contributors() const;
+  // Whether `worker` contributed to the open (or committing) round: asked for each message,
+  // without copying the list.
+  bool has_contributed(const std::string& worker) const { return contributions_.count(worker) > 0; }
   // A buffer of an earlier round's contribution (or an empty one) to decode the next
   // contribution into: contributions are fragment-sized, and kept like scratch_ below.
   std::vector<float> contribution_buffer();
