@@ -75,6 +75,12 @@ TEST(Config, RelationsBetweenKnobsAreChecked) {
   EXPECT_NE(cfg.err().message.find("cluster.confirm_ms"), std::string::npos) << cfg.err().message;
   EXPECT_TRUE(parse_config_text("[cluster]\nheartbeat_ms = 100\nlease_ms = 400\nconfirm_ms = 200\n", "t.toml"));
   EXPECT_TRUE(parse_config_text("[cluster]\nheartbeat_ms = 100\nlease_ms = 400\nconfirm_ms = 0\n", "t.toml"));
+  // The adaptive grace's bounds in order, and round_close one of its two values.
+  cfg = parse_config_text("[diloco]\nround_close = \"adaptive\"\ngrace_min_ms = 500\ngrace_max_ms = 100\n", "t.toml");
+  ASSERT_FALSE(cfg);
+  EXPECT_NE(cfg.err().message.find("diloco.grace_min_ms"), std::string::npos) << cfg.err().message;
+  EXPECT_FALSE(parse_config_text("[diloco]\nround_close = \"sometimes\"\n", "t.toml"));
+  EXPECT_TRUE(parse_config_text("[diloco]\nround_close = \"adaptive\"\ngrace_k = 2.5\n", "t.toml"));
   // Sharded rounds: DiLoCo's, and no more coordinators than a registry places.
   cfg = parse_config_text("[run]\nmode = \"ddp\"\n[diloco]\nshards = 2\n", "t.toml");
   ASSERT_FALSE(cfg);

@@ -307,6 +307,80 @@ TEST_F(FencingTest, ARoundPastItsDeadlineClosesWithAMajorityOfItsParticipants) {
   EXPECT_EQ(z_obs.refusals[0], errc::wrong_round);
 }
 
+// diloco.round_close = adaptive: once a majority of four is in, the round waits out the
+// grace (median arrival + 3 MADs: 100 + 3 x 100 ms from the first) and closes without the
+// fourth; its contribution is refused wrong_round (it resyncs).
+class AdaptiveCloseTest : public FencingTest {
+ protected:
+  AdaptiveCloseTest() {
+    customize_coordinator = [](coordinator_config& cc) {
+      cc.adaptive_close = true;
+      cc.grace_k = 3;
+      cc.grace_min = std::chrono::milliseconds(50);
+    };
+    spawn_coordinator(2, {1.0f, 0.0f});
+    send_membership(1, {"worker/w", "worker/x", "worker/y", "worker/z"});
+    request_state_with({1.0f, 2.0f, 3.0f});
+    for (auto* name : {"worker/w", "worker/y", "worker/z"}) {
+      auto& obs = others_[name];
+      dir_.add(name, sys_.spawn(probe_actor, &obs));
+      as_[name] = std::make_unique<mailer>(net_, name, "cluster-test");
+    }
+  }
+  ~AdaptiveCloseTest() override { stop_actors(); }  // before the observations die
+  void contribute_from(const char* name, const std::vector<float>& delta) { contribute_as(*as_.at(name), 1, 1, delta); }
+  std::map<std::string, observations> others_;
+  std::map<std::string, std::unique_ptr<mailer>> as_;
+};
+
+TEST_F(AdaptiveCloseTest, AMajorityRoundClosesOnceItsGracePassedWithoutTheStraggler) {
+  ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.received.size() == 1; }));
+  contribute(1, 1, {0.25f, 0.0f, 0.0f});
+  settle(std::chrono::milliseconds(100));
+  contribute_from("worker/y", {0.5f, 0.0f, 0.0f});
+  settle(std::chrono::milliseconds(100));
+  contribute_from("worker/z", {0.75f, 0.0f, 0.0f});
+  settle(std::chrono::milliseconds(150));  // 350 ms after the first: within the grace
+  EXPECT_EQ(received_count(), 1u) << "closed before its grace passed";
+  settle(std::chrono::milliseconds(100));  // 450 ms: past it
+  ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.received.size() == 2; }));
+  {
+    std::lock_guard<std::mutex> lock(worker_obs_.mu);
+    const auto& result = worker_obs_.received[1];
+    ASSERT_TRUE(result->envelope().isRoundResult());
+    EXPECT_EQ(result->tensors()[0].to_floats(), (std::vector<float>{0.5f, 2.0f, 3.0f}));  // theta - mean of 3
+  }
+  contribute_from("worker/w", {0.0f, 0.0f, 0.0f});
+  auto& late = others_["worker/w"];
+  ASSERT_TRUE(late.wait_for([&] { return late.refusals.size() == 1; }));
+  std::lock_guard<std::mutex> lock(late.mu);
+  EXPECT_EQ(late.refusals[0], errc::wrong_round);
+}
+
+TEST_F(AdaptiveCloseTest, AContributionWithinTheGraceIsWaitedFor) {
+  ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.received.size() == 1; }));
+  contribute(1, 1, {0.25f, 0.0f, 0.0f});
+  settle(std::chrono::milliseconds(100));
+  contribute_from("worker/y", {0.25f, 0.0f, 0.0f});
+  settle(std::chrono::milliseconds(100));
+  contribute_from("worker/z", {0.25f, 0.0f, 0.0f});
+  settle(std::chrono::milliseconds(100));  // 300 ms: the grace ends at 400
+  EXPECT_EQ(received_count(), 1u);
+  contribute_from("worker/w", {1.25f, 0.0f, 0.0f});
+  ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.received.size() == 2; }));
+  std::lock_guard<std::mutex> lock(worker_obs_.mu);
+  EXPECT_EQ(worker_obs_.received[1]->tensors()[0].to_floats(), (std::vector<float>{0.5f, 2.0f, 3.0f}));  // all four
+}
+
+// With fewer than a majority in, the grace never starts: two of four wait however long.
+TEST_F(AdaptiveCloseTest, TwoOfFourWaitWithoutADeadline) {
+  ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.received.size() == 1; }));
+  contribute(1, 1, {0.4f, 0.0f, 0.0f});
+  contribute_from("worker/y", {0.4f, 0.0f, 0.0f});
+  settle(std::chrono::milliseconds(5000));
+  EXPECT_EQ(received_count(), 1u) << "two of four closed a round";
+}
+
 // One contribution of three is not a majority: the deadline passes and the round waits.
 TEST_F(FencingTest, ARoundPastItsDeadlineWithoutAMajorityKeepsWaiting) {
   spawn_coordinator(1, {1.0f, 0.0f}, std::chrono::milliseconds(50));

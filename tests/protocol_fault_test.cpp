@@ -9,7 +9,8 @@
 // catches up from it, as after a node's lease ran out. A killed worker is replaced by a
 // new node's worker, which joins mid-run.
 // Half the seeds also give rounds a deadline (diloco.round_deadline_ms), so rounds close
-// without the workers whose messages were lost or late; half send early results
+// without the workers whose messages were lost or late, and half of those close adaptively
+// (diloco.round_close = adaptive: once a majority is in and its grace passed); half send early results
 // (diloco.early_results: provisional results during the commit, then confirmations), so
 // those are dropped, duplicated and reordered too.
 //
@@ -58,6 +59,7 @@ struct fault_plan {
   std::uint64_t kill_after = 0;  // messages sent before a coordinator dies; 0: never
   std::chrono::milliseconds round_deadline{0};  // diloco.round_deadline_ms of the coordinators
   bool early_results = false;  // diloco.early_results of the coordinators
+  bool adaptive_close = false;  // diloco.round_close = adaptive (grace from 50 ms)
 };
 
 fault_plan plan_for(std::mt19937_64& rng) {
@@ -66,6 +68,9 @@ fault_plan plan_for(std::mt19937_64& rng) {
   if (rng() % 2) plan.kill_after = 50 + rng() % 400;
   if (rng() % 2) plan.round_deadline = std::chrono::milliseconds(500 + rng() % 3000);
   plan.early_results = rng() % 2;
+  // Half the seeds with a deadline also close adaptively, decided from what was drawn (a
+  // draw of its own would move every other seed's schedule).
+  plan.adaptive_close = plan.round_deadline.count() % 2 == 0 && plan.round_deadline.count() > 0;
   return plan;
 }
 
@@ -228,6 +233,8 @@ seed_outcome run_seed(std::uint64_t seed) {
     cc.min_workers = min_workers;
     cc.outer = {0.7f, 0.9f};
     cc.round_deadline = plan.round_deadline;
+    cc.adaptive_close = plan.adaptive_close;
+    cc.grace_min = std::chrono::milliseconds(50);
     cc.early_results = plan.early_results;
     cc.state_chunk_values = static_cast<std::size_t>(run.state_chunk_values);
     cc.result_codec = codec_kind::int8;  // low-bit both ways, as coordinator_config_for sets for this run

@@ -214,6 +214,9 @@ class ProtocolTest : public ::testing::Test {
     sys_.await_all_actors_done();
   }
 
+  // Applied to every coordinator config spawn_coordinator makes (knobs it takes no argument for).
+  std::function<void(coordinator_config&)> customize_coordinator;
+
   caf::actor spawn_coordinator(std::size_t min_workers, outer_options outer = {0.7f, 0.9f},
                                std::chrono::milliseconds round_deadline = std::chrono::milliseconds(0),
                                bool early_results = false) {
@@ -222,6 +225,7 @@ class ProtocolTest : public ::testing::Test {
     cc.outer = outer;
     cc.round_deadline = round_deadline;
     cc.early_results = early_results;
+    if (customize_coordinator) customize_coordinator(cc);
     auto c = sys_.spawn(coordinator_actor, static_cast<transport*>(&net_), cluster_.get(), cc);
     dir_.add("coord/0", c);
     return c;

@@ -51,6 +51,10 @@ TEST(ExplainRound, EachStateSaysWhatTheRoundWaitsFor) {
   committing.progress->phase = "committing";
   committing.progress->keepers = {"keeper/0", "keeper/1"};
   committing.progress->acked = {"keeper/0"};
+  explain_input adaptive_in = collecting({"worker/1.0", "worker/3.0"});
+  adaptive_in.adaptive_close = true;
+  explain_input adaptive_short = collecting({"worker/1.0"});
+  adaptive_short.adaptive_close = true;
   const std::vector<row> table = {
       {"not placed", unplaced, "placement", {}, {"no coordinator yet"}},
       {"coordinator silent", silent, "coordinator", {}, {"not reported for 9.0 s", "last heartbeat 9.0 s ago"}},
@@ -74,6 +78,16 @@ TEST(ExplainRound, EachStateSaysWhatTheRoundWaitsFor) {
        "participants",
        {"worker/2.0", "worker/3.0"},
        {"its deadline has passed", "only with 2 of 3", "it has 1"}},
+      {"adaptive, majority in",
+       adaptive_in,
+       "participants",
+       {"worker/2.0"},
+       {"a majority is in (2 of 3)", "once its adaptive grace passes"}},
+      {"adaptive, too few",
+       adaptive_short,
+       "participants",
+       {"worker/2.0", "worker/3.0"},
+       {"grace starts once 2 of 3", "it has 1", "waits for every participant"}},
       {"nobody contributed yet",
        collecting({}, 30),
        "participants",

@@ -23,27 +23,6 @@ namespace coordinator_detail {
 
 std::string fragment_name(const coordinator_state& st) { return "coordinator " + std::to_string(st.cfg.fragment); }
 
-// What the quorum policy (actors/decisions/quorum.hpp) is asked about this fragment.
-quorum::view policy_view(const coordinator_state& st) {
-  quorum::view v;
-  v.has_membership = st.has_membership;
-  v.members = st.members.size();
-  v.published = st.quorum;
-  v.round_open = st.rounds->current_phase() == round_tracker::phase::collecting;
-  if (v.round_open) {
-    v.participants = st.rounds->participants().size();
-    v.contributed = st.rounds->contributors().size();
-    if (v.contributed > 0) v.first_contribution = st.round_started;
-  }
-  return v;
-}
-
-quorum::options policy_options(const coordinator_state& st) { return {st.cfg.min_workers, st.cfg.round_deadline}; }
-
-bool membership_ready(const coordinator_state& st) {
-  return quorum::members_suffice(policy_view(st), policy_options(st));
-}
-
 // Donors a FragmentState names at most (each is asked in turn, 2 s of silence each).
 constexpr std::size_t max_donors = 4;
 
@@ -225,6 +204,8 @@ void on_contribution(self_ptr self, const wire::message_ptr& msg) {
   }
   if (st.rounds->contributors().empty()) {
     st.round_started = st.now();
+    st.arrivals.clear();
+    st.weights.clear();
     if (st.cfg.round_deadline.count() > 0)
       self->delayed_send(self, st.cfg.round_deadline, deadline_atom::value, st.rounds->open_round());
   }
@@ -240,27 +221,10 @@ void on_contribution(self_ptr self, const wire::message_ptr& msg) {
   }
   st.round_bytes += msg->wire_bytes();
   st.last_contribution = arrived;
-  if (*done) on_round_complete(self);
-}
-
-// Round `round` is round_deadline old. The quorum policy closes it with the contributions
-// it has if they are a quorum and a majority of its participants (no split brain);
-// otherwise the deadline is looked at again later.
-void on_deadline(self_ptr self, std::uint64_t round) {
-  auto& st = self->state;
-  if (st.rounds->current_phase() != round_tracker::phase::collecting || st.rounds->open_round() != round) return;
-  const auto participants = st.rounds->participants().size();
-  const auto contributed = st.rounds->contributors().size();
-  const auto verdict = quorum::decide(policy_view(st), policy_options(st), st.now());
-  expected<bool> done = false;
-  if (verdict.what == quorum::decision::close) done = st.rounds->close_at_deadline(verdict.needed);
-  if (done && *done) {
-    log_warn(fragment_name(st) + ": round " + std::to_string(round) + " closed at its deadline with " +
-             std::to_string(contributed) + " of " + std::to_string(participants) + " participants");
-    on_round_complete(self);
-    return;
-  }
-  self->delayed_send(self, st.cfg.round_deadline, deadline_atom::value, round);
+  st.arrivals.push_back(arrived - st.round_started);
+  st.weights[msg->sender()] = c.getWeight();
+  if (*done) return on_round_complete(self);
+  if (st.cfg.adaptive_close) close_or_wait(self, st.rounds->open_round());
 }
 
 // A delta that left a gap: the whole Membership is asked for, at most once this often (the
@@ -303,6 +267,8 @@ void on_membership(self_ptr self, const wire::message_ptr& msg) {
       auto done = st.rounds->drop(p);
       if (done && *done) on_round_complete(self);
     }
+    // Fewer participants, a smaller majority: it may be in, and its grace may have passed.
+    if (st.cfg.adaptive_close) close_or_wait(self, st.rounds->open_round());
   }
   advance(self);
 }
@@ -370,6 +336,10 @@ coordinator_config coordinator_config_for(const run_config& run, std::uint32_t f
   cc.outer = {static_cast<float>(run.outer_lr), static_cast<float>(run.outer_momentum)};
   cc.average_only = run.mode == "ddp";
   cc.round_deadline = std::chrono::milliseconds(run.round_deadline_ms);
+  cc.adaptive_close = run.round_close == "adaptive";
+  cc.grace_k = run.grace_k;
+  cc.grace_min = std::chrono::milliseconds(run.grace_min_ms);
+  cc.grace_max = std::chrono::milliseconds(run.grace_max_ms);
   cc.state_chunk_values = static_cast<std::size_t>(run.state_chunk_values);
   cc.result_codec = result_codec_of(run);  // fp32 in ddp mode
   cc.result_chunk = static_cast<std::size_t>(run.codec_chunk);
@@ -407,6 +377,7 @@ caf::behavior coordinator_actor(caf::stateful_actor<coordinator_state>* self, tr
         }
       },
       [=](deadline_atom, std::uint64_t round) { on_deadline(self, round); },
+      [=](grace_atom, std::uint64_t round) { close_or_wait(self, round); },
       [=](confirm_atom) { request_membership(self); },  // placed again: a restarted head learns we run
       [=](resend_atom) { resend_round_report(self); },  // the node's link to the head came back
       [=](tick_atom) {  // every commit_retry: startup requests until answered, commit retries

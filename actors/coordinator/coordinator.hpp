@@ -34,9 +34,10 @@
 //                           time its bytes take on a slow link (a resend only adds to the
 //                           keepers' work: commit_retry_after); nothing is released before
 //   Membership           -> participants that left are dropped from the open round
-//   deadline (round_deadline after the first contribution) -> the round closes with the
-//                           contributions it has, if they are a quorum and a majority of
-//                           its participants; latecomers are refused wrong_round and resync
+//   deadline (round_deadline after the first contribution), or the adaptive grace's end
+//                        -> the round closes with the contributions it has, if they are a
+//                           quorum and a majority of its participants (actors/decisions/
+//                           quorum.hpp); latecomers are refused wrong_round and resync
 //   confirm (node agent) -> MembershipRequest: a restarted registry placed us again
 //   after each release   -> RoundReport -> registry (workers send their RoundAck there too)
 // Every participant receives the same bytes of theta_global, which makes S1 hold by
@@ -75,6 +76,11 @@ struct coordinator_config {
   // 0: a round waits for every participant. Otherwise a round this old (from its first
   // contribution) closes with what it has, given a quorum and a majority of participants.
   std::chrono::milliseconds round_deadline{0};
+  // diloco.round_close = adaptive: a majority's round closes once its grace passed
+  // (actors/decisions/quorum.hpp, grace_window).
+  bool adaptive_close = false;
+  double grace_k = 3;
+  std::chrono::milliseconds grace_min{200}, grace_max{60000};
   // A larger fragment's state goes to a resyncing worker as a header: it fetches the
   // values in chunks from the keepers (diloco.state_chunk_values).
   std::size_t state_chunk_values = 1 << 20;
@@ -123,11 +129,14 @@ struct coordinator_state {
   std::map<std::string, wire::message_ptr> round_inputs;
   std::chrono::steady_clock::time_point round_started;
   std::chrono::steady_clock::time_point last_contribution;  // arrival of the round's latest one
+  std::vector<std::chrono::steady_clock::duration> arrivals;  // of the open round's contributions, from its first
+  std::map<std::string, float> weights;  // of the open round's contributions (diloco.weighting), for its report
   // The last committed round as reported to the registry, sent again after the node's link
   // to the head comes back (a head that took over, or restarted, may never have heard it).
   struct round_report {
     std::uint64_t round = 0, epoch = 0, digest = 0, bytes = 0;
     std::vector<std::string> participants;
+    std::vector<float> weights;  // each participant's, in the same order
     float duration_s = 0, since_last_contribution_s = 0;
   };
   std::optional<round_report> last_report;

@@ -1,6 +1,7 @@
 #pragma once
 // What the coordinator's files share (actors/coordinator/coordinator.cpp: rounds, members, state
-// requests, the actor; coordinator_startup.cpp: members and committed state at start;
+// requests, the actor; closing.cpp: rounds closed without every participant;
+// coordinator_startup.cpp: members and committed state at start;
 // coordinator_commit.cpp: the commit of a round to its keepers; coordinator_results.cpp:
 // results, reports and progress). Internal to the coordinator.
 #include <optional>
@@ -22,6 +23,15 @@ std::string fragment_name(const coordinator_state& st);
 void advance(self_ptr self);  // opens the next round when it can
 void finish_commit_if_acked(self_ptr self);  // releases the committing round once committed
 void seed_from_waiting(self_ptr self);  // an unseeded run: round 0 from held parameters
+
+void on_round_complete(self_ptr self);  // commits the round the tracker completed
+
+// closing.cpp: the quorum policy's facts, and rounds closed without every participant
+bool membership_ready(const coordinator_state& st);  // a Membership of a quorum
+// Closes open round `round` if the policy says so (true); within an adaptive grace, asks
+// again when it ends.
+bool close_or_wait(self_ptr self, std::uint64_t round);
+void on_deadline(self_ptr self, std::uint64_t round);  // round_deadline after its first contribution
 
 // coordinator_startup.cpp
 void request_membership(self_ptr self);

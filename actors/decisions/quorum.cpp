@@ -18,11 +18,38 @@ verdict decide(const view& v, const options& opt, time_point now) {
     return {decision::open, reason::enough_members, quorum};
   }
   // An open round is judged by its participants: members that left were dropped from it.
+  const std::size_t majority = std::max(quorum, v.participants / 2 + 1);
+  if (opt.adaptive && v.first_contribution && v.contributed >= majority) {
+    const auto ends = *v.first_contribution + grace_window(v.arrivals, opt.grace_k, opt.grace_min, opt.grace_max);
+    if (now >= ends) return {decision::close, reason::grace_with_majority, majority};
+    return {decision::collect, reason::in_grace, majority, ends};
+  }
   if (opt.round_deadline.count() <= 0 || !v.first_contribution || now - *v.first_contribution < opt.round_deadline)
     return {decision::collect, reason::collecting, quorum};
-  const std::size_t majority = std::max(quorum, v.participants / 2 + 1);
   if (v.contributed >= majority) return {decision::close, reason::deadline_with_majority, majority};
   return {decision::collect, reason::deadline_without_majority, majority};
+}
+
+std::chrono::steady_clock::duration grace_window(std::vector<std::chrono::steady_clock::duration> arrivals, double k,
+                                                 std::chrono::milliseconds lo, std::chrono::milliseconds hi) {
+  using duration = std::chrono::steady_clock::duration;
+  const auto median = [](std::vector<duration>& xs) {
+    const auto mid = xs.begin() + static_cast<std::ptrdiff_t>(xs.size() / 2);
+    std::nth_element(xs.begin(), mid, xs.end());
+    if (xs.size() % 2 == 1) return *mid;
+    const auto below = *std::max_element(xs.begin(), mid);
+    return below + (*mid - below) / 2;
+  };
+  duration grace = duration::zero();
+  if (!arrivals.empty()) {
+    const auto med = median(arrivals);
+    std::vector<duration> deviations;
+    deviations.reserve(arrivals.size());
+    for (const auto a : arrivals) deviations.push_back(a > med ? a - med : med - a);
+    const auto mad = median(deviations);
+    grace = med + std::chrono::duration_cast<duration>(mad * std::max(0.0, k));
+  }
+  return std::clamp<duration>(grace, lo, std::max<duration>(lo, hi));
 }
 
 std::uint32_t required_participants(std::size_t min_workers, std::size_t live_workers, bool tail) {
@@ -48,6 +75,8 @@ const char* to_string(reason r) {
     case reason::collecting: return "collecting contributions";
     case reason::deadline_with_majority: return "deadline passed with a quorum and a majority";
     case reason::deadline_without_majority: return "deadline passed without a quorum and a majority";
+    case reason::in_grace: return "a majority in, waiting out the adaptive grace for the rest";
+    case reason::grace_with_majority: return "adaptive grace passed with a quorum and a majority";
   }
   return "unknown";
 }

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace atl::quorum {
 
@@ -29,7 +30,11 @@ using time_point = std::chrono::steady_clock::time_point;
 
 struct options {
   std::size_t min_workers = 1;  // run.min_workers
-  std::chrono::milliseconds round_deadline{0};  // 0: a round waits for every participant
+  std::chrono::milliseconds round_deadline{0};  // 0: no fixed deadline
+  bool adaptive = false;  // diloco.round_close = adaptive: the grace window below
+  double grace_k = 3;  // diloco.grace_k: spreads (MADs) past the median arrival
+  std::chrono::milliseconds grace_min{200};  // diloco.grace_min_ms
+  std::chrono::milliseconds grace_max{60000};  // diloco.grace_max_ms
 };
 
 // What a coordinator knows when it asks.
@@ -41,6 +46,9 @@ struct view {
   std::size_t participants = 0;  // of the open round
   std::size_t contributed = 0;  // of the open round
   std::optional<time_point> first_contribution;  // of the open round
+  // When each accepted contribution of the open round arrived, after the first (offsets
+  // from it, the first's included as zero); read by the adaptive grace only.
+  std::vector<std::chrono::steady_clock::duration> arrivals;
 };
 
 enum class decision { wait, open, collect, close };
@@ -51,16 +59,32 @@ enum class reason {
   collecting,
   deadline_with_majority,
   deadline_without_majority,
+  in_grace,
+  grace_with_majority,
 };
 
 struct verdict {
+  verdict() = default;
+  verdict(decision w, reason y, std::size_t n, std::optional<time_point> recheck = std::nullopt)
+      : what(w), why(y), needed(n), recheck_at(recheck) {}
   decision what = decision::wait;
   reason why = reason::no_membership;
   std::size_t needed = 0;  // contributions a round must have to close at its deadline
-  bool operator==(const verdict& o) const { return what == o.what && why == o.why && needed == o.needed; }
+  // in_grace: when the grace ends and the round may close (asked again then, or on the
+  // next contribution, which may move it).
+  std::optional<time_point> recheck_at;
+  bool operator==(const verdict& o) const {
+    return what == o.what && why == o.why && needed == o.needed && recheck_at == o.recheck_at;
+  }
 };
 
 verdict decide(const view& v, const options& opt, time_point now);
+
+// The adaptive grace from the arrivals so far (offsets from the first): median + k * MAD
+// (the median of the absolute deviations from the median), clamped to [lo, hi]. The median
+// and MAD shrug off the one outlier a mean and standard deviation would follow.
+std::chrono::steady_clock::duration grace_window(std::vector<std::chrono::steady_clock::duration> arrivals, double k,
+                                                 std::chrono::milliseconds lo, std::chrono::milliseconds hi);
 
 // The quorum a round needs now: the published one, or run.min_workers before one is.
 std::size_t needed(const view& v, const options& opt);

@@ -32,14 +32,25 @@ std::string collecting_rule(const explain_input& in, std::size_t participants, s
   if (quietest && quietest->last_heartbeat_s > 2.0)  // heartbeats come every second or so: silent
     lease += "; node " + std::to_string(quietest->node_id) + " has been silent " + seconds(quietest->last_heartbeat_s) +
              ", so " + quietest->worker + " goes in " + seconds(std::max(0.0, in.lease_s - quietest->last_heartbeat_s));
-  if (in.round_deadline_s <= 0) return "it waits for every participant (diloco.round_deadline_ms = 0); " + lease;
   const std::size_t needed = std::max(in.quorum, participants / 2 + 1);
+  if (in.adaptive_close && contributed >= needed)
+    return "a majority is in (" + std::to_string(contributed) + " of " + std::to_string(participants) +
+           "): it closes without the rest once its adaptive grace passes (diloco.round_close = adaptive: the median "
+           "arrival plus diloco.grace_k spreads)";
+  const std::string adaptive = in.adaptive_close
+                                   ? "its adaptive grace starts once " + std::to_string(needed) + " of " +
+                                         std::to_string(participants) + " (a majority and the quorum) are in, it has " +
+                                         std::to_string(contributed) + "; "
+                                   : "";
+  if (in.round_deadline_s <= 0)
+    return adaptive + "it waits for every participant (diloco.round_deadline_ms = 0); " + lease;
   const double left = in.round_deadline_s - (in.progress ? in.progress->open_for_s : 0);
   std::string when = contributed == 0 ? "its deadline starts with the first contribution"
                                       : (left > 0 ? "its deadline is in " + seconds(left) : "its deadline has passed");
   if (contributed >= needed) return when + "; it then closes with the " + std::to_string(contributed) + " it has";
-  return when + "; it closes there only with " + std::to_string(needed) + " of " + std::to_string(participants) +
-         " (a majority and the quorum), it has " + std::to_string(contributed) + "; " + lease;
+  return adaptive + when + "; it closes there only with " + std::to_string(needed) + " of " +
+         std::to_string(participants) + " (a majority and the quorum), it has " + std::to_string(contributed) + "; " +
+         lease;
 }
 
 }  // namespace

@@ -49,6 +49,7 @@ struct explain_input {
   std::vector<participant_facts> facts;  // of every participant of the open round
   double lease_s = 20;  // cluster.lease_ms
   double round_deadline_s = 0;  // diloco.round_deadline_ms; 0: none
+  bool adaptive_close = false;  // diloco.round_close = adaptive
   std::size_t quorum = 1;  // the published quorum
   double stale_after_s = 3;  // a RoundProgress older than this: the coordinator is not reporting
 };

@@ -292,6 +292,7 @@ explain_input explain_facts(const registry_state& st, time_point now, std::uint3
   in.coordinator_on = frag.placed_on;
   in.lease_s = static_cast<double>(st.cfg.lease_ms) / 1000.0;
   in.round_deadline_s = static_cast<double>(st.cfg.round_deadline_ms) / 1000.0;
+  in.adaptive_close = st.cfg.round_close == "adaptive";
   in.quorum =
       quorum::required_participants(static_cast<std::size_t>(st.cfg.min_workers),
                                     registry_detail::live_workers(st).size(), registry_detail::any_worker_done(st));

@@ -20,6 +20,7 @@ using link_lost_atom = caf::atom_constant<caf::atom("linklost")>;  // registry: 
 using snapshot_atom = caf::atom_constant<caf::atom("snapshot")>;  // keeper: its snapshot is written
 using ready_atom = caf::atom_constant<caf::atom("ready")>;  // replica keeper: report KeeperReady
 using deadline_atom = caf::atom_constant<caf::atom("deadline")>;  // coordinator: a round's deadline
+using grace_atom = caf::atom_constant<caf::atom("grace")>;  // coordinator: a round's adaptive grace ends
 using threads_atom = caf::atom_constant<caf::atom("threads")>;  // node agent: the layout a worker's trial kept
 using done_atom = caf::atom_constant<caf::atom("done")>;  // node agent: a worker's final report
 using routes_atom = caf::atom_constant<caf::atom("routes")>;  // registry: send the coalesced route changes

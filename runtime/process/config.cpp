@@ -39,6 +39,10 @@ const std::vector<knob>& knobs() {
        "a worker alone in its process tries TxT, 1xT, Tx1 and 1x1 over its first steps and keeps the fastest"},
       {"run.mode", &C::mode, 0, 0, "", "diloco, or ddp: gradients averaged every step (the baseline)", "diloco|ddp"},
       {"diloco.sync_every", &C::sync_every, 1, 1e9, "steps", "H: inner steps per outer round of a fragment"},
+      {"diloco.sync_every_s", &C::sync_every_s, 0, 1e6, "s",
+       "time-boxed inner phases: a fragment syncs every this many seconds of training, however many inner steps "
+       "a worker took (0: every diloco.sync_every steps). The schedule's steps (run.steps, diloco.overlap, "
+       "inner.warmup_steps, run.eval_every) are then ticks of sync_every_s / sync_every seconds"},
       {"diloco.fragments", &C::fragments, 1, 1024, "", "P: parameter fragments synced separately"},
       {"diloco.shards", &C::shards, 1, 64, "",
        "S: slices each fragment's round is reduced in, each by a coordinator of its own on its own node while "
@@ -71,7 +75,16 @@ const std::vector<knob>& knobs() {
        "a worker waiting this long for a round's result sends its contribution again (0: 2 x cluster.lease_ms)"},
       {"diloco.round_deadline_ms", &C::round_deadline_ms, 0, 3.6e6, "ms",
        "a round open this long after its first contribution closes with the contributions it has, if they "
-       "are a quorum and a majority of its participants (0: it waits for every participant)"},
+       "are a quorum and a majority of its participants (0: no fixed deadline)"},
+      {"diloco.round_close", &C::round_close, 0, 0, "",
+       "when a round closes without every participant: all (it waits for each, or diloco.round_deadline_ms) | "
+       "adaptive (once a quorum and a majority contributed and a grace has passed: the median arrival plus "
+       "diloco.grace_k times the median absolute deviation of the arrivals, within [grace_min_ms, "
+       "grace_max_ms]; a participant left out resyncs)",
+       "all|adaptive"},
+      {"diloco.grace_k", &C::grace_k, 0, 100, "MADs", "the adaptive grace: spreads waited past the median arrival"},
+      {"diloco.grace_min_ms", &C::grace_min_ms, 0, 3.6e6, "ms", "the adaptive grace is at least this long"},
+      {"diloco.grace_max_ms", &C::grace_max_ms, 0, 3.6e6, "ms", "the adaptive grace is at most this long"},
       {"diloco.state_chunk_values", &C::state_chunk_values, 1, 1 << 24, "values",
        "a fragment larger than this reaches a resyncing worker in chunks of this many values, from the keepers"},
       {"diloco.outer_lr", &C::outer_lr, 0, 10, "", "outer Nesterov SGD learning rate"},
@@ -303,6 +316,11 @@ status validate(const run_config& cfg) {
   if (cfg.overlap >= cfg.sync_every)
     return make_error(errc::invalid_config, "diloco.overlap: must be smaller than diloco.sync_every (" +
                                                 std::to_string(cfg.sync_every) + ")");
+  if (cfg.sync_every_s > 0 && cfg.mode == "ddp")
+    return make_error(errc::invalid_config, "diloco.sync_every_s: run.mode = ddp averages every step (0 there)");
+  if (cfg.grace_min_ms > cfg.grace_max_ms)
+    return make_error(errc::invalid_config, "diloco.grace_min_ms: must not exceed diloco.grace_max_ms (" +
+                                                std::to_string(cfg.grace_max_ms) + ")");
   if (cfg.example.empty()) return make_error(errc::invalid_config, "run.example: must not be empty");
   if (cfg.example == external_example && cfg.mode == "ddp")
     return make_error(errc::invalid_config,

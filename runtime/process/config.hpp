@@ -29,6 +29,7 @@ struct run_config {
   std::string mode = "diloco";  // diloco | ddp (gradients averaged every step: the baseline)
   // [diloco]
   std::int64_t sync_every = 50;
+  double sync_every_s = 0;  // > 0: time-boxed inner phases (runtime/algorithm/time_pacer.hpp)
   std::int64_t fragments = 1;
   std::int64_t shards = 1;  // S: slices a fragment's round is reduced in (docs/design.md, "Sharded rounds")
   std::string assignment = "strided";  // strided | sequential
@@ -41,7 +42,12 @@ struct run_config {
   bool error_feedback = false;
   std::int64_t result_timeout_ms = 0;  // 0: 2 x cluster.lease_ms
   bool early_results = true;  // results travel while the round commits, applied once committed
-  std::int64_t round_deadline_ms = 0;  // 0: a round waits for every participant
+  std::int64_t round_deadline_ms = 0;  // 0: no fixed deadline
+  // all | adaptive: a majority's round closes once its grace passed (actors/decisions/quorum.hpp)
+  std::string round_close = "all";
+  double grace_k = 3;
+  std::int64_t grace_min_ms = 200;
+  std::int64_t grace_max_ms = 60000;
   std::int64_t state_chunk_values = 1 << 20;  // larger fragments go to joiners in chunks
   double outer_lr = 0.7;
   double outer_momentum = 0.9;
