@@ -7,6 +7,9 @@ seed and steps, one `atoll up` and three `atoll join` processes on loopback. Dur
 chaos run, every --every seconds (jittered) one fault is drawn:
   kill   SIGKILL a node; a replacement node joins --rejoin-after seconds later
   stop   SIGSTOP a node past its lease, then SIGCONT (it is fenced and registers again)
+  slow   with --slow: throttle a node to a quarter of its speed for --slow-seconds
+         (SIGSTOP/SIGCONT on a 60 ms duty cycle, tools/bench/throttle.py): it stays alive,
+         and rounds wait for it (or close without it: --round-close adaptive)
   leave  `atoll leave` a node; a replacement joins --rejoin-after seconds later
   join   one more node (up to --max-nodes)
   cpu    saturate the CPU for --hog-seconds with one busy process per core (on one
@@ -34,7 +37,7 @@ one replica instead.
 
 Usage: tools/bench/chaos.py --atoll build/tools/atoll --atollctl build/tools/atollctl
                             [--minutes N] [--every K] [--seed S] [--keepers nodes|head] [--heads 1|2]
-                            [--shards S] [--out DIR]
+                            [--shards S] [--slow] [--round-close all|adaptive] [--out DIR]
 """
 import argparse
 import json
@@ -49,6 +52,7 @@ import time
 
 from etcd import Etcd, free_port  # tools/bench/etcd.py, next to this script
 from quality import pyplot_or_none, read_metrics  # tools/bench/quality.py, next to this script
+import throttle  # tools/bench/throttle.py, next to this script
 
 MODEL = ["--set", "model.layers=2", "--set", "model.width=64", "--set", "diloco.sync_every=20",
          "--set", "run.min_workers=2", "--set", "storage.keep_rounds=100000"]
@@ -76,7 +80,8 @@ class Cluster:
             argv = [args.atoll, "up", "--listen", listen, "--run-dir", f"{run_dir}/{name}",
                     "--metrics", f"{run_dir}/metrics.jsonl", "--set", f"run.steps={steps}",
                     "--set", f"run.seed={args.seed}", "--set", f"run.eval_every={max(20, steps // 4)}"]
-            argv += MODEL + CLUSTER + ["--set", f"storage.keepers={args.keepers}", "--set", f"diloco.shards={args.shards}"]
+            argv += MODEL + CLUSTER + ["--set", f"storage.keepers={args.keepers}", "--set", f"diloco.shards={args.shards}",
+                                         "--set", f"diloco.round_close={args.round_close}"]
             if self.etcd:
                 argv += ["--registry", self.etcd.url()]
             self.head_args[name] = (listen, argv)
@@ -165,6 +170,7 @@ def run(args, name, steps, chaos):
     stopped = set()   # pids stopped now: not chosen again until resumed
     pending = []      # (time, action, pid)
     hogs = []         # busy processes of a cpu fault
+    throttles = {}    # pid -> the process throttling it (a slow fault)
     next_fault = c.now() + args.every * rng.uniform(0.5, 1.5)
     deadline = c.now() + args.minutes * 60 * 2  # a hung run ends the benchmark
     while c.now() < deadline:
@@ -198,11 +204,14 @@ def run(args, name, steps, chaos):
         # cpu fault still ends on time.
         tail = bool(status) and any(w.get("done") for w in status.get("workers", []))
         if tail:
-            pending = [p for p in pending if p[1] in ("cont", "unhog", "head")]
+            pending = [p for p in pending if p[1] in ("cont", "unhog", "head", "unslow")]
         for item in [p for p in pending if p[0] <= t]:
             pending.remove(item)
             _, action, pid = item
-            if action == "cont":
+            if action == "unslow":
+                stopped.discard(pid)
+                throttles.pop(pid).wait()
+            elif action == "cont":
                 stopped.discard(pid)
                 if c.nodes[pid].poll() is None:
                     os.kill(pid, signal.SIGCONT)
@@ -221,7 +230,7 @@ def run(args, name, steps, chaos):
             alive = [p for p in c.running_nodes() if p not in stopped]
             kinds = ["join"] if len(alive) < args.max_nodes else []
             if len(alive) >= 3:
-                kinds += ["kill", "stop", "leave"]
+                kinds += ["kill", "stop", "leave"] + (["slow"] if args.slow else [])
             if not hogs:
                 kinds.append("cpu")
             if len(c.heads) > 1 and head_down is None:
@@ -238,6 +247,10 @@ def run(args, name, steps, chaos):
                     injected.add(pid)
                     stopped.add(pid)
                     pending.append((t + LEASE_MS / 1000 + 3, "cont", pid))
+                elif kind == "slow":
+                    stopped.add(pid)  # not chosen for another fault while throttled
+                    throttles[pid] = throttle.start(pid, 0.25, args.slow_seconds)
+                    pending.append((t + args.slow_seconds + 1, "unslow", pid))
                 elif kind == "head":
                     pid = c.leader()
                     if pid is None:
@@ -274,6 +287,9 @@ def run(args, name, steps, chaos):
         time.sleep(1.0)  # each poll starts three atollctl processes: keep the cores for training
     for hog in hogs:
         hog.kill()
+    for throttler in throttles.values():
+        throttler.terminate()  # it resumes its node
+        throttler.wait()
     obs["finished"] = bool(status and status.get("state") == "finished")
     obs["fragments"] = c.ctl("fragments") or []
     obs["status"] = c.ctl("status") or {}
@@ -391,7 +407,7 @@ def evaluate(lines, obs):
         "takeover_s_max": round(max(obs["takeovers"]), 2) if obs["takeovers"] else None,
         "faults_injected": len(obs["faults"]),
         "faults_by_kind": {k: sum(1 for f in obs["faults"] if f["kind"] == k)
-                           for k in ("kill", "stop", "leave", "join", "cpu", "head")},
+                           for k in ("kill", "stop", "leave", "join", "cpu", "head", "slow")},
         "val_loss": final_val_loss(lines, obs),
         "keeper_latest": keeper_latest,
         "finished": obs["finished"],
@@ -412,7 +428,8 @@ def plot(obs, out):
     ax2.step(t, [p[1] for p in obs["polls"]], where="post", label="active members", color="tab:green")
     ax2.set_ylabel("active members")
     ax2.set_ylim(0, max([p[1] for p in obs["polls"]] + [1]) + 1)
-    colors = {"kill": "red", "stop": "orange", "leave": "purple", "join": "gray", "cpu": "green", "head": "black"}
+    colors = {"kill": "red", "stop": "orange", "leave": "purple", "join": "gray", "cpu": "green", "head": "black",
+              "slow": "brown"}
     for f in obs["faults"]:
         ax.axvline(f["time"], color=colors[f["kind"]], alpha=0.5, linestyle="--")
     for kind, color in colors.items():
@@ -443,6 +460,10 @@ def main():
     ap.add_argument("--shards", type=int, default=1,
                     help="diloco.shards: each fragment's round in S slices, each with its own coordinator on its own "
                          "node, so that the faults hit slice hosts too")
+    ap.add_argument("--slow", action="store_true",
+                    help="add the slow fault: a node throttled to a quarter of its speed for --slow-seconds")
+    ap.add_argument("--slow-seconds", type=float, default=20)
+    ap.add_argument("--round-close", choices=["all", "adaptive"], default="all", help="diloco.round_close of both runs")
     ap.add_argument("--out", default="build/bench/chaos")
     args = ap.parse_args()
     if args.minutes <= 0 or args.every <= 0 or args.max_nodes < 3:
@@ -467,6 +488,7 @@ def main():
     summary["keepers"] = args.keepers
     summary["heads"] = args.heads
     summary["shards"] = args.shards
+    summary["round_close"] = args.round_close
     with open(os.path.join(args.out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=2)
     plot(obs, os.path.join(args.out, "timeline.png"))
