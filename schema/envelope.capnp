@@ -354,6 +354,7 @@ struct RoundReport {
   durationS    @5 :Float32;  # first contribution to release
   bytes        @6 :UInt64;   # contribution bytes received in the round
   sinceLastContributionS @7 :Float32;  # last contribution's arrival to release: decode, average, commit, encode
+  weights      @8 :List(Float32);  # each participant's weight in the average (diloco.weighting), in order
 }
 
 # coordinator -> registry, every tick (about a second): where its round is, for

@@ -22,6 +22,8 @@ void send_last_report(coordinator_state& st) {
   report.setDigest(r.digest);
   auto names = report.initParticipants(static_cast<unsigned>(r.participants.size()));
   for (unsigned i = 0; i < r.participants.size(); ++i) names.set(i, r.participants[i]);
+  auto weights = report.initWeights(static_cast<unsigned>(r.weights.size()));
+  for (unsigned i = 0; i < r.weights.size(); ++i) weights.set(i, r.weights[i]);
   report.setDurationS(r.duration_s);
   report.setSinceLastContributionS(r.since_last_contribution_s);
   report.setBytes(r.bytes);
@@ -37,6 +39,7 @@ void report_round(self_ptr self, const std::vector<std::string>& contributors, s
   r.epoch = st.rounds->open_epoch();
   r.digest = digest;
   r.participants = contributors;
+  for (const auto& c : contributors) r.weights.push_back(st.weights.count(c) ? st.weights.at(c) : 0.0f);
   r.duration_s = static_cast<float>(std::chrono::duration<double>(st.now() - st.round_started).count());
   r.since_last_contribution_s =
       static_cast<float>(std::chrono::duration<double>(st.now() - st.last_contribution).count());

@@ -117,11 +117,14 @@ void on_round_report(self_ptr self, const wire::message_ptr& msg) {
   st.round_durations.observe(r.getDurationS());
   nlohmann::json names = nlohmann::json::array();
   for (auto p : r.getParticipants()) names.push_back(std::string(p.cStr()));
+  nlohmann::json weights = nlohmann::json::array();
+  for (auto w : r.getWeights()) weights.push_back(w);
   st.metrics.write("round", {{"fragment", r.getFragment()},
                              {"round", r.getRound()},
                              {"epoch", r.getEpoch()},
                              {"participants", r.getParticipants().size()},
                              {"workers", names},
+                             {"weights", weights},
                              {"duration_s", r.getDurationS()},
                              {"since_last_contribution_s", r.getSinceLastContributionS()},
                              {"bytes", r.getBytes()},

@@ -39,8 +39,27 @@ bool merge_due_results(worker_self self, bool all) {
   return true;
 }
 
+// The schedule's step moves on by one: progress reports and the sync points it reaches.
+void advance(worker_self self) {
+  auto& st = self->state;
+  st.step++;
+  if (st.step % st.cfg.run.log_every == 0) report_progress(self);
+  for (std::size_t f = 0; f < st.fragments.size(); ++f)
+    if (st.schedule->syncs_at(static_cast<std::int64_t>(f), st.step)) contribute(self, f);
+}
+
+// Time-boxed phases (diloco.sync_every_s): the training clock is past the schedule's step.
+bool clock_ahead(worker_state& st) {
+  if (!st.pacer) return false;
+  if (!st.pacer->started()) st.pacer->start(st.now(), st.step, st.wait_seconds);
+  return st.pacer->ticks_at(st.now(), st.wait_seconds) > st.step;
+}
+
 class diloco_steps final : public step_strategy {
  public:
+  // Each step message trains one inner step and moves the schedule on by one; in time mode
+  // it either trains (the clock has not reached the next tick) or moves the schedule on
+  // without training (it has: a slow worker crossing several ticks in one inner step).
   void step(worker_self self) override {
     auto& st = self->state;
     const bool last = st.step >= st.cfg.run.steps;
@@ -56,19 +75,26 @@ class diloco_steps final : public step_strategy {
         return;
       }
     }
+    if (clock_ahead(st)) {
+      advance(self);
+    } else {
+      train(self);
+      if (!st.pacer) advance(self);
+    }
+    if (st.current == worker_state::phase::training) self->send(self, step_atom::value);
+  }
+
+  void train(worker_self self) {
+    auto& st = self->state;
     begin_inner_step(st);
     const auto result = st.model->train_step(st.step);
     end_inner_step(st);
     if (result.held_out) report_held_out(self, *result.held_out);  // measured before this step's update
-    st.step++;
+    st.inner_steps++;
     st.last_loss = result.loss;
     st.tokens_since_report += result.tokens;
     st.tokens_total += result.tokens;
     for (auto& trained : st.trained) trained.step(result.tokens);
-    if (st.step % st.cfg.run.log_every == 0) report_progress(self);
-    for (std::size_t f = 0; f < st.fragments.size(); ++f)
-      if (st.schedule->syncs_at(static_cast<std::int64_t>(f), st.step)) contribute(self, f);
-    if (st.current == worker_state::phase::training) self->send(self, step_atom::value);
   }
 
   // The digest of what we merge goes to the registry; on_step merges it when it is due.

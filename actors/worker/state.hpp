@@ -18,6 +18,7 @@
 #include "actors/worker/replica.hpp"
 #include "runtime/algorithm/codec.hpp"
 #include "runtime/algorithm/fragment_schedule.hpp"
+#include "runtime/algorithm/time_pacer.hpp"
 #include "runtime/core/actor_id.hpp"
 #include "runtime/core/thread_layout.hpp"
 #include "runtime/transport/transport.hpp"
@@ -52,6 +53,9 @@ struct worker_state {
   std::unique_ptr<mailer> mail;
   std::unique_ptr<replica> model;
   std::unique_ptr<fragment_schedule> schedule;
+  // diloco.sync_every_s: the schedule's step is a clock of training time (unset: it counts
+  // inner steps). `step` below is the schedule's; `inner_steps` counts steps trained.
+  std::optional<time_pacer> pacer;
   std::unique_ptr<step_strategy> steps;  // DiLoCo or ddp
   std::vector<fragment_sync> fragments;  // theta_global itself is kept by the replica
   // Per fragment, when its latest contribution was first handed to the transport: the
@@ -70,6 +74,7 @@ struct worker_state {
   encoded_values received_update;  // a low-bit result's change as it came (reused round to round)
   std::uint64_t epoch = 0;
   std::int64_t step = 0;
+  std::int64_t inner_steps = 0;
   std::int64_t last_eval_step = -1;
   float last_loss = 0;
   std::uint64_t bytes_received = 0;

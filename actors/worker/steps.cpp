@@ -88,7 +88,8 @@ void finish(worker_self self) {
     if (ack) report.last_acks.push_back(*ack);
   send_worker_done(*st.mail, st.cfg.registry, st.epoch, report);
   if (st.cfg.keep_done) st.cfg.keep_done(report);
-  log_info(st.cfg.id + ": finished " + std::to_string(st.step) + " steps");
+  log_info(st.cfg.id + ": finished " + std::to_string(st.step) + " steps" +
+           (st.pacer ? " (" + std::to_string(st.inner_steps) + " inner steps in time-boxed phases)" : ""));
   self->quit();
 }
 
