@@ -355,6 +355,8 @@ struct RoundReport {
   bytes        @6 :UInt64;   # contribution bytes received in the round
   sinceLastContributionS @7 :Float32;  # last contribution's arrival to release: decode, average, commit, encode
   weights      @8 :List(Float32);  # each participant's weight in the average (diloco.weighting), in order
+  lateWorkers  @9 :List(Text);     # late work folded in: the round before closed without these workers
+  lateWeights  @10 :List(Float32); # their weights as averaged (discounted: round_tracker::late_discount)
 }
 
 # coordinator -> registry, every tick (about a second): where its round is, for

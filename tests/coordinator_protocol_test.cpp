@@ -312,11 +312,13 @@ TEST_F(FencingTest, ARoundPastItsDeadlineClosesWithAMajorityOfItsParticipants) {
 // fourth; its contribution is refused wrong_round (it resyncs).
 class AdaptiveCloseTest : public FencingTest {
  protected:
-  AdaptiveCloseTest() {
-    customize_coordinator = [](coordinator_config& cc) {
+  // keep_late_work: diloco.late_work = keep (LateWorkTest).
+  explicit AdaptiveCloseTest(bool keep_late_work = false) {
+    customize_coordinator = [keep_late_work](coordinator_config& cc) {
       cc.adaptive_close = true;
       cc.grace_k = 3;
       cc.grace_min = std::chrono::milliseconds(50);
+      cc.keep_late_work = keep_late_work;
     };
     spawn_coordinator(2, {1.0f, 0.0f});
     send_membership(1, {"worker/w", "worker/x", "worker/y", "worker/z"});
@@ -328,7 +330,9 @@ class AdaptiveCloseTest : public FencingTest {
     }
   }
   ~AdaptiveCloseTest() override { stop_actors(); }  // before the observations die
-  void contribute_from(const char* name, const std::vector<float>& delta) { contribute_as(*as_.at(name), 1, 1, delta); }
+  void contribute_from(const char* name, const std::vector<float>& delta, std::uint64_t round = 1) {
+    contribute_as(*as_.at(name), 1, round, delta);
+  }
   std::map<std::string, observations> others_;
   std::map<std::string, std::unique_ptr<mailer>> as_;
 };
@@ -379,6 +383,61 @@ TEST_F(AdaptiveCloseTest, TwoOfFourWaitWithoutADeadline) {
   contribute_from("worker/y", {0.4f, 0.0f, 0.0f});
   settle(std::chrono::milliseconds(5000));
   EXPECT_EQ(received_count(), 1u) << "two of four closed a round";
+}
+
+// diloco.late_work = keep: the straggler's round-1 work, sent while round 2 collects, is
+// folded into round 2 at half its weight, and the straggler gets round 1's result (whole)
+// to merge instead of a refusal. Round 2 still waits for its own contribution. The
+// head's keeper replays round 2 from its record (late input included) and acknowledges it
+// only if it reaches the coordinator's digest: the release proves the replay.
+class LateWorkTest : public AdaptiveCloseTest {
+ protected:
+  LateWorkTest() : AdaptiveCloseTest(true) {}
+};
+
+TEST_F(LateWorkTest, AStragglersWorkIsFoldedIntoTheNextRoundAndItGetsTheResultItMissed) {
+  ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.received.size() == 1; }));
+  contribute(1, 1, {0.5f, 0.0f, 0.0f});
+  contribute_from("worker/y", {0.5f, 0.0f, 0.0f});
+  contribute_from("worker/z", {0.5f, 0.0f, 0.0f});
+  settle(std::chrono::milliseconds(300));  // past the grace: round 1 closes without worker/w
+  ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.received.size() == 2; }));
+
+  wire::outgoing out;
+  auto c = out.envelope.initContribution();
+  c.setFragment(0);
+  c.setRound(1);
+  c.setWeight(2.0f);
+  const std::vector<float> late = {2.5f, 0.0f, 0.0f};
+  put_contribution(c,
+                   encoded_values{codec_kind::fp32,
+                                  3,
+                                  0,
+                                  std::vector<std::uint8_t>(reinterpret_cast<const std::uint8_t*>(late.data()),
+                                                            reinterpret_cast<const std::uint8_t*>(late.data()) + 12),
+                                  {}},
+                   out);
+  as_.at("worker/w")->send("coord/0", 1, out);
+  auto& w = others_["worker/w"];
+  ASSERT_TRUE(w.wait_for([&] { return w.received.size() == 1; }));
+  {
+    std::lock_guard<std::mutex> lock(w.mu);
+    EXPECT_TRUE(w.refusals.empty());
+    ASSERT_TRUE(w.received[0]->envelope().isRoundResult());
+    EXPECT_EQ(w.received[0]->envelope().getRoundResult().getRound(), 1u);
+    EXPECT_EQ(w.received[0]->tensors()[0].to_floats(), (std::vector<float>{0.5f, 2.0f, 3.0f}));  // round 1's
+  }
+  // Round 2: every participant, and the late input at 2 x 0.5: theta - 2.5 x 1 / 5.
+  contribute(1, 2, {0.0f, 0.0f, 0.0f});
+  contribute_from("worker/y", {0.0f, 0.0f, 0.0f}, 2);
+  contribute_from("worker/z", {0.0f, 0.0f, 0.0f}, 2);
+  settle(std::chrono::milliseconds(30));  // within the grace (the floor, 50 ms)
+  EXPECT_EQ(received_count(), 2u) << "round 2 closed without worker/w's own contribution";
+  contribute_from("worker/w", {0.0f, 0.0f, 0.0f}, 2);
+  ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.received.size() == 3; }));
+  std::lock_guard<std::mutex> lock(worker_obs_.mu);
+  EXPECT_EQ(worker_obs_.received[2]->envelope().getRoundResult().getRound(), 2u);
+  EXPECT_EQ(worker_obs_.received[2]->tensors()[0].to_floats(), (std::vector<float>{0.0f, 2.0f, 3.0f}));
 }
 
 // One contribution of three is not a majority: the deadline passes and the round waits.

@@ -75,6 +75,12 @@ TEST(HeldRequests, AContributionIsHeldForTheRoundAboutToOpenOrUntilTheStateIsThe
     x.collecting = x.for_round_after_open = x.participant = true;
     x.participants = 3;
   });
+  // A round is collecting; a participant names the round before it, late work kept.
+  const auto late = but(usual, [](f& x) {
+    x.ready = x.for_next_round = false;
+    x.collecting = x.for_round_before_open = x.participant = x.keep_late = true;
+    x.participants = 3;
+  });
   const row rows[] = {
       {"a round is collecting: the tracker fences it", but(usual, [](f& x) { x.ready = false; }),
        contribution_verdict::take},
@@ -101,6 +107,13 @@ TEST(HeldRequests, AContributionIsHeldForTheRoundAboutToOpenOrUntilTheStateIsThe
        contribution_verdict::take},
       {"the held senders are at the bound: the tracker refuses it", but(skipped, [](f& x) { x.held = max_early; }),
        contribution_verdict::take},
+      {"the round before the collecting one, from a participant: late work, to fold in", late,
+       contribution_verdict::take_late},
+      {"the same with diloco.late_work = drop: refused (wrong_round), the sender resyncs",
+       but(late, [](f& x) { x.keep_late = false; }), contribution_verdict::take},
+      {"the same from a non-participant: refused", but(late, [](f& x) { x.participant = false; }),
+       contribution_verdict::take},
+      {"no round collecting: refused", but(late, [](f& x) { x.collecting = false; }), contribution_verdict::take},
   };
   for (const auto& r : rows) EXPECT_STREQ(to_string(decide(r.facts)), to_string(r.expected)) << r.reason;
 }

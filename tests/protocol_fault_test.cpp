@@ -9,7 +9,8 @@
 // catches up from it, as after a node's lease ran out. A killed worker is replaced by a
 // new node's worker, which joins mid-run.
 // Half the seeds also give rounds a deadline (diloco.round_deadline_ms), so rounds close
-// without the workers whose messages were lost or late, and half of those close adaptively
+// without the workers whose messages were lost or late (whose late work is folded into the
+// next round: diloco.late_work = keep), and half of those close adaptively
 // (diloco.round_close = adaptive: once a majority is in and its grace passed); half send early results
 // (diloco.early_results: provisional results during the commit, then confirmations), so
 // those are dropped, duplicated and reordered too.
@@ -234,6 +235,7 @@ seed_outcome run_seed(std::uint64_t seed) {
     cc.outer = {0.7f, 0.9f};
     cc.round_deadline = plan.round_deadline;
     cc.adaptive_close = plan.adaptive_close;
+    cc.keep_late_work = plan.round_deadline.count() > 0;  // rounds that close without someone take its late work
     cc.grace_min = std::chrono::milliseconds(50);
     cc.early_results = plan.early_results;
     cc.state_chunk_values = static_cast<std::size_t>(run.state_chunk_values);

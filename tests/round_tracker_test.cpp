@@ -123,6 +123,94 @@ TEST(RoundTracker, AtItsDeadlineARoundClosesWithEnoughContributionsOnly) {
   EXPECT_EQ(t.add("w/c", 1, 1, {0.0f, 0.0f}, 1.0f).err().code, errc::wrong_round);
 }
 
+// Late work: w/c was left out of round 1 (closed at its deadline); its contribution to
+// round 1, sent while round 2 collects, is folded into round 2 at half its weight, as an
+// input of its own: round 2 still waits for w/c's own contribution.
+round_tracker round_two_without_c_in_round_one() {
+  auto t = seeded_at_round_zero();
+  EXPECT_FALSE(t.open(1, {"w/a", "w/b", "w/c"}));
+  EXPECT_TRUE(t.add("w/a", 1, 1, {0.0f, 0.0f}, 1.0f));
+  EXPECT_TRUE(t.add("w/b", 1, 1, {0.0f, 0.0f}, 1.0f));
+  EXPECT_TRUE(t.close_at_deadline(2));
+  EXPECT_FALSE(t.committed());  // theta stays {1, 2}: both averaged zeros
+  EXPECT_FALSE(t.open(2, {"w/a", "w/b", "w/c"}));
+  return t;
+}
+
+TEST(RoundTracker, LateWorkIsFoldedIntoTheNextRoundAtHalfItsWeight) {
+  auto t = round_two_without_c_in_round_one();
+  auto late = t.add_late("w/c", 1, 1, {4.0f, 0.0f}, 2.0f);
+  ASSERT_TRUE(late);
+  EXPECT_FALSE(*late) << "the late input completed the round it is not a participant's contribution to";
+  EXPECT_FALSE(t.has_contributed("w/c"));
+  EXPECT_EQ(t.contributors(), (std::vector<std::string>{}));
+  ASSERT_TRUE(t.add("w/a", 2, 2, {1.0f, 0.0f}, 1.0f));
+  ASSERT_TRUE(t.add("w/b", 2, 2, {1.0f, 0.0f}, 1.0f));
+  auto done = t.add("w/c", 2, 2, {1.0f, 0.0f}, 1.0f);
+  ASSERT_TRUE(done && *done);
+  // weights 1, 1, 1 and the late 2 x 0.5 = 1: theta - (1 + 1 + 1 + 4) / 4 in the first value.
+  EXPECT_FLOAT_EQ(t.theta()[0], 1.0f - 7.0f / 4.0f);
+  EXPECT_FLOAT_EQ(t.theta()[1], 2.0f);
+  EXPECT_EQ(t.contributors(), (std::vector<std::string>{"w/a", "w/b", "w/c"}));
+  const std::vector<std::pair<std::string, float>> inputs = {
+      {"w/a", 1.0f}, {"w/b", 1.0f}, {"w/c", 1.0f}, {"w/c#late", 1.0f}};
+  EXPECT_EQ(t.inputs(), inputs) << "the round log's inputs, in the order averaged";
+}
+
+// The late input of the last participant still missing is not its contribution: the round
+// waits for that participant's own.
+TEST(RoundTracker, ALateInputNeverCompletesARound) {
+  auto t = round_two_without_c_in_round_one();
+  ASSERT_TRUE(t.add("w/a", 2, 2, {1.0f, 0.0f}, 1.0f));
+  ASSERT_TRUE(t.add("w/b", 2, 2, {1.0f, 0.0f}, 1.0f));
+  auto late = t.add_late("w/c", 1, 1, {4.0f, 0.0f}, 2.0f);
+  ASSERT_TRUE(late);
+  EXPECT_FALSE(*late);
+  EXPECT_EQ(t.current_phase(), round_tracker::phase::collecting);
+  // Refused late work leaves the count as it was.
+  auto other = round_two_without_c_in_round_one();
+  ASSERT_TRUE(other.add("w/a", 2, 2, {1.0f, 0.0f}, 1.0f));
+  ASSERT_TRUE(other.add("w/b", 2, 2, {1.0f, 0.0f}, 1.0f));
+  EXPECT_FALSE(other.add_late("w/c", 1, 1, {NAN, 0.0f}, 2.0f));
+  auto done = other.add("w/c", 2, 2, {1.0f, 0.0f}, 1.0f);
+  ASSERT_TRUE(done && *done);
+}
+
+TEST(RoundTracker, LateWorkIsFenced) {
+  struct row {
+    const char* name;
+    std::string worker;
+    std::uint64_t epoch, round;
+    errc expected;
+  };
+  const std::vector<row> rows = {
+      {"it contributed to the round it names", "w/a", 1, 1, errc::wrong_round},
+      {"two rounds late", "w/c", 1, 0, errc::wrong_round},
+      {"the open round is not late", "w/c", 2, 2, errc::wrong_round},
+      {"from a later epoch than the open round's", "w/c", 3, 1, errc::stale_epoch},
+      {"from a stranger", "w/z", 1, 1, errc::not_participant},
+  };
+  for (const auto& r : rows) {
+    auto t = round_two_without_c_in_round_one();
+    auto got = t.add_late(r.worker, r.epoch, r.round, {1.0f, 1.0f}, 1.0f);
+    ASSERT_FALSE(got) << r.name;
+    EXPECT_EQ(got.err().code, r.expected) << r.name;
+  }
+  auto t = round_two_without_c_in_round_one();
+  ASSERT_TRUE(t.add_late("w/c", 1, 1, {1.0f, 1.0f}, 1.0f));
+  EXPECT_EQ(t.add_late("w/c", 1, 1, {1.0f, 1.0f}, 1.0f).err().code, errc::duplicate);
+  EXPECT_EQ(t.add_late("w/b", 1, 1, {NAN, 1.0f}, 1.0f).err().code, errc::wrong_round);  // w/b was in round 1
+}
+
+// A tracker restored from a keeper does not know who was left out of its last round: a
+// resend of a counted contribution would be counted twice, so it takes no late work.
+TEST(RoundTracker, ARestoredTrackerTakesNoLateWorkForItsFirstRound) {
+  round_tracker t(0, {1.0f, 0.0f});
+  ASSERT_FALSE(t.restore(4, {1.0f, 2.0f}, {0.0f, 0.0f}));
+  ASSERT_FALSE(t.open(9, {"w/a", "w/b"}));
+  EXPECT_EQ(t.add_late("w/a", 9, 4, {1.0f, 1.0f}, 1.0f).err().code, errc::wrong_round);
+}
+
 TEST(RoundTracker, DuplicatesAndStrangersAreRefusedAndDoNotCount) {
   auto t = seeded_at_round_zero();
   ASSERT_FALSE(t.open(1, {"w/a", "w/b"}));

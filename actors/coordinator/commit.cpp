@@ -22,12 +22,12 @@ round_record record_of_round(const coordinator_state& st, std::uint64_t theta_di
   r.theta_digest = theta_digest;
   r.rule = st.rounds->rule_of_rounds();
   std::uint64_t bytes = 0;
-  for (const auto& worker : st.rounds->contributors()) {
-    const auto& msg = *st.round_inputs.at(worker);
+  for (const auto& [name, weight] : st.rounds->inputs()) {  // a late input under its late name
+    const auto& msg = *st.round_inputs.at(name);
     const auto c = msg.envelope().getContribution();
     round_input in;
-    in.worker = worker;
-    in.weight = c.getWeight();
+    in.worker = name;
+    in.weight = weight;  // as averaged: a late input's is discounted
     in.codec = static_cast<codec_kind>(c.getCodec());
     in.chunk = c.getChunk();
     in.payload = msg.tensors()[0].data;  // take_contribution checked the frames

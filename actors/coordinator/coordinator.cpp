@@ -144,6 +144,7 @@ void on_round_complete(self_ptr self) {
     return;
   }
   const auto contributors = st.rounds->contributors();
+  st.released_inputs = st.rounds->inputs();  // for its report; committed() recycles them
   (void)st.rounds->committed();
   release(self, contributors);
 }
@@ -160,6 +161,35 @@ void skip_open_round(self_ptr self, const wire::message_ptr& msg) {
   st.early[msg->sender()] = msg;
   auto done = st.rounds->drop(msg->sender());
   if (done && *done) on_round_complete(self);
+}
+
+// Late work (round_tracker::add_late): the round before the open one closed without its
+// sender, whose contribution to it is folded into the open round. The sender then gets the
+// result it missed and merges it, keeping what it trained since, instead of resyncing.
+void take_late_work(self_ptr self, const wire::message_ptr& msg, std::vector<float> values, encoded_values encoded) {
+  auto& st = self->state;
+  const auto c = msg->envelope().getContribution();
+  const bool keep_encoded = has_scales(static_cast<codec_kind>(c.getCodec()));
+  auto done =
+      keep_encoded
+          ? st.rounds->add_late_encoded(msg->sender(), msg->epoch(), c.getRound(), std::move(encoded), c.getWeight())
+          : st.rounds->add_late(msg->sender(), msg->epoch(), c.getRound(), std::move(values), c.getWeight());
+  if (!done && done.err().code == errc::duplicate) {
+    // A resend: the result it missed was lost on the way (the resend says it still waits).
+    send_missed_result(self, msg->sender());
+    return;
+  }
+  if (!done) {
+    log_warn(fragment_name(st) + ": refused late work of " + msg->sender() + ": " + done.err().describe());
+    st.mail->refuse(*msg, done.err(), refusal_epoch(st));
+    return;
+  }
+  st.round_inputs[round_tracker::late_name(msg->sender())] = msg;
+  st.round_bytes += msg->wire_bytes();
+  log_info(fragment_name(st) + ": round " + std::to_string(c.getRound()) + " of " + msg->sender() +
+           ", late, folded into round " + std::to_string(st.rounds->open_round()));
+  send_missed_result(self, msg->sender());
+  if (*done) on_round_complete(self);
 }
 
 void on_contribution(self_ptr self, const wire::message_ptr& msg) {
@@ -182,9 +212,13 @@ void on_contribution(self_ptr self, const wire::message_ptr& msg) {
   facts.participant = is_participant(st, msg->sender());
   facts.participants = facts.collecting ? st.rounds->participants().size() : 0;
   facts.contributed = st.rounds->has_contributed(msg->sender());
+  facts.for_round_before_open = facts.collecting && c.getRound() + 1 == st.rounds->open_round();
+  facts.keep_late = st.cfg.keep_late_work;
+  bool late = false;
   switch (held_requests::decide(facts)) {
     case held_requests::contribution_verdict::hold_early: st.early[msg->sender()] = msg; return;
     case held_requests::contribution_verdict::skip_open_round: return skip_open_round(self, msg);
+    case held_requests::contribution_verdict::take_late: late = true; break;
     case held_requests::contribution_verdict::take: break;
   }
   const auto arrived = st.now();
@@ -202,10 +236,10 @@ void on_contribution(self_ptr self, const wire::message_ptr& msg) {
     st.mail->refuse(*msg, err, refusal_epoch(st));
     return;
   }
+  if (late) return take_late_work(self, msg, std::move(values), std::move(encoded));
   if (st.rounds->contributors().empty()) {
     st.round_started = st.now();
     st.arrivals.clear();
-    st.weights.clear();
     if (st.cfg.round_deadline.count() > 0)
       self->delayed_send(self, st.cfg.round_deadline, deadline_atom::value, st.rounds->open_round());
   }
@@ -222,7 +256,6 @@ void on_contribution(self_ptr self, const wire::message_ptr& msg) {
   st.round_bytes += msg->wire_bytes();
   st.last_contribution = arrived;
   st.arrivals.push_back(arrived - st.round_started);
-  st.weights[msg->sender()] = c.getWeight();
   if (*done) return on_round_complete(self);
   if (st.cfg.adaptive_close) close_or_wait(self, st.rounds->open_round());
 }
@@ -281,6 +314,7 @@ void finish_commit_if_acked(self_ptr self) {
   st.commit.finish();
   const auto round = st.rounds->committed_round();
   const auto contributors = st.rounds->contributors();
+  st.released_inputs = st.rounds->inputs();  // for its report; committed() recycles them
   (void)st.rounds->committed();
   if (round > 0) ATL_FAULT_POINT("coordinator.committed");
   if (round == 0) {
@@ -337,6 +371,7 @@ coordinator_config coordinator_config_for(const run_config& run, std::uint32_t f
   cc.average_only = run.mode == "ddp";
   cc.round_deadline = std::chrono::milliseconds(run.round_deadline_ms);
   cc.adaptive_close = run.round_close == "adaptive";
+  cc.keep_late_work = run.late_work == "keep";
   cc.grace_k = run.grace_k;
   cc.grace_min = std::chrono::milliseconds(run.grace_min_ms);
   cc.grace_max = std::chrono::milliseconds(run.grace_max_ms);

@@ -18,6 +18,9 @@
 //   Contribution early   -> (for the round about to open, from a member) held until it opens
 //   Contribution         -> decoded to fp32 (any codec) -> round_tracker.add (typed Refusal on
 //                           any fence)
+//   Contribution late    -> (for the round before the open one, which closed without its
+//                           sender; diloco.late_work = keep) folded into the open round,
+//                           and the sender gets the result it missed (no resync)
 //   round complete       -> CommitRequest(the round's record: its inputs as received, or
 //                           its fp32 average when smaller, and the digest of theta_global;
 //                           round 0: theta and momentum) -> every keeper of the Membership
@@ -81,6 +84,10 @@ struct coordinator_config {
   bool adaptive_close = false;
   double grace_k = 3;
   std::chrono::milliseconds grace_min{200}, grace_max{60000};
+  // diloco.late_work = keep: a participant's contribution to the round before the open
+  // one, which closed without it, is folded into the open one (round_tracker::add_late).
+  // Off here, so that a caller that does not ask keeps the refusal (wrong_round).
+  bool keep_late_work = false;
   // A larger fragment's state goes to a resyncing worker as a header: it fetches the
   // values in chunks from the keepers (diloco.state_chunk_values).
   std::size_t state_chunk_values = 1 << 20;
@@ -130,13 +137,15 @@ struct coordinator_state {
   std::chrono::steady_clock::time_point round_started;
   std::chrono::steady_clock::time_point last_contribution;  // arrival of the round's latest one
   std::vector<std::chrono::steady_clock::duration> arrivals;  // of the open round's contributions, from its first
-  std::map<std::string, float> weights;  // of the open round's contributions (diloco.weighting), for its report
+  std::vector<std::pair<std::string, float>> released_inputs;  // the releasing round's (round_tracker::inputs)
   // The last committed round as reported to the registry, sent again after the node's link
   // to the head comes back (a head that took over, or restarted, may never have heard it).
   struct round_report {
     std::uint64_t round = 0, epoch = 0, digest = 0, bytes = 0;
     std::vector<std::string> participants;
     std::vector<float> weights;  // each participant's, in the same order
+    std::vector<std::string> late;  // late inputs folded in (round_tracker::add_late), by worker
+    std::vector<float> late_weights;  // as averaged: late_discount times the sender's
     float duration_s = 0, since_last_contribution_s = 0;
   };
   std::optional<round_report> last_report;

@@ -51,6 +51,9 @@ std::optional<round_update_frames> released_update_frames(const coordinator_stat
 void send_provisional_results_once_received(self_ptr self);
 void release(self_ptr self, const std::vector<std::string>& contributors);
 void report_progress(self_ptr self);
+// The last committed round's result, whole (fp32 theta_global), to a worker whose late
+// contribution to it was folded into the open round.
+void send_missed_result(self_ptr self, const std::string& worker);
 // The last committed round's report again: the node's link to the head came back.
 void resend_round_report(self_ptr self);
 

@@ -24,6 +24,10 @@ void send_last_report(coordinator_state& st) {
   for (unsigned i = 0; i < r.participants.size(); ++i) names.set(i, r.participants[i]);
   auto weights = report.initWeights(static_cast<unsigned>(r.weights.size()));
   for (unsigned i = 0; i < r.weights.size(); ++i) weights.set(i, r.weights[i]);
+  auto late = report.initLateWorkers(static_cast<unsigned>(r.late.size()));
+  for (unsigned i = 0; i < r.late.size(); ++i) late.set(i, r.late[i]);
+  auto late_weights = report.initLateWeights(static_cast<unsigned>(r.late_weights.size()));
+  for (unsigned i = 0; i < r.late_weights.size(); ++i) late_weights.set(i, r.late_weights[i]);
   report.setDurationS(r.duration_s);
   report.setSinceLastContributionS(r.since_last_contribution_s);
   report.setBytes(r.bytes);
@@ -39,7 +43,15 @@ void report_round(self_ptr self, const std::vector<std::string>& contributors, s
   r.epoch = st.rounds->open_epoch();
   r.digest = digest;
   r.participants = contributors;
-  for (const auto& c : contributors) r.weights.push_back(st.weights.count(c) ? st.weights.at(c) : 0.0f);
+  // Every input as averaged (round_tracker::inputs): participants in order, late ones apart.
+  for (const auto& [name, weight] : st.released_inputs) {
+    if (!round_tracker::is_late_name(name)) {
+      r.weights.push_back(weight);
+      continue;
+    }
+    r.late.push_back(name.substr(0, name.size() - round_tracker::late_name("").size()));
+    r.late_weights.push_back(weight);
+  }
   r.duration_s = static_cast<float>(std::chrono::duration<double>(st.now() - st.round_started).count());
   r.since_last_contribution_s =
       static_cast<float>(std::chrono::duration<double>(st.now() - st.last_contribution).count());
@@ -80,6 +92,14 @@ void send_results(coordinator_state& st, std::vector<std::string> receivers, std
 }  // namespace
 
 void resend_round_report(self_ptr self) { send_last_report(self->state); }
+
+void send_missed_result(self_ptr self, const std::string& worker) {
+  auto& st = self->state;
+  const auto& theta = st.rounds->theta();
+  const auto frame = wire::tensor::from_floats_hashed(theta.data(), theta.size());
+  send_results(st, {worker}, st.rounds->committed_round(), st.rounds->open_epoch(), *frame.checksum, &frame,
+               std::nullopt, result_form::whole);
+}
 
 std::optional<round_update_frames> released_update_frames(const coordinator_state& st) {
   if (const auto* u = st.rounds->released_update()) return make_round_update_frames(encoded_values(*u));

@@ -16,6 +16,7 @@ contribution_verdict decide(const contribution_facts& f) {
   const bool room = f.sender_held || f.held < max_early;
   if (f.collecting && f.for_round_after_open && f.participant && !f.contributed && f.participants > 1 && room)
     return contribution_verdict::skip_open_round;
+  if (f.collecting && f.for_round_before_open && f.participant && f.keep_late) return contribution_verdict::take_late;
   return (about_to_open || starting) && room ? contribution_verdict::hold_early : contribution_verdict::take;
 }
 
@@ -32,6 +33,7 @@ const char* to_string(contribution_verdict v) {
   switch (v) {
     case contribution_verdict::hold_early: return "hold_early";
     case contribution_verdict::skip_open_round: return "skip_open_round";
+    case contribution_verdict::take_late: return "take_late";
     case contribution_verdict::take: return "take";
   }
   return "unknown";

@@ -24,6 +24,10 @@
 //                           without it; its contribution is held for the next round (unless
 //                           it is the round's only participant: that round would be abandoned
 //                           and reopened as the same round, so the tracker refuses it instead)
+//     take_late             for the round before the collecting one, from a participant of
+//                           the collecting round, with diloco.late_work = keep: late work,
+//                           which the tracker folds into the open round if its sender was
+//                           left out of the round it names (round_tracker::add_late fences)
 //     take                  everything else: the round tracker fences it (typed refusals)
 #include <cstddef>
 
@@ -53,6 +57,8 @@ struct contribution_facts {
   bool for_next_round = false;  // it names the round about to open
   bool collecting = false;  // a round is open
   bool for_round_after_open = false;  // it names the round after the collecting one
+  bool for_round_before_open = false;  // it names the round before the collecting one
+  bool keep_late = false;  // diloco.late_work = keep
   bool participant = false;  // of the collecting round
   bool contributed = false;  // to the collecting round
   std::size_t participants = 0;  // of the collecting round
@@ -61,7 +67,7 @@ struct contribution_facts {
   std::size_t held = 0;  // senders held
 };
 
-enum class contribution_verdict { hold_early, skip_open_round, take };
+enum class contribution_verdict { hold_early, skip_open_round, take_late, take };
 contribution_verdict decide(const contribution_facts& f);
 
 const char* to_string(state_verdict v);

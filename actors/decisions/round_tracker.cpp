@@ -94,27 +94,79 @@ status check_weight(const std::string& worker, float weight) {
 expected<bool> round_tracker::add(const std::string& worker, std::uint64_t epoch, std::uint64_t round,
                                   std::vector<float> delta, float weight) {
   if (auto err = admissible(worker, epoch, round)) return err;
-  if (auto err = check_weight(worker, weight)) return err;
-  if (delta.size() != state_.theta.size())
-    return make_error(errc::tensor_mismatch,
-                      std::to_string(delta.size()) + " values, fragment has " + std::to_string(state_.theta.size()));
-  if (!all_finite(delta.data(), delta.size())) return make_error(errc::not_finite, "contribution of " + worker);
-  contribution c;
-  c.values = std::move(delta);
-  c.weight = weight;
-  contributions_.emplace(worker, std::move(c));
-  return finish_if_complete();
+  return take_values(worker, std::move(delta), weight);
 }
 
 expected<bool> round_tracker::add_encoded(const std::string& worker, std::uint64_t epoch, std::uint64_t round,
                                           encoded_values delta, float weight) {
   if (auto err = admissible(worker, epoch, round)) return err;
-  if (auto err = check_weight(worker, weight)) return err;
+  return take_encoded(worker, std::move(delta), weight);
+}
+
+bool round_tracker::is_late_name(const std::string& name) {
+  static const std::string suffix = "#late";
+  return name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+status round_tracker::admissible_late(const std::string& worker, std::uint64_t epoch, std::uint64_t round) const {
+  if (phase_ != phase::collecting) return wrong_phase("late contribution", phase_);
+  if (round != round_ || round == 0)
+    return make_error(errc::wrong_round,
+                      "late round " + std::to_string(round) + ", last committed is " + std::to_string(round_));
+  if (!last_contributors_)
+    return make_error(errc::wrong_round, "round " + std::to_string(round) +
+                                             " is closed (who was left out of it is "
+                                             "not known here)");
+  if (last_contributors_->count(worker))
+    return make_error(errc::wrong_round, worker + " contributed to round " + std::to_string(round) + ", now closed");
+  if (epoch > epoch_)
+    return make_error(errc::stale_epoch,
+                      "epoch " + std::to_string(epoch) + " is ahead of round epoch " + std::to_string(epoch_));
+  if (!participants_.count(worker))
+    return make_error(errc::not_participant, worker + " is not in round " + std::to_string(open_round()));
+  if (contributions_.count(late_name(worker)))
+    return make_error(errc::duplicate, worker + "'s late work for round " + std::to_string(round) + " is held");
+  return {};
+}
+
+expected<bool> round_tracker::add_late(const std::string& worker, std::uint64_t epoch, std::uint64_t round,
+                                       std::vector<float> delta, float weight) {
+  if (auto err = admissible_late(worker, epoch, round)) return err;
+  ++late_inputs_;  // counted before it is stored: a late input never completes a round
+  auto taken = take_values(late_name(worker), std::move(delta), weight * late_discount);
+  if (!taken) --late_inputs_;
+  return taken;
+}
+
+expected<bool> round_tracker::add_late_encoded(const std::string& worker, std::uint64_t epoch, std::uint64_t round,
+                                               encoded_values delta, float weight) {
+  if (auto err = admissible_late(worker, epoch, round)) return err;
+  ++late_inputs_;  // counted before it is stored: a late input never completes a round
+  auto taken = take_encoded(late_name(worker), std::move(delta), weight * late_discount);
+  if (!taken) --late_inputs_;
+  return taken;
+}
+
+expected<bool> round_tracker::take_values(const std::string& name, std::vector<float> delta, float weight) {
+  if (auto err = check_weight(name, weight)) return err;
+  if (delta.size() != state_.theta.size())
+    return make_error(errc::tensor_mismatch,
+                      std::to_string(delta.size()) + " values, fragment has " + std::to_string(state_.theta.size()));
+  if (!all_finite(delta.data(), delta.size())) return make_error(errc::not_finite, "contribution of " + name);
+  contribution c;
+  c.values = std::move(delta);
+  c.weight = weight;
+  contributions_.emplace(name, std::move(c));
+  return finish_if_complete();
+}
+
+expected<bool> round_tracker::take_encoded(const std::string& name, encoded_values delta, float weight) {
+  if (auto err = check_weight(name, weight)) return err;
   if (!has_scales(delta.kind) || rule_ != update_rule::nesterov) {  // values that may not be finite, or no fused step
     auto values = contribution_buffer();
     values.resize(delta.count);
     if (auto err = decode(delta, values.data())) return err;
-    return add(worker, epoch, round, std::move(values), weight);
+    return take_values(name, std::move(values), weight);
   }
   if (delta.count != state_.theta.size())
     return make_error(errc::tensor_mismatch,
@@ -124,7 +176,7 @@ expected<bool> round_tracker::add_encoded(const std::string& worker, std::uint64
   c.encoded = std::move(delta);
   c.is_encoded = true;
   c.weight = weight;
-  contributions_.emplace(worker, std::move(c));
+  contributions_.emplace(name, std::move(c));
   return finish_if_complete();
 }
 
@@ -140,15 +192,14 @@ expected<bool> round_tracker::drop(const std::string& worker) {
 }
 
 expected<bool> round_tracker::close_at_deadline(std::size_t needed) {
-  if (phase_ != phase::collecting || contributions_.empty() || contributions_.size() < needed) return false;
-  std::set<std::string> contributed;
-  for (const auto& [w, _] : contributions_) contributed.insert(w);
-  participants_ = std::move(contributed);
+  if (phase_ != phase::collecting || on_time_contributions() == 0 || on_time_contributions() < needed) return false;
+  const auto contributed = contributors();
+  participants_ = std::set<std::string>(contributed.begin(), contributed.end());
   return finish_if_complete();
 }
 
 expected<bool> round_tracker::finish_if_complete() {
-  if (contributions_.size() < participants_.size()) return false;
+  if (on_time_contributions() < participants_.size()) return false;
   std::vector<weighted_input> inputs;
   for (const auto& [_, c] : contributions_)  // sorted by worker id
     inputs.push_back(c.is_encoded ? weighted_input{nullptr, c.weight, &c.encoded}
@@ -171,6 +222,10 @@ void round_tracker::encode_results(codec_kind kind, std::size_t chunk) {
 status round_tracker::committed() {
   if (phase_ != phase::committing) return wrong_phase("committed", phase_);
   phase_ = phase::ready;
+  if (round_ > 0) {
+    const auto contributed = contributors();
+    last_contributors_.emplace(contributed.begin(), contributed.end());
+  }
   recycle_contributions();
   return {};
 }
@@ -181,6 +236,7 @@ void round_tracker::recycle_contributions() {
     else spare_contributions_.push_back(std::move(c.values));
   }
   contributions_.clear();
+  late_inputs_ = 0;
 }
 
 std::vector<float> round_tracker::contribution_buffer() {
@@ -200,7 +256,14 @@ encoded_values round_tracker::encoded_buffer() {
 
 std::vector<std::string> round_tracker::contributors() const {
   std::vector<std::string> out;
-  for (const auto& [w, _] : contributions_) out.push_back(w);
+  for (const auto& [w, _] : contributions_)
+    if (!is_late_name(w)) out.push_back(w);
+  return out;
+}
+
+std::vector<std::pair<std::string, float>> round_tracker::inputs() const {
+  std::vector<std::pair<std::string, float>> out;
+  for (const auto& [name, c] : contributions_) out.emplace_back(name, c.weight);
   return out;
 }
 

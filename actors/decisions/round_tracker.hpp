@@ -6,6 +6,16 @@
 //   (collecting r+1) --add(...) by every participant--> [committing r+1] --committed--> (ready r+1)
 //   (collecting r+1) --drop(worker) leaving >= 1 contribution from all remaining--> [committing r+1]
 //   (collecting r+1) --close_at_deadline(n) with >= n contributions--> [committing r+1]
+//   (collecting r+1) --add_late(w) for round r, which closed without w--> itself, the late
+//                    input held for round r+1 (it does not stand for w's own contribution)
+//
+// Late work (diloco.late_work = keep): a participant left out of round r (closed at its
+// deadline or grace) that sends round r while r+1 collects has its pseudo-gradient folded
+// into r+1 as an extra input, named late_name(w), weighted late_discount times its weight:
+// it was taken against theta_{r-1}, one round stale (HeLoCo corrects such staleness; we
+// discount it). The round log records it like any input, so keepers replay it bit for bit.
+// Only a tracker that committed round r itself knows who was left out of it; one restored
+// from a keeper refuses late work for its first round (wrong_round: the sender resyncs).
 //
 // Every transition checks the phase it is allowed from and returns a typed error
 // otherwise. Contributions are fenced: wrong epoch -> stale_epoch, other round ->
@@ -59,6 +69,17 @@ class round_tracker {
   // when its scales are, which check_encoded checks); any other is decoded and added.
   expected<bool> add_encoded(const std::string& worker, std::uint64_t epoch, std::uint64_t round, encoded_values delta,
                              float weight);
+  // Late work for the last committed round from a participant of the open round that was
+  // left out of it (see above). Typed errors: wrong_round (another round, it contributed to
+  // the last round, or who did is unknown), not_participant, duplicate (a late input of it
+  // is held), stale_epoch (from after the round's epoch), and add's checks of the values.
+  expected<bool> add_late(const std::string& worker, std::uint64_t epoch, std::uint64_t round, std::vector<float> delta,
+                          float weight);
+  expected<bool> add_late_encoded(const std::string& worker, std::uint64_t epoch, std::uint64_t round,
+                                  encoded_values delta, float weight);
+  static constexpr float late_discount = 0.5f;
+  static std::string late_name(const std::string& worker) { return worker + "#late"; }
+  static bool is_late_name(const std::string& name);
   // A participant is gone: the round completes with the rest if they all contributed.
   expected<bool> drop(const std::string& worker);
   // The round's deadline passed: it completes with the contributions it has if there are
@@ -89,7 +110,10 @@ class round_tracker {
   const std::vector<float>& momentum() const { return state_.momentum; }
   const std::vector<float>& residual() const { return state_.residual; }
   const std::set<std::string>& participants() const { return participants_; }
-  std::vector<std::string> contributors() const;
+  std::vector<std::string> contributors() const;  // the participants that contributed
+  // Every input of the round in the order it is averaged in (worker id; a late input right
+  // after its worker), with its weight as averaged: what the round log records.
+  std::vector<std::pair<std::string, float>> inputs() const;
   // Whether `worker` contributed to the open (or committing) round: asked for each message,
   // without copying the list.
   bool has_contributed(const std::string& worker) const { return contributions_.count(worker) > 0; }
@@ -102,6 +126,11 @@ class round_tracker {
  private:
   // The fences of add: phase, epoch, round, participant, duplicate.
   status admissible(const std::string& worker, std::uint64_t epoch, std::uint64_t round) const;
+  status admissible_late(const std::string& worker, std::uint64_t epoch, std::uint64_t round) const;
+  // The checks and the store of add and add_encoded, under `name` (a worker, or its late name).
+  expected<bool> take_values(const std::string& name, std::vector<float> delta, float weight);
+  expected<bool> take_encoded(const std::string& name, encoded_values delta, float weight);
+  std::size_t on_time_contributions() const { return contributions_.size() - late_inputs_; }
   expected<bool> finish_if_complete();
   void recycle_contributions();  // contributions_ emptied, their buffers kept
 
@@ -120,7 +149,10 @@ class round_tracker {
     bool is_encoded = false;
     float weight = 0;
   };
-  std::map<std::string, contribution> contributions_;  // sorted by worker id
+  std::map<std::string, contribution> contributions_;  // sorted by worker id, late inputs too
+  std::size_t late_inputs_ = 0;  // of contributions_
+  // Who contributed to the last round this tracker committed; unknown after restore.
+  std::optional<std::set<std::string>> last_contributors_;
   std::optional<encoded_values> update_;
   // Fragment-sized working memory of a round, kept from one round to the next: allocated
   // afresh, every round faulted in and zeroed four fragments of pages, which at 256 MiB

@@ -119,12 +119,16 @@ void on_round_report(self_ptr self, const wire::message_ptr& msg) {
   for (auto p : r.getParticipants()) names.push_back(std::string(p.cStr()));
   nlohmann::json weights = nlohmann::json::array();
   for (auto w : r.getWeights()) weights.push_back(w);
+  nlohmann::json late = nlohmann::json::object();
+  for (unsigned i = 0; i < r.getLateWorkers().size() && i < r.getLateWeights().size(); ++i)
+    late[std::string(r.getLateWorkers()[i].cStr())] = r.getLateWeights()[i];
   st.metrics.write("round", {{"fragment", r.getFragment()},
                              {"round", r.getRound()},
                              {"epoch", r.getEpoch()},
                              {"participants", r.getParticipants().size()},
                              {"workers", names},
                              {"weights", weights},
+                             {"late", late},
                              {"duration_s", r.getDurationS()},
                              {"since_last_contribution_s", r.getSinceLastContributionS()},
                              {"bytes", r.getBytes()},

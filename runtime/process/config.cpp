@@ -80,8 +80,13 @@ const std::vector<knob>& knobs() {
        "when a round closes without every participant: all (it waits for each, or diloco.round_deadline_ms) | "
        "adaptive (once a quorum and a majority contributed and a grace has passed: the median arrival plus "
        "diloco.grace_k times the median absolute deviation of the arrivals, within [grace_min_ms, "
-       "grace_max_ms]; a participant left out resyncs)",
+       "grace_max_ms]; a participant left out sends its work late: diloco.late_work)",
        "all|adaptive"},
+      {"diloco.late_work", &C::late_work, 0, 0, "",
+       "a contribution to a round that closed without its worker (deadline or grace): keep (folded into the "
+       "next round at half its weight; the worker merges the result it missed) | drop (refused; the worker "
+       "resyncs and loses what it trained since its last sync)",
+       "keep|drop"},
       {"diloco.grace_k", &C::grace_k, 0, 100, "MADs", "the adaptive grace: spreads waited past the median arrival"},
       {"diloco.grace_min_ms", &C::grace_min_ms, 0, 3.6e6, "ms", "the adaptive grace is at least this long"},
       {"diloco.grace_max_ms", &C::grace_max_ms, 0, 3.6e6, "ms", "the adaptive grace is at most this long"},

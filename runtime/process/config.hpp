@@ -45,6 +45,8 @@ struct run_config {
   std::int64_t round_deadline_ms = 0;  // 0: no fixed deadline
   // all | adaptive: a majority's round closes once its grace passed (actors/decisions/quorum.hpp)
   std::string round_close = "all";
+  // keep | drop: late work for a round that closed without its worker is folded into the next
+  std::string late_work = "keep";
   double grace_k = 3;
   std::int64_t grace_min_ms = 200;
   std::int64_t grace_max_ms = 60000;

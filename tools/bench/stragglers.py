@@ -1,0 +1,216 @@
+#!/usr/bin/env python3
+"""Stragglers benchmark (issue 46): goodput of four workers of mixed speed.
+
+Four `atoll join` nodes and a head on this machine train the default example (the chaos
+bench's smaller GPT: 2 blocks, width 64). Two nodes are throttled, one to half and one to a
+quarter of their speed (SIGSTOP/SIGCONT on a 60 ms duty cycle, tools/bench/throttle.py;
+the nodes hosting no coordinator are chosen; the keeper is the head's, so no commit waits on
+a throttled node). Rows:
+  bound          throttled, no sync at all: the samples per second the four reach side by
+                 side (every sample counts)
+  wait-for-all   throttled, phases of H steps, rounds wait for every participant (plain
+                 DiLoCo, the default before time-boxed phases)
+  adaptive       the same with diloco.round_close = adaptive (the slow are left out and resync)
+  time-boxed     throttled, diloco.sync_every_s: a round every --round-s seconds, every worker
+                 contributes what it trained (weighted by its samples); rounds wait for all
+  time-boxed-adaptive   the same with diloco.round_close = adaptive
+  homogeneous    time-boxed, no throttle
+  homogeneous-equal-samples   time-boxed, no throttle, run until the samples time-boxed trained:
+                 the held-out loss to compare at equal samples
+Goodput counts the samples (tokens, for this example) of contributions that reached a
+committed round (the round lines' weights: diloco.weighting = samples), per second of the
+workers' training (the longest worker's wall time). Every row overlaps a quarter of a
+round's phase (diloco.overlap), so a round's latency is not time blocked. Time-boxed rows run --seconds of
+training; step rows run the steps that take a full-speed worker about --seconds (wait-for-
+all then takes longer: it is slower).
+
+Writes OUT/results.json: a list of rows with name, goodput_samples_s, bound_samples_s,
+samples (committed), trained (all trained), held_out_loss, wall_s, rounds, and per worker
+its tokens. Usage:
+  tools/bench/stragglers.py --atoll build/tools/atoll --atollctl build/tools/atollctl
+                            [--seconds 60] [--round-s 5] [--rows a,b] [--out DIR]
+"""
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import throttle  # tools/bench/throttle.py, next to this script
+
+# run.min_workers = 3: training starts with three of the four (they start together), and a
+# round may close without one of them (the quorum is 3 of 4), not without two.
+MODEL = ["--set", "model.layers=2", "--set", "model.width=64", "--set", "run.min_workers=3",
+         "--set", "storage.keepers=head", "--set", "storage.keep_rounds=100000"]
+SHARES = [1.0, 1.0, 0.5, 0.25]  # each node's speed; the throttled ones host no coordinator
+TICK_S = 0.05  # time-boxed rows: the schedule's step
+ROWS = ["bound", "wait-for-all", "adaptive", "time-boxed", "time-boxed-adaptive", "homogeneous",
+        "homogeneous-equal-samples"]
+
+
+def ctl(args, endpoint, command):
+    try:
+        out = subprocess.run([args.atollctl, "--head", endpoint, "--timeout", "3000", command, "--json"],
+                             capture_output=True, text=True, timeout=10)
+        return json.loads(out.stdout) if out.returncode == 0 else None
+    except (subprocess.TimeoutExpired, json.JSONDecodeError):
+        return None
+
+
+def run(args, name, settings, throttled):
+    """One run to its end; returns its metrics lines."""
+    run_dir = os.path.join(args.out, name)
+    shutil.rmtree(run_dir, ignore_errors=True)
+    os.makedirs(f"{run_dir}/logs")
+    metrics = f"{run_dir}/metrics.jsonl"
+
+    def spawn(argv, log):
+        return subprocess.Popen(argv, stdout=open(f"{run_dir}/logs/{log}.log", "ab"), stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    head = spawn([args.atoll, "up", "--listen", "tcp://127.0.0.1:0", "--run-dir", f"{run_dir}/head",
+                  "--metrics", metrics] + MODEL + settings, "head")
+    endpoint = None
+    for _ in range(600):
+        try:
+            with open(f"{run_dir}/head/head.endpoint") as f:
+                endpoint = f.read().strip() or None
+        except FileNotFoundError:
+            pass
+        if endpoint:
+            break
+        time.sleep(0.05)
+    if not endpoint:
+        raise RuntimeError(f"no head started; see {run_dir}/logs/head.log")
+    nodes = [spawn([args.atoll, "join", "--head", endpoint, "--threads", "1"], f"node{i}") for i in range(4)]
+    throttles = []
+    try:
+        if throttled:
+            throttles = throttle_nodes(args, endpoint, nodes)
+        deadline = time.monotonic() + 20 * args.seconds
+        while time.monotonic() < deadline:
+            if all(n.poll() is not None for n in nodes):
+                break
+            time.sleep(0.5)
+    finally:
+        for t in throttles:
+            t.terminate()
+            t.wait()
+        subprocess.run([args.atoll, "down", "--head", endpoint], capture_output=True, timeout=15)
+        for p in nodes + [head]:
+            try:
+                p.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+    with open(metrics) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def throttle_nodes(args, endpoint, nodes):
+    """Throttles the nodes hosting no coordinator, once training started, to SHARES."""
+    for _ in range(600):
+        status = ctl(args, endpoint, "status") or {}
+        actors = ctl(args, endpoint, "actors") or []
+        members = ctl(args, endpoint, "members") or []
+        hosts = {a["process"] for a in actors if a["id"].startswith("coord/")}
+        if status.get("state") == "training" and hosts and len(members) == 4:
+            break
+        time.sleep(0.1)
+    pid_of = {f"node/{m['node_id']}": m["pid"] for m in members}
+    free = [pid_of[n] for n in sorted(pid_of) if n not in hosts]
+    slow = [s for s in SHARES if s < 1]
+    return [throttle.start(pid, share, 100 * args.seconds) for pid, share in zip(free, slow)]
+
+
+def summarise(name, lines):
+    rounds = [j for j in lines if j["type"] == "round"]
+    done = [j for j in lines if j["type"] == "worker_done"]
+    summary = next((j for j in lines if j["type"] == "summary"), {})
+    wall = max((d["wall_s"] for d in done), default=0)
+    # Late work (diloco.late_work = keep) is averaged at half its weight: its samples are twice that.
+    committed = sum(sum(r.get("weights", [])) + 2 * sum(r.get("late", {}).values()) for r in rounds)
+    trained = {d["worker"]: round(d["tokens_per_s"] * d["wall_s"]) for d in done}
+    return {"name": name, "wall_s": round(wall, 1), "rounds": len(rounds), "samples": round(committed),
+            "trained": sum(trained.values()), "trained_by_worker": trained,
+            "goodput_samples_s": round(committed / wall, 1) if wall else 0,
+            "held_out_loss": summary.get("val_loss")}
+
+
+def main():
+    ap = argparse.ArgumentParser(description="goodput of four workers of mixed speed")
+    ap.add_argument("--atoll", required=True)
+    ap.add_argument("--atollctl", required=True)
+    ap.add_argument("--seconds", type=float, default=60, help="training time of a time-boxed row")
+    ap.add_argument("--round-s", type=float, default=5, help="diloco.sync_every_s of the time-boxed rows")
+    ap.add_argument("--rows", default=",".join(ROWS), help="which rows, comma-separated (bound always runs)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--out", default="build/bench/stragglers")
+    args = ap.parse_args()
+    rows = [r for r in args.rows.split(",") if r]
+    unknown = [r for r in rows if r not in ROWS]
+    if unknown or args.seconds <= 0 or args.round_s < TICK_S:
+        ap.error(f"unknown rows {unknown}" if unknown else "--seconds must be positive, --round-s at least 0.05")
+    os.makedirs(args.out, exist_ok=True)
+    ticks = int(args.seconds / TICK_S)
+    per_round = max(1, int(round(args.round_s / TICK_S)))
+    ticks -= ticks % per_round  # the run ends on a sync point: its last samples count
+    common = ["--set", f"run.seed={args.seed}"]
+
+    def time_boxed(sync_ticks, close="all", steps=ticks):
+        return common + ["--set", f"run.steps={steps}", "--set", f"diloco.sync_every={sync_ticks}", "--set",
+                         f"diloco.sync_every_s={sync_ticks * TICK_S}", "--set", f"diloco.round_close={close}",
+                         "--set", f"run.eval_every={steps}", "--set", f"diloco.overlap={sync_ticks // 4}"]
+
+    results = []
+
+    def record(row):
+        results.append(row)
+        print(f"stragglers: {row['name']}: goodput {row['goodput_samples_s']} samples/s over {row['wall_s']} s, "
+              f"{row['rounds']} rounds, held-out loss {row['held_out_loss']}", flush=True)
+        with open(os.path.join(args.out, "results.json"), "w") as f:
+            json.dump(results, f, indent=2)
+
+    # The bound: throttled, no sync (phases longer than the run), every sample counts.
+    bound = summarise("bound", run(args, "bound", time_boxed(10 * ticks), throttled=True))
+    bound["goodput_samples_s"] = round(bound["trained"] / bound["wall_s"], 1) if bound["wall_s"] else 0
+    bound["samples"] = bound["trained"]
+    bound_rate = bound["goodput_samples_s"]
+    record(dict(bound, bound_samples_s=bound_rate))
+    # Step rows: H = the steps a full-speed worker takes in --round-s, a run as long as a
+    # full-speed worker's --seconds (measured in the bound row: its fastest worker).
+    tokens_per_step = 32 * 64  # inner.batch_size x model.context
+    fastest = max(bound["trained_by_worker"].values()) / bound["wall_s"] / tokens_per_step
+    h = max(1, int(fastest * args.round_s))
+    steps = max(h, int(fastest * args.seconds) // h * h)
+    step_rows = {"wait-for-all": "all", "adaptive": "adaptive"}
+    for name in rows:
+        if name in step_rows:
+            settings = common + ["--set", f"run.steps={steps}", "--set", f"diloco.sync_every={h}", "--set",
+                                 f"diloco.round_close={step_rows[name]}", "--set", f"run.eval_every={steps}",
+                                 "--set", f"diloco.overlap={h // 4}"]
+            record(dict(summarise(name, run(args, name, settings, throttled=True)), bound_samples_s=bound_rate))
+        elif name in ("time-boxed", "time-boxed-adaptive"):
+            close = "adaptive" if name.endswith("adaptive") else "all"
+            record(dict(summarise(name, run(args, name, time_boxed(per_round, close), throttled=True)),
+                        bound_samples_s=bound_rate))
+        elif name == "homogeneous":
+            record(dict(summarise(name, run(args, name, time_boxed(per_round), throttled=False)),
+                        bound_samples_s=None))
+    if "homogeneous-equal-samples" in rows:
+        boxed = next((r for r in results if r["name"] == "time-boxed"), None)
+        homo = next((r for r in results if r["name"] == "homogeneous"), None)
+        if boxed and homo and homo["trained"]:
+            equal = int(ticks * boxed["trained"] / homo["trained"])
+            equal = max(per_round, equal - equal % per_round)
+            row = summarise("homogeneous-equal-samples",
+                            run(args, "homogeneous-equal-samples", time_boxed(per_round, steps=equal), throttled=False))
+            record(dict(row, bound_samples_s=None))
+        else:
+            print("stragglers: homogeneous-equal-samples needs the time-boxed and homogeneous rows", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
