@@ -403,21 +403,7 @@ TEST_F(LateWorkTest, AStragglersWorkIsFoldedIntoTheNextRoundAndItGetsTheResultIt
   settle(std::chrono::milliseconds(300));  // past the grace: round 1 closes without worker/w
   ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.received.size() == 2; }));
 
-  wire::outgoing out;
-  auto c = out.envelope.initContribution();
-  c.setFragment(0);
-  c.setRound(1);
-  c.setWeight(2.0f);
-  const std::vector<float> late = {2.5f, 0.0f, 0.0f};
-  put_contribution(c,
-                   encoded_values{codec_kind::fp32,
-                                  3,
-                                  0,
-                                  std::vector<std::uint8_t>(reinterpret_cast<const std::uint8_t*>(late.data()),
-                                                            reinterpret_cast<const std::uint8_t*>(late.data()) + 12),
-                                  {}},
-                   out);
-  as_.at("worker/w")->send("coord/0", 1, out);
+  contribute_as(*as_.at("worker/w"), 1, 1, {2.5f, 0.0f, 0.0f}, 2.0f);  // round 1, late, weight 2
   auto& w = others_["worker/w"];
   ASSERT_TRUE(w.wait_for([&] { return w.received.size() == 1; }));
   {

@@ -162,12 +162,13 @@ class recording_transport : public memory_transport {
 };
 
 // A contribution of raw fp32 values (encode() would refuse the NaN a test sends on purpose).
-inline void contribute_as(mailer& as, std::uint64_t epoch, std::uint64_t round, const std::vector<float>& delta) {
+inline void contribute_as(mailer& as, std::uint64_t epoch, std::uint64_t round, const std::vector<float>& delta,
+                          float weight = 1.0f) {
   wire::outgoing out;
   auto c = out.envelope.initContribution();
   c.setFragment(0);
   c.setRound(round);
-  c.setWeight(1.0f);
+  c.setWeight(weight);
   encoded_values enc;
   enc.count = delta.size();
   enc.payload.resize(delta.size() * sizeof(float));

@@ -1,11 +1,13 @@
 // When an open round closes without every participant (actors/decisions/quorum.hpp asked
 // with this coordinator's facts): at its deadline (diloco.round_deadline_ms) or once its
-// adaptive grace passed (diloco.round_close = adaptive), given a quorum and a majority.
+// adaptive grace passed (diloco.round_close = adaptive), given a quorum and a majority; a
+// participant that skipped it; and the late work of one it closed without.
 #include <algorithm>
 
 #include <caf/all.hpp>
 
 #include "actors/coordinator/internal.hpp"
+#include "actors/shared/pseudo_gradient.hpp"
 #include "actors/decisions/quorum.hpp"
 #include "actors/shared/messages.hpp"
 #include "runtime/process/log.hpp"
@@ -70,6 +72,49 @@ bool close_or_wait(self_ptr self, std::uint64_t round) {
 void on_deadline(self_ptr self, std::uint64_t round) {
   if (close_or_wait(self, round)) return;
   self->delayed_send(self, self->state.cfg.round_deadline, deadline_atom::value, round);
+}
+
+// A participant of the collecting round sent the round after it: it started past this round
+// (a warm joiner that adopted another slice of the fragment a round ahead) and will never
+// send it. The round goes on without it rather than waiting for ever; its contribution
+// waits for the next round, which includes it.
+void skip_open_round(self_ptr self, const wire::message_ptr& msg) {
+  auto& st = self->state;
+  const auto round = st.rounds->open_round();
+  log_warn(fragment_name(st) + ": " + msg->sender() + " sent round " + std::to_string(round + 1) + " without round " +
+           std::to_string(round) + "; round " + std::to_string(round) + " goes on without it");
+  st.early[msg->sender()] = msg;
+  auto done = st.rounds->drop(msg->sender());
+  if (done && *done) on_round_complete(self);
+}
+
+// Late work (round_tracker::add_late): the round before the open one closed without its
+// sender, whose contribution to it is folded into the open round. The sender then gets the
+// result it missed and merges it, keeping what it trained since, instead of resyncing.
+void take_late_work(self_ptr self, const wire::message_ptr& msg, std::vector<float> values, encoded_values encoded) {
+  auto& st = self->state;
+  const auto c = msg->envelope().getContribution();
+  const bool keep_encoded = has_scales(static_cast<codec_kind>(c.getCodec()));
+  auto done =
+      keep_encoded
+          ? st.rounds->add_late_encoded(msg->sender(), msg->epoch(), c.getRound(), std::move(encoded), c.getWeight())
+          : st.rounds->add_late(msg->sender(), msg->epoch(), c.getRound(), std::move(values), c.getWeight());
+  if (!done && done.err().code == errc::duplicate) {
+    // A resend: the result it missed was lost on the way (the resend says it still waits).
+    send_missed_result(self, msg->sender());
+    return;
+  }
+  if (!done) {
+    log_warn(fragment_name(st) + ": refused late work of " + msg->sender() + ": " + done.err().describe());
+    st.mail->refuse(*msg, done.err(), refusal_epoch(st));
+    return;
+  }
+  st.round_inputs[round_tracker::late_name(msg->sender())] = msg;
+  st.round_bytes += msg->wire_bytes();
+  log_info(fragment_name(st) + ": round " + std::to_string(c.getRound()) + " of " + msg->sender() +
+           ", late, folded into round " + std::to_string(st.rounds->open_round()));
+  send_missed_result(self, msg->sender());
+  if (*done) on_round_complete(self);
 }
 
 }  // namespace atl::coordinator_detail

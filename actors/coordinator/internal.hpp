@@ -32,6 +32,13 @@ bool membership_ready(const coordinator_state& st);  // a Membership of a quorum
 // again when it ends.
 bool close_or_wait(self_ptr self, std::uint64_t round);
 void on_deadline(self_ptr self, std::uint64_t round);  // round_deadline after its first contribution
+// A participant sent the round after the open one: the round goes on without it, its
+// contribution held for the next.
+void skip_open_round(self_ptr self, const wire::message_ptr& msg);
+// Late work for the round before the open one (decoded into `values`, or kept `encoded`):
+// folded into the open round, and the sender gets the result it missed.
+void take_late_work(self_ptr self, const wire::message_ptr& msg, std::vector<float> values, encoded_values encoded);
+std::uint64_t refusal_epoch(const coordinator_state& st);
 
 // coordinator_startup.cpp
 void request_membership(self_ptr self);
