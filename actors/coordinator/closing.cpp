@@ -7,9 +7,9 @@
 #include <caf/all.hpp>
 
 #include "actors/coordinator/internal.hpp"
-#include "actors/shared/pseudo_gradient.hpp"
 #include "actors/decisions/quorum.hpp"
 #include "actors/shared/messages.hpp"
+#include "actors/shared/pseudo_gradient.hpp"
 #include "runtime/process/log.hpp"
 
 namespace atl::coordinator_detail {

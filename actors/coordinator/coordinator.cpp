@@ -149,8 +149,6 @@ void on_round_complete(self_ptr self) {
   release(self, contributors);
 }
 
-
-
 void on_contribution(self_ptr self, const wire::message_ptr& msg) {
   auto& st = self->state;
   const auto c = msg->envelope().getContribution();
