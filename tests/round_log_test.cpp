@@ -4,11 +4,14 @@
 // it cannot follow, and stays bounded.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -184,12 +187,16 @@ struct coordinator_run {
   round_tracker tracker;
   std::vector<round_record> records;  // records[r - 1] is round r's
   std::vector<outer_state> states;  // states[r] is round r's state (0: the seed)
+  std::size_t late_inputs = 0;  // late work the rounds took (run_rounds' late_work)
 };
 
 // `rounds` rounds of random contributions from up to four workers that join and miss rounds,
 // each with the codec `kind`; results published with `result` (fp32: no error feedback).
+// late_work: a quarter of the rounds close at their deadline without their last
+// participant, whose work the next round takes late (round_tracker::add_late) if it is a
+// participant of it.
 coordinator_run run_rounds(std::size_t rounds, codec_kind kind, codec_kind result, std::uint64_t seed,
-                           std::size_t n = 300) {
+                           std::size_t n = 300, bool late_work = false) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> normal(0.0f, 0.01f);
   coordinator_run run{round_tracker(0, {0.7f, 0.9f}), {}, {}};
@@ -200,6 +207,7 @@ coordinator_run run_rounds(std::size_t rounds, codec_kind kind, codec_kind resul
   EXPECT_FALSE(run.tracker.committed());
   run.states.push_back({run.tracker.theta(), run.tracker.momentum(), run.tracker.residual()});
   const std::vector<std::string> workers = {"worker/1.0", "worker/2.0", "worker/3.0", "worker/4.0"};
+  std::optional<std::pair<std::string, contribution>> left_out;  // of the last round, with its work
   for (std::size_t r = 1; r <= rounds; ++r) {
     // Participants: a random non-empty subset (joiners and missed rounds).
     std::vector<std::string> participants;
@@ -207,14 +215,29 @@ coordinator_run run_rounds(std::size_t rounds, codec_kind kind, codec_kind resul
       if (rng() % 3 != 0) participants.push_back(w);
     if (participants.empty()) participants.push_back(workers[rng() % workers.size()]);
     EXPECT_FALSE(run.tracker.open(r, participants));
-    std::map<std::string, contribution> sent;
+    std::map<std::string, contribution> sent;  // by input name: a worker, or its late name
+    if (left_out && std::count(participants.begin(), participants.end(), left_out->first)) {
+      const auto& [w, c] = *left_out;
+      EXPECT_TRUE(run.tracker.add_late(w, r - 1, r - 1, c.decoded, c.input.weight)) << "round " << r;
+      sent.emplace(round_tracker::late_name(w), c);
+      ++run.late_inputs;
+    }
+    left_out.reset();
+    const bool deadline = late_work && participants.size() >= 2 && rng() % 4 == 0;
     for (const auto& w : participants) {
       std::vector<float> delta(n);
       for (auto& v : delta) v = normal(rng);
       const float weight = 1.0f + static_cast<float>(rng() % 4);
-      sent.emplace(w, encode_contribution(w, delta, kind, 64, weight));
-      auto done = run.tracker.add(w, r, r, sent.at(w).decoded, weight);
-      EXPECT_TRUE(done);
+      auto c = encode_contribution(w, delta, kind, 64, weight);
+      if (deadline && w == participants.back()) {  // too late for this round
+        left_out.emplace(w, std::move(c));
+        continue;
+      }
+      sent.emplace(w, std::move(c));
+      EXPECT_TRUE(run.tracker.add(w, r, r, sent.at(w).decoded, weight));
+    }
+    if (deadline) {
+      EXPECT_TRUE(run.tracker.close_at_deadline(participants.size() - 1));
     }
     EXPECT_EQ(run.tracker.current_phase(), round_tracker::phase::committing);
     round_record rec;
@@ -225,9 +248,12 @@ coordinator_run run_rounds(std::size_t rounds, codec_kind kind, codec_kind resul
     rec.rule = run.tracker.rule_of_rounds();
     rec.theta_digest = digest64(run.tracker.theta().data(), n * sizeof(float));
     std::uint64_t bytes = 0;
-    for (const auto& w : run.tracker.contributors()) {
-      rec.inputs.push_back(sent.at(w).input);
-      bytes += sent.at(w).input.payload.size() + sent.at(w).input.scales.size();
+    for (const auto& [name, weight] : run.tracker.inputs()) {  // as the coordinator records them
+      auto in = sent.at(name).input;
+      in.worker = name;
+      in.weight = weight;  // a late input's discounted
+      bytes += in.payload.size() + in.scales.size();
+      rec.inputs.push_back(std::move(in));
     }
     if (log_the_average(bytes, n)) {
       rec.inputs = {round_input{"", 1.0f, codec_kind::fp32, 0, bytes_of(run.tracker.last_average()), {}}};
@@ -269,6 +295,25 @@ TEST(RoundLog, FollowersReplayingTheRecordsReachTheCoordinatorsBitsForFiveHundre
       expect_same_state(second, run.states[r], name + " round " + std::to_string(r));
       if (::testing::Test::HasFailure()) return;
     }
+  }
+}
+
+// The same with rounds closed at their deadline and late work folded into the next round
+// (diloco.late_work = keep): the late inputs replay bit for bit too (fp32 rounds of two
+// or more log their average, which the late input is in).
+TEST(RoundLog, LateWorkReplaysBitForBitForFiveHundredRounds) {
+  for (const auto kind : {codec_kind::fp32, codec_kind::int8, codec_kind::fp4}) {
+    const auto run = run_rounds(500, kind, kind, 31 + static_cast<int>(kind), 300, true);
+    outer_state follower = run.states[0];
+    record_scratch scratch;
+    for (std::size_t r = 1; r <= run.records.size(); ++r) {
+      auto stored = decode_record(encoded_record(run.records[r - 1]).joined());
+      ASSERT_TRUE(stored) << to_string(kind) << " round " << r;
+      ASSERT_FALSE(apply_record(*stored, follower, scratch)) << to_string(kind) << " round " << r;
+      expect_same_state(follower, run.states[r], std::string(to_string(kind)) + " round " + std::to_string(r));
+      if (::testing::Test::HasFailure()) return;
+    }
+    EXPECT_GT(run.late_inputs, 20u) << to_string(kind) << ": the rounds took too little late work to prove anything";
   }
 }
 
