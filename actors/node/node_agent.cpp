@@ -255,10 +255,14 @@ void on_worker_down(self_ptr self, const caf::down_msg& down) {
   for (const auto& w : st.workers) all_finished = all_finished && w.finished;
   if (!all_finished) return;
   // A keeper replica's disk holds one of the two copies of the newest rounds (with
-  // storage.keepers = nodes, one of the only two), which a worker still training may need:
-  // it leaves when the run finishes, not with our workers.
-  if (!st.keepers.empty()) {
-    log_info("every worker finished; the node stays while it hosts a keeper replica, until the run finishes");
+  // storage.keepers = nodes, one of the only two), which a worker still training may need;
+  // a coordinator's last results may still be on their way to a slower worker (leaving
+  // with them unsent hung a data-parallel run whose throttled worker waited for the last
+  // average). Either leaves when the run finishes, not with our workers.
+  if (!st.keepers.empty() || !st.coordinators.empty()) {
+    log_info(
+        "every worker finished; the node stays while it hosts a keeper replica or a coordinator, until the run "
+        "finishes");
     return;
   }
   log_info("every worker finished; node exits");

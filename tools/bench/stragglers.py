@@ -18,6 +18,14 @@ a throttled node). Rows:
   homogeneous    time-boxed, no throttle
   homogeneous-equal-samples   time-boxed, no throttle, run until the samples time-boxed trained:
                  the held-out loss to compare at equal samples
+  time-boxed-kills   time-boxed, throttled, and a node SIGKILLed every --kill-every seconds
+                 (jittered 0.5x to 1.5x; never the coordinator's host; a replacement with the
+                 victim's throttle joins 5 s later; no kill in the last fifth of the run)
+  ddp-kills      the data-parallel baseline (run.mode = ddp: gradients averaged every step)
+                 under the same throttles and kills, for as many steps as its slowest worker
+                 takes in --seconds; its samples are each round's contributions x a step's
+  ddp            the same without kills
+Kill rows use a 4 s lease (heartbeats every 500 ms), so a dead node leaves its rounds soon.
 Goodput counts the samples (tokens, for this example) of contributions that reached a
 committed round (the round lines' weights: diloco.weighting = samples), per second of the
 workers' training (the longest worker's wall time). Every row overlaps a quarter of a
@@ -29,11 +37,12 @@ Writes OUT/results.json: a list of rows with name, goodput_samples_s, bound_samp
 samples (committed), trained (all trained), held_out_loss, wall_s, rounds, and per worker
 its tokens. Usage:
   tools/bench/stragglers.py --atoll build/tools/atoll --atollctl build/tools/atollctl
-                            [--seconds 60] [--round-s 5] [--rows a,b] [--out DIR]
+                            [--seconds 60] [--round-s 5] [--rows a,b] [--kill-every 15] [--out DIR]
 """
 import argparse
 import json
 import os
+import random
 import shutil
 import signal
 import subprocess
@@ -49,7 +58,9 @@ MODEL = ["--set", "model.layers=2", "--set", "model.width=64", "--set", "run.min
 SHARES = [1.0, 1.0, 0.5, 0.25]  # each node's speed; the throttled ones host no coordinator
 TICK_S = 0.05  # time-boxed rows: the schedule's step
 ROWS = ["bound", "wait-for-all", "adaptive", "time-boxed", "time-boxed-adaptive", "homogeneous",
-        "homogeneous-equal-samples"]
+        "homogeneous-equal-samples", "time-boxed-kills", "ddp", "ddp-kills"]
+TOKENS_PER_STEP = 32 * 64  # inner.batch_size x model.context
+FAST_LEASE = ["--set", "cluster.heartbeat_ms=500", "--set", "cluster.lease_ms=4000"]
 
 
 def ctl(args, endpoint, command):
@@ -61,16 +72,21 @@ def ctl(args, endpoint, command):
         return None
 
 
-def run(args, name, settings, throttled):
-    """One run to its end; returns its metrics lines."""
+def run(args, name, settings, throttled, kill_every=0):
+    """One run to its end; returns its metrics lines (and, with kills, how many)."""
     run_dir = os.path.join(args.out, name)
     shutil.rmtree(run_dir, ignore_errors=True)
     os.makedirs(f"{run_dir}/logs")
     metrics = f"{run_dir}/metrics.jsonl"
+    logs = [0]
 
     def spawn(argv, log):
         return subprocess.Popen(argv, stdout=open(f"{run_dir}/logs/{log}.log", "ab"), stderr=subprocess.STDOUT,
                                 start_new_session=True)
+
+    def join():
+        logs[0] += 1
+        return spawn([args.atoll, "join", "--head", endpoint, "--threads", "1"], f"node{logs[0]}")
     head = spawn([args.atoll, "up", "--listen", "tcp://127.0.0.1:0", "--run-dir", f"{run_dir}/head",
                   "--metrics", metrics] + MODEL + settings, "head")
     endpoint = None
@@ -85,18 +101,43 @@ def run(args, name, settings, throttled):
         time.sleep(0.05)
     if not endpoint:
         raise RuntimeError(f"no head started; see {run_dir}/logs/head.log")
-    nodes = [spawn([args.atoll, "join", "--head", endpoint, "--threads", "1"], f"node{i}") for i in range(4)]
-    throttles = []
+    nodes = [join() for _ in range(4)]
+    throttles = {}  # pid -> (share, throttling process)
+    kills = 0
     try:
+        hosts = training_started(args, endpoint)
         if throttled:
-            throttles = throttle_nodes(args, endpoint, nodes)
-        deadline = time.monotonic() + 20 * args.seconds
-        while time.monotonic() < deadline:
-            if all(n.poll() is not None for n in nodes):
+            throttles = throttle_nodes(args, endpoint, hosts)
+        rng = random.Random(args.seed)
+        start = time.monotonic()
+        next_kill = start + kill_every * rng.uniform(0.5, 1.5)
+        joins = []  # (when, share) of replacements to come
+        while time.monotonic() < start + 20 * args.seconds:
+            now = time.monotonic()
+            if kill_every and now >= next_kill and now - start < 0.8 * args.seconds:
+                next_kill = now + kill_every * rng.uniform(0.5, 1.5)
+                alive = [n for n in nodes if n.poll() is None and n.pid not in hosts]
+                if alive:
+                    victim = rng.choice(alive)
+                    share, throttler = throttles.pop(victim.pid, (1.0, None))
+                    if throttler:
+                        throttler.terminate()
+                        throttler.wait()
+                    victim.kill()
+                    victim.wait()
+                    kills += 1
+                    joins.append((now + 5, share))
+            for when, share in [j for j in joins if j[0] <= now]:
+                joins.remove((when, share))
+                node = join()
+                nodes.append(node)
+                if share < 1:
+                    throttles[node.pid] = (share, throttle.start(node.pid, share, 100 * args.seconds))
+            if not joins and all(n.poll() is not None for n in nodes):
                 break
             time.sleep(0.5)
     finally:
-        for t in throttles:
+        for _, t in throttles.values():
             t.terminate()
             t.wait()
         subprocess.run([args.atoll, "down", "--head", endpoint], capture_output=True, timeout=15)
@@ -107,11 +148,11 @@ def run(args, name, settings, throttled):
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait()
     with open(metrics) as f:
-        return [json.loads(line) for line in f if line.strip()]
+        return [json.loads(line) for line in f if line.strip()] + [{"type": "kills", "kills": kills}]
 
 
-def throttle_nodes(args, endpoint, nodes):
-    """Throttles the nodes hosting no coordinator, once training started, to SHARES."""
+def training_started(args, endpoint):
+    """Waits until training started with four members; the pids hosting a coordinator."""
     for _ in range(600):
         status = ctl(args, endpoint, "status") or {}
         actors = ctl(args, endpoint, "actors") or []
@@ -120,24 +161,32 @@ def throttle_nodes(args, endpoint, nodes):
         if status.get("state") == "training" and hosts and len(members) == 4:
             break
         time.sleep(0.1)
-    pid_of = {f"node/{m['node_id']}": m["pid"] for m in members}
-    free = [pid_of[n] for n in sorted(pid_of) if n not in hosts]
+    return {m["pid"] for m in members if f"node/{m['node_id']}" in hosts}
+
+
+def throttle_nodes(args, endpoint, hosts):
+    """Throttles the nodes hosting no coordinator to SHARES: pid -> (share, throttler)."""
+    members = ctl(args, endpoint, "members") or []
+    free = sorted(m["pid"] for m in members if m["pid"] not in hosts)
     slow = [s for s in SHARES if s < 1]
-    return [throttle.start(pid, share, 100 * args.seconds) for pid, share in zip(free, slow)]
+    return {pid: (share, throttle.start(pid, share, 100 * args.seconds)) for pid, share in zip(free, slow)}
 
 
-def summarise(name, lines):
+def summarise(name, lines, ddp=False):
     rounds = [j for j in lines if j["type"] == "round"]
+    kills = next((j["kills"] for j in lines if j["type"] == "kills"), 0)
     done = [j for j in lines if j["type"] == "worker_done"]
     summary = next((j for j in lines if j["type"] == "summary"), {})
     wall = max((d["wall_s"] for d in done), default=0)
     # Late work (diloco.late_work = keep) is averaged at half its weight: its samples are twice that.
     committed = sum(sum(r.get("weights", [])) + 2 * sum(r.get("late", {}).values()) for r in rounds)
+    if ddp:  # every contribution is one step (its weight is 1)
+        committed = sum(len(r["workers"]) for r in rounds) * TOKENS_PER_STEP
     trained = {d["worker"]: round(d["tokens_per_s"] * d["wall_s"]) for d in done}
     return {"name": name, "wall_s": round(wall, 1), "rounds": len(rounds), "samples": round(committed),
             "trained": sum(trained.values()), "trained_by_worker": trained,
             "goodput_samples_s": round(committed / wall, 1) if wall else 0,
-            "held_out_loss": summary.get("val_loss")}
+            "held_out_loss": summary.get("val_loss"), "kills": kills}
 
 
 def main():
@@ -148,6 +197,7 @@ def main():
     ap.add_argument("--round-s", type=float, default=5, help="diloco.sync_every_s of the time-boxed rows")
     ap.add_argument("--rows", default=",".join(ROWS), help="which rows, comma-separated (bound always runs)")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--kill-every", type=float, default=15, help="seconds between kills in the kill rows")
     ap.add_argument("--out", default="build/bench/stragglers")
     args = ap.parse_args()
     rows = [r for r in args.rows.split(",") if r]
@@ -182,8 +232,8 @@ def main():
     record(dict(bound, bound_samples_s=bound_rate))
     # Step rows: H = the steps a full-speed worker takes in --round-s, a run as long as a
     # full-speed worker's --seconds (measured in the bound row: its fastest worker).
-    tokens_per_step = 32 * 64  # inner.batch_size x model.context
-    fastest = max(bound["trained_by_worker"].values()) / bound["wall_s"] / tokens_per_step
+    fastest = max(bound["trained_by_worker"].values()) / bound["wall_s"] / TOKENS_PER_STEP
+    slowest = min(bound["trained_by_worker"].values()) / bound["wall_s"] / TOKENS_PER_STEP
     h = max(1, int(fastest * args.round_s))
     steps = max(h, int(fastest * args.seconds) // h * h)
     step_rows = {"wait-for-all": "all", "adaptive": "adaptive"}
@@ -196,6 +246,16 @@ def main():
         elif name in ("time-boxed", "time-boxed-adaptive"):
             close = "adaptive" if name.endswith("adaptive") else "all"
             record(dict(summarise(name, run(args, name, time_boxed(per_round, close), throttled=True)),
+                        bound_samples_s=bound_rate))
+        elif name == "time-boxed-kills":
+            record(dict(summarise(name, run(args, name, time_boxed(per_round) + FAST_LEASE, throttled=True,
+                                            kill_every=args.kill_every)), bound_samples_s=bound_rate))
+        elif name in ("ddp", "ddp-kills"):
+            ddp_steps = max(10, int(slowest * args.seconds))
+            settings = common + FAST_LEASE + ["--set", "run.mode=ddp", "--set", f"run.steps={ddp_steps}",
+                                              "--set", f"run.eval_every={ddp_steps}"]
+            kill_every = args.kill_every if name == "ddp-kills" else 0
+            record(dict(summarise(name, run(args, name, settings, throttled=True, kill_every=kill_every), ddp=True),
                         bound_samples_s=bound_rate))
         elif name == "homogeneous":
             record(dict(summarise(name, run(args, name, time_boxed(per_round), throttled=False)),
