@@ -186,6 +186,11 @@ TEST(AdaptiveGrace, AFixedDeadlineStillAppliesBeforeAMajority) {
   v.arrivals = {0ms, 10ms};
   // 2 of 4 is no majority: neither the grace nor the deadline closes the round.
   EXPECT_EQ(decide(v, both, time_point{} + 5000ms).why, reason::deadline_without_majority);
+  // A majority in with a long grace (median 2 s + 3 x 2 s): the deadline, 1 s, comes first.
+  view majority{true, 4, 2, true, 4, 3, time_point{}, {}};
+  majority.arrivals = {0ms, 2000ms, 4000ms};
+  EXPECT_EQ(decide(majority, both, time_point{} + 500ms).why, reason::in_grace);
+  EXPECT_EQ(decide(majority, both, time_point{} + 1000ms).why, reason::deadline_with_majority);
 }
 
 struct required_row {

@@ -19,13 +19,15 @@ verdict decide(const view& v, const options& opt, time_point now) {
   }
   // An open round is judged by its participants: members that left were dropped from it.
   const std::size_t majority = std::max(quorum, v.participants / 2 + 1);
+  const bool deadline_passed =
+      opt.round_deadline.count() > 0 && v.first_contribution && now - *v.first_contribution >= opt.round_deadline;
   if (opt.adaptive && v.first_contribution && v.contributed >= majority) {
     const auto ends = *v.first_contribution + grace_window(v.arrivals, opt.grace_k, opt.grace_min, opt.grace_max);
     if (now >= ends) return {decision::close, reason::grace_with_majority, majority};
+    if (deadline_passed) return {decision::close, reason::deadline_with_majority, majority};  // whichever comes first
     return {decision::collect, reason::in_grace, majority, ends};
   }
-  if (opt.round_deadline.count() <= 0 || !v.first_contribution || now - *v.first_contribution < opt.round_deadline)
-    return {decision::collect, reason::collecting, quorum};
+  if (!deadline_passed) return {decision::collect, reason::collecting, quorum};
   if (v.contributed >= majority) return {decision::close, reason::deadline_with_majority, majority};
   return {decision::collect, reason::deadline_without_majority, majority};
 }
