@@ -26,7 +26,7 @@ quorum::view policy_view(const coordinator_state& st) {
     v.contributed = st.rounds->contributors().size();
     if (v.contributed > 0) {
       v.first_contribution = st.round_started;
-      v.arrivals = st.arrivals;
+      if (st.cfg.adaptive_close) v.arrivals = st.arrivals;  // read by the grace only: no copy otherwise
     }
   }
   return v;
