@@ -23,7 +23,7 @@ quorum::view policy_view(const coordinator_state& st) {
   v.round_open = st.rounds->current_phase() == round_tracker::phase::collecting;
   if (v.round_open) {
     v.participants = st.rounds->participants().size();
-    v.contributed = st.rounds->contributors().size();
+    v.contributed = st.rounds->contributor_count();
     if (v.contributed > 0) {
       v.first_contribution = st.round_started;
       if (st.cfg.adaptive_close) v.arrivals = st.arrivals;  // read by the grace only: no copy otherwise
@@ -51,7 +51,7 @@ bool close_or_wait(self_ptr self, std::uint64_t round) {
   auto& st = self->state;
   if (st.rounds->current_phase() != round_tracker::phase::collecting || st.rounds->open_round() != round) return false;
   const auto participants = st.rounds->participants().size();
-  const auto contributed = st.rounds->contributors().size();
+  const auto contributed = st.rounds->contributor_count();
   const auto verdict = quorum::decide(policy_view(st), policy_options(st), st.now());
   if (verdict.recheck_at) {
     const auto wait = std::chrono::ceil<std::chrono::milliseconds>(*verdict.recheck_at - st.now());

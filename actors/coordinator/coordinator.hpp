@@ -40,7 +40,8 @@
 //   deadline (round_deadline after the first contribution), or the adaptive grace's end
 //                        -> the round closes with the contributions it has, if they are a
 //                           quorum and a majority of its participants (actors/decisions/
-//                           quorum.hpp); latecomers are refused wrong_round and resync
+//                           quorum.hpp); a latecomer's work is taken late (below), or,
+//                           with diloco.late_work = drop, refused wrong_round (it resyncs)
 //   confirm (node agent) -> MembershipRequest: a restarted registry placed us again
 //   after each release   -> RoundReport -> registry (workers send their RoundAck there too)
 // Every participant receives the same bytes of theta_global, which makes S1 hold by

@@ -49,7 +49,7 @@ void report_round(self_ptr self, const std::vector<std::string>& contributors, s
       r.weights.push_back(weight);
       continue;
     }
-    r.late.push_back(name.substr(0, name.size() - round_tracker::late_name("").size()));
+    r.late.push_back(round_tracker::worker_of_late_name(name));
     r.late_weights.push_back(weight);
   }
   r.duration_s = static_cast<float>(std::chrono::duration<double>(st.now() - st.round_started).count());

@@ -103,9 +103,19 @@ expected<bool> round_tracker::add_encoded(const std::string& worker, std::uint64
   return take_encoded(worker, std::move(delta), weight);
 }
 
+namespace {
+const std::string late_suffix = "#late";
+}  // namespace
+
+std::string round_tracker::late_name(const std::string& worker) { return worker + late_suffix; }
+
 bool round_tracker::is_late_name(const std::string& name) {
-  static const std::string suffix = "#late";
-  return name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return name.size() > late_suffix.size() &&
+         name.compare(name.size() - late_suffix.size(), late_suffix.size(), late_suffix) == 0;
+}
+
+std::string round_tracker::worker_of_late_name(const std::string& name) {
+  return name.substr(0, name.size() - late_suffix.size());
 }
 
 status round_tracker::admissible_late(const std::string& worker, std::uint64_t epoch, std::uint64_t round) const {
@@ -131,18 +141,26 @@ status round_tracker::admissible_late(const std::string& worker, std::uint64_t e
 
 expected<bool> round_tracker::add_late(const std::string& worker, std::uint64_t epoch, std::uint64_t round,
                                        std::vector<float> delta, float weight) {
-  if (auto err = admissible_late(worker, epoch, round)) return err;
-  ++late_inputs_;  // counted before it is stored: a late input never completes a round
-  auto taken = take_values(late_name(worker), std::move(delta), weight * late_discount);
-  if (!taken) --late_inputs_;
-  return taken;
+  return take_late(
+      worker, epoch, round,
+      [&](const std::string& name, float discounted) { return take_values(name, std::move(delta), discounted); },
+      weight);
 }
 
 expected<bool> round_tracker::add_late_encoded(const std::string& worker, std::uint64_t epoch, std::uint64_t round,
                                                encoded_values delta, float weight) {
+  return take_late(
+      worker, epoch, round,
+      [&](const std::string& name, float discounted) { return take_encoded(name, std::move(delta), discounted); },
+      weight);
+}
+
+template <typename Take>
+expected<bool> round_tracker::take_late(const std::string& worker, std::uint64_t epoch, std::uint64_t round, Take take,
+                                        float weight) {
   if (auto err = admissible_late(worker, epoch, round)) return err;
   ++late_inputs_;  // counted before it is stored: a late input never completes a round
-  auto taken = take_encoded(late_name(worker), std::move(delta), weight * late_discount);
+  auto taken = take(late_name(worker), weight * late_discount);
   if (!taken) --late_inputs_;
   return taken;
 }

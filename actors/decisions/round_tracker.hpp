@@ -78,8 +78,9 @@ class round_tracker {
   expected<bool> add_late_encoded(const std::string& worker, std::uint64_t epoch, std::uint64_t round,
                                   encoded_values delta, float weight);
   static constexpr float late_discount = 0.5f;
-  static std::string late_name(const std::string& worker) { return worker + "#late"; }
+  static std::string late_name(const std::string& worker);  // worker + "#late"
   static bool is_late_name(const std::string& name);
+  static std::string worker_of_late_name(const std::string& name);  // precondition: is_late_name
   // A participant is gone: the round completes with the rest if they all contributed.
   expected<bool> drop(const std::string& worker);
   // The round's deadline passed: it completes with the contributions it has if there are
@@ -111,6 +112,7 @@ class round_tracker {
   const std::vector<float>& residual() const { return state_.residual; }
   const std::set<std::string>& participants() const { return participants_; }
   std::vector<std::string> contributors() const;  // the participants that contributed
+  std::size_t contributor_count() const { return on_time_contributions(); }  // without building the list
   // Every input of the round in the order it is averaged in (worker id; a late input right
   // after its worker), with its weight as averaged: what the round log records.
   std::vector<std::pair<std::string, float>> inputs() const;
@@ -130,6 +132,10 @@ class round_tracker {
   // The checks and the store of add and add_encoded, under `name` (a worker, or its late name).
   expected<bool> take_values(const std::string& name, std::vector<float> delta, float weight);
   expected<bool> take_encoded(const std::string& name, encoded_values delta, float weight);
+  // add_late's fences and count around `take(late name, discounted weight)`.
+  template <typename Take>
+  expected<bool> take_late(const std::string& worker, std::uint64_t epoch, std::uint64_t round, Take take,
+                           float weight);
   std::size_t on_time_contributions() const { return contributions_.size() - late_inputs_; }
   expected<bool> finish_if_complete();
   void recycle_contributions();  // contributions_ emptied, their buffers kept
