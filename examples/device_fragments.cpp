@@ -65,6 +65,10 @@ status device_fragments::encode(std::size_t f, const replica::encoding& how, enc
   float* residual = nullptr;
   if (how.error_feedback) {
     if (!residual_[f].defined()) residual_[f] = torch::zeros_like(local);
+    // SparseLoCo's decayed accumulator: target = delta + decay * residual. Unlike the host
+    // path the residual is scaled before an encode that may refuse it; a refusal (the
+    // replica diverged) ends the worker anyway.
+    if (how.feedback_decay != 1.0f) residual_[f].mul_(how.feedback_decay);
     residual = residual_[f].data_ptr<float>();
   }
   return codec_.encode_delta(how.codec, global_[f].data_ptr<float>(), local.data_ptr<float>(), residual,

@@ -109,6 +109,37 @@ TEST_P(CodecTest, ErrorFeedbackKeepsTheRunningSumWithinOneStep) {
     ASSERT_LE(std::fabs(sum_in[i] - sum_out[i]), step) << to_string(kind) << " i=" << i;
 }
 
+// SparseLoCo's decayed accumulator (diloco.outer = sparseloco): each round what was sent
+// plus what is held equals what was accumulated, beta x held + delta; and a decay of 1 is
+// plain error feedback, bit for bit.
+TEST_P(CodecTest, DecayedErrorFeedbackSendsPlusHoldsWhatItAccumulated) {
+  const auto kind = GetParam();
+  const std::size_t n = 333, chunk = 64;
+  const float beta = 0.95f;
+  error_feedback decayed, plain, unit_decay;
+  std::vector<float> held(n, 0.0f), sent(n);
+  for (unsigned round = 0; round < 200; ++round) {
+    const auto v = random_values(n, 5000 + round, 0.01f);
+    encoded_values e, e_plain, e_unit;
+    ASSERT_FALSE(decayed.encode(kind, v.data(), n, chunk, e, beta));
+    ASSERT_FALSE(decode(e, sent.data()));
+    for (std::size_t i = 0; i < n; ++i) {
+      const float accumulated = beta * held[i] + v[i];
+      ASSERT_NEAR(sent[i] + decayed.residual()[i], accumulated, 1e-6f * (1.0f + std::fabs(accumulated)))
+          << to_string(kind) << " round " << round << " i=" << i;
+    }
+    held = decayed.residual();
+    ASSERT_FALSE(plain.encode(kind, v.data(), n, chunk, e_plain));
+    ASSERT_FALSE(unit_decay.encode(kind, v.data(), n, chunk, e_unit, 1.0f));
+    ASSERT_EQ(e_plain.payload, e_unit.payload) << to_string(kind) << " round " << round;
+    ASSERT_EQ(e_plain.scales, e_unit.scales) << to_string(kind) << " round " << round;
+  }
+  // The decay forgets: what is held stays bounded by the largest change over (1 - beta),
+  // where plain error feedback of a sparse codec may hold a growing sum.
+  const float bound = 5.0f * 0.01f / (1.0f - beta);
+  for (std::size_t i = 0; i < n; ++i) ASSERT_LE(std::fabs(held[i]), bound) << to_string(kind) << " i=" << i;
+}
+
 INSTANTIATE_TEST_SUITE_P(AllCodecs, CodecTest,
                          ::testing::Values(codec_kind::fp32, codec_kind::bf16, codec_kind::fp16, codec_kind::int8,
                                            codec_kind::fp4, codec_kind::topk16, codec_kind::topk32, codec_kind::topk64),

@@ -93,6 +93,40 @@ TEST(Config, RelationsBetweenKnobsAreChecked) {
   EXPECT_EQ(sync_units(*cfg), 12);
 }
 
+// diloco.outer = sparseloco: the coordinators step without momentum, every worker keeps
+// error feedback decayed by sparseloco_beta (whatever diloco.error_feedback says);
+// nesterov leaves the knobs as they are.
+TEST(Config, TheOuterOptimizerSetsTheMomentumAndTheWorkersFeedback) {
+  struct row {
+    const char* toml;
+    double momentum;
+    bool feedback;
+    double decay;
+  };
+  const row rows[] = {
+      {"", 0.9, false, 1.0},
+      {"[diloco]\nerror_feedback = true\nouter_momentum = 0.8\n", 0.8, true, 1.0},
+      {"[diloco]\nouter = \"sparseloco\"\n", 0.0, true, 0.95},
+      {"[diloco]\nouter = \"sparseloco\"\nsparseloco_beta = 0.9\nouter_momentum = 0.8\n", 0.0, true, 0.9},
+  };
+  for (const auto& r : rows) {
+    auto cfg = parse_config_text(r.toml, "t.toml");
+    ASSERT_TRUE(cfg) << r.toml;
+    EXPECT_EQ(outer_momentum_of(*cfg), r.momentum) << r.toml;
+    EXPECT_EQ(error_feedback_of(*cfg), r.feedback) << r.toml;
+    EXPECT_EQ(feedback_decay_of(*cfg), r.decay) << r.toml;
+  }
+  auto bad = parse_config_text("[diloco]\nouter = \"adam\"\n", "t.toml");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.err().message.find("diloco.outer"), std::string::npos) << bad.err().message;
+  bad = parse_config_text("[diloco]\nouter = \"sparseloco\"\nsparseloco_beta = 1.5\n", "t.toml");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.err().message.find("diloco.sparseloco_beta"), std::string::npos) << bad.err().message;
+  bad = parse_config_text("[run]\nmode = \"ddp\"\n[diloco]\nouter = \"sparseloco\"\n", "t.toml");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.err().message.find("diloco.outer"), std::string::npos) << bad.err().message;
+}
+
 TEST(Config, OverridesUseTheSameRules) {
   run_config cfg;
   EXPECT_FALSE(apply_override(cfg, "diloco.sync_every=7"));

@@ -198,5 +198,79 @@ TEST(OuterRound, NoInputsOrABadWeightIsRefusedAndChangesNothing) {
   EXPECT_TRUE(state.momentum.empty());
 }
 
+// One SparseLoCo round (diloco.outer = sparseloco) against values worked out by hand. Two
+// workers, one chunk of 16 values, topk16 (one value kept a chunk, q * max / 7 with q = 7:
+// exact). Each worker accumulates e = beta * held + delta, sends the largest |e| and holds
+// the rest; the outer step is theta -= lr * average, with no momentum (Nesterov at 0).
+struct sparseloco_row {
+  const char* name;
+  float beta, lr;
+  float held_a3;  // worker a's residual at index 3 before the round (b holds nothing)
+  float delta_a3, delta_a5, delta_b3, delta_b9;
+  // expected: what each worker sends (index, value), what it then holds at 3, 5, the new theta
+  std::size_t sent_a_at;
+  float sent_a, held_a3_after, held_a5_after;
+  std::size_t sent_b_at;
+  float sent_b, held_b3_after;
+  float theta3, theta5, theta9;
+};
+
+TEST(SparseLoCo, OneRoundMatchesHandComputedValues) {
+  const sparseloco_row rows[] = {
+      // a: e3 = 0.5 * 4 + 1 = 3 beats |e5| = 2.5, so a sends 3 at 3 and holds -2.5 at 5;
+      // b: e9 = 7 beats |e3| = 1: sends 7, holds -1 at 3. Average: 1.5 at 3, 3.5 at 9.
+      {"beta 0.5, lr 1", 0.5f, 1.0f, 4.0f, 1.0f, -2.5f, -1.0f, 7.0f, 3, 3.0f, 0.0f, -2.5f, 9, 7.0f, -1.0f, 8.5f, 10.0f,
+       6.5f},
+      // the same at lr 0.5: half the average
+      {"beta 0.5, lr 0.5", 0.5f, 0.5f, 4.0f, 1.0f, -2.5f, -1.0f, 7.0f, 3, 3.0f, 0.0f, -2.5f, 9, 7.0f, -1.0f, 9.25f,
+       10.0f, 8.25f},
+      // beta 0 forgets the held 4: e3 = 1 loses to |e5| = 2.5; a sends -2.5 at 5 (scale
+      // 2.5 / 7, q = -7: exact) and holds 1 at 3. Average: -1.25 at 5, 3.5 at 9.
+      {"beta 0 forgets", 0.0f, 1.0f, 4.0f, 1.0f, -2.5f, -1.0f, 7.0f, 5, -2.5f, 1.0f, 0.0f, 9, 7.0f, -1.0f, 10.0f,
+       11.25f, 6.5f},
+  };
+  const std::size_t n = 16;
+  for (const auto& row : rows) {
+    SCOPED_TRACE(row.name);
+    error_feedback a, b;
+    std::vector<float> delta_a(n, 0.0f), delta_b(n, 0.0f), sent_a(n), sent_b(n);
+    encoded_values enc_a, enc_b;
+    if (row.held_a3 != 0.0f) {  // a round that leaves a holding held_a3 at 3: send 0, hold it
+      std::vector<float> first(n, 0.0f);
+      first[3] = row.held_a3;
+      first[0] = 2.0f * row.held_a3;  // the chunk's largest, sent
+      ASSERT_FALSE(a.encode(codec_kind::topk16, first.data(), n, n, enc_a, row.beta));
+      ASSERT_EQ(a.residual()[3], row.held_a3);
+      ASSERT_EQ(a.residual()[0], 0.0f);
+    }
+    delta_a[3] = row.delta_a3;
+    delta_a[5] = row.delta_a5;
+    delta_b[3] = row.delta_b3;
+    delta_b[9] = row.delta_b9;
+    ASSERT_FALSE(a.encode(codec_kind::topk16, delta_a.data(), n, n, enc_a, row.beta));
+    ASSERT_FALSE(b.encode(codec_kind::topk16, delta_b.data(), n, n, enc_b, row.beta));
+    ASSERT_FALSE(decode(enc_a, sent_a.data()));
+    ASSERT_FALSE(decode(enc_b, sent_b.data()));
+    for (std::size_t i = 0; i < n; ++i) {
+      EXPECT_EQ(sent_a[i], i == row.sent_a_at ? row.sent_a : 0.0f) << "a sends, i=" << i;
+      EXPECT_EQ(sent_b[i], i == row.sent_b_at ? row.sent_b : 0.0f) << "b sends, i=" << i;
+    }
+    EXPECT_EQ(a.residual()[3], row.held_a3_after);
+    EXPECT_EQ(a.residual()[5], row.held_a5_after);
+    EXPECT_EQ(b.residual()[3], row.held_b3_after);
+
+    outer_rule rule;
+    rule.outer = {row.lr, 0.0f};  // what the coordinators run under sparseloco (outer_momentum_of)
+    outer_state state{std::vector<float>(n, 10.0f), {}, {}};
+    outer_scratch scratch;
+    std::optional<encoded_values> published;
+    ASSERT_FALSE(apply_outer_round(rule, {{sent_a.data(), 1.0f}, {sent_b.data(), 1.0f}}, state, scratch, published));
+    EXPECT_EQ(state.theta[3], row.theta3);
+    EXPECT_EQ(state.theta[5], row.theta5);
+    EXPECT_EQ(state.theta[9], row.theta9);
+    EXPECT_EQ(state.theta[0], 10.0f);
+  }
+}
+
 }  // namespace
 }  // namespace atl

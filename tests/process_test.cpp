@@ -37,6 +37,38 @@ std::vector<std::string> with(std::vector<std::string> base, const std::vector<s
   return base;
 }
 
+// What a finished run's metrics say about its rounds: each unit's released digest per
+// round, the digests its workers acknowledged, the held-out losses by step, the summary.
+struct run_record {
+  std::map<std::pair<int, int>, std::string> released;  // (fragment or unit, round)
+  std::map<std::pair<int, int>, std::vector<std::string>> acked;
+  std::map<int, double> val_loss;  // by step
+  json summary;
+};
+
+run_record read_metrics(const std::string& run_dir) {
+  run_record r;
+  std::ifstream metrics(run_dir + "/metrics.jsonl");
+  for (std::string line; std::getline(metrics, line);) {
+    const auto j = json::parse(line);
+    if (j["type"] == "round") r.released[{j["fragment"], j["round"]}] = j["digest"];
+    if (j["type"] == "ack") r.acked[{j["fragment"], j["round"]}].push_back(j["digest"]);
+    if (j["type"] == "eval") r.val_loss[j["step"]] = j["val_loss"];
+    if (j["type"] == "summary") r.summary = j;
+  }
+  return r;
+}
+
+// Every released round was acknowledged by `workers` workers, each with its digest.
+void expect_every_round_agreed(const run_record& run, std::size_t workers) {
+  for (const auto& [key, digest] : run.released) {
+    auto acked = run.acked.find(key);
+    ASSERT_TRUE(acked != run.acked.end()) << "unit " << key.first << " round " << key.second << ": no ack";
+    ASSERT_EQ(acked->second.size(), workers) << "unit " << key.first << " round " << key.second;
+    for (const auto& d : acked->second) EXPECT_EQ(d, digest) << "unit " << key.first << " round " << key.second;
+  }
+}
+
 TEST(Process, TwoNodesTrainTheMlpAndAgreeThenARestartedHeadResumes) {
   testing::temp_dir dir;
   const std::string head_dir = dir.sub("head");
@@ -122,25 +154,14 @@ TEST(Process, StreamingWithOverlapAndInt8AgreesAfterEveryRound) {
                                  dir.sub("local.log"), 120s);
   ASSERT_EQ(code, 0) << out;
   // Every round of every fragment: the coordinator's digest, each worker's ack.
-  std::map<std::pair<int, int>, std::string> released;
-  std::map<std::pair<int, int>, std::vector<std::string>> acked;
-  json summary;
-  std::ifstream metrics(run_dir + "/metrics.jsonl");
-  for (std::string line; std::getline(metrics, line);) {
-    const auto j = json::parse(line);
-    if (j["type"] == "round") released[{j["fragment"], j["round"]}] = j["digest"];
-    if (j["type"] == "ack") acked[{j["fragment"], j["round"]}].push_back(j["digest"]);
-    if (j["type"] == "summary") summary = j;
-  }
+  auto run = read_metrics(run_dir);
+  auto& released = run.released;
   ASSERT_EQ(released.size(), 8u);  // 2 fragments x 4 rounds
   // Both nodes listen: contributions and results went node to node, not through the head
   // (a message sent before the first PeerTable may take the head, but carries no tensor).
-  ASSERT_TRUE(summary.contains("head_relayed_tensor_bytes")) << summary.dump();
-  EXPECT_EQ(summary["head_relayed_tensor_bytes"], 0) << summary.dump();
-  for (const auto& [key, digest] : released) {
-    ASSERT_EQ(acked[key].size(), 2u) << "fragment " << key.first << " round " << key.second;
-    for (const auto& d : acked[key]) EXPECT_EQ(d, digest) << "fragment " << key.first << " round " << key.second;
-  }
+  ASSERT_TRUE(run.summary.contains("head_relayed_tensor_bytes")) << run.summary.dump();
+  EXPECT_EQ(run.summary["head_relayed_tensor_bytes"], 0) << run.summary.dump();
+  expect_every_round_agreed(run, 2);
   // Every keeper (the two replicas on the nodes, and the head's, behind) holds the
   // released bytes for every round it stored, and every round is on two machines.
   std::vector<std::string> stores = {run_dir + "/head/db"};
@@ -163,6 +184,35 @@ TEST(Process, StreamingWithOverlapAndInt8AgreesAfterEveryRound) {
   }
   for (const auto& [key, digest] : released)
     EXPECT_GE(copies[key], 2) << "fragment " << key.first << " round " << key.second << " is on one machine";
+}
+
+// SparseLoCo (diloco.outer = sparseloco) with the paper's settings (outer lr 1, beta 0.95,
+// alpha 0; 1/32 of each chunk up, 1/16 down): the run trains (the held-out loss of
+// theta_global ends well below the untrained model's, at step 5, before any round) and
+// every worker holds each round's digest.
+TEST(Process, SparseLoCoTrainsAndEveryWorkerAgreesOnEveryRound) {
+  testing::temp_dir dir;
+  const std::string run_dir = dir.sub("run");
+  auto [code, out] = run_command({ATOLL_BIN,   "local",
+                                  "--example", "mlp",
+                                  "--steps",   "60",
+                                  "--run-dir", run_dir,
+                                  "--set",     "model.width=32",
+                                  "--set",     "diloco.sync_every=10",
+                                  "--set",     "run.eval_every=5",
+                                  "--set",     "diloco.outer=sparseloco",
+                                  "--set",     "diloco.outer_lr=1",
+                                  "--set",     "diloco.codec=topk32",
+                                  "--set",     "diloco.result_codec=topk16",
+                                  "--set",     "diloco.codec_chunk=64"},
+                                 dir.sub("local.log"), 120s);
+  ASSERT_EQ(code, 0) << out;
+  const auto run = read_metrics(run_dir);
+  EXPECT_EQ(run.released.size(), 6u);  // 60 steps, a round every 10
+  expect_every_round_agreed(run, 2);
+  ASSERT_TRUE(run.val_loss.count(5) && run.val_loss.count(60)) << out;
+  EXPECT_LT(run.val_loss.at(60), 0.85 * run.val_loss.at(5))
+      << "untrained " << run.val_loss.at(5) << ", after 6 rounds " << run.val_loss.at(60);
 }
 
 // Sharded rounds (diloco.shards = 2): the fragment's two slices are two sync units, each
@@ -189,30 +239,16 @@ TEST(Process, ShardedRoundsAgreeAfterEveryRoundAndReachTheModelOfTheUnshardedRun
                        run_dir + ".log", 120s);
   };
   const auto final_loss = [](const std::string& run_dir) {
-    std::ifstream metrics(run_dir + "/metrics.jsonl");
-    double loss = -1;
-    for (std::string line; std::getline(metrics, line);) {
-      const auto j = json::parse(line);
-      if (j["type"] == "eval" && j["step"] == 40) loss = j["val_loss"];
-    }
-    return loss;
+    const auto losses = read_metrics(run_dir).val_loss;
+    return losses.count(40) ? losses.at(40) : -1.0;
   };
   const std::string run_dir = dir.sub("sharded"), unsharded = dir.sub("unsharded");
   auto [code, out] = train(run_dir, "2");
   ASSERT_EQ(code, 0) << out;
-  std::map<std::pair<int, int>, std::string> released;
-  std::map<std::pair<int, int>, std::vector<std::string>> acked;
-  std::ifstream metrics(run_dir + "/metrics.jsonl");
-  for (std::string line; std::getline(metrics, line);) {
-    const auto j = json::parse(line);
-    if (j["type"] == "round") released[{j["fragment"], j["round"]}] = j["digest"];
-    if (j["type"] == "ack") acked[{j["fragment"], j["round"]}].push_back(j["digest"]);
-  }
+  const auto run = read_metrics(run_dir);
+  const auto& released = run.released;
   ASSERT_EQ(released.size(), 8u);  // 2 units x 4 rounds
-  for (const auto& [key, digest] : released) {
-    ASSERT_EQ(acked[key].size(), 2u) << "unit " << key.first << " round " << key.second;
-    for (const auto& d : acked[key]) EXPECT_EQ(d, digest) << "unit " << key.first << " round " << key.second;
-  }
+  expect_every_round_agreed(run, 2);
   // A slice's coordinator on each node (placed when training starts, both nodes there).
   for (const char* node : {"node1", "node2"}) {
     std::ifstream f(run_dir + "/logs/" + node + ".log");
@@ -229,7 +265,7 @@ TEST(Process, ShardedRoundsAgreeAfterEveryRoundAndReachTheModelOfTheUnshardedRun
   for (const auto& unit : manifest["fragments"]) {
     EXPECT_EQ(unit["round"], 4) << manifest.dump();
     const std::pair<int, int> key{unit["id"].get<int>(), 4};
-    EXPECT_EQ(unit["digest"], released[key]) << manifest.dump();
+    EXPECT_EQ(unit["digest"], released.at(key)) << manifest.dump();
   }
 
   auto [unsharded_code, unsharded_out] = train(unsharded, "1");

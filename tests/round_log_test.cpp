@@ -195,11 +195,29 @@ struct coordinator_run {
 // late_work: a quarter of the rounds close at their deadline without their last
 // participant, whose work the next round takes late (round_tracker::add_late) if it is a
 // participant of it.
+struct run_options {
+  std::size_t n = 300;  // values in the fragment
+  bool late_work = false;
+  outer_options outer{0.7f, 0.9f};
+  // SparseLoCo (diloco.outer = sparseloco): each worker encodes through its own error
+  // feedback decayed by this beta; unset: contributions encoded as they are.
+  std::optional<float> worker_feedback_decay;
+};
+
+run_options sized(std::size_t n) {
+  run_options o;
+  o.n = n;
+  return o;
+}
+
 coordinator_run run_rounds(std::size_t rounds, codec_kind kind, codec_kind result, std::uint64_t seed,
-                           std::size_t n = 300, bool late_work = false) {
+                           const run_options& options = {}) {
+  const std::size_t n = options.n;
+  const bool late_work = options.late_work;
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> normal(0.0f, 0.01f);
-  coordinator_run run{round_tracker(0, {0.7f, 0.9f}), {}, {}};
+  coordinator_run run{round_tracker(0, options.outer), {}, {}};
+  std::map<std::string, error_feedback> feedback;  // per worker, with worker_feedback_decay
   run.tracker.encode_results(result, 64);
   std::vector<float> theta(n);
   for (auto& v : theta) v = normal(rng) * 100.0f;
@@ -228,6 +246,11 @@ coordinator_run run_rounds(std::size_t rounds, codec_kind kind, codec_kind resul
       std::vector<float> delta(n);
       for (auto& v : delta) v = normal(rng);
       const float weight = 1.0f + static_cast<float>(rng() % 4);
+      if (options.worker_feedback_decay) {  // what the worker sends is its accumulator's top part
+        encoded_values enc;
+        EXPECT_FALSE(feedback[w].encode(kind, delta.data(), n, 64, enc, *options.worker_feedback_decay));
+        EXPECT_FALSE(decode(enc, delta.data()));
+      }
       auto c = encode_contribution(w, delta, kind, 64, weight);
       if (deadline && w == participants.back()) {  // too late for this round
         left_out.emplace(w, std::move(c));
@@ -303,7 +326,9 @@ TEST(RoundLog, FollowersReplayingTheRecordsReachTheCoordinatorsBitsForFiveHundre
 // or more log their average, which the late input is in).
 TEST(RoundLog, LateWorkReplaysBitForBitForFiveHundredRounds) {
   for (const auto kind : {codec_kind::fp32, codec_kind::int8, codec_kind::fp4}) {
-    const auto run = run_rounds(500, kind, kind, 31 + static_cast<int>(kind), 300, true);
+    run_options late;
+    late.late_work = true;
+    const auto run = run_rounds(500, kind, kind, 31 + static_cast<int>(kind), late);
     outer_state follower = run.states[0];
     record_scratch scratch;
     for (std::size_t r = 1; r <= run.records.size(); ++r) {
@@ -314,6 +339,34 @@ TEST(RoundLog, LateWorkReplaysBitForBitForFiveHundredRounds) {
       if (::testing::Test::HasFailure()) return;
     }
     EXPECT_GT(run.late_inputs, 20u) << to_string(kind) << ": the rounds took too little late work to prove anything";
+  }
+}
+
+// SparseLoCo (diloco.outer = sparseloco): workers send the top of their decayed error
+// feedback, the coordinator steps with lr 1 and no momentum; the keepers' replay reaches its
+// bits for 500 rounds, sparse and dense, with the results' own error feedback or without.
+TEST(RoundLog, SparseLoCoRoundsReplayBitForBitForFiveHundredRounds) {
+  const std::pair<codec_kind, codec_kind> cases[] = {{codec_kind::topk32, codec_kind::topk16},
+                                                     {codec_kind::topk64, codec_kind::topk64},
+                                                     {codec_kind::topk32, codec_kind::fp32},
+                                                     {codec_kind::fp4, codec_kind::fp4}};
+  for (const auto& [kind, result] : cases) {
+    const std::string name = std::string(to_string(kind)) + " in, " + to_string(result) + " out";
+    run_options sparseloco;
+    sparseloco.outer = {1.0f, 0.0f};
+    sparseloco.worker_feedback_decay = 0.95f;
+    const auto run = run_rounds(500, kind, result, 53 + static_cast<int>(kind), sparseloco);
+    outer_state follower = run.states[0];
+    record_scratch scratch;
+    for (std::size_t r = 1; r <= run.records.size(); ++r) {
+      auto stored = decode_record(encoded_record(run.records[r - 1]).joined());
+      ASSERT_TRUE(stored) << name << " round " << r;
+      EXPECT_EQ(stored->rule.outer.momentum, 0.0f) << name;
+      ASSERT_FALSE(apply_record(*stored, follower, scratch)) << name << " round " << r;
+      expect_same_state(follower, run.states[r], name + " round " + std::to_string(r));
+      if (::testing::Test::HasFailure()) return;
+    }
+    EXPECT_FALSE(same_bits(run.states.back().theta, run.states[0].theta)) << name << ": theta never moved";
   }
 }
 
@@ -440,7 +493,7 @@ std::size_t files_in(const std::string& dir) {
 // After 1000 rounds with a snapshot every 10 and 5 rounds kept, the store holds at most
 // three snapshots and the log since the oldest of them, and every kept round loads.
 TEST(RoundLog, AThousandRoundsLeaveABoundedStore) {
-  const auto run = run_rounds(1000, codec_kind::fp4, codec_kind::fp4, 11, 64);
+  const auto run = run_rounds(1000, codec_kind::fp4, codec_kind::fp4, 11, sized(64));
   testing::temp_dir dir;
   auto db = open_rocksdb_store(dir.sub("db"));
   ASSERT_TRUE(db);
@@ -473,7 +526,7 @@ TEST(RoundLog, AThousandRoundsLeaveABoundedStore) {
 // alone, and the snapshot then serves reads. A snapshot whose round was replaced meanwhile
 // (a successor coordinator redid it with other bytes) is refused and its file let go.
 TEST(RoundLog, ASnapshotWrittenInTheBackgroundIsNamedWhenItEndsOrLetGoIfItsRoundWasReplaced) {
-  const auto run = run_rounds(6, codec_kind::int8, codec_kind::int8, 23, 4096);
+  const auto run = run_rounds(6, codec_kind::int8, codec_kind::int8, 23, sized(4096));
   testing::temp_dir dir;
   auto db = open_rocksdb_store(dir.sub("db"));
   ASSERT_TRUE(db);
@@ -522,7 +575,7 @@ TEST(RoundLog, ASnapshotWrittenInTheBackgroundIsNamedWhenItEndsOrLetGoIfItsRound
 // a 16 MiB tmpfs).
 TEST(RoundLog, AFullDiskRefusesAnAppendAndASnapshotAndLeavesTheLogReadable) {
   if (::geteuid() != 0) GTEST_SKIP() << "mounting a tmpfs needs root";
-  const auto run = run_rounds(4, codec_kind::int8, codec_kind::int8, 17, 4096);
+  const auto run = run_rounds(4, codec_kind::int8, codec_kind::int8, 17, sized(4096));
   testing::temp_dir dir;
   const std::string mnt = dir.sub("tmpfs");
   std::filesystem::create_directories(mnt);

@@ -324,7 +324,7 @@ coordinator_config coordinator_config_for(const run_config& run, std::uint32_t f
   coordinator_config cc;
   cc.fragment = fragment;
   cc.min_workers = static_cast<std::size_t>(run.min_workers);
-  cc.outer = {static_cast<float>(run.outer_lr), static_cast<float>(run.outer_momentum)};
+  cc.outer = {static_cast<float>(run.outer_lr), static_cast<float>(outer_momentum_of(run))};
   cc.average_only = run.mode == "ddp";
   cc.round_deadline = std::chrono::milliseconds(run.round_deadline_ms);
   cc.adaptive_close = run.round_close == "adaptive";

@@ -14,7 +14,8 @@ void contribute(worker_self self, std::size_t f) {
   auto& st = self->state;
   const auto round = st.schedule->round_at(static_cast<std::int64_t>(f), st.step);
   if (st.fragments[f].round() >= round) return;
-  const replica::encoding how{st.codec, static_cast<std::size_t>(st.cfg.run.codec_chunk), st.cfg.run.error_feedback};
+  const replica::encoding how{st.codec, static_cast<std::size_t>(st.cfg.run.codec_chunk), error_feedback_of(st.cfg.run),
+                              static_cast<float>(feedback_decay_of(st.cfg.run))};
   encoded_values enc;
   if (auto err = st.model->encode_pseudo_gradient(f, how, enc)) return quit_on_encode_error(self, f, err);
   const auto weight = contribution_weight(st.cfg.run.weighting == "samples", st.trained[f]);

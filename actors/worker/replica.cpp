@@ -45,8 +45,9 @@ status replica::encode_pseudo_gradient(std::size_t f, const encoding& how, encod
   std::vector<float> delta(global.size());
   read_fragment(f, delta.data());
   for (std::size_t i = 0; i < delta.size(); ++i) delta[i] = global[i] - delta[i];
-  return how.error_feedback ? h.feedback[f].encode(how.codec, delta.data(), delta.size(), how.chunk, out)
-                            : encode(how.codec, delta.data(), delta.size(), how.chunk, out);
+  return how.error_feedback
+             ? h.feedback[f].encode(how.codec, delta.data(), delta.size(), how.chunk, out, how.feedback_decay)
+             : encode(how.codec, delta.data(), delta.size(), how.chunk, out);
 }
 
 void replica::adopt_every_global() {

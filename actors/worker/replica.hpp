@@ -78,12 +78,14 @@ class replica {
   virtual void adopt_global(std::size_t f, const float* theta_global);
   virtual void merge_global(std::size_t f, const float* theta_global, float alpha);
   // The pseudo-gradient global - local of fragment f, encoded; with error feedback the
-  // residual of the last encoding is added and the new one kept. Typed errors:
-  // not_finite (the replica diverged), invalid_config (a bad chunk).
+  // residual of the last encoding, times feedback_decay, is added and the new one kept
+  // (error_feedback in runtime/algorithm/codec.hpp). Typed errors: not_finite (the
+  // replica diverged), invalid_config (a bad chunk).
   struct encoding {
     codec_kind codec = codec_kind::fp32;
     std::size_t chunk = 0;
     bool error_feedback = false;
+    float feedback_decay = 1.0f;  // SparseLoCo's beta (diloco.outer = sparseloco); 1: plain error feedback
   };
   virtual status encode_pseudo_gradient(std::size_t f, const encoding& how, encoded_values& out);
   // Held-out loss of theta_global (every fragment's global swapped in, then swapped back).

@@ -329,10 +329,10 @@ status decode(const encoded_values& in, float* values) {
 }
 
 status error_feedback::encode(codec_kind kind, const float* delta, std::size_t count, std::size_t chunk,
-                              encoded_values& out) {
+                              encoded_values& out, float decay) {
   if (residual_.size() != count) residual_.assign(count, 0.0f);
   target_.resize(count);
-  for (std::size_t i = 0; i < count; ++i) target_[i] = delta[i] + residual_[i];
+  for (std::size_t i = 0; i < count; ++i) target_[i] = delta[i] + decay * residual_[i];  // 1 * r == r exactly
   if (auto err = atl::encode(kind, target_.data(), count, chunk, out)) return err;
   sent_.resize(count);
   if (auto err = decode(out, sent_.data())) return err;

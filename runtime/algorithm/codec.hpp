@@ -90,10 +90,17 @@ void decode_range(const encoded_values& in, std::size_t first, std::size_t n, fl
 
 // Error feedback (LoCo-style residual): what was meant minus what was sent is added to
 // the next contribution, so quantization errors do not accumulate.
+//
+// With a decay beta < 1 the residual is SparseLoCo's accumulator (arXiv 2508.15706):
+//   e = beta * e + delta;  sent = decode(encode(e));  e = e - sent
+// Under aggressive sparsity most of a round's change waits in e for later rounds, and the
+// decay turns that wait into a momentum local to the worker, so the outer step needs none
+// (diloco.outer = sparseloco). beta = 1 is plain error feedback, bit for bit.
 class error_feedback {
  public:
-  // Encodes delta + residual and keeps the new residual. `delta` has `count` values.
-  status encode(codec_kind kind, const float* delta, std::size_t count, std::size_t chunk, encoded_values& out);
+  // Encodes delta + decay * residual and keeps the new residual. `delta` has `count` values.
+  status encode(codec_kind kind, const float* delta, std::size_t count, std::size_t chunk, encoded_values& out,
+                float decay = 1.0f);
   const std::vector<float>& residual() const { return residual_; }
 
  private:

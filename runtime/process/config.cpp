@@ -93,7 +93,14 @@ const std::vector<knob>& knobs() {
       {"diloco.state_chunk_values", &C::state_chunk_values, 1, 1 << 24, "values",
        "a fragment larger than this reaches a resyncing worker in chunks of this many values, from the keepers"},
       {"diloco.outer_lr", &C::outer_lr, 0, 10, "", "outer Nesterov SGD learning rate"},
-      {"diloco.outer_momentum", &C::outer_momentum, 0, 0.999999, "", "outer Nesterov momentum"},
+      {"diloco.outer_momentum", &C::outer_momentum, 0, 0.999999, "", "outer Nesterov momentum (nesterov only)"},
+      {"diloco.outer", &C::outer, 0, 0, "",
+       "the outer optimizer: nesterov (SGD with Nesterov momentum on the averaged pseudo-gradient) | sparseloco "
+       "(SparseLoCo: no outer momentum, theta -= outer_lr x average; each worker keeps error feedback decayed by "
+       "diloco.sparseloco_beta, which stands in for it; the paper runs outer_lr 1, alpha 0 and topk32 or topk64)",
+       "nesterov|sparseloco"},
+      {"diloco.sparseloco_beta", &C::sparseloco_beta, 0, 1, "",
+       "sparseloco: the decay of each worker's error-feedback accumulator, e = beta x e + pseudo-gradient"},
       {"inner.lr", &C::lr, 0, 10, "", "peak AdamW learning rate"},
       {"inner.min_lr_ratio", &C::min_lr_ratio, 0, 1, "", "cosine decay floor, as a fraction of lr"},
       {"inner.warmup_steps", &C::warmup_steps, 0, 1e9, "steps", "linear warm-up of the inner lr"},
@@ -323,6 +330,8 @@ status validate(const run_config& cfg) {
                                                 std::to_string(cfg.sync_every) + ")");
   if (cfg.sync_every_s > 0 && cfg.mode == "ddp")
     return make_error(errc::invalid_config, "diloco.sync_every_s: run.mode = ddp averages every step (0 there)");
+  if (sparseloco_outer(cfg) && cfg.mode == "ddp")
+    return make_error(errc::invalid_config, "diloco.outer: run.mode = ddp has no outer step (nesterov there)");
   if (cfg.grace_min_ms > cfg.grace_max_ms)
     return make_error(errc::invalid_config, "diloco.grace_min_ms: must not exceed diloco.grace_max_ms (" +
                                                 std::to_string(cfg.grace_max_ms) + ")");

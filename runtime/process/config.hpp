@@ -53,6 +53,10 @@ struct run_config {
   std::int64_t state_chunk_values = 1 << 20;  // larger fragments go to joiners in chunks
   double outer_lr = 0.7;
   double outer_momentum = 0.9;
+  // nesterov | sparseloco: plain SGD outer steps, the momentum in each worker's decayed
+  // error feedback (runtime/algorithm/codec.hpp, error_feedback)
+  std::string outer = "nesterov";
+  double sparseloco_beta = 0.95;
   // [inner]
   double lr = 3e-3;
   double min_lr_ratio = 0.1;
@@ -116,6 +120,15 @@ const std::vector<model_preset>& model_presets();
 
 // Checks relations between knobs (width divisible by heads, lease above heartbeat ...).
 status validate(const run_config& cfg);
+
+// The outer step as the run's knobs choose it. SparseLoCo (diloco.outer = sparseloco)
+// moves the momentum into each worker's error feedback, decayed by beta: the coordinators
+// step theta -= outer_lr * average (Nesterov with momentum 0, bit for bit, so a round
+// record and a keeper's replay need nothing new), and every worker feeds its residual back.
+inline bool sparseloco_outer(const run_config& cfg) { return cfg.outer == "sparseloco"; }
+inline double outer_momentum_of(const run_config& cfg) { return sparseloco_outer(cfg) ? 0.0 : cfg.outer_momentum; }
+inline bool error_feedback_of(const run_config& cfg) { return cfg.error_feedback || sparseloco_outer(cfg); }
+inline double feedback_decay_of(const run_config& cfg) { return sparseloco_outer(cfg) ? cfg.sparseloco_beta : 1.0; }
 
 // The units rounds are run in: S slices of each of the P fragments, unit u = p * S + s,
 // each with a coordinator, keepers and a round log of its own. With S = 1, the fragments.
