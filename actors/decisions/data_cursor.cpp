@@ -1,0 +1,248 @@
+#include "actors/decisions/data_cursor.hpp"
+
+#include <algorithm>
+
+namespace atl::data {
+namespace {
+
+std::uint64_t mix(std::uint64_t x) {  // splitmix64's finalizer
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// Adds s to a sorted list of disjoint spans, merging what touches it.
+void add_span(std::vector<span>& spans, span s) {
+  std::vector<span> out;
+  out.reserve(spans.size() + 1);
+  for (const auto& x : spans) {
+    if (x.end < s.begin || s.end < x.begin) {
+      out.push_back(x);
+    } else {
+      s = {std::min(s.begin, x.begin), std::max(s.end, x.end)};
+    }
+  }
+  out.insert(
+      std::upper_bound(out.begin(), out.end(), s, [](const span& a, const span& b) { return a.begin < b.begin; }), s);
+  spans = std::move(out);
+}
+
+bool overlaps(const std::vector<span>& spans, span s) {
+  return std::any_of(spans.begin(), spans.end(), [&](const span& x) { return x.begin < s.end && s.begin < x.end; });
+}
+
+bool covers(const std::vector<span>& spans, span whole) {
+  return std::any_of(spans.begin(), spans.end(),
+                     [&](const span& x) { return x.begin <= whole.begin && whole.end <= x.end; });
+}
+
+std::uint64_t length(span s) { return s.end - s.begin; }
+
+bool contains(const std::vector<std::string>& workers, const std::string& w) {
+  return std::find(workers.begin(), workers.end(), w) != workers.end();
+}
+
+}  // namespace
+
+std::uint64_t unit_at(std::uint64_t seed, std::uint64_t epoch, std::uint64_t position, std::uint64_t units) {
+  if (units <= 1) return 0;
+  unsigned bits = 0;
+  while ((std::uint64_t{1} << bits) < units) ++bits;
+  const unsigned half = (bits + 1) / 2;  // a domain of 4^half >= units: under 4 walks expected
+  const std::uint64_t mask = (std::uint64_t{1} << half) - 1;
+  const std::uint64_t key = mix(seed ^ mix(epoch + 1));
+  std::uint64_t x = position;
+  do {
+    std::uint64_t left = x >> half, right = x & mask;
+    for (std::uint64_t round = 0; round < 4; ++round) {
+      const std::uint64_t next = left ^ (mix(key ^ (round << 56) ^ right) & mask);
+      left = right;
+      right = next;
+    }
+    x = (left << half) | right;
+  } while (x >= units);  // cycle walking: a permutation of the domain, restricted to [0, units)
+  return x;
+}
+
+const char* to_string(chunk_state s) {
+  switch (s) {
+    case chunk_state::leased: return "leased";
+    case chunk_state::consumed: return "consumed";
+    case chunk_state::partial: return "partial";
+    case chunk_state::returned: return "returned";
+  }
+  return "?";
+}
+
+expected<data_cursor> data_cursor::make(const cursor_config& config) {
+  if (config.units == 0) return make_error(errc::invalid_config, "data cursor: the data has no units");
+  if (config.chunk == 0) return make_error(errc::invalid_config, "data cursor: a chunk of 0 units");
+  if (config.fragments == 0) return make_error(errc::invalid_config, "data cursor: no fragments");
+  return data_cursor(config);
+}
+
+std::uint64_t data_cursor::chunks_per_epoch() const { return (config_.units + config_.chunk - 1) / config_.chunk; }
+
+span data_cursor::positions_of(chunk_id chunk) const {
+  const std::uint64_t begin = chunk.index * config_.chunk;
+  return {begin, std::min(begin + config_.chunk, config_.units)};
+}
+
+std::optional<chunk_id> data_cursor::lease(const std::string& worker) {
+  chunk_id id;
+  if (!returned_.empty()) {
+    id = returned_.front();
+    returned_.erase(returned_.begin());
+  } else {
+    while (next_fresh_ >= chunks_per_epoch()) {
+      ++lease_epoch_;
+      next_fresh_ = 0;
+    }
+    if (config_.epochs != 0 && lease_epoch_ >= config_.epochs) return std::nullopt;
+    id = {lease_epoch_, next_fresh_++};
+  }
+  auto& c = chunks_[id];
+  c = chunk_record{};
+  c.holder = worker;
+  c.tied.assign(config_.fragments, {});
+  c.consumed.assign(config_.fragments, {});
+  return id;
+}
+
+status data_cursor::tie(const std::string& worker, std::uint32_t fragment, std::uint64_t round, chunk_id chunk,
+                        span positions) {
+  auto it = chunks_.find(chunk);
+  if (it == chunks_.end() || it->second.state != chunk_state::leased || it->second.holder != worker ||
+      it->second.holder_gone)
+    return make_error(errc::not_participant, "data cursor: chunk " + std::to_string(chunk.index) + " of epoch " +
+                                                 std::to_string(chunk.epoch) + " is not leased to " + worker);
+  if (fragment >= config_.fragments)
+    return make_error(errc::unknown_fragment,
+                      "data cursor: fragment " + std::to_string(fragment) + " of " + std::to_string(config_.fragments));
+  const auto whole = positions_of(chunk);
+  if (positions.begin >= positions.end || positions.begin < whole.begin || positions.end > whole.end)
+    return make_error(errc::bad_data, "data cursor: positions outside their chunk, or none");
+  auto& c = it->second;
+  if (overlaps(c.tied[fragment], positions))
+    return make_error(errc::duplicate, "data cursor: positions already tied for fragment " + std::to_string(fragment));
+  add_span(c.tied[fragment], positions);
+  tie_record t{worker, fragment, round, chunk, positions, false};
+  // The round may have committed before the tie came (the two travel apart).
+  const auto& recent = recent_[fragment];
+  const auto same = recent.find(round), next = recent.find(round + 1);
+  if (same != recent.end()) {
+    if (contains(same->second.taken, worker)) {
+      consume(t, round);
+    } else if (next != recent.end()) {
+      if (contains(next->second.late, worker)) consume(t, round + 1);  // else lost for the fragment
+    } else {
+      t.missed_once = true;
+      ties_.push_back(t);
+    }
+  } else if (!recent.empty() && round < recent.rbegin()->first) {
+    // lost: its round was passed over (skipped, or closed and the next too)
+  } else {
+    ties_.push_back(t);
+  }
+  settle(chunk);
+  return {};
+}
+
+void data_cursor::consume(const tie_record& t, std::uint64_t committed_in) {
+  auto& c = chunks_.at(t.chunk);
+  add_span(c.consumed[t.fragment], t.positions);
+  c.ledger.push_back({t.fragment, committed_in, t.positions});
+}
+
+void data_cursor::committed(std::uint32_t fragment, std::uint64_t round, const std::vector<std::string>& taken,
+                            const std::vector<std::string>& late) {
+  if (fragment >= config_.fragments) return;
+  auto& recent = recent_[fragment];
+  recent[round] = {taken, late};
+  while (recent.size() > 2) recent.erase(recent.begin());  // a tie is at most one round late
+  std::vector<chunk_id> touched;
+  std::vector<tie_record> kept;
+  for (auto& t : ties_) {
+    if (t.fragment != fragment || t.round > round) {
+      kept.push_back(t);
+      continue;
+    }
+    touched.push_back(t.chunk);
+    if (t.round == round && contains(taken, t.worker)) {
+      consume(t, round);
+    } else if (t.round == round) {
+      t.missed_once = true;  // the next round may take it late
+      kept.push_back(t);
+    } else if (t.round + 1 == round && t.missed_once && contains(late, t.worker)) {
+      consume(t, round);
+    }  // else lost for this fragment: the worker resynced
+  }
+  ties_ = std::move(kept);
+  for (const auto& id : touched) settle(id);
+}
+
+void data_cursor::worker_gone(const std::string& worker) {
+  std::vector<chunk_id> held;
+  for (auto& [id, c] : chunks_)
+    if (c.state == chunk_state::leased && c.holder == worker) {
+      c.holder_gone = true;
+      held.push_back(id);
+    }
+  for (const auto& id : held) settle(id);
+}
+
+bool data_cursor::pending(chunk_id chunk) const {
+  return std::any_of(ties_.begin(), ties_.end(), [&](const tie_record& t) { return t.chunk == chunk; });
+}
+
+void data_cursor::settle(chunk_id chunk) {
+  auto& c = chunks_.at(chunk);
+  if (c.state != chunk_state::leased || pending(chunk)) return;
+  const auto whole = positions_of(chunk);
+  const auto all = [&](const std::vector<std::vector<span>>& per_fragment) {
+    return std::all_of(per_fragment.begin(), per_fragment.end(), [&](const auto& s) { return covers(s, whole); });
+  };
+  if (!c.holder_gone && !all(c.tied)) return;  // its worker still trains or contributes it
+  if (all(c.consumed)) {
+    c.state = chunk_state::consumed;
+  } else if (!c.ledger.empty()) {
+    c.state = chunk_state::partial;
+  } else {
+    c.state = chunk_state::returned;
+    returned_.push_back(chunk);
+  }
+}
+
+std::optional<chunk_state> data_cursor::state_of(chunk_id chunk) const {
+  auto it = chunks_.find(chunk);
+  if (it == chunks_.end()) return std::nullopt;
+  return it->second.state;
+}
+
+const std::vector<consumption>& data_cursor::ledger_of(chunk_id chunk) const {
+  static const std::vector<consumption> none;
+  auto it = chunks_.find(chunk);
+  return it == chunks_.end() ? none : it->second.ledger;
+}
+
+progress data_cursor::progress_now() const {
+  progress p;
+  p.units = config_.units;
+  std::map<std::uint64_t, std::uint64_t> ended;  // chunks consumed or partial, per epoch
+  for (const auto& [id, c] : chunks_)
+    if (c.state == chunk_state::consumed || c.state == chunk_state::partial) ++ended[id.epoch];
+  while (ended.count(p.epoch) && ended.at(p.epoch) == chunks_per_epoch()) ++p.epoch;
+  p.finished = config_.epochs != 0 && p.epoch >= config_.epochs;
+  for (const auto& [id, c] : chunks_) {
+    const auto n = length(positions_of(id));
+    if (c.state == chunk_state::leased) p.in_flight += n;
+    if (c.state == chunk_state::returned) p.returned += n;
+    if (id.epoch != p.epoch) continue;
+    if (c.state == chunk_state::consumed) p.consumed += n;
+    if (c.state == chunk_state::partial) p.partial += n;
+  }
+  return p;
+}
+
+}  // namespace atl::data

@@ -1,0 +1,149 @@
+#pragma once
+// The run's data cursor (docs/design.md §1, "Every sample once"): hands the run's data to
+// workers in leased chunks, and keeps for each fragment which positions of each epoch's
+// order a committed round has learned from. Pure: its owner (the registry) feeds it what it
+// hears (leases asked, contributions tied to their rounds, rounds committed, workers gone)
+// and persists it with its snapshot.
+//
+// Epoch e's order is a permutation of the N units (unit_at); chunk c of e is positions
+// [c C, min((c + 1) C, N)) of it. A chunk:
+//
+//   fresh --(1) lease--> leased(w) --(2) w contributes for fragment p in round r,
+//     ^                    |            covering some of its positions: a tie (w, p, r)
+//     |                    |
+//     |                    +--(5) settled: no tie pending, and w gone or every fragment tied
+//     |                    |      every position
+//     |                    |        every fragment consumed every position --> consumed
+//     |                    |        some fragment consumed some position ----> partial (kept,
+//     |                    |                                                   the ledger says which)
+//     +--- returned <------+        nothing consumed (w died first, or no round took its work)
+//
+//   (3) a commit of (p, r) consumes for p the ties (w, p, r) of each worker it took; a tie
+//       it did not take waits for (p, r + 1), which may take it late (diloco.late_work);
+//       after that it is lost for p (the worker resynced).
+//   (4) a worker gone: its chunks settle once their pending ties are resolved.
+//   (1) leases a returned chunk first (oldest first), then the next fresh one; once the
+//       leasing epoch has no fresh chunk left, epoch e + 1's, up to the run's epochs.
+//   An epoch ends when every chunk of it is consumed or partial.
+//
+// So the committed model learns each unit of an epoch at most once per fragment, and
+// exactly once unless its worker died between its fragments' commits (partial).
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/core/expected.hpp"
+
+namespace atl::data {
+
+// The unit at `position` of epoch `epoch`'s order: a permutation of [0, units) seeded by
+// (seed, epoch), computed alone (a Feistel network with cycle walking), so nothing of size
+// N is kept.
+std::uint64_t unit_at(std::uint64_t seed, std::uint64_t epoch, std::uint64_t position, std::uint64_t units);
+
+struct cursor_config {
+  std::uint64_t units = 0;  // N
+  std::uint64_t chunk = 0;  // C: units a lease hands out
+  std::uint32_t fragments = 1;  // P
+  std::uint64_t epochs = 0;  // the run's; 0: no end
+};
+
+struct chunk_id {
+  std::uint64_t epoch = 0, index = 0;
+  bool operator<(const chunk_id& o) const { return epoch != o.epoch ? epoch < o.epoch : index < o.index; }
+  bool operator==(const chunk_id& o) const { return epoch == o.epoch && index == o.index; }
+};
+
+// Positions [begin, end) of an epoch's order.
+struct span {
+  std::uint64_t begin = 0, end = 0;
+  bool operator==(const span& o) const { return begin == o.begin && end == o.end; }
+};
+
+// A committed round's share of a chunk, for the ledger.
+struct consumption {
+  std::uint32_t fragment = 0;
+  std::uint64_t round = 0;
+  span positions;
+  bool operator==(const consumption& o) const {
+    return fragment == o.fragment && round == o.round && positions == o.positions;
+  }
+};
+
+enum class chunk_state : std::uint8_t { leased, consumed, partial, returned };
+const char* to_string(chunk_state s);
+
+struct progress {
+  std::uint64_t epoch = 0;  // the first epoch not ended
+  std::uint64_t units = 0;  // N
+  std::uint64_t consumed = 0;  // units of `epoch` every fragment learned
+  std::uint64_t in_flight = 0;  // units of leased chunks of any epoch, not yet settled
+  std::uint64_t returned = 0;  // units of returned chunks waiting for a lease
+  std::uint64_t partial = 0;  // units of `epoch` in partial chunks
+  bool finished = false;  // every epoch of the run ended
+};
+
+class data_cursor {
+ public:
+  // Refuses (invalid_config) no units, a chunk of 0 and no fragments.
+  static expected<data_cursor> make(const cursor_config& config);
+
+  // (1) The next chunk for `worker`, nullopt once every epoch of the run is leased.
+  std::optional<chunk_id> lease(const std::string& worker);
+  // (2) worker's contribution to (fragment, round) covers `positions` of `chunk`. Refused,
+  // changing nothing: a chunk not leased to the worker (not_participant), a fragment out of
+  // range (unknown_fragment), positions outside the chunk or none (bad_data), positions
+  // tied before for the fragment (duplicate).
+  status tie(const std::string& worker, std::uint32_t fragment, std::uint64_t round, chunk_id chunk, span positions);
+  // (3) fragment's round committed, taking the on-time contributions of `taken` and the
+  // previous round's of `late`.
+  void committed(std::uint32_t fragment, std::uint64_t round, const std::vector<std::string>& taken,
+                 const std::vector<std::string>& late);
+  // (4) The worker is gone (dead or left): it ties nothing more.
+  void worker_gone(const std::string& worker);
+
+  std::optional<chunk_state> state_of(chunk_id chunk) const;  // nullopt: never leased
+  span positions_of(chunk_id chunk) const;
+  const std::vector<consumption>& ledger_of(chunk_id chunk) const;  // empty if none
+  progress progress_now() const;
+  const cursor_config& config() const { return config_; }
+
+ private:
+  struct tie_record {
+    std::string worker;
+    std::uint32_t fragment = 0;
+    std::uint64_t round = 0;
+    chunk_id chunk;
+    span positions;
+    bool missed_once = false;  // its round closed without it; the next may take it late
+  };
+  struct commit_record {
+    std::vector<std::string> taken, late;
+  };
+  struct chunk_record {
+    chunk_state state = chunk_state::leased;
+    std::string holder;
+    bool holder_gone = false;
+    std::vector<std::vector<span>> tied, consumed;  // per fragment, merged and sorted
+    std::vector<consumption> ledger;
+  };
+
+  explicit data_cursor(const cursor_config& config) : config_(config) {}
+  std::uint64_t chunks_per_epoch() const;
+  void consume(const tie_record& t, std::uint64_t committed_in);
+  void settle(chunk_id chunk);
+  bool pending(chunk_id chunk) const;
+
+  cursor_config config_;
+  std::map<chunk_id, chunk_record> chunks_;
+  std::vector<chunk_id> returned_;  // oldest first
+  std::vector<tie_record> ties_;  // pending
+  std::uint64_t lease_epoch_ = 0, next_fresh_ = 0;
+  // The last two commits of each fragment: a tie that arrives after its round's commit (the
+  // two travel apart) is resolved against them.
+  std::map<std::uint32_t, std::map<std::uint64_t, commit_record>> recent_;
+};
+
+}  // namespace atl::data
