@@ -1,6 +1,7 @@
 // The data cursor (actors/decisions/data_cursor.hpp): leases, ties, commits, deaths and
 // epochs, each decision a table; then a random schedule checked against a record of its own.
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <random>
 #include <set>
@@ -219,15 +220,66 @@ TEST(DataCursor, AReturnedChunkIsLeasedFirstAndTheEpochEndsWhenEveryChunkSettles
   EXPECT_EQ(c.ledger_of(*a), (std::vector<consumption>{{0, 1, {0, 4}}}));
 }
 
+// A snapshot that does not hold together is refused, as a damaged store would be.
+TEST(DataCursor, ADamagedSnapshotIsRefused) {
+  auto c = make_cursor(8, 4, 2);
+  const auto a = c.lease("w1"), b = c.lease("w2");
+  ASSERT_TRUE(a && b);
+  ASSERT_FALSE(c.tie("w1", 0, 1, *a, {0, 2}));
+  c.worker_gone("w2");  // b goes back
+  const auto good = c.snapshot();
+  ASSERT_TRUE(data_cursor::restore(good));
+  struct row {
+    const char* name;
+    std::function<void(cursor_snapshot&)> damage;
+  };
+  const row rows[] = {
+      {"no units", [](cursor_snapshot& s) { s.config.units = 0; }},
+      {"a chunk past its epoch", [](cursor_snapshot& s) { s.chunks[0].id.index = 9; }},
+      {"a fragment missing", [](cursor_snapshot& s) { s.chunks[0].tied.pop_back(); }},
+      {"a span outside its chunk",
+       [](cursor_snapshot& s) {
+         s.chunks[0].tied[0] = {{2, 6}};
+       }},
+      {"an empty span",
+       [](cursor_snapshot& s) {
+         s.chunks[0].consumed[1] = {{3, 3}};
+       }},
+      {"a tie to a chunk not leased",
+       [](cursor_snapshot& s) {
+         s.ties[0].chunk = {0, 1};
+       }},
+      {"a returned chunk that is leased",
+       [](cursor_snapshot& s) {
+         s.returned = {{0, 0}};
+       }},
+      {"the next fresh chunk past the epoch", [](cursor_snapshot& s) { s.next_fresh = 3; }},
+      {"a commit of a fragment the run has not",
+       [](cursor_snapshot& s) {
+         s.recent.push_back({5, 1, {}, {}});
+       }},
+  };
+  for (const auto& r : rows) {
+    auto snap = good;
+    r.damage(snap);
+    const auto restored = data_cursor::restore(snap);
+    ASSERT_FALSE(restored) << r.name;
+    EXPECT_TRUE(restored.err().code == errc::bad_data || restored.err().code == errc::invalid_config)
+        << r.name << ": " << restored.err().describe();
+  }
+}
+
 // A random schedule of leases, contributions (each fragment's tie of the positions trained
 // since that fragment's last contribution), commits that take some contributors and some
-// of the last round's left-out work late, and deaths, checked against a record the test
-// keeps itself: each fragment learns each position at most once; a consumed chunk was
-// learned by every fragment at every position; the ledger is the record.
+// of the last round's left-out work late, deaths, and head restarts (the cursor restored
+// from its snapshot), checked against a record the test keeps itself: each fragment
+// learns each position at most once; a consumed chunk was learned by every fragment at
+// every position; the ledger is the record.
 TEST(DataCursor, ARandomScheduleLearnsNoPositionTwiceAndTheLedgerIsTheRecord) {
   using piece = std::pair<chunk_id, span>;
   std::map<chunk_state, int> states_seen;  // over every seed: the schedules reach each ending
   int releases = 0;  // leases of a returned chunk
+  int restores = 0;  // cursors restored from a snapshot mid-schedule
   for (std::uint64_t seed = 1; seed <= 300; ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     std::mt19937_64 rng(seed);
@@ -301,8 +353,13 @@ TEST(DataCursor, ARandomScheduleLearnsNoPositionTwiceAndTheLedgerIsTheRecord) {
         for (const auto& [id, s] : t.untied[f]) ASSERT_FALSE(c.tie(name, f, round[f], id, s));
         open[f][name] = std::move(t.untied[f]);
         t.untied[f].clear();
-      } else {
+      } else if (roll < 98) {
         commit(static_cast<std::uint32_t>(rng() % fragments), true);
+      } else {  // the head restarts: the cursor goes on from what was persisted
+        auto restored = data_cursor::restore(c.snapshot());
+        ASSERT_TRUE(restored) << restored.err().describe();
+        c = std::move(*restored);
+        ++restores;
       }
     }
     for (auto& [name, t] : alive) c.worker_gone(name);
@@ -343,6 +400,7 @@ TEST(DataCursor, ARandomScheduleLearnsNoPositionTwiceAndTheLedgerIsTheRecord) {
   EXPECT_GT(states_seen[chunk_state::consumed], 1000);
   EXPECT_GT(states_seen[chunk_state::partial], 100);
   EXPECT_GT(releases, 100) << "returned chunks are leased again (so few end returned)";
+  EXPECT_GT(restores, 1000);
 }
 
 }  // namespace

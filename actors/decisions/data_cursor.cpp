@@ -82,6 +82,65 @@ expected<data_cursor> data_cursor::make(const cursor_config& config) {
   return data_cursor(config);
 }
 
+cursor_snapshot data_cursor::snapshot() const {
+  cursor_snapshot snap;
+  snap.config = config_;
+  snap.lease_epoch = lease_epoch_;
+  snap.next_fresh = next_fresh_;
+  for (const auto& [id, c] : chunks_)
+    snap.chunks.push_back({id, c.state, c.holder, c.holder_gone, c.tied, c.consumed, c.ledger});
+  snap.returned = returned_;
+  for (const auto& t : ties_) snap.ties.push_back({t.worker, t.fragment, t.round, t.chunk, t.positions, t.missed_once});
+  for (const auto& [fragment, rounds] : recent_)
+    for (const auto& [round, commit] : rounds) snap.recent.push_back({fragment, round, commit.taken, commit.late});
+  return snap;
+}
+
+expected<data_cursor> data_cursor::restore(const cursor_snapshot& snap) {
+  auto made = make(snap.config);
+  if (!made) return made;
+  auto& c = *made;
+  const auto damaged = [](const std::string& what) { return make_error(errc::bad_data, "data cursor: " + what); };
+  const auto fits = [&](chunk_id id) { return id.index < c.chunks_per_epoch(); };
+  const auto spans_fit = [&](chunk_id id, const std::vector<span>& spans) {
+    const auto whole = c.positions_of(id);
+    return std::all_of(spans.begin(), spans.end(),
+                       [&](const span& s) { return s.begin < s.end && whole.begin <= s.begin && s.end <= whole.end; });
+  };
+  if (snap.next_fresh > c.chunks_per_epoch()) return damaged("the next fresh chunk is past its epoch");
+  c.lease_epoch_ = snap.lease_epoch;
+  c.next_fresh_ = snap.next_fresh;
+  for (const auto& e : snap.chunks) {
+    if (!fits(e.id) || e.tied.size() != snap.config.fragments || e.consumed.size() != snap.config.fragments)
+      return damaged("chunk " + std::to_string(e.id.index) + " of epoch " + std::to_string(e.id.epoch));
+    for (std::size_t f = 0; f < e.tied.size(); ++f)
+      if (!spans_fit(e.id, e.tied[f]) || !spans_fit(e.id, e.consumed[f]))
+        return damaged("spans outside chunk " + std::to_string(e.id.index));
+    for (const auto& l : e.ledger)
+      if (l.fragment >= snap.config.fragments || !spans_fit(e.id, {l.positions}))
+        return damaged("a ledger entry outside chunk " + std::to_string(e.id.index));
+    c.chunks_[e.id] = {e.state, e.holder, e.holder_gone, e.tied, e.consumed, e.ledger};
+  }
+  const auto in_state = [&](chunk_id id, chunk_state s) {
+    auto it = c.chunks_.find(id);
+    return it != c.chunks_.end() && it->second.state == s;
+  };
+  for (const auto& id : snap.returned)
+    if (!in_state(id, chunk_state::returned)) return damaged("a returned chunk that is not");
+  c.returned_ = snap.returned;
+  for (const auto& t : snap.ties) {
+    if (!in_state(t.chunk, chunk_state::leased) || t.fragment >= snap.config.fragments ||
+        !spans_fit(t.chunk, {t.positions}))
+      return damaged("a tie to chunk " + std::to_string(t.chunk.index) + " that is not leased");
+    c.ties_.push_back({t.worker, t.fragment, t.round, t.chunk, t.positions, t.missed_once});
+  }
+  for (const auto& r : snap.recent) {
+    if (r.fragment >= snap.config.fragments) return damaged("a commit of a fragment the run has not");
+    c.recent_[r.fragment][r.round] = {r.taken, r.late};
+  }
+  return made;
+}
+
 std::uint64_t data_cursor::chunks_per_epoch() const { return (config_.units + config_.chunk - 1) / config_.chunk; }
 
 span data_cursor::positions_of(chunk_id chunk) const {

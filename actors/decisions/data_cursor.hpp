@@ -85,10 +85,47 @@ struct progress {
   bool finished = false;  // every epoch of the run ended
 };
 
+// Everything a cursor holds, as plain values: what its owner persists, and restores a
+// cursor from (a restarted head, a new leader).
+struct cursor_snapshot {
+  struct chunk_entry {
+    chunk_id id;
+    chunk_state state = chunk_state::leased;
+    std::string holder;
+    bool holder_gone = false;
+    std::vector<std::vector<span>> tied, consumed;  // per fragment
+    std::vector<consumption> ledger;
+  };
+  struct tie_entry {
+    std::string worker;
+    std::uint32_t fragment = 0;
+    std::uint64_t round = 0;
+    chunk_id chunk;
+    span positions;
+    bool missed_once = false;
+  };
+  struct commit_entry {
+    std::uint32_t fragment = 0;
+    std::uint64_t round = 0;
+    std::vector<std::string> taken, late;
+  };
+  cursor_config config;
+  std::uint64_t lease_epoch = 0, next_fresh = 0;
+  std::vector<chunk_entry> chunks;
+  std::vector<chunk_id> returned;
+  std::vector<tie_entry> ties;
+  std::vector<commit_entry> recent;
+};
+
 class data_cursor {
  public:
   // Refuses (invalid_config) no units, a chunk of 0 and no fragments.
   static expected<data_cursor> make(const cursor_config& config);
+  // A cursor from a snapshot; one that does not hold together (a chunk outside its epoch,
+  // spans outside their chunk, a tie or a returned chunk naming a chunk not in that state,
+  // the wrong number of fragments) is refused (bad_data), as a damaged store would be.
+  static expected<data_cursor> restore(const cursor_snapshot& snap);
+  cursor_snapshot snapshot() const;
 
   // (1) The next chunk for `worker`, nullopt once every epoch of the run is leased.
   std::optional<chunk_id> lease(const std::string& worker);
