@@ -90,7 +90,7 @@ cursor_snapshot data_cursor::snapshot() const {
   for (const auto& [id, c] : chunks_)
     snap.chunks.push_back({id, c.state, c.holder, c.holder_gone, c.tied, c.consumed, c.ledger});
   snap.returned = returned_;
-  for (const auto& t : ties_) snap.ties.push_back({t.worker, t.fragment, t.round, t.chunk, t.positions, t.missed_once});
+  snap.ties = ties_;
   for (const auto& [fragment, rounds] : recent_)
     for (const auto& [round, commit] : rounds) snap.recent.push_back({fragment, round, commit.taken, commit.late});
   return snap;
@@ -132,7 +132,7 @@ expected<data_cursor> data_cursor::restore(const cursor_snapshot& snap) {
     if (!in_state(t.chunk, chunk_state::leased) || t.fragment >= snap.config.fragments ||
         !spans_fit(t.chunk, {t.positions}))
       return damaged("a tie to chunk " + std::to_string(t.chunk.index) + " that is not leased");
-    c.ties_.push_back({t.worker, t.fragment, t.round, t.chunk, t.positions, t.missed_once});
+    c.ties_.push_back(t);
   }
   for (const auto& r : snap.recent) {
     if (r.fragment >= snap.config.fragments) return damaged("a commit of a fragment the run has not");

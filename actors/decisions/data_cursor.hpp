@@ -102,7 +102,7 @@ struct cursor_snapshot {
     std::uint64_t round = 0;
     chunk_id chunk;
     span positions;
-    bool missed_once = false;
+    bool missed_once = false;  // its round closed without it; the next may take it late
   };
   struct commit_entry {
     std::uint32_t fragment = 0;
@@ -148,14 +148,7 @@ class data_cursor {
   const cursor_config& config() const { return config_; }
 
  private:
-  struct tie_record {
-    std::string worker;
-    std::uint32_t fragment = 0;
-    std::uint64_t round = 0;
-    chunk_id chunk;
-    span positions;
-    bool missed_once = false;  // its round closed without it; the next may take it late
-  };
+  using tie_record = cursor_snapshot::tie_entry;
   struct commit_record {
     std::vector<std::string> taken, late;
   };
