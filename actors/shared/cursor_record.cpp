@@ -1,0 +1,201 @@
+#include "actors/shared/cursor_record.hpp"
+
+#include <cstring>
+
+#include "runtime/core/digest.hpp"
+#include "storage/binary_fields.hpp"
+
+namespace atl {
+namespace {
+
+using binary_fields::put;
+using binary_fields::take;
+using data::chunk_id;
+using data::consumption;
+using data::cursor_snapshot;
+using data::span;
+
+constexpr char magic[4] = {'A', 'T', 'D', 'C'};
+constexpr std::uint32_t version = 1;
+
+void put_string(std::string& out, const std::string& s) {
+  put(out, static_cast<std::uint32_t>(s.size()));
+  out += s;
+}
+void put_chunk(std::string& out, chunk_id id) {
+  put(out, id.epoch);
+  put(out, id.index);
+}
+void put_span(std::string& out, span s) {
+  put(out, s.begin);
+  put(out, s.end);
+}
+void put_spans(std::string& out, const std::vector<span>& spans) {
+  put(out, static_cast<std::uint32_t>(spans.size()));
+  for (const auto& s : spans) put_span(out, s);
+}
+void put_names(std::string& out, const std::vector<std::string>& names) {
+  put(out, static_cast<std::uint32_t>(names.size()));
+  for (const auto& n : names) put_string(out, n);
+}
+
+// Reads fields up to `end`, refusing a count whose items could not fit in the bytes left.
+class reader {
+ public:
+  reader(const std::string& in, std::size_t pos, std::size_t end) : in_(in), pos_(pos), end_(end) {}
+  template <class T>
+  bool field(T& v) {
+    return pos_ + sizeof v <= end_ && take(in_, pos_, v);
+  }
+  bool count(std::uint32_t& n, std::size_t min_item_bytes) {
+    return field(n) && static_cast<std::size_t>(n) * min_item_bytes <= end_ - pos_;
+  }
+  bool string(std::string& s) {
+    std::uint32_t n = 0;
+    if (!count(n, 1)) return false;
+    s.assign(in_, pos_, n);
+    pos_ += n;
+    return true;
+  }
+  bool chunk(chunk_id& id) { return field(id.epoch) && field(id.index); }
+  bool one_span(span& s) { return field(s.begin) && field(s.end); }
+  bool spans(std::vector<span>& out) {
+    std::uint32_t n = 0;
+    if (!count(n, 2 * sizeof(std::uint64_t))) return false;
+    out.resize(n);
+    for (auto& s : out)
+      if (!one_span(s)) return false;
+    return true;
+  }
+  bool names(std::vector<std::string>& out) {
+    std::uint32_t n = 0;
+    if (!count(n, sizeof(std::uint32_t))) return false;
+    out.resize(n);
+    for (auto& s : out)
+      if (!string(s)) return false;
+    return true;
+  }
+  bool at_end() const { return pos_ == end_; }
+
+ private:
+  const std::string& in_;
+  std::size_t pos_, end_;
+};
+
+}  // namespace
+
+std::string encode_cursor(const cursor_snapshot& snap) {
+  std::string out(magic, sizeof magic);
+  put(out, version);
+  put(out, snap.config.units);
+  put(out, snap.config.chunk);
+  put(out, snap.config.fragments);
+  put(out, snap.config.epochs);
+  put(out, snap.lease_epoch);
+  put(out, snap.next_fresh);
+  put(out, static_cast<std::uint32_t>(snap.chunks.size()));
+  for (const auto& c : snap.chunks) {
+    put_chunk(out, c.id);
+    put(out, static_cast<std::uint8_t>(c.state));
+    put_string(out, c.holder);
+    put(out, static_cast<std::uint8_t>(c.holder_gone));
+    put(out, static_cast<std::uint32_t>(c.tied.size()));
+    for (std::size_t f = 0; f < c.tied.size(); ++f) {
+      put_spans(out, c.tied[f]);
+      put_spans(out, f < c.consumed.size() ? c.consumed[f] : std::vector<span>{});
+    }
+    put(out, static_cast<std::uint32_t>(c.ledger.size()));
+    for (const auto& l : c.ledger) {
+      put(out, l.fragment);
+      put(out, l.round);
+      put_span(out, l.positions);
+    }
+  }
+  put(out, static_cast<std::uint32_t>(snap.returned.size()));
+  for (const auto& id : snap.returned) put_chunk(out, id);
+  put(out, static_cast<std::uint32_t>(snap.ties.size()));
+  for (const auto& t : snap.ties) {
+    put_string(out, t.worker);
+    put(out, t.fragment);
+    put(out, t.round);
+    put_chunk(out, t.chunk);
+    put_span(out, t.positions);
+    put(out, static_cast<std::uint8_t>(t.missed_once));
+  }
+  put(out, static_cast<std::uint32_t>(snap.recent.size()));
+  for (const auto& r : snap.recent) {
+    put(out, r.fragment);
+    put(out, r.round);
+    put_names(out, r.taken);
+    put_names(out, r.late);
+  }
+  put(out, digest64(out.data(), out.size()));
+  return out;
+}
+
+expected<cursor_snapshot> decode_cursor(const std::string& in) {
+  const auto corrupt = [](const std::string& why) {
+    return make_error(errc::storage_failure, "corrupt data cursor record: " + why);
+  };
+  std::uint64_t stored = 0;
+  if (in.size() < sizeof magic + sizeof version + sizeof stored || std::memcmp(in.data(), magic, sizeof magic) != 0)
+    return corrupt("bad magic");
+  const std::size_t end = in.size() - sizeof stored;
+  std::memcpy(&stored, in.data() + end, sizeof stored);
+  if (digest64(in.data(), end) != stored)
+    return make_error(errc::checksum_mismatch, "data cursor record: the checksum does not match its bytes");
+  reader r(in, sizeof magic, end);
+  std::uint32_t v = 0, n = 0;
+  if (!r.field(v) || v != version) return corrupt("unknown version");
+  cursor_snapshot snap;
+  if (!r.field(snap.config.units) || !r.field(snap.config.chunk) || !r.field(snap.config.fragments) ||
+      !r.field(snap.config.epochs) || !r.field(snap.lease_epoch) || !r.field(snap.next_fresh))
+    return corrupt("truncated header");
+  // a chunk: id, state, holder, gone, fragment count, ledger count
+  const std::size_t min_chunk = 2 * sizeof(std::uint64_t) + 1 + sizeof(std::uint32_t) + 1 + 2 * sizeof(std::uint32_t);
+  if (!r.count(n, min_chunk)) return corrupt("chunk count");
+  snap.chunks.resize(n);
+  for (auto& c : snap.chunks) {
+    std::uint8_t state = 0, gone = 0;
+    std::uint32_t fragments = 0, ledger = 0;
+    if (!r.chunk(c.id) || !r.field(state) || !r.string(c.holder) || !r.field(gone) ||
+        !r.count(fragments, 2 * sizeof(std::uint32_t)))
+      return corrupt("truncated chunk");
+    if (state > static_cast<std::uint8_t>(data::chunk_state::returned) || gone > 1) return corrupt("chunk state");
+    c.state = static_cast<data::chunk_state>(state);
+    c.holder_gone = gone != 0;
+    c.tied.resize(fragments);
+    c.consumed.resize(fragments);
+    for (std::uint32_t f = 0; f < fragments; ++f)
+      if (!r.spans(c.tied[f]) || !r.spans(c.consumed[f])) return corrupt("truncated spans");
+    if (!r.count(ledger, sizeof(std::uint32_t) + 3 * sizeof(std::uint64_t))) return corrupt("ledger count");
+    c.ledger.resize(ledger);
+    for (auto& l : c.ledger)
+      if (!r.field(l.fragment) || !r.field(l.round) || !r.one_span(l.positions)) return corrupt("truncated ledger");
+  }
+  if (!r.count(n, 2 * sizeof(std::uint64_t))) return corrupt("returned count");
+  snap.returned.resize(n);
+  for (auto& id : snap.returned)
+    if (!r.chunk(id)) return corrupt("truncated returned chunks");
+  // a tie: worker, fragment, round, chunk, positions, missed
+  const std::size_t min_tie = sizeof(std::uint32_t) + sizeof(std::uint32_t) + 5 * sizeof(std::uint64_t) + 1;
+  if (!r.count(n, min_tie)) return corrupt("tie count");
+  snap.ties.resize(n);
+  for (auto& t : snap.ties) {
+    std::uint8_t missed = 0;
+    if (!r.string(t.worker) || !r.field(t.fragment) || !r.field(t.round) || !r.chunk(t.chunk) ||
+        !r.one_span(t.positions) || !r.field(missed) || missed > 1)
+      return corrupt("truncated tie");
+    t.missed_once = missed != 0;
+  }
+  if (!r.count(n, sizeof(std::uint32_t) + sizeof(std::uint64_t) + 2 * sizeof(std::uint32_t)))
+    return corrupt("commit count");
+  snap.recent.resize(n);
+  for (auto& c : snap.recent)
+    if (!r.field(c.fragment) || !r.field(c.round) || !r.names(c.taken) || !r.names(c.late))
+      return corrupt("truncated commit");
+  if (!r.at_end()) return corrupt("bytes past the last field");
+  return snap;
+}
+
+}  // namespace atl

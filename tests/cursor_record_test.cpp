@@ -1,0 +1,83 @@
+// The data cursor's stored form (actors/shared/cursor_record.hpp): what is written reads
+// back to a cursor that goes on as the original would; damaged bytes are refused, typed.
+#include <gtest/gtest.h>
+
+#include "actors/shared/cursor_record.hpp"
+#include "runtime/core/digest.hpp"
+
+namespace atl {
+namespace {
+
+using data::chunk_id;
+using data::data_cursor;
+
+// A cursor with something in every part: chunks leased, consumed, partial and returned,
+// ties pending (one missed once), commits remembered.
+data_cursor busy_cursor() {
+  auto c = data_cursor::make({20, 4, 2, 3});
+  EXPECT_TRUE(c);
+  const auto a = c->lease("worker/1.0"), b = c->lease("worker/2.0"), d = c->lease("worker/3.0");
+  EXPECT_TRUE(a && b && d);
+  EXPECT_FALSE(c->tie("worker/1.0", 0, 1, *a, {0, 4}));
+  EXPECT_FALSE(c->tie("worker/1.0", 1, 1, *a, {0, 4}));
+  EXPECT_FALSE(c->tie("worker/2.0", 0, 1, *b, {4, 6}));
+  EXPECT_FALSE(c->tie("worker/2.0", 1, 2, *b, {4, 8}));
+  c->committed(0, 1, {"worker/1.0"}, {});  // worker/2.0's tie missed once
+  c->committed(1, 1, {"worker/1.0"}, {});
+  c->worker_gone("worker/3.0");  // d goes back
+  return std::move(*c);
+}
+
+TEST(CursorRecord, WhatIsWrittenReadsBackAndGoesOnAsTheOriginal) {
+  auto original = busy_cursor();
+  const auto bytes = encode_cursor(original.snapshot());
+  auto decoded = decode_cursor(bytes);
+  ASSERT_TRUE(decoded) << decoded.err().describe();
+  EXPECT_EQ(encode_cursor(*decoded), bytes);
+  auto restored = data_cursor::restore(*decoded);
+  ASSERT_TRUE(restored) << restored.err().describe();
+  // The same next steps give the same states and ledgers.
+  for (auto* c : {&original, &*restored}) {
+    c->committed(0, 2, {}, {"worker/2.0"});  // the missed tie taken late
+    c->committed(1, 2, {"worker/2.0"}, {});
+    c->worker_gone("worker/2.0");
+  }
+  EXPECT_EQ(encode_cursor(restored->snapshot()), encode_cursor(original.snapshot()));
+  EXPECT_EQ(restored->state_of({0, 0}), data::chunk_state::consumed);
+  EXPECT_EQ(restored->state_of({0, 1}), data::chunk_state::partial);
+  EXPECT_EQ(restored->state_of({0, 2}), data::chunk_state::returned);
+  const auto next = restored->lease("worker/4.0");
+  ASSERT_TRUE(next);
+  EXPECT_TRUE(*next == (chunk_id{0, 2})) << "the returned chunk first, after a restart too";
+}
+
+TEST(CursorRecord, EveryFlippedByteAndEveryTruncationIsRefused) {
+  const auto bytes = encode_cursor(busy_cursor().snapshot());
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    auto bad = bytes;
+    bad[i] = static_cast<char>(bad[i] ^ 0x10);
+    const auto got = decode_cursor(bad);
+    ASSERT_FALSE(got) << "byte " << i;
+    EXPECT_TRUE(got.err().code == errc::checksum_mismatch || got.err().code == errc::storage_failure) << i;
+  }
+  for (std::size_t n = 0; n < bytes.size(); ++n) ASSERT_FALSE(decode_cursor(bytes.substr(0, n))) << n << " bytes";
+}
+
+// A record whose checksum holds but whose counts claim more than its bytes (a bug, or a
+// forged record) is refused before anything that size is allocated.
+TEST(CursorRecord, ACountLargerThanTheRecordIsRefusedWithoutAllocatingIt) {
+  const auto bytes = encode_cursor(busy_cursor().snapshot());
+  const std::size_t chunk_count_at = 4 + 4 + 5 * 8 + 4;  // magic, version, config (one u32) and lease position
+  auto forged = bytes.substr(0, bytes.size() - 8);
+  const std::uint32_t huge = 0xffffffffu;
+  forged.replace(chunk_count_at, sizeof huge, reinterpret_cast<const char*>(&huge), sizeof huge);
+  const std::uint64_t sum = digest64(forged.data(), forged.size());
+  forged.append(reinterpret_cast<const char*>(&sum), sizeof sum);
+  const auto got = decode_cursor(forged);
+  ASSERT_FALSE(got);
+  EXPECT_EQ(got.err().code, errc::storage_failure);
+  EXPECT_NE(got.err().message.find("chunk count"), std::string::npos) << got.err().message;
+}
+
+}  // namespace
+}  // namespace atl
