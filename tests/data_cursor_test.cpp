@@ -44,6 +44,8 @@ TEST(DataCursor, ABadShapeIsRefused) {
   EXPECT_EQ(data_cursor::make({0, 10, 1, 0}).err().code, errc::invalid_config);
   EXPECT_EQ(data_cursor::make({10, 0, 1, 0}).err().code, errc::invalid_config);
   EXPECT_EQ(data_cursor::make({10, 3, 0, 0}).err().code, errc::invalid_config);
+  EXPECT_EQ(data_cursor::make({10, 3, max_fragments + 1, 0}).err().code, errc::invalid_config);
+  EXPECT_TRUE(data_cursor::make({10, 3, max_fragments, 0}));
 }
 
 // (1) Leases: fresh chunks in order, the last one short, the next epoch once this one has

@@ -78,7 +78,9 @@ const char* to_string(chunk_state s) {
 expected<data_cursor> data_cursor::make(const cursor_config& config) {
   if (config.units == 0) return make_error(errc::invalid_config, "data cursor: the data has no units");
   if (config.chunk == 0) return make_error(errc::invalid_config, "data cursor: a chunk of 0 units");
-  if (config.fragments == 0) return make_error(errc::invalid_config, "data cursor: no fragments");
+  if (config.fragments == 0 || config.fragments > max_fragments)
+    return make_error(errc::invalid_config, "data cursor: " + std::to_string(config.fragments) + " fragments (1 to " +
+                                                std::to_string(max_fragments) + ")");
   return data_cursor(config);
 }
 

@@ -43,6 +43,10 @@ namespace atl::data {
 // N is kept.
 std::uint64_t unit_at(std::uint64_t seed, std::uint64_t epoch, std::uint64_t position, std::uint64_t units);
 
+// Each chunk keeps its spans per fragment: a run has at most as many as it has sync units
+// (runtime/process/config.cpp refuses more than 4096 coordinators).
+constexpr std::uint32_t max_fragments = 4096;
+
 struct cursor_config {
   std::uint64_t units = 0;  // N
   std::uint64_t chunk = 0;  // C: units a lease hands out
@@ -119,7 +123,8 @@ struct cursor_snapshot {
 
 class data_cursor {
  public:
-  // Refuses (invalid_config) no units, a chunk of 0 and no fragments.
+  // Refuses (invalid_config) no units, a chunk of 0, and no fragments or more than
+  // max_fragments.
   static expected<data_cursor> make(const cursor_config& config);
   // A cursor from a snapshot; one that does not hold together (a chunk outside its epoch,
   // spans outside their chunk, a tie or a returned chunk naming a chunk not in that state,
