@@ -48,6 +48,24 @@ TEST(DataCursor, ABadShapeIsRefused) {
   EXPECT_TRUE(data_cursor::make({10, 3, max_fragments, 0}));
 }
 
+// Shapes at the edges of 64 bits: a chunk larger than the data is the whole epoch.
+TEST(DataCursor, AChunkLargerThanTheDataIsOneChunkAnEpoch) {
+  auto c = make_cursor(20, ~std::uint64_t{0} - 6, 1, 2);
+  for (std::uint64_t epoch = 0; epoch < 2; ++epoch) {
+    const auto got = c.lease("w1");
+    ASSERT_TRUE(got);
+    EXPECT_TRUE(*got == (chunk_id{epoch, 0}));
+    EXPECT_TRUE(c.positions_of(*got) == (span{0, 20}));
+  }
+  EXPECT_FALSE(c.lease("w1"));
+  // and units near 2^64: the permutation stays within them
+  const std::uint64_t huge = ~std::uint64_t{0} - 3;
+  for (std::uint64_t p : {std::uint64_t{0}, std::uint64_t{1}, huge - 1}) EXPECT_LT(unit_at(1, 0, p, huge), huge);
+  auto big = make_cursor(huge, std::uint64_t{1} << 62, 1);
+  const auto last = chunk_id{0, 3};
+  EXPECT_TRUE(big.positions_of(last) == (span{3 * (std::uint64_t{1} << 62), huge}));
+}
+
 // (1) Leases: fresh chunks in order, the last one short, the next epoch once this one has
 // none left, nothing past the run's epochs; a returned chunk first.
 TEST(DataCursor, LeasesHandOutFreshChunksInOrderThenTheNextEpochThenNothing) {

@@ -48,7 +48,7 @@ bool contains(const std::vector<std::string>& workers, const std::string& w) {
 std::uint64_t unit_at(std::uint64_t seed, std::uint64_t epoch, std::uint64_t position, std::uint64_t units) {
   if (units <= 1) return 0;
   unsigned bits = 0;
-  while ((std::uint64_t{1} << bits) < units) ++bits;
+  while (bits < 64 && (std::uint64_t{1} << bits) < units) ++bits;
   const unsigned half = (bits + 1) / 2;  // a domain of 4^half >= units: under 4 walks expected
   const std::uint64_t mask = (std::uint64_t{1} << half) - 1;
   const std::uint64_t key = mix(seed ^ mix(epoch + 1));
@@ -143,11 +143,15 @@ expected<data_cursor> data_cursor::restore(const cursor_snapshot& snap) {
   return made;
 }
 
-std::uint64_t data_cursor::chunks_per_epoch() const { return (config_.units + config_.chunk - 1) / config_.chunk; }
+std::uint64_t data_cursor::chunks_per_epoch() const {
+  // Not (units + chunk - 1) / chunk: with a chunk near 2^64 that wraps to 0, and lease()
+  // would look for a fresh chunk for ever (the fuzzer found it).
+  return config_.units / config_.chunk + (config_.units % config_.chunk != 0);
+}
 
 span data_cursor::positions_of(chunk_id chunk) const {
   const std::uint64_t begin = chunk.index * config_.chunk;
-  return {begin, std::min(begin + config_.chunk, config_.units)};
+  return {begin, begin + std::min(config_.chunk, config_.units - begin)};  // no sum past 2^64
 }
 
 std::optional<chunk_id> data_cursor::lease(const std::string& worker) {
