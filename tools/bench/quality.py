@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""Quality versus bytes: data-parallel against DiLoCo and Streaming DiLoCo.
+"""Quality versus bytes: data-parallel against DiLoCo, Streaming DiLoCo and SparseLoCo.
 
 Runs the default example (byte-level GPT on tinyshakespeare) once per configuration
 with `atoll local`: the same model, workers, steps and seeds each time. Then it writes
-  OUT/results.json  one object per run (name, mode, fragments, overlap, codec, workers,
-                    steps, val_loss, bytes_sent_per_worker, bytes_received_per_worker,
+  OUT/results.json  one object per run (name, profile, mode, fragments, overlap, codec,
+                    workers, steps, val_loss, bytes_sent_per_worker, bytes_received_per_worker,
                     peak_round_bytes, wall_s, ...)
   OUT/table.md      held-out loss, bytes sent and received per worker, the largest upload
                     of one worker in one round, and ratios to data-parallel
@@ -16,7 +16,10 @@ bytes_sent_per_worker / bytes_received_per_worker: every byte a worker sent / re
 kept for older readers of results.json.
 peak_round_bytes: the largest bytes one worker uploaded in a single round (coordinator's
 received bytes of a round divided by its participants).
-Usage: tools/bench/quality.py --atoll build/tools/atoll [--out DIR] [--steps N] [--only NAME,...]
+profile: quick (every configuration, 600 steps) or long (data-parallel, the best dense and
+the best sparse configurations, LONG_STEPS steps).
+Usage: tools/bench/quality.py --atoll build/tools/atoll [--profile quick|long] [--out DIR] [--steps N]
+                              [--only NAME,...] [--reuse]
 """
 import argparse
 import json
@@ -65,6 +68,30 @@ for h in (20, 50):
                  ["--set", f"diloco.sync_every={h}", "--set", "diloco.fragments=3",
                   "--set", "diloco.codec=topk32", "--set", "diloco.result_codec=topk16"] + SPARSE,
                  "diloco", 3, 5, "topk32/topk16"))
+
+# SparseLoCo (diloco.outer = sparseloco, arXiv 2508.15706): no outer momentum (lr 1, the
+# paper's), each worker's error feedback decayed by beta = 0.95 stands in for it; alpha = 0.
+# Results go down at the density of the union of the two workers' supports (twice the
+# contributions'), as in the down16 rows above.
+SPARSELOCO = ["--set", "diloco.alpha=0", "--set", "diloco.outer=sparseloco",
+              "--set", "diloco.outer_lr=1.0"]
+# tau0: no overlap. With alpha = 0 a merge tau steps after the sync drops those tau steps'
+# training of the fragment (they are in neither the contribution nor the accumulator).
+for name, up, down, h, tau in (
+        ("sparseloco-topk32-down16-h20", 32, 16, 20, 5),
+        ("sparseloco-topk16-h20", 16, 16, 20, 5),
+        ("sparseloco-topk32-down16-h50", 32, 16, 50, 5),
+        ("sparseloco-topk32-down16-h20-tau0", 32, 16, 20, 0)):
+    RUNS.append((name, ["--set", f"diloco.sync_every={h}", "--set", "diloco.fragments=3",
+                        "--set", f"diloco.codec=topk{up}", "--set", f"diloco.result_codec=topk{down}"] + SPARSELOCO +
+                 ["--set", f"diloco.overlap={tau}"],
+                 "diloco", 3, tau, f"topk{up}" if up == down else f"topk{up}/topk{down}"))
+
+# The long profile: the horizon where most of what a sparse run learned has left the
+# residuals. Data-parallel, the best dense and the best sparse configurations of the quick
+# profile, at LONG_STEPS steps (about an hour on 2 cores).
+LONG_STEPS = 3000
+LONG_RUNS = ["ddp", "streaming-overlap-fp4-ef", "sparseloco-topk32-down16-h20-tau0"]
 
 CHUNK = 256  # diloco.codec_chunk's default
 
@@ -148,7 +175,7 @@ def pyplot_or_none(tool, image):
         return None
 
 
-def write_plot(results, out):
+def write_plot(results, out, title):
     plt = pyplot_or_none("quality", "loss.png")
     if plt is None:
         return
@@ -169,7 +196,7 @@ def write_plot(results, out):
     a.legend(fontsize=7)
     a.grid(alpha=0.3)
     b.grid(alpha=0.3)
-    fig.suptitle("Atoll: quality against steps and bytes (2 workers, shakespeare)")
+    fig.suptitle(f"Atoll: quality against steps and bytes ({title})")
     fig.tight_layout()
     fig.savefig(os.path.join(out, "loss.png"), dpi=110)
 
@@ -177,14 +204,26 @@ def write_plot(results, out):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--atoll", required=True)
-    ap.add_argument("--out", default="build/bench/quality")
-    ap.add_argument("--steps", type=int, default=600)
+    ap.add_argument("--out", default="", help="default: OUT_ROOT/quality, or OUT_ROOT/quality-long for --profile long")
+    ap.add_argument("--out-root", default="build/bench")
+    ap.add_argument("--profile", choices=("quick", "long"), default="quick",
+                    help=f"quick: every configuration at 600 steps; long: {', '.join(LONG_RUNS)} at {LONG_STEPS}")
+    ap.add_argument("--steps", type=int, default=0, help="inner steps (0: the profile's)")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--only", default="", help="comma-separated run names")
     ap.add_argument("--reuse", action="store_true", help="keep finished runs found in OUT/runs (resume a benchmark)")
     args = ap.parse_args()
-    os.makedirs(args.out, exist_ok=True)
+    if not args.steps:
+        args.steps = LONG_STEPS if args.profile == "long" else 600
+    if not args.out:
+        args.out = os.path.join(args.out_root, "quality-long" if args.profile == "long" else "quality")
     only = set(filter(None, args.only.split(",")))
+    if args.profile == "long" and not only:
+        only = set(LONG_RUNS)
+    unknown = only - {r[0] for r in RUNS}
+    if unknown:
+        sys.exit(f"quality: no configuration named {', '.join(sorted(unknown))} (see RUNS in {__file__})")
+    os.makedirs(args.out, exist_ok=True)
     results = []
     for name, extra, mode, fragments, overlap, codec in RUNS:
         if only and name not in only:
@@ -196,6 +235,7 @@ def main():
             summary = [l for l in lines if l["type"] == "summary"]
             if summary:
                 r = summarize(name, mode, fragments, overlap, codec, args.workers, args.steps, lines, summary[-1]["wall_s"])
+                r["profile"] = args.profile
                 print(f"quality: {name}: reused, val_loss {r['val_loss']:.4f}", flush=True)
                 results.append(r)
                 continue
@@ -210,6 +250,7 @@ def main():
             sys.exit(f"quality: run {name} failed with status {proc.returncode}")
         r = summarize(name, mode, fragments, overlap, codec, args.workers, args.steps,
                       read_metrics(os.path.join(run_dir, "metrics.jsonl")), wall)
+        r["profile"] = args.profile
         print(f"quality: {name}: val_loss {r['val_loss']:.4f}, {r['bytes_sent_per_worker'] / 1e6:.1f} MB sent and "
               f"{r['bytes_received_per_worker'] / 1e6:.1f} MB received per worker, "
               f"{wall:.0f} s", flush=True)
@@ -217,7 +258,7 @@ def main():
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump(results, f, indent=2)
     print(write_table(results, args.out))
-    write_plot(results, args.out)
+    write_plot(results, args.out, f"{args.workers} workers, shakespeare, {args.steps} steps, {args.profile} profile")
     print(f"quality: wrote {args.out}/table.md, results.json, loss.png")
 
 
