@@ -5,6 +5,7 @@
 
 #include "runtime/algorithm/fragment_schedule.hpp"
 #include "runtime/algorithm/outer_optimizer.hpp"
+#include "runtime/algorithm/overlap_merge.hpp"
 
 namespace atl {
 namespace {
@@ -30,6 +31,26 @@ TEST(OuterOptimizer, LrOneAndNoMomentumAppliesTheAverageDelta) {
   nesterov_step({1.0f, 0.0f}, theta.data(), buf.data(), grad.data(), 2);
   EXPECT_FLOAT_EQ(theta[0], 0.75f);
   EXPECT_FLOAT_EQ(theta[1], 3.0f);
+}
+
+// The merge that carries the steps trained since the contribution (diloco.carry_overlap):
+// local = alpha * local + (1 - alpha) * (global + local - at_contribution).
+TEST(OverlapMerge, CarriesTheStepsSinceTheContributionIntoTheMerge) {
+  struct row {
+    const char* name;
+    float alpha, global, local, at_contribution, expected;
+  };
+  const row rows[] = {
+      {"alpha 0: the new global plus the tau steps' change", 0.0f, 2.0f, 1.5f, 1.0f, 2.5f},
+      {"alpha 0, nothing trained since: the new global", 0.0f, 2.0f, 1.0f, 1.0f, 2.0f},
+      {"alpha 0.5: half of each, the steps carried on the global half", 0.5f, 2.0f, 1.5f, 1.0f, 2.0f},
+      {"alpha 1: the local values, nothing added", 1.0f, 2.0f, 1.5f, 1.0f, 1.5f},
+  };
+  for (const auto& r : rows) {
+    float merged = r.alpha * r.local + (1.0f - r.alpha) * r.global;  // what merge_global leaves
+    carry_since_contribution(&merged, &r.local, &r.at_contribution, r.alpha, 1);
+    EXPECT_FLOAT_EQ(merged, r.expected) << r.name;
+  }
 }
 
 TEST(OuterOptimizer, WeightedAverageUsesTheWeights) {

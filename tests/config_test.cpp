@@ -122,6 +122,7 @@ TEST(Config, TheOuterOptimizerSetsTheMomentumAndTheWorkersFeedback) {
   bad = parse_config_text("[diloco]\nouter = \"sparseloco\"\nsparseloco_beta = 1.5\n", "t.toml");
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.err().message.find("diloco.sparseloco_beta"), std::string::npos) << bad.err().message;
+  EXPECT_TRUE(parse_config_text("[diloco]\noverlap = 5\ncarry_overlap = true\n", "t.toml"));
   bad = parse_config_text("[run]\nmode = \"ddp\"\n[diloco]\nouter = \"sparseloco\"\n", "t.toml");
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.err().message.find("diloco.outer"), std::string::npos) << bad.err().message;

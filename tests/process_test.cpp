@@ -187,9 +187,10 @@ TEST(Process, StreamingWithOverlapAndInt8AgreesAfterEveryRound) {
 }
 
 // SparseLoCo (diloco.outer = sparseloco) with the paper's settings (outer lr 1, beta 0.95,
-// alpha 0; 1/32 of each chunk up, 1/16 down): the run trains (the held-out loss of
-// theta_global ends well below the untrained model's, at step 5, before any round) and
-// every worker holds each round's digest.
+// alpha 0; 1/32 of each chunk up, 1/16 down), overlapped by 2 steps that each merge carries
+// (diloco.carry_overlap): the run trains (the held-out loss of theta_global ends well below
+// the untrained model's, at step 5, before any round) and every worker holds each round's
+// digest.
 TEST(Process, SparseLoCoTrainsAndEveryWorkerAgreesOnEveryRound) {
   testing::temp_dir dir;
   const std::string run_dir = dir.sub("run");
@@ -201,6 +202,8 @@ TEST(Process, SparseLoCoTrainsAndEveryWorkerAgreesOnEveryRound) {
                                   "--set",     "diloco.sync_every=10",
                                   "--set",     "run.eval_every=5",
                                   "--set",     "diloco.outer=sparseloco",
+                                  "--set",     "diloco.overlap=2",
+                                  "--set",     "diloco.carry_overlap=true",
                                   "--set",     "diloco.outer_lr=1",
                                   "--set",     "diloco.codec=topk32",
                                   "--set",     "diloco.result_codec=topk16",

@@ -2,6 +2,7 @@
 // its sync step, merge each result before its step trains.
 #include "actors/shared/messages.hpp"
 #include "actors/worker/steps.hpp"
+#include "runtime/algorithm/overlap_merge.hpp"
 #include "runtime/core/digest.hpp"
 #include "runtime/process/log.hpp"
 
@@ -18,9 +19,28 @@ void contribute(worker_self self, std::size_t f) {
                               static_cast<float>(feedback_decay_of(st.cfg.run))};
   encoded_values enc;
   if (auto err = st.model->encode_pseudo_gradient(f, how, enc)) return quit_on_encode_error(self, f, err);
+  if (st.cfg.run.carry_overlap && st.cfg.run.overlap > 0) {
+    st.at_contribution[f].resize(st.model->fragment_size(f));
+    st.model->read_fragment(f, st.at_contribution[f].data());
+  }
   const auto weight = contribution_weight(st.cfg.run.weighting == "samples", st.trained[f]);
   st.trained[f] = {};
   send_contribution(self, f, round, std::move(enc), weight);
+}
+
+// Merges a round's theta_global into fragment f; with diloco.carry_overlap, keeping the
+// steps trained since the contribution (runtime/algorithm/overlap_merge.hpp).
+void merge_result(worker_state& st, std::size_t f, const float* theta_global) {
+  const auto alpha = static_cast<float>(st.cfg.run.alpha);
+  auto& at = st.at_contribution[f];
+  if (at.empty()) return st.model->merge_global(f, theta_global, alpha);
+  std::vector<float> local(at.size()), merged(at.size());
+  st.model->read_fragment(f, local.data());
+  st.model->merge_global(f, theta_global, alpha);
+  st.model->read_fragment(f, merged.data());
+  carry_since_contribution(merged.data(), local.data(), at.data(), alpha, at.size());
+  st.model->write_fragment(f, merged.data());
+  at.clear();
 }
 
 // Merges every result due before `step` trains (every one at the end); false if one has
@@ -35,7 +55,7 @@ bool merge_due_results(worker_self self, bool all) {
       return false;
     }
     auto result = frag.take_result();
-    st.model->merge_global(f, (*result)->data(), static_cast<float>(st.cfg.run.alpha));
+    merge_result(st, f, (*result)->data());
   }
   return true;
 }

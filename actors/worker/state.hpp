@@ -70,6 +70,9 @@ struct worker_state {
   // Per fragment, what the worker trained since it last synced it (contributed or adopted a
   // state): the weight of its next contribution.
   std::vector<trained_since_sync> trained;
+  // Per fragment, its local values when it last contributed, until the merge that carries
+  // the steps trained since (diloco.carry_overlap); empty otherwise.
+  std::vector<std::vector<float>> at_contribution;
   std::vector<std::optional<worker_done_report::fragment_ack>> last_acks;  // per fragment: for WorkerDone
   encoded_values received_update;  // a low-bit result's change as it came (reused round to round)
   std::uint64_t epoch = 0;

@@ -91,6 +91,7 @@ void apply_state(self_ptr self, std::size_t f, std::uint64_t round, std::uint64_
   acknowledge_round(self, f, round, digest64(theta.data(), theta.size() * sizeof(float)), true);
   st.fragments[f].adopt(round, epoch, std::move(theta));
   st.trained[f] = {};  // what it trained on this fragment was replaced
+  st.at_contribution[f].clear();  // nothing to carry over the next merge
   resume_if_synced(self);
 }
 
@@ -347,6 +348,7 @@ caf::behavior worker_actor(caf::stateful_actor<worker_state>* self, transport* n
   st.fragments.resize(st.model->fragment_count());
   st.contributed.resize(st.model->fragment_count());
   st.trained.resize(st.model->fragment_count());
+  st.at_contribution.resize(st.model->fragment_count());
   st.started = st.report_time = st.now();
   // The data-parallel baseline's step waits on the network: no trial, the process's threads.
   if (!cfg.thread_layouts.empty() && cfg.run.mode != "ddp") {

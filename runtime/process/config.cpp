@@ -55,6 +55,10 @@ const std::vector<knob>& knobs() {
        "samples|uniform"},
       {"diloco.overlap", &C::overlap, 0, 1e9, "steps", "tau: steps a worker trains on before merging a result"},
       {"diloco.alpha", &C::alpha, 0, 1, "", "merge: local = alpha * local + (1 - alpha) * global"},
+      {"diloco.carry_overlap", &C::carry_overlap, 0, 0, "",
+       "with diloco.overlap: the merge keeps what the worker trained in the tau steps since it contributed, "
+       "local = alpha x local + (1 - alpha) x (global + local - local at the contribution); false: those steps' "
+       "share (1 - alpha) is dropped (runtime/algorithm/overlap_merge.hpp)"},
       {"diloco.codec", &C::codec, 0, 0, "",
        "pseudo-gradient encoding on the wire, both ways; topkD sends the largest 1/D of each chunk, 4 bits and a "
        "position each "

@@ -36,6 +36,7 @@ struct run_config {
   std::string weighting = "samples";  // samples | uniform (actors/decisions/contribution_weight.hpp)
   std::int64_t overlap = 0;
   double alpha = 0.0;
+  bool carry_overlap = false;  // a merge keeps the tau steps trained since the contribution
   std::string codec = "fp32";  // fp32 | bf16 | fp16 | int8 | fp4 | topk16 | topk32 | topk64
   std::string result_codec = "same";  // the coordinator's results: "same" as codec, or a codec
   std::int64_t codec_chunk = 256;
