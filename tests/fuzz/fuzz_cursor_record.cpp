@@ -7,7 +7,7 @@
 #include <string>
 
 #include "actors/shared/cursor_record.hpp"
-#include "runtime/core/digest.hpp"
+#include "tests/fuzz/raw_and_sealed.hpp"
 
 namespace {
 
@@ -31,11 +31,6 @@ void check(const std::string& bytes) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  const std::string raw(reinterpret_cast<const char*>(data), size);
-  check(raw);
-  std::string sealed = raw;
-  const std::uint64_t digest = atl::digest64(raw.data(), raw.size());
-  sealed.append(reinterpret_cast<const char*>(&digest), sizeof digest);
-  check(sealed);
+  atl::fuzzing::raw_and_sealed(data, size, check);
   return 0;
 }

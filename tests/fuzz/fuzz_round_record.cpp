@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <string>
 
-#include "runtime/core/digest.hpp"
 #include "storage/round_record.hpp"
+#include "tests/fuzz/raw_and_sealed.hpp"
 
 namespace {
 
@@ -25,11 +25,6 @@ void check(const std::string& bytes) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  const std::string raw(reinterpret_cast<const char*>(data), size);
-  check(raw);
-  std::string sealed = raw;
-  const std::uint64_t digest = atl::digest64(raw.data(), raw.size());
-  sealed.append(reinterpret_cast<const char*>(&digest), sizeof digest);
-  check(sealed);
+  atl::fuzzing::raw_and_sealed(data, size, check);
   return 0;
 }
