@@ -78,15 +78,18 @@ SPARSELOCO = ["--set", "diloco.alpha=0", "--set", "diloco.outer=sparseloco",
 # tau0: no overlap. With alpha = 0 a merge tau steps after the sync drops those tau steps'
 # training of the fragment (they are in neither the contribution nor the accumulator);
 # carry: the overlap, with each merge keeping them (diloco.carry_overlap).
-for name, up, down, h, tau, carry in (
-        ("sparseloco-topk32-down16-h20", 32, 16, 20, 5, False),
-        ("sparseloco-topk16-h20", 16, 16, 20, 5, False),
-        ("sparseloco-topk32-down16-h50", 32, 16, 50, 5, False),
-        ("sparseloco-topk32-down16-h20-tau0", 32, 16, 20, 0, False),
-        ("sparseloco-topk32-down16-h20-carry", 32, 16, 20, 5, True)):
+for name, up, down, h, tau, carry, beta in (
+        ("sparseloco-topk32-down16-h20", 32, 16, 20, 5, False, 0.95),
+        ("sparseloco-topk16-h20", 16, 16, 20, 5, False, 0.95),
+        ("sparseloco-topk32-down16-h50", 32, 16, 50, 5, False, 0.95),
+        ("sparseloco-topk32-down16-h20-tau0", 32, 16, 20, 0, False, 0.95),
+        ("sparseloco-topk32-down16-h20-carry", 32, 16, 20, 5, True, 0.95),
+        ("sparseloco-topk16-h20-tau0", 16, 16, 20, 0, False, 0.95),
+        ("sparseloco-topk32-down16-h20-tau0-beta0.9", 32, 16, 20, 0, False, 0.9)):
     RUNS.append((name, ["--set", f"diloco.sync_every={h}", "--set", "diloco.fragments=3",
                         "--set", f"diloco.codec=topk{up}", "--set", f"diloco.result_codec=topk{down}"] + SPARSELOCO +
-                 ["--set", f"diloco.overlap={tau}"] + (["--set", "diloco.carry_overlap=true"] if carry else []),
+                 ["--set", f"diloco.overlap={tau}", "--set", f"diloco.sparseloco_beta={beta}"] +
+                 (["--set", "diloco.carry_overlap=true"] if carry else []),
                  "diloco", 3, tau, f"topk{up}" if up == down else f"topk{up}/topk{down}"))
 
 # The long profile: the horizon where most of what a sparse run learned has left the
