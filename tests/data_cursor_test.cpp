@@ -269,6 +269,8 @@ TEST(DataCursor, ADamagedSnapshotIsRefused) {
        [](cursor_snapshot& s) {
          s.ties[0].chunk = {0, 1};
        }},
+      {"a returned chunk named twice", [](cursor_snapshot& s) { s.returned.push_back(s.returned[0]); }},
+      {"a returned chunk left out of the pool", [](cursor_snapshot& s) { s.returned.clear(); }},
       {"a returned chunk that is leased",
        [](cursor_snapshot& s) {
          s.returned = {{0, 0}};

@@ -1,6 +1,7 @@
 #include "actors/decisions/data_cursor.hpp"
 
 #include <algorithm>
+#include <set>
 
 namespace atl::data {
 namespace {
@@ -127,6 +128,13 @@ expected<data_cursor> data_cursor::restore(const cursor_snapshot& snap) {
     auto it = c.chunks_.find(id);
     return it != c.chunks_.end() && it->second.state == s;
   };
+  // The pool is exactly the chunks in state returned, each once: a chunk named twice would
+  // be leased twice, one left out never again.
+  std::set<chunk_id> pool(snap.returned.begin(), snap.returned.end());
+  const auto returned_state = std::count_if(c.chunks_.begin(), c.chunks_.end(),
+                                            [](const auto& e) { return e.second.state == chunk_state::returned; });
+  if (pool.size() != snap.returned.size() || static_cast<std::ptrdiff_t>(pool.size()) != returned_state)
+    return damaged("the returned pool does not list each returned chunk once");
   for (const auto& id : snap.returned)
     if (!in_state(id, chunk_state::returned)) return damaged("a returned chunk that is not");
   c.returned_ = snap.returned;
@@ -244,6 +252,8 @@ void data_cursor::committed(std::uint32_t fragment, std::uint64_t round, const s
     }  // else lost for this fragment: the worker resynced
   }
   ties_ = std::move(kept);
+  std::sort(touched.begin(), touched.end());
+  touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
   for (const auto& id : touched) settle(id);
 }
 
