@@ -44,6 +44,16 @@ void device_fragments::adopt(std::size_t f, const float* theta_global) {
   scatter(f, global_[f]);
 }
 
+std::vector<std::size_t> device_fragments::adopt_every_global() {
+  std::vector<std::size_t> adopted;
+  for (std::size_t f = 0; f < fragments_.size(); ++f) {
+    if (!global_[f].defined()) continue;
+    scatter(f, global_[f]);
+    adopted.push_back(f);
+  }
+  return adopted;
+}
+
 void device_fragments::merge(std::size_t f, const float* theta_global, float alpha) {
   upload_global(f, theta_global);
   if (alpha == 0.0f) {

@@ -20,6 +20,9 @@ class device_fragments {
   device_fragments(std::vector<std::vector<torch::Tensor>> fragments, const torch::Device& device);
 
   void adopt(std::size_t f, const float* theta_global);
+  // theta_global into the parameters of every fragment that has one (a run's end); returns
+  // those fragments.
+  std::vector<std::size_t> adopt_every_global();
   void merge(std::size_t f, const float* theta_global, float alpha);
   status encode(std::size_t f, const replica::encoding& how, encoded_values& out);
   // Swaps theta_global into every adopted fragment, calls evaluate, swaps the local back.

@@ -3,13 +3,22 @@
 #include <limits>
 #include <stdexcept>
 
+#include "examples/device_fragments.hpp"
 #include "examples/fragment_tensors.hpp"
 #include "examples/task.hpp"
 #include "examples/tasks.hpp"
 #include "runtime/core/model_signature.hpp"
+#include "runtime/process/log.hpp"
 
 namespace atl {
 namespace {
+
+// The first parameter in group order, and its name: what the others are checked against.
+std::pair<const torch::Tensor*, const std::string*> first_parameter(const external_model& model) {
+  for (std::size_t g = 0; g < model.groups.size(); ++g)
+    if (!model.groups[g].empty() && !model.names[g].empty()) return {&model.groups[g][0], &model.names[g][0]};
+  return {nullptr, nullptr};
+}
 
 class external_replica final : public replica {
  public:
@@ -19,6 +28,13 @@ class external_replica final : public replica {
         groups_of_fragment_(fragments_.size()) {
     for (std::size_t g = 0; g < model_->groups.size(); ++g)
       groups_of_fragment_[fragment_of_group(g, model_->groups.size(), cfg)].push_back(g);
+    // Parameters on a CUDA device (check_external_model allows one device) sync there, as
+    // the built-in replica's do: no fp32 round trip through host memory.
+    const auto* first = first_parameter(*model_).first;
+    if (first != nullptr && first->is_cuda()) {
+      on_device_ = std::make_unique<device_fragments>(fragments_, first->device());
+      log_info("parameters on " + first->device().str() + ": outer sync on the device");
+    }
   }
 
   std::size_t fragment_count() const override { return fragments_.size(); }
@@ -39,9 +55,29 @@ class external_replica final : public replica {
   // Called once the worker has merged every result of its last step: the user's model
   // becomes theta_global, the same on every node, and the user's loop may end.
   std::optional<float> finish_queued_step() override {
-    adopt_every_global();
+    if (on_device_) {
+      for (const auto f : on_device_->adopt_every_global()) model_->written.mark(groups_of_fragment_.at(f));
+    } else {
+      adopt_every_global();
+    }
     model_->turns.finish();
     return std::nullopt;
+  }
+
+  // The outer-sync side on the device when the parameters are there (device_fragments), else
+  // replica's host implementations (which write through write_fragment, marking the groups).
+  void adopt_global(std::size_t f, const float* theta) override {
+    if (!on_device_) return replica::adopt_global(f, theta);
+    on_device_->adopt(f, theta);
+    model_->written.mark(groups_of_fragment_.at(f));
+  }
+  void merge_global(std::size_t f, const float* theta, float alpha) override {
+    if (!on_device_) return replica::merge_global(f, theta, alpha);
+    on_device_->merge(f, theta, alpha);
+    model_->written.mark(groups_of_fragment_.at(f));
+  }
+  status encode_pseudo_gradient(std::size_t f, const encoding& how, encoded_values& out) override {
+    return on_device_ ? on_device_->encode(f, how, out) : replica::encode_pseudo_gradient(f, how, out);
   }
 
   step_result compute_gradients(std::int64_t) override { throw ddp_refused(); }
@@ -63,6 +99,7 @@ class external_replica final : public replica {
   std::shared_ptr<external_model> model_;
   std::vector<std::vector<torch::Tensor>> fragments_;
   std::vector<std::vector<std::size_t>> groups_of_fragment_;
+  std::unique_ptr<device_fragments> on_device_;  // set when the parameters are on a CUDA device
 };
 
 }  // namespace
@@ -86,6 +123,11 @@ status check_external_model(const external_model& model) {
                                                     ": Atoll syncs fp32 parameters (keep the master weights "
                                                     "in fp32 and use autocast for lower precision)");
       if (!t.is_contiguous()) return make_error(errc::invalid_config, "parameter " + name + " is not contiguous");
+      const auto [first, first_name] = first_parameter(model);
+      if (t.device() != first->device())
+        return make_error(errc::invalid_config, "parameter " + name + " is on " + t.device().str() + " and " +
+                                                    *first_name + " on " + first->device().str() +
+                                                    ": Atoll syncs a model on one device");
     }
   }
   return {};

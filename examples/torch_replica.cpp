@@ -22,6 +22,7 @@
 #include "examples/fragment_tensors.hpp"
 #include "examples/inner_optimizer.hpp"
 #include "examples/lagged_loss.hpp"
+#include "examples/step_profile.hpp"
 #include "examples/task.hpp"
 #include "examples/tasks.hpp"
 #include "runtime/process/log.hpp"
@@ -63,7 +64,7 @@ class autocast_scope {
 class torch_replica : public replica {
  public:
   torch_replica(const run_config& cfg, const replica_spec& spec, std::unique_ptr<task> t)
-      : cfg_(cfg), device_(spec.device), task_(std::move(t)) {
+      : cfg_(cfg), device_(spec.device), task_(std::move(t)), profiler_(step_profiler::from_environment(device_)) {
     task_->to(device_);
     optimizer_ = std::make_unique<inner_optimizer>(task_->parameters(), cfg, device_);
     fragments_ = assign_fragments(task_->layer_groups(), cfg);
@@ -83,8 +84,10 @@ class torch_replica : public replica {
   void write_fragment(std::size_t f, const float* values) override { write_values(fragments_.at(f), values); }
 
   step_result train_step(std::int64_t step) override {
+    profiler_.before_step(step);
     const auto loss = forward_backward();
     apply_gradients(step);
+    profiler_.after_step(step);
     if (lagged_loss_) return {lagged_loss_->push(loss), task_->tokens_per_batch()};
     return {loss.item<float>(), task_->tokens_per_batch()};
   }
@@ -181,6 +184,7 @@ class torch_replica : public replica {
   run_config cfg_;
   torch::Device device_;
   std::unique_ptr<task> task_;
+  step_profiler profiler_;  // ATOLL_TORCH_PROFILE's window of steps, if set
   std::unique_ptr<inner_optimizer> optimizer_;
   std::vector<std::vector<torch::Tensor>> fragments_;
   std::unique_ptr<device_fragments> on_device_;  // set on a CUDA device

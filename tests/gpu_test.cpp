@@ -1,11 +1,15 @@
 // gpu tier, in one process: the device codecs against the host ones, and the LibTorch
 // replica on cuda:0 (its theta_global, residuals and encodings on the device).
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <random>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "examples/external_replica.hpp"
 #include "examples/tasks.hpp"
 #include "runtime/device/codec_cuda.hpp"
 #include "tests/gpu_skip.hpp"
@@ -228,6 +232,75 @@ TEST(TorchReplica, OnCudaAStepsLossIsReportedWithTheNextStep) {
     }
   }
   EXPECT_NEAR(*last, want[3], 1e-2 * std::fabs(want[3]));
+}
+
+// ATOLL_TORCH_PROFILE on a CUDA replica: a Kineto trace of the window's steps, with the
+// device's kernels in it (what tools/bench/gpu_trace.py reads).
+TEST(TorchReplica, AProfiledWindowTracesTheStepsKernels) {
+  ATOLL_SKIP_WITHOUT_GPU();
+  const std::string path = ::testing::TempDir() + "gpu_step_profile.json";
+  std::remove(path.c_str());
+  ASSERT_EQ(setenv("ATOLL_TORCH_PROFILE", ("1:2:" + path).c_str(), 1), 0);
+  {
+    replica_spec gpu;
+    gpu.device = "cuda:0";
+    auto r = torch_replica_factory()(small_gpt(), gpu);
+    unsetenv("ATOLL_TORCH_PROFILE");
+    for (std::int64_t step = 0; step < 4; ++step) r->train_step(step);
+    r->finish_queued_step();
+  }
+  std::ifstream in(path);
+  ASSERT_TRUE(in) << "no trace at " << path;
+  const std::string trace((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(trace.find("\"kernel\""), std::string::npos) << "the trace holds the device's kernels";
+  EXPECT_NE(trace.find("aten::"), std::string::npos) << "and the host's ops";
+}
+
+// The Python API's replica with the user's parameters on cuda:0: theta_global, the
+// residual and the encode on the device (the host's bytes), merges marking what they
+// wrote, and the run's end leaving theta_global in the user's tensors.
+TEST(ExternalReplica, OnCudaSyncsOnTheDeviceAndTheUserEndsWithThetaGlobal) {
+  ATOLL_SKIP_WITHOUT_GPU();
+  const torch::Device cuda("cuda:0");
+  auto model = std::make_shared<external_model>();
+  model->groups = {{torch::randn({64, 32}, cuda), torch::randn({64}, cuda)}, {torch::randn({300}, cuda)}};
+  model->names = {{"fc1.weight", "fc1.bias"}, {"fc2.bias"}};
+  ASSERT_FALSE(check_external_model(*model));
+  run_config cfg;
+  cfg.fragments = 2;
+  auto r = external_replica_factory(model)(cfg, replica_spec{});
+  ASSERT_EQ(r->fragment_count(), 2u);
+  std::vector<std::vector<float>> global;
+  for (std::size_t f = 0; f < 2; ++f) {
+    global.push_back(fragment_of(*r, f));
+    r->adopt_global(f, global[f].data());
+  }
+  EXPECT_EQ(model->written.take().size(), 2u) << "adopting writes both groups";
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& g : model->groups)
+      for (auto& p : g) p.add_(torch::randn_like(p) * 0.01);  // the user's steps
+  }
+  const replica::encoding int8_ef{codec_kind::int8, 256, true};
+  encoded_values enc;
+  ASSERT_FALSE(r->encode_pseudo_gradient(0, int8_ef, enc));
+  const auto local = fragment_of(*r, 0);
+  std::vector<float> delta(local.size());
+  for (std::size_t i = 0; i < delta.size(); ++i) delta[i] = global[0][i] - local[i];
+  encoded_values want;
+  ASSERT_FALSE(encode(codec_kind::int8, delta.data(), delta.size(), 256, want));
+  EXPECT_EQ(want.payload, enc.payload) << "the device encodes the host's bytes";
+  EXPECT_EQ(want.scales, enc.scales);
+
+  r->merge_global(1, global[1].data(), 0.0f);
+  EXPECT_EQ(fragment_of(*r, 1), global[1]);
+  EXPECT_EQ(model->written.take(), std::vector<std::size_t>{1});
+  r->finish_queued_step();
+  EXPECT_EQ(fragment_of(*r, 0), global[0]) << "the run's end: theta_global in the user's tensors";
+  EXPECT_EQ(model->written.take().size(), 2u);
+
+  model->groups[1][0] = torch::zeros({300});  // on the host, beside device tensors
+  EXPECT_EQ(check_external_model(*model).code, errc::invalid_config);
 }
 
 }  // namespace

@@ -10,6 +10,8 @@
    rounds.
 
 Writes OUT/results.json and OUT/table.md. Run by `./tools/dev gpu-test bench`.
+`--model 100m` trains the 100m preset's shape instead (14 blocks, width 768, context 256;
+99.6M parameters) and skips the blocking run: `--runs eager,none,tau5`.
 """
 import argparse
 import json
@@ -20,20 +22,25 @@ import sys
 import time
 
 CONFIG = "examples/configs/gpt-gpu.toml"
-LAYERS, WIDTH, HEADS, CONTEXT, BATCH = 12, 768, 12, 512, 32
+# The shapes: the GPU example's (the config file's) and the 100m preset's, the same
+# batch. Each is (layers, width, heads, context).
+MODELS = {"gpu": (12, 768, 12, 512), "100m": (14, 768, 12, 256)}
+BATCH = 32
 LR, WARMUP, MIN_LR_RATIO, WD, CLIP = 6e-4, 100, 0.1, 0.1, 1.0
 
 
-def pytorch_eager(steps, warmup, lagged=False):
+def pytorch_eager(steps, warmup, lagged=False, shape=MODELS["gpu"], profile=None):
     """Median s/step. lagged: read each loss one step late, after the next step is queued
-    (pinned copy and an event), as the Atoll worker does; else loss.item() every step."""
+    (pinned copy and an event), as the Atoll worker does; else loss.item() every step.
+    profile: (first, count, path): a torch.profiler Chrome trace of those steps."""
     import torch
     import torch.nn.functional as F
     from torch_gpt import GPT, lr_at
 
+    layers, width, heads, context = shape
     torch.manual_seed(1)
     dev = torch.device("cuda:0")
-    model = GPT(LAYERS, WIDTH, HEADS, CONTEXT).to(dev)
+    model = GPT(layers, width, heads, context).to(dev)
     opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=(0.9, 0.95), weight_decay=WD, fused=True)
     data = torch.frombuffer(bytearray(open("examples/data/tinyshakespeare.txt", "rb").read()), dtype=torch.uint8)
     train = data[: len(data) * 9 // 10].long()
@@ -41,11 +48,17 @@ def pytorch_eager(steps, warmup, lagged=False):
 
     times = []
     slots = [(torch.empty((), pin_memory=True), torch.cuda.Event()) for _ in range(2)]
+    profiler = None
     for step in range(steps):
+        if profile and step == profile[0]:
+            torch.cuda.synchronize()
+            profiler = torch.profiler.profile(
+                activities=[torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA])
+            profiler.__enter__()
         start = time.perf_counter()
-        idx = torch.randint(0, len(train) - CONTEXT - 2, (BATCH,), generator=gen)
-        w = torch.stack([train[i : i + CONTEXT + 1] for i in idx.tolist()])
-        x = w[:, :CONTEXT].pin_memory().to(dev, non_blocking=True)
+        idx = torch.randint(0, len(train) - context - 2, (BATCH,), generator=gen)
+        w = torch.stack([train[i : i + context + 1] for i in idx.tolist()])
+        x = w[:, :context].pin_memory().to(dev, non_blocking=True)
         y = w[:, 1:].pin_memory().to(dev, non_blocking=True)
         for g in opt.param_groups:
             g["lr"] = lr_at(step, steps, LR, WARMUP, MIN_LR_RATIO)
@@ -65,10 +78,20 @@ def pytorch_eager(steps, warmup, lagged=False):
         else:
             loss.item()
         times.append(time.perf_counter() - start)
+        if profiler and step + 1 == profile[0] + profile[1]:
+            torch.cuda.synchronize()
+            profiler.__exit__(None, None, None)
+            profiler.export_chrome_trace(profile[2])
+            profiler = None
     return statistics.median(times[warmup:])
 
 
-def atoll_run(atoll, out, name, steps, sets):
+def shape_sets(shape):
+    layers, width, heads, context = shape
+    return [f"model.layers={layers}", f"model.width={width}", f"model.heads={heads}", f"model.context={context}"]
+
+
+def atoll_run(atoll, out, name, steps, sets, env=None):
     run_dir = os.path.join(out, name)
     subprocess.run(["rm", "-rf", run_dir], check=True)
     cmd = [atoll, "local", "--nodes", "1", "--devices", "cuda:0", "--config", CONFIG, "--steps", str(steps),
@@ -76,12 +99,14 @@ def atoll_run(atoll, out, name, steps, sets):
     for s in sets:
         cmd += ["--set", s]
     started = time.time()
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          env=dict(os.environ, **(env or {})))
     if proc.returncode != 0:
         print(proc.stdout[-4000:], file=sys.stderr)
         raise SystemExit(f"gpu_step: {name} failed")
     records = [json.loads(l) for l in open(os.path.join(run_dir, "metrics.jsonl")) if l.strip()]
-    per_step = [BATCH * CONTEXT / r["tokens_per_s"] for r in records
+    tokens = BATCH * int(next(v.split("=")[1] for v in sets if v.startswith("model.context=")))
+    per_step = [tokens / r["tokens_per_s"] for r in records
                 if r.get("type") == "step" and r.get("tokens_per_s", 0) > 0 and r["step"] > 20]
     done = [r for r in records if r.get("type") == "worker_done"]
     round_s = [r["duration_s"] for r in records if r.get("type") == "round" and "duration_s" in r]
@@ -103,39 +128,59 @@ def atoll_run(atoll, out, name, steps, sets):
             "launcher_s": time.time() - started}
 
 
+RUNS = {  # name: (results key, label, settings)
+    "none": ("atoll", "Atoll, no rounds", ["diloco.sync_every=1000000", "diloco.overlap=0"]),
+    "tau0": ("atoll_sync_tau0", "Atoll, rounds every 50, tau = 0", ["diloco.sync_every=50", "diloco.overlap=0"]),
+    "tau5": ("atoll_sync_tau5", "Atoll, rounds every 50, tau = 5", ["diloco.sync_every=50", "diloco.overlap=5"]),
+}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--atoll", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--model", choices=sorted(MODELS), default="gpu")
+    ap.add_argument("--runs", default="", help="comma-separated from eager,none,tau0,tau5 (default: all; "
+                                                "eager,none,tau5 for --model 100m)")
     args = ap.parse_args()
+    runs = args.runs.split(",") if args.runs else (["eager", "none", "tau5"] if args.model == "100m" else
+                                                    ["eager", "none", "tau0", "tau5"])
+    if "none" not in runs or "eager" not in runs:
+        raise SystemExit("gpu_step: --runs needs eager and none (the baselines)")
+    shape = MODELS[args.model]
+    tokens = BATCH * shape[3]
     os.makedirs(args.out, exist_ok=True)
-    results = {}
-    results["pytorch"] = {"s_per_step": pytorch_eager(args.steps, 20)}
+    results = {"model": args.model, "shape": shape}
+    results["pytorch"] = {"s_per_step": pytorch_eager(args.steps, 20, shape=shape)}
     print("pytorch eager:", results["pytorch"], flush=True)
-    results["pytorch_lagged"] = {"s_per_step": pytorch_eager(args.steps, 20, lagged=True)}
+    results["pytorch_lagged"] = {"s_per_step": pytorch_eager(args.steps, 20, lagged=True, shape=shape)}
     print("pytorch eager, loss read one step late:", results["pytorch_lagged"], flush=True)
-    results["atoll"] = atoll_run(args.atoll, args.out, "atoll-no-rounds", args.steps,
-                                 ["diloco.sync_every=1000000", "diloco.overlap=0"])
-    print("atoll, no rounds:", results["atoll"], flush=True)
-    results["atoll_sync_tau0"] = atoll_run(args.atoll, args.out, "atoll-sync-tau0", args.steps,
-                                           ["diloco.sync_every=50", "diloco.overlap=0"])
-    print("atoll, rounds tau 0:", results["atoll_sync_tau0"], flush=True)
-    results["atoll_sync_tau5"] = atoll_run(args.atoll, args.out, "atoll-sync-tau5", args.steps,
-                                           ["diloco.sync_every=50", "diloco.overlap=5"])
-    print("atoll, rounds tau 5:", results["atoll_sync_tau5"], flush=True)
+    for run in runs:
+        if run == "eager":
+            continue
+        key, label, sets = RUNS[run]
+        results[key] = atoll_run(args.atoll, args.out, f"{args.model}-{run}", args.steps, sets + shape_sets(shape))
+        print(f"{label}:", results[key], flush=True)
     base = results["atoll"]
+    eager = results["pytorch"]["s_per_step"]
     # Time lost to sync: against the run without rounds, over its wall time (start-up
     # included, as measured before) and over steps 20 to the last (steady state).
-    lines = ["| run | s/step (median) | vs PyTorch eager | wall s | steps 20-end s | rounds | lost / round"
+    lines = [f"Model {args.model} (layers, width, heads, context = {shape}), batch {BATCH}, {args.steps} steps", "",
+             "| run | s/step (median) | tokens/s | vs PyTorch eager | wall s | steps 20-end s | rounds | lost / round"
              " | lost / wall | lost / steps 20-end | round s (median, max) | worker wait s |",
-             "|---|---|---|---|---|---|---|---|---|---|---|",
-             f"| PyTorch eager (fused AdamW, bf16) | {results['pytorch']['s_per_step']:.4f} | 1.00x | | | | | | | | |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|",
+             f"| PyTorch eager (fused AdamW, bf16) | {eager:.4f} | {tokens / eager:,.0f} | 1.00x | | | | | | | | |",
              f"| PyTorch eager, loss read one step late | {results['pytorch_lagged']['s_per_step']:.4f} | "
-             f"{results['pytorch']['s_per_step'] / results['pytorch_lagged']['s_per_step']:.2f}x | | | | | | | | |"]
-    for key in ["atoll", "atoll_sync_tau0", "atoll_sync_tau5"]:
+             f"{tokens / results['pytorch_lagged']['s_per_step']:,.0f} | "
+             f"{eager / results['pytorch_lagged']['s_per_step']:.2f}x | | | | | | | | |"]
+    for run in runs:
+        if run == "eager":
+            continue
+        key, label, _ = RUNS[run]
         r = results[key]
-        speed = results["pytorch"]["s_per_step"] / r["s_per_step"] if r["s_per_step"] else float("nan")
+        speed = eager / r["s_per_step"] if r["s_per_step"] else float("nan")
+        rate = f"{tokens / r['s_per_step']:,.0f}" if r["s_per_step"] else ""
         lost = (r["wall_s"] - base["wall_s"]) if key != "atoll" and r["wall_s"] and base["wall_s"] else None
         per_round = f"{lost / r['rounds']:.3f} s" if lost is not None and r["rounds"] else ""
         frac = f"{lost / base['wall_s']:.1%}" if lost is not None else ""
@@ -145,8 +190,8 @@ def main():
         round_s = f"{r['round_s_median']:.3f}, {r['round_s_max']:.3f}" if r["round_s_median"] is not None else ""
         wait = f"{r['wait_s']:.2f}" if r["wait_s"] is not None else ""
         steady_s = f"{r['steady_s']:.2f}" if r["steady_s"] else ""
-        lines.append(f"| {key} | {r['s_per_step']:.4f} | {speed:.2f}x | {r['wall_s']:.1f} | {steady_s} | {r['rounds']}"
-                     f" | {per_round} | {frac} | {steady} | {round_s} | {wait} |")
+        lines.append(f"| {label} | {r['s_per_step']:.4f} | {rate} | {speed:.2f}x | {r['wall_s']:.1f} | {steady_s} |"
+                     f" {r['rounds']} | {per_round} | {frac} | {steady} | {round_s} | {wait} |")
     table = "\n".join(lines)
     print(table)
     json.dump(results, open(os.path.join(args.out, "results.json"), "w"), indent=1)
