@@ -14,6 +14,15 @@
 namespace atl {
 namespace {
 
+// A linear layer as PyTorch's F.linear computes it (aten::linear): on a batch of sequences
+// one matrix product with the bias added in its epilogue, and under autocast the bias cast
+// with the weight. The C++ frontend's Linear::forward computes a 3-D input's product, then
+// adds the fp32 bias to the bf16 product in a kernel of its own (about 15% of a GPU step
+// of the 86M example, by the profiler: docs/benchmarks.md).
+torch::Tensor linear(const torch::nn::Linear& layer, const torch::Tensor& x) {
+  return at::linear(x, layer->weight, layer->bias);
+}
+
 struct block_impl : torch::nn::Module {
   block_impl(std::int64_t width, std::int64_t heads)
       : heads_(heads),
@@ -26,8 +35,12 @@ struct block_impl : torch::nn::Module {
 
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& causal_mask) {
     const auto b = x.size(0), t = x.size(1), c = x.size(2);
-    auto qkv_out = qkv(ln1(x)).view({b, t, 3, heads_, c / heads_}).permute({2, 0, 3, 1, 4});
-    auto q = qkv_out[0], k = qkv_out[1], v = qkv_out[2];
+    // unbind, as Python's `q, k, v = ...` does: its backward writes the three gradients into
+    // one tensor, where three selects would each zero a full-size gradient and add them.
+    const auto qkv_out = linear(qkv, ln1(x)).view({b, t, 3, heads_, c / heads_}).permute({2, 0, 3, 1, 4}).unbind(0);
+    const auto& q = qkv_out[0];
+    const auto& k = qkv_out[1];
+    const auto& v = qkv_out[2];
 #if TORCH_VERSION_MAJOR >= 2
     // The fused kernel (flash attention on a GPU) computes the same causal softmax attention.
     (void)causal_mask;
@@ -38,8 +51,8 @@ struct block_impl : torch::nn::Module {
     auto y = torch::matmul(att, v);
 #endif
     y = y.transpose(1, 2).contiguous().view({b, t, c});
-    auto h = x + proj(y);
-    return h + fc_proj(torch::gelu(fc(ln2(h))));
+    auto h = x + linear(proj, y);
+    return h + linear(fc_proj, torch::gelu(linear(fc, ln2(h))));
   }
 
   std::int64_t heads_;

@@ -11,7 +11,7 @@
 
 Writes OUT/results.json and OUT/table.md. Run by `./tools/dev gpu-test bench`.
 `--model 100m` trains the 100m preset's shape instead (14 blocks, width 768, context 256;
-99.6M parameters) and skips the blocking run: `--runs eager,none,tau5`.
+99.6M parameters), at tau = 5 with 4 and with 8 fragments: `--runs eager,none,tau5,tau5-f8`.
 """
 import argparse
 import json
@@ -132,6 +132,10 @@ RUNS = {  # name: (results key, label, settings)
     "none": ("atoll", "Atoll, no rounds", ["diloco.sync_every=1000000", "diloco.overlap=0"]),
     "tau0": ("atoll_sync_tau0", "Atoll, rounds every 50, tau = 0", ["diloco.sync_every=50", "diloco.overlap=0"]),
     "tau5": ("atoll_sync_tau5", "Atoll, rounds every 50, tau = 5", ["diloco.sync_every=50", "diloco.overlap=5"]),
+    # Twice the fragments: each round carries half the values, so its work fits the
+    # overlap's steps sooner (a round starts every 50 / 8 steps).
+    "tau5-f8": ("atoll_sync_tau5_f8", "Atoll, rounds every 50, tau = 5, 8 fragments",
+                ["diloco.sync_every=50", "diloco.overlap=5", "diloco.fragments=8"]),
 }
 
 
@@ -141,10 +145,10 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--model", choices=sorted(MODELS), default="gpu")
-    ap.add_argument("--runs", default="", help="comma-separated from eager,none,tau0,tau5 (default: all; "
-                                                "eager,none,tau5 for --model 100m)")
+    ap.add_argument("--runs", default="", help="comma-separated from eager,none,tau0,tau5,tau5-f8 (default: "
+                                                "eager,none,tau0,tau5; eager,none,tau5,tau5-f8 for --model 100m)")
     args = ap.parse_args()
-    runs = args.runs.split(",") if args.runs else (["eager", "none", "tau5"] if args.model == "100m" else
+    runs = args.runs.split(",") if args.runs else (["eager", "none", "tau5", "tau5-f8"] if args.model == "100m" else
                                                     ["eager", "none", "tau0", "tau5"])
     if "none" not in runs or "eager" not in runs:
         raise SystemExit("gpu_step: --runs needs eager and none (the baselines)")
