@@ -53,6 +53,9 @@ struct Envelope {
     innerStateRequest @41 :InnerStateRequest;
     innerStateReply   @42 :InnerStateReply;
     peerTableRequest  @43 :PeerTableRequest;
+    dataLeaseRequest  @44 :DataLeaseRequest;
+    dataLease         @45 :DataLease;
+    dataTie           @46 :DataTie;
   }
 }
 
@@ -417,4 +420,37 @@ struct PeerNode {
   nodeId    @0 :UInt32;
   endpoint  @1 :Text;   # its data endpoint; empty: relayed
   publicKey @2 :Text;   # Z85 CURVE key it authenticated with; empty without CURVE
+}
+
+# The run's data cursor (docs/design.md §1, "Every sample once"; actors/decisions/data_cursor.hpp).
+# worker -> registry: lease me the next chunk of the run's data. `units` and `chunk` are the
+# worker's view of the data; the first request sets the run's, and a worker whose view
+# differs is refused (a different data file, or another batch or sync interval).
+struct DataLeaseRequest {
+  units @0 :UInt64;   # N: the data's units (windows of a token file, records of a dataset)
+  chunk @1 :UInt64;   # C: units one lease hands out
+}
+# registry -> worker: positions [begin, end) of epoch `epoch`'s order, the chunk `index`;
+# the unit at a position is unit_at(seed, epoch, position, units). `done`: every epoch of
+# the run is leased, nothing more comes.
+struct DataLease {
+  epoch @0 :UInt64;
+  index @1 :UInt64;
+  begin @2 :UInt64;
+  end   @3 :UInt64;
+  seed  @4 :UInt64;
+  done  @5 :Bool;
+}
+# worker -> registry, beside its contribution to (fragment, round): the positions of its
+# chunks that contribution trained on.
+struct DataTie {
+  fragment @0 :UInt32;
+  round    @1 :UInt64;
+  pieces   @2 :List(DataPiece);
+}
+struct DataPiece {
+  epoch @0 :UInt64;
+  index @1 :UInt64;   # the chunk
+  begin @2 :UInt64;   # positions [begin, end) of the epoch's order, inside the chunk
+  end   @3 :UInt64;
 }

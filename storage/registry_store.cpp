@@ -38,6 +38,9 @@ status registry_store::save(const registry_snapshot& snap, std::size_t* members_
     batch.push_back(
         {column::meta, "registry.run",
          nlohmann::json{{"config_toml", snap.config_toml}, {"model_signature", snap.model_signature}}.dump()});
+  // The data cursor (its own record, as it grows with the chunks leased) when it changed.
+  const bool cursor_changed = snap.data_cursor != stored_data_cursor_;
+  if (cursor_changed) batch.push_back({column::meta, "registry.data", snap.data_cursor});
   std::vector<const member_record*> changed;
   for (const auto& m : snap.members) {
     const auto stored = stored_.find(m.node_id);
@@ -58,6 +61,7 @@ status registry_store::save(const registry_snapshot& snap, std::size_t* members_
   if (auto st = store_.commit(batch)) return st;
   for (const auto* m : changed) stored_[m->node_id] = *m;
   if (run_changed) stored_run_.emplace(snap.config_toml, snap.model_signature);
+  if (cursor_changed) stored_data_cursor_ = snap.data_cursor;
   written_.saves++;
   written_.members += changed.size();
   for (const auto& w : batch) written_.bytes += w.key.size() + w.value.size();
@@ -98,6 +102,9 @@ expected<std::optional<registry_snapshot>> registry_store::load() {
     snap.incoming_keeper_number = j.value("incoming_keeper_number", std::uint32_t{0});
     snap.incoming_for = j.value("incoming_for", std::uint32_t{0});
     snap.next_keeper_number = j.value("next_keeper_number", std::uint32_t{3});
+    auto data = store_.get(column::meta, "registry.data");
+    if (!data) return data.err();
+    if (*data) snap.data_cursor = **data;
     auto rows = store_.scan(column::members, "node/");
     if (!rows) return rows.err();
     for (const auto& [key, value] : *rows) {
@@ -118,6 +125,7 @@ expected<std::optional<registry_snapshot>> registry_store::load() {
     stored_.clear();
     for (const auto& m : snap.members) stored_[m.node_id] = m;
     stored_run_.emplace(snap.config_toml, snap.model_signature);
+    stored_data_cursor_ = snap.data_cursor;
   } catch (const nlohmann::json::exception& e) {
     return make_error(errc::storage_failure, std::string("corrupt registry record: ") + e.what());
   }

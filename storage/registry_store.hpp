@@ -63,6 +63,9 @@ struct registry_snapshot {
   // run.example = external: the first node's model signature, which every later node must
   // match (runtime/core/model_signature.hpp); empty until a node brings one.
   std::string model_signature;
+  // The run's data cursor in its stored form (actors/shared/cursor_record.hpp), opaque
+  // here; empty until a worker first leases data.
+  std::string data_cursor;
 };
 
 class registry_store {
@@ -88,6 +91,7 @@ class registry_store {
   write_counts written_;
   std::map<std::uint32_t, member_record> stored_;  // as on disk after the last save or load
   std::optional<std::pair<std::string, std::string>> stored_run_;  // config_toml, model_signature, likewise
+  std::string stored_data_cursor_;  // likewise
 };
 
 }  // namespace atl

@@ -2,6 +2,9 @@
 // time. Two stand-in node agents register, heartbeat and fall silent; the test reads what
 // the registry sends (Welcome, PlaceCoordinator, Membership, Refusal) and what it stores.
 // No thread, no sleep: leases run out because the test advances the simulated clock.
+#include <array>
+#include <optional>
+
 #include <gtest/gtest.h>
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
@@ -40,17 +43,25 @@ class RegistryProtocol : public ::testing::Test {
     snap.config_toml = to_toml(run);
     const auto probe = sys_.spawn(recorder, &seen_);
     for (const auto* id : {"node/pending-a", "node/pending-b", "node/pending-c", "node/pending-d", "node/1", "node/2",
-                           "node/3", "node/4", "coord/0", "coord/1", "keeper/3", "ctl/t"})
+                           "node/3", "node/4", "coord/0", "coord/1", "keeper/3", "ctl/t", "worker/1.0", "worker/2.0"})
       dir_.add(id, probe);
-    registry_deps deps;
-    deps.net = &net_;
-    deps.store = &store_;
-    deps.checkpoints = &checkpoints_;
-    deps.local_actors = &dir_;
-    deps.counters = &net_.counters();
-    deps.listen_endpoint = "inproc://test";
-    deps.stop_when_unsaved = fenced();
-    dir_.add(registry_id(), sys_.spawn(registry_actor, deps, snap));
+    deps_.net = &net_;
+    deps_.store = &store_;
+    deps_.checkpoints = &checkpoints_;
+    deps_.local_actors = &dir_;
+    deps_.counters = &net_.counters();
+    deps_.listen_endpoint = "inproc://test";
+    deps_.stop_when_unsaved = fenced();
+    dir_.add(registry_id(), sys_.spawn(registry_actor, deps_, snap));
+    sched_.run();
+  }
+
+  // A head restart: the registry stops and a new one starts from what the store holds.
+  void restart_registry() {
+    caf::anon_send_exit(dir_.find(registry_id()), caf::exit_reason::user_shutdown);
+    sched_.run();
+    dir_.remove(registry_id());
+    dir_.add(registry_id(), sys_.spawn(registry_actor, deps_, stored()));
     sched_.run();
   }
 
@@ -188,6 +199,7 @@ class RegistryProtocol : public ::testing::Test {
   caf::actor_system_config cfg_;
   caf::actor_system sys_;
   caf::scheduler::test_coordinator& sched_;
+  registry_deps deps_;
   directory dir_;
   cluster_identity cluster_{"cluster-registry"};
   memory_transport net_{dir_, cluster_};
@@ -410,6 +422,138 @@ TEST_F(FencedRegistryProtocol, ARegistryWhoseSaveIsRefusedFallsSilentAndStops) {
   mail.send(registry_id(), 0, out);
   sched_.run();
   EXPECT_TRUE(take(E::CONTROL_REPLY, "ctl/t").empty()) << "the registry has stopped";
+}
+
+// The run's data cursor at the head (actors/registry/data.cpp): workers lease chunks, tie
+// their contributions to them, RoundReports consume them; a dead worker's chunk returns to
+// the pool and is leased again; a restarted head resumes from the store.
+TEST_F(RegistryProtocol, TheDataCursorLeasesTiesConsumesAndReturnsAcrossAHeadRestart) {
+  using E = schema::Envelope;
+  const auto refusal_code = [&](const char* to) {
+    const auto refusals = take(E::REFUSAL, to);
+    EXPECT_EQ(refusals.size(), 1u) << to;
+    return refusals.empty() ? errc::none : static_cast<errc>(refusals.back()->envelope().getRefusal().getCode());
+  };
+  const auto lease = [&](const char* worker, std::uint64_t units = 100, std::uint64_t chunk = 10) {
+    seen_.clear();
+    send_as(worker, [&](auto e) {
+      auto r = e.initDataLeaseRequest();
+      r.setUnits(units);
+      r.setChunk(chunk);
+    });
+    const auto leases = take(E::DATA_LEASE, worker);
+    return leases.empty()
+               ? std::optional<std::array<std::uint64_t, 4>>{}
+               : std::array<std::uint64_t, 4>{
+                     leases[0]->envelope().getDataLease().getEpoch(), leases[0]->envelope().getDataLease().getIndex(),
+                     leases[0]->envelope().getDataLease().getBegin(), leases[0]->envelope().getDataLease().getEnd()};
+  };
+  const auto tie = [&](const char* worker, std::uint32_t fragment, std::uint64_t round, std::uint64_t index,
+                       std::uint64_t begin, std::uint64_t end) {
+    seen_.clear();
+    send_as(worker, [&](auto e) {
+      auto t = e.initDataTie();
+      t.setFragment(fragment);
+      t.setRound(round);
+      auto p = t.initPieces(1)[0];
+      p.setEpoch(0);
+      p.setIndex(index);
+      p.setBegin(begin);
+      p.setEnd(end);
+    });
+  };
+  const auto report = [&](std::uint32_t fragment, std::uint64_t round, const char* participant) {
+    send_as(coordinator_id(fragment), [&](auto e) {
+      auto r = e.initRoundReport();
+      r.setFragment(fragment);
+      r.setRound(round);
+      r.initParticipants(1).set(0, participant);
+    });
+  };
+  const auto data = [&] {
+    const auto [ok, body] = ask("data");
+    EXPECT_TRUE(ok);
+    return nlohmann::json::parse(body);
+  };
+
+  hello("node/pending-a");
+  hello("node/pending-b");
+  ASSERT_EQ(stored().run_state, "training");
+  auto view = data();
+  EXPECT_FALSE(view["leasing"].get<bool>());
+  for (const auto* key : {"epoch", "units", "consumed", "in_flight", "returned"})
+    EXPECT_TRUE(view.contains(key)) << key << ": the same keys before any lease";
+
+  // The first lease sets the run's data: 100 units, 10 a chunk; chunks go out in order.
+  using chunk = std::array<std::uint64_t, 4>;  // epoch, index, begin, end
+  EXPECT_EQ(lease("worker/1.0"), (chunk{0, 0, 0, 10}));
+  EXPECT_EQ(lease("worker/2.0"), (chunk{0, 1, 10, 20}));
+  EXPECT_FALSE(lease("worker/2.0", 99)) << "another view of the data";
+  EXPECT_EQ(refusal_code("worker/2.0"), errc::invalid_config);
+  EXPECT_FALSE(lease("worker/9.0")) << "not a registered worker";
+
+  // worker/1.0's contributions to both fragments' round 1 cover its chunk; both commit.
+  tie("worker/1.0", 0, 1, 0, 0, 10);
+  tie("worker/1.0", 1, 1, 0, 0, 10);
+  EXPECT_TRUE(take(E::REFUSAL, "worker/1.0").empty());
+  tie("worker/1.0", 0, 1, 1, 10, 20);
+  EXPECT_EQ(refusal_code("worker/1.0"), errc::not_participant) << "worker/2.0's chunk";
+  report(0, 1, "worker/1.0");
+  report(1, 1, "worker/1.0");
+  view = data();
+  EXPECT_TRUE(view["leasing"].get<bool>());
+  EXPECT_EQ(view["units"], 100);
+  EXPECT_EQ(view["consumed"], 10) << view.dump();
+  EXPECT_EQ(view["in_flight"], 10) << "worker/2.0's chunk";
+  ASSERT_EQ(view["chunks"].size(), 1u);
+  EXPECT_EQ(view["chunks"][0]["holder"], "worker/2.0");
+
+  // A head restart resumes the cursor from the store.
+  restart_registry();
+  run_for(500ms, {1, 2});
+  view = data();
+  EXPECT_EQ(view["consumed"], 10) << view.dump();
+  EXPECT_EQ(view["in_flight"], 10);
+  EXPECT_EQ(lease("worker/1.0"), (chunk{0, 2, 20, 30})) << "the next fresh chunk, not one leased before";
+
+  // worker/2.0's node dies with its chunk unused: the chunk returns, and is leased next.
+  run_for(2s, {1});
+  ASSERT_EQ(stored().members[1].state, "dead");
+  view = data();
+  EXPECT_EQ(view["returned"], 10) << view.dump();
+  EXPECT_EQ(view["in_flight"], 10) << "worker/1.0's chunk 2";
+  EXPECT_EQ(lease("worker/1.0"), (chunk{0, 1, 10, 20})) << "a returned chunk before a fresh one";
+  EXPECT_EQ(data()["returned"], 0);
+}
+
+// A data cursor the store cannot give back whole (a damaged record) leases nothing: a
+// fresh cursor would hand out units the committed model already learned.
+TEST_F(RegistryProtocol, ADamagedDataCursorInTheStoreLeasesNothingAndSaysWhy) {
+  using E = schema::Envelope;
+  hello("node/pending-a");
+  hello("node/pending-b");
+  auto snap = stored();
+  snap.data_cursor = "ATDC, but not a cursor";
+  ASSERT_FALSE(store_.save(snap));
+  restart_registry();
+  run_for(500ms, {1, 2});
+  seen_.clear();
+  send_as("worker/1.0", [](auto e) {
+    auto r = e.initDataLeaseRequest();
+    r.setUnits(100);
+    r.setChunk(10);
+  });
+  EXPECT_TRUE(take(E::DATA_LEASE, "worker/1.0").empty());
+  const auto refusals = take(E::REFUSAL, "worker/1.0");
+  ASSERT_EQ(refusals.size(), 1u);
+  const auto code = static_cast<errc>(refusals[0]->envelope().getRefusal().getCode());
+  EXPECT_TRUE(code == errc::checksum_mismatch || code == errc::storage_failure) << "the record's own error";
+  const auto [ok, body] = ask("data");
+  ASSERT_TRUE(ok);
+  const auto view = nlohmann::json::parse(body);
+  EXPECT_FALSE(view["leasing"].get<bool>());
+  EXPECT_TRUE(view.contains("error")) << view.dump();
+  EXPECT_EQ(stored().data_cursor, "ATDC, but not a cursor") << "the damaged record is kept for inspection";
 }
 
 class ExternalRegistryProtocol : public RegistryProtocol {

@@ -429,6 +429,7 @@ TEST(RegistryStore, TheSnapshotSurvivesAReopen) {
   snap.next_keeper_number = 6;
   snap.members.push_back(
       {1, "active", "host", 42, {"cpu"}, {"worker/1.0"}, {1}, true, "tcp://10.0.0.2:7071", "node-key"});
+  snap.data_cursor = std::string("ATDC\0\x01binary", 12);  // opaque bytes, NULs included
   {
     auto db = open_rocksdb_store(dir.sub("db"));
     ASSERT_TRUE(db);
@@ -460,6 +461,7 @@ TEST(RegistryStore, TheSnapshotSurvivesAReopen) {
   EXPECT_EQ((*loaded)->members[0].ranks, std::vector<std::uint32_t>{1});
   EXPECT_EQ((*loaded)->members[0].data_endpoint, "tcp://10.0.0.2:7071");
   EXPECT_EQ((*loaded)->members[0].public_key, "node-key");
+  EXPECT_EQ((*loaded)->data_cursor, snap.data_cursor);
 }
 
 TEST(RegistryStore, ASaveWritesTheRunAndOnlyTheMembersThatChangedAndForgetsNothingOnAFailedBatch) {
@@ -491,6 +493,11 @@ TEST(RegistryStore, ASaveWritesTheRunAndOnlyTheMembersThatChangedAndForgetsNothi
   snap.config_toml = "[run]\nsteps = 7\n";
   ASSERT_FALSE(store.save(snap, &written));
   EXPECT_EQ(kv.last_batch, 2u) << "a new config is written with the registry's record";
+  snap.data_cursor = "cursor bytes";
+  ASSERT_FALSE(store.save(snap, &written));
+  EXPECT_EQ(kv.last_batch, 2u) << "a changed data cursor is written with the registry's record";
+  ASSERT_FALSE(store.save(snap, &written));
+  EXPECT_EQ(kv.last_batch, 1u) << "an unchanged one is not";
   EXPECT_EQ(store.written().members, 103u);
   EXPECT_GT(store.written().bytes, 0u);
   // A store that loads what is on disk starts from it, and what it reads is the whole state.
@@ -502,6 +509,7 @@ TEST(RegistryStore, ASaveWritesTheRunAndOnlyTheMembersThatChangedAndForgetsNothi
   ASSERT_EQ((*loaded)->members.size(), 101u);
   EXPECT_EQ((*loaded)->members[6].state, "dead");
   EXPECT_EQ((*loaded)->members[7].state, "left");
+  EXPECT_EQ((*loaded)->data_cursor, "cursor bytes");
   ASSERT_FALSE(reader.save(**loaded, &written));
   EXPECT_EQ(written, 0u) << "nothing changed since the load";
 }

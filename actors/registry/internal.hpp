@@ -4,6 +4,7 @@
 //   registry_nodes.cpp       each node's lifecycle (actors/decisions/membership.hpp)
 //   registry_placements.cpp  placement decisions applied (actors/decisions/placement.hpp)
 //   registry_reports.cpp     worker and coordinator reports -> views and metrics
+//   data.cpp                 the run's data cursor: leases, ties, commits, workers gone
 #include <chrono>
 #include <string>
 #include <vector>
@@ -93,6 +94,17 @@ expected<nlohmann::json> start_leave(self_ptr self, const std::string& argument)
 void on_leave_request(self_ptr self, const wire::message_ptr& msg);
 // A hand-over's incoming replica says which rounds it holds.
 void on_keeper_ready(self_ptr self, const wire::message_ptr& msg);
+
+// data.cpp: the run's data cursor (actors/decisions/data_cursor.hpp)
+// From the snapshot of a restarted head; a damaged one is kept out (st.data_damaged).
+void restore_data_cursor(self_ptr self);
+void on_data_lease_request(self_ptr self, const wire::message_ptr& msg);
+void on_data_tie(self_ptr self, const wire::message_ptr& msg);
+// A RoundReport's commit: the contributions of `taken` on time and of `late` a round late.
+void data_committed(self_ptr self, std::uint32_t fragment, std::uint64_t round, const std::vector<std::string>& taken,
+                    const std::vector<std::string>& late);
+// Workers of a node that left or died.
+void data_workers_gone(self_ptr self, const std::vector<std::string>& workers);
 
 // registry_reports.cpp
 // Progress, EvalReport, WorkerDone and RoundAck of workers; RoundReport of coordinators.

@@ -95,11 +95,14 @@ expected<member_state> transition(self_ptr self, std::uint32_t id, member_event 
   auto& n = st.nodes.at(id);
   auto next = next_state(n.state, event);
   if (!next) return next;
+  const bool ends = *next != n.state && (*next == member_state::left || *next == member_state::dead);
   if (*next != n.state) {
     n.state = *next;
     n.since = st.now();
   }
   if (!hosts_placed(n.state)) release_node(self, n);
+  // Its workers tie no more data: their leased chunks settle (returned unless committed).
+  if (ends) data_workers_gone(self, n.record.workers);
   return next;
 }
 

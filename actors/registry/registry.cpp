@@ -102,6 +102,7 @@ std::pair<bool, std::string> answer(self_ptr self, const std::string& command, c
   else if (command == "model") body = model_answer(st, argument, tensors);
   else if (command == "explain") body = views::explain(st, st.now(), argument);
   else if (command == "dashboard") body = views::dashboard(st, st.now(), argument);
+  else if (command == "data") body = views::data(st);
   else known = false;
   return {known && body.has_value(), body ? body->dump() : json{{"error", body.err().describe()}}.dump()};
 }
@@ -163,6 +164,7 @@ void restore(self_ptr self) {
   st.handover_since = now;  // a hand-over in progress gets a full cluster.handover_ms again
   replace_orphaned_coordinators(self);  // hosts that left or died before the restart
   place_replica_keepers(self);
+  restore_data_cursor(self);
 }
 
 // How long a finished run's summary waits for a RoundReport still on its way.
@@ -341,6 +343,8 @@ caf::behavior registry_actor(caf::stateful_actor<registry_state>* self, registry
         else if (env.isKeeperReady()) on_keeper_ready(self, msg);
         else if (env.isMembershipRequest()) on_membership_request(self, msg);
         else if (env.isPeerTableRequest()) on_peer_table_request(self, msg);
+        else if (env.isDataLeaseRequest()) on_data_lease_request(self, msg);
+        else if (env.isDataTie()) on_data_tie(self, msg);
         else if (env.isRefusal())
           log_warn("registry: refusal from " + msg->sender() + ": " + env.getRefusal().getMessage().cStr());
         else st.mail->refuse(*msg, make_error(errc::unexpected_message, wire::kind_name(msg->kind())), st.snap.epoch);

@@ -116,7 +116,12 @@ void on_round_report(self_ptr self, const wire::message_ptr& msg) {
   st.fragments[r.getFragment()].released_digest = std::make_pair(r.getRound(), r.getDigest());
   st.round_durations.observe(r.getDurationS());
   nlohmann::json names = nlohmann::json::array();
-  for (auto p : r.getParticipants()) names.push_back(std::string(p.cStr()));
+  std::vector<std::string> taken, late_workers;
+  for (auto p : r.getParticipants()) {
+    names.push_back(std::string(p.cStr()));
+    taken.emplace_back(p.cStr());
+  }
+  for (auto p : r.getLateWorkers()) late_workers.emplace_back(p.cStr());
   nlohmann::json weights = nlohmann::json::array();
   for (auto w : r.getWeights()) weights.push_back(w);
   nlohmann::json late = nlohmann::json::object();
@@ -133,6 +138,7 @@ void on_round_report(self_ptr self, const wire::message_ptr& msg) {
                              {"since_last_contribution_s", r.getSinceLastContributionS()},
                              {"bytes", r.getBytes()},
                              {"digest", digest_hex(r.getDigest())}});
+  data_committed(self, r.getFragment(), r.getRound(), taken, late_workers);
   maybe_finish(self);  // the summary may have been waiting for this round
 }
 

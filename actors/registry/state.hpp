@@ -14,6 +14,7 @@
 #include <caf/actor_clock.hpp>
 
 #include "actors/decisions/coalesced_send.hpp"
+#include "actors/decisions/data_cursor.hpp"
 #include "actors/decisions/membership.hpp"
 #include "actors/decisions/round_explain.hpp"
 #include "actors/shared/membership_delta.hpp"
@@ -143,6 +144,10 @@ struct registry_state {
   std::vector<new_node> admitting;
   // The Membership last sent to every coordinator: the next is sent as what changed since.
   std::optional<membership_view> published_members;
+  // The run's data cursor (actors/registry/data.cpp): none until a worker first leases data.
+  // A stored one that does not load is kept out, and every lease refused with its error.
+  std::optional<data::data_cursor> data;
+  std::optional<error> data_damaged;
   duration_histogram round_durations;
   metrics_writer metrics;
   std::int64_t last_eval_step = -1;

@@ -37,6 +37,10 @@ expected<json> checkpoints(const registry_state& st);
 // (actors/decisions/round_explain.hpp). A bad fragment argument is refused.
 expected<json> explain(const registry_state& st, time_point now, const std::string& fragment);
 
+// The run's data cursor (`atollctl data`): the epoch and the units consumed, in flight,
+// returned and learned in part, with every chunk not yet settled (actors/registry/data_view.cpp).
+json data(const registry_state& st);
+
 // The state `atollctl members` shows: a syncing node shows as active while the run is not
 // training (there is no round to sync with).
 const char* shown_state(const registry_state& st, const node_view& n);

@@ -27,6 +27,9 @@ const std::vector<knob>& knobs() {
        "GPT)"},
       {"run.steps", &C::steps, 1, 1e9, "steps", "inner steps each worker trains"},
       {"run.seed", &C::seed, 0, 1e15, "", "seed of model init and data order"},
+      {"run.data_epochs", &C::data_epochs, 0, 1e9, "epochs",
+       "passes over the data the run's data cursor leases out (docs/design.md, \"Every sample once\"); 0 = no end: "
+       "run.steps ends the run"},
       {"run.eval_every", &C::eval_every, 1, 1e9, "steps", "held-out eval of theta_global every E steps"},
       {"run.eval_batches", &C::eval_batches, 1, 1e6, "batches", "batches per held-out eval"},
       {"run.min_workers", &C::min_workers, 1, 4096, "workers", "workers that must register before training starts"},

@@ -248,6 +248,9 @@ const char* kind_name(schema::Envelope::Which kind) {
     case E::INNER_STATE_REQUEST: return "inner_state_request";
     case E::INNER_STATE_REPLY: return "inner_state_reply";
     case E::PEER_TABLE_REQUEST: return "peer_table_request";
+    case E::DATA_LEASE_REQUEST: return "data_lease_request";
+    case E::DATA_LEASE: return "data_lease";
+    case E::DATA_TIE: return "data_tie";
   }
   return "unknown";
 }

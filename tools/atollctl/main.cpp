@@ -105,6 +105,22 @@ void print_members_and_workers(const json& body) {
             << "\n(atollctl members --state S --limit N --offset K lists them; --json has every row)\n";
 }
 
+// The run's progress through its data (the data cursor at the head).
+void print_data(const json& body) {
+  if (body.contains("error")) std::cout << "DATA CURSOR DAMAGED: " << str(body["error"]) << "\n";
+  if (!body.value("leasing", false)) {
+    std::cout << "no worker has leased data yet\n";
+    return;
+  }
+  const auto epochs = body.value("epochs", 0L);
+  std::cout << "epoch " << str(body["epoch"]) << (epochs > 0 ? " of " + std::to_string(epochs) : std::string(""))
+            << "  units " << str(body["units"]) << " (leased " << str(body["chunk"]) << " at a time)\n"
+            << "consumed " << str(body["consumed"]) << "  in flight " << str(body["in_flight"]) << "  returned "
+            << str(body["returned"]) << "  learned in part " << str(body["partial"])
+            << (body.value("finished", false) ? "  (every epoch ended)" : "") << "\n";
+  if (!body["chunks"].empty()) print_table(body["chunks"], {"epoch", "index", "state", "holder", "begin", "end"});
+}
+
 void print_human(const std::string& command, const json& body) {
   if (command == "status") {
     std::cout << "cluster " << str(body["cluster_id"]) << "  state " << str(body["state"]) << "  epoch "
@@ -155,6 +171,8 @@ void print_human(const std::string& command, const json& body) {
     }
   } else if (command == "checkpoints") {
     print_checkpoints(body);
+  } else if (command == "data") {
+    print_data(body);
   } else if (command == "explain") {
     for (const auto& f : body) {
       std::cout << "fragment " << str(f["fragment"]) << "  round " << str(f["round"]) << "  " << str(f["phase"])
@@ -215,6 +233,9 @@ int main(int argc, char** argv) {
       {"explain",
        "per fragment, what its round waits for and since when: who has contributed, who has not "
        "(node state, heartbeat, step), and what rule ends the wait"},
+      {"data",
+       "the run's data cursor: the epoch, units consumed by committed rounds, in flight, returned and "
+       "learned in part, and each chunk still leased or waiting for a lease"},
       {"watch", "status every second until interrupted"}};
   std::string argument;
   std::string member_state;

@@ -1,0 +1,45 @@
+// `atollctl data` (views.hpp, `data`): the run's progress through its data, from the data
+// cursor alone. The same keys whether or not a worker has leased data yet, so scripts can
+// read them from a run's first second.
+#include "actors/registry/views.hpp"
+
+namespace atl::views {
+
+json data(const registry_state& st) {
+  json out = {{"leasing", st.data.has_value()},
+              {"epoch", 0},
+              {"units", 0},
+              {"chunk", 0},
+              {"epochs", st.cfg.data_epochs},
+              {"consumed", 0},
+              {"in_flight", 0},
+              {"returned", 0},
+              {"partial", 0},
+              {"finished", false},
+              {"chunks", json::array()}};
+  if (st.data_damaged) out["error"] = st.data_damaged->describe();
+  if (!st.data) return out;
+  const auto p = st.data->progress_now();
+  out["epoch"] = p.epoch;
+  out["units"] = p.units;
+  out["chunk"] = st.data->config().chunk;
+  out["consumed"] = p.consumed;
+  out["in_flight"] = p.in_flight;
+  out["returned"] = p.returned;
+  out["partial"] = p.partial;
+  out["finished"] = p.finished;
+  // The chunks still moving: leased (with their worker) and returned (waiting for a lease).
+  for (const auto& c : st.data->snapshot().chunks) {
+    if (c.state != data::chunk_state::leased && c.state != data::chunk_state::returned) continue;
+    const auto positions = st.data->positions_of(c.id);
+    out["chunks"].push_back({{"epoch", c.id.epoch},
+                             {"index", c.id.index},
+                             {"state", to_string(c.state)},
+                             {"holder", c.state == data::chunk_state::leased ? c.holder : ""},
+                             {"begin", positions.begin},
+                             {"end", positions.end}});
+  }
+  return out;
+}
+
+}  // namespace atl::views
