@@ -73,20 +73,31 @@ TEST(PrometheusText, RendersTheViewsWithConventionalNamesAndEscapedLabels) {
        {{"head", {{"stale_epoch", 3}}}, {"node/\"x\"", {{"duplicate", 1}}}, {"total", {{"stale_epoch", 3}}}}},
       {"storage", {{"ok", true}, {"failed_commits", 0}}},
       {"head_link", {{"bytes_in", 10}, {"bytes_out", 20}, {"bytes_relayed", 0}}},
-      {"security", {{"auth_denied", 2}, {"handshakes_failed", 1}}}};
+      {"security", {{"auth_denied", 2}, {"handshakes_failed", 1}}},
+      {"data", {{"epoch", 1}, {"consumed", 40}, {"in_flight", 20}, {"returned", 10}, {"partial", 0}}}};
   const json members = {{{"node_id", 1}, {"state", "active"}, {"last_heartbeat_s", 0.5}, {"worker_restarts", 2}},
                         {{"node_id", 2}, {"state", "dead"}, {"last_heartbeat_s", 30.0}}};
   const auto text = prometheus_text(status, members, metrics_detail::per_node);
-  for (const char* line :
-       {"atoll_epoch 4\n", "atoll_members{state=\"active\"} 1\n", "atoll_members{state=\"dead\"} 1\n",
-        "atoll_member_heartbeat_age_seconds{node=\"2\"} 30\n", "atoll_worker_restarts_total{node=\"1\"} 2\n",
-        "atoll_worker_sent_bytes_total{worker=\"worker/1.0\"} 1000\n",
-        "atoll_fragment_rounds_committed_total{fragment=\"0\"} 6\n",
-        "atoll_round_duration_seconds_bucket{le=\"1\"} 5\n", "atoll_round_duration_seconds_bucket{le=\"+Inf\"} 6\n",
-        "atoll_round_duration_seconds_sum 4.5\n", "atoll_heldout_loss 2.25\n",
-        "atoll_refused_messages_total{process=\"head\",reason=\"stale_epoch\"} 3\n",
-        "atoll_refused_messages_total{process=\"node/\\\"x\\\"\",reason=\"duplicate\"} 1\n", "atoll_keeper_healthy 1\n",
-        "atoll_head_link_bytes_total{direction=\"out\"} 20\n", "# TYPE atoll_round_duration_seconds histogram\n"})
+  for (const char* line : {"atoll_epoch 4\n",
+                           "atoll_members{state=\"active\"} 1\n",
+                           "atoll_members{state=\"dead\"} 1\n",
+                           "atoll_member_heartbeat_age_seconds{node=\"2\"} 30\n",
+                           "atoll_worker_restarts_total{node=\"1\"} 2\n",
+                           "atoll_worker_sent_bytes_total{worker=\"worker/1.0\"} 1000\n",
+                           "atoll_fragment_rounds_committed_total{fragment=\"0\"} 6\n",
+                           "atoll_round_duration_seconds_bucket{le=\"1\"} 5\n",
+                           "atoll_round_duration_seconds_bucket{le=\"+Inf\"} 6\n",
+                           "atoll_round_duration_seconds_sum 4.5\n",
+                           "atoll_heldout_loss 2.25\n",
+                           "atoll_refused_messages_total{process=\"head\",reason=\"stale_epoch\"} 3\n",
+                           "atoll_refused_messages_total{process=\"node/\\\"x\\\"\",reason=\"duplicate\"} 1\n",
+                           "atoll_keeper_healthy 1\n",
+                           "atoll_head_link_bytes_total{direction=\"out\"} 20\n",
+                           "# TYPE atoll_round_duration_seconds histogram\n",
+                           "atoll_data_epoch 1\n",
+                           "atoll_data_units{state=\"consumed\"} 40\n",
+                           "atoll_data_units{state=\"in_flight\"} 20\n",
+                           "atoll_data_units{state=\"returned\"} 10\n"})
     EXPECT_NE(text.find(line), std::string::npos) << "missing: " << line << "\nin:\n" << text;
   EXPECT_EQ(text.find("process=\"total\""), std::string::npos) << "the total is a sum, not a process";
 

@@ -526,6 +526,55 @@ TEST_F(RegistryProtocol, TheDataCursorLeasesTiesConsumesAndReturnsAcrossAHeadRes
   EXPECT_EQ(data()["returned"], 0);
 }
 
+// A contribution the round left out (a deadline, diloco.late_work): its tie waits for the
+// next round, which may take it late; once neither took it, no fragment learned the chunk
+// and it goes back whole, to be leased again.
+TEST_F(RegistryProtocol, ATieNoRoundTookIsLostAndItsChunkGoesBackWhole) {
+  using E = schema::Envelope;
+  hello("node/pending-a");
+  hello("node/pending-b");
+  send_as("worker/2.0", [](auto e) {
+    auto r = e.initDataLeaseRequest();
+    r.setUnits(40);
+    r.setChunk(10);
+  });
+  ASSERT_EQ(take(E::DATA_LEASE, "worker/2.0").size(), 1u);
+  for (std::uint32_t fragment : {0u, 1u})
+    send_as("worker/2.0", [&](auto e) {
+      auto t = e.initDataTie();
+      t.setFragment(fragment);
+      t.setRound(3);
+      auto p = t.initPieces(1)[0];
+      p.setIndex(0);
+      p.setEnd(10);
+    });
+  // Rounds 3 and 4 of both fragments close without worker/2.0 (its contribution came late,
+  // and the next round did not take it as late work either).
+  for (std::uint64_t round : {3u, 4u})
+    for (std::uint32_t fragment : {0u, 1u})
+      send_as(coordinator_id(fragment), [&](auto e) {
+        auto r = e.initRoundReport();
+        r.setFragment(fragment);
+        r.setRound(round);
+        r.initParticipants(1).set(0, "worker/1.0");
+      });
+  const auto [ok, body] = ask("data");
+  ASSERT_TRUE(ok);
+  const auto view = nlohmann::json::parse(body);
+  EXPECT_EQ(view["consumed"], 0) << view.dump();
+  EXPECT_EQ(view["partial"], 0);
+  EXPECT_EQ(view["in_flight"], 0);
+  EXPECT_EQ(view["returned"], 10) << "no fragment learned it: it goes back whole";
+  send_as("worker/1.0", [](auto e) {
+    auto r = e.initDataLeaseRequest();
+    r.setUnits(40);
+    r.setChunk(10);
+  });
+  const auto leases = take(E::DATA_LEASE, "worker/1.0");
+  ASSERT_EQ(leases.size(), 1u);
+  EXPECT_EQ(leases[0]->envelope().getDataLease().getIndex(), 0u) << "the returned chunk, leased again";
+}
+
 // A data cursor the store cannot give back whole (a damaged record) leases nothing: a
 // fresh cursor would hand out units the committed model already learned.
 TEST_F(RegistryProtocol, ADamagedDataCursorInTheStoreLeasesNothingAndSaysWhy) {

@@ -5,7 +5,7 @@
 
 namespace atl::views {
 
-json data(const registry_state& st) {
+json data_progress(const registry_state& st) {
   json out = {{"leasing", st.data.has_value()},
               {"epoch", 0},
               {"units", 0},
@@ -15,8 +15,7 @@ json data(const registry_state& st) {
               {"in_flight", 0},
               {"returned", 0},
               {"partial", 0},
-              {"finished", false},
-              {"chunks", json::array()}};
+              {"finished", false}};
   if (st.data_damaged) out["error"] = st.data_damaged->describe();
   if (!st.data) return out;
   const auto p = st.data->progress_now();
@@ -28,6 +27,13 @@ json data(const registry_state& st) {
   out["returned"] = p.returned;
   out["partial"] = p.partial;
   out["finished"] = p.finished;
+  return out;
+}
+
+json data(const registry_state& st) {
+  auto out = data_progress(st);
+  out["chunks"] = json::array();
+  if (!st.data) return out;
   // The chunks still moving: leased (with their worker) and returned (waiting for a lease).
   for (const auto& c : st.data->snapshot().chunks) {
     if (c.state != data::chunk_state::leased && c.state != data::chunk_state::returned) continue;

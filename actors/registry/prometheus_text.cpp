@@ -172,6 +172,17 @@ std::string prometheus_text(const json& status, const json& members, metrics_det
   w.sample("atoll_round_duration_seconds_sum", {}, h.value("sum", json(0.0)));
   w.sample("atoll_round_duration_seconds_count", {}, h.value("count", json(0)));
 
+  // The run's progress through its data (the data cursor; zeros until a worker leases).
+  const auto data = status.value("data", json::object());
+  w.family("atoll_data_epoch", "gauge", "the first epoch of the run's data not ended");
+  w.sample("atoll_data_epoch", {}, data.value("epoch", json(0)));
+  w.family(
+      "atoll_data_units", "gauge",
+      "units of the run's data by state: consumed (of the current epoch, by "
+      "committed rounds), in_flight (leased), returned (waiting for a lease), partial (learned by some fragments)");
+  for (const char* state : {"consumed", "in_flight", "returned", "partial"})
+    w.sample("atoll_data_units", {{"state", state}}, data.value(state, json(0)));
+
   const auto eval = status.value("last_eval", json::object());
   w.family("atoll_heldout_loss", "gauge", "held-out loss of theta_global at the last evaluation");
   if (eval.value("step", -1) >= 0) w.sample("atoll_heldout_loss", {}, eval.value("val_loss", json(0.0)));

@@ -371,6 +371,7 @@ json status_without_lists(const registry_state& st, time_point now) {
           {"refused", refusals(st)},
           {"security", security(st)},
           {"head_link", head_link(st)},
+          {"data", data_progress(st)},
           {"storage", storage(st)},
           {"registry_writes", registry_writes(st)},
           {"round_duration_s", round_durations(st)}};

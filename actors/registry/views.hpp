@@ -40,6 +40,8 @@ expected<json> explain(const registry_state& st, time_point now, const std::stri
 // The run's data cursor (`atollctl data`): the epoch and the units consumed, in flight,
 // returned and learned in part, with every chunk not yet settled (actors/registry/data_view.cpp).
 json data(const registry_state& st);
+// The same without the chunks: the status's `data`, which /metrics reads.
+json data_progress(const registry_state& st);
 
 // The state `atollctl members` shows: a syncing node shows as active while the run is not
 // training (there is no round to sync with).

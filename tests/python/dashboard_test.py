@@ -133,6 +133,13 @@ def check_metrics(c):
         before = next(x["step"] for x in status_after["workers"] if x["id"] == w["id"])
         check(before <= got <= w["step"], f"{w['id']}'s step ({got}) between two atollctl answers")
     check(m[("atoll_keeper_healthy", ())] == (1 if status_after["storage"]["ok"] else 0), "keeper health as atollctl")
+    # The data cursor: its series from the status's data, /api/data as atollctl data.
+    check(m[("atoll_data_units", (("state", "consumed"),))] == status_after["data"]["consumed"],
+          "atoll_data_units{state=consumed} as atollctl status's data")
+    code, body = http(c.url + "api/data")
+    data = c.ctl("data")
+    check(code == 200 and data is not None and set(json.loads(body)) == set(data),
+          "/api/data answers the keys of atollctl data --json")
     count = m[("atoll_round_duration_seconds_count", ())]
     check(count >= 1 and m[("atoll_round_duration_seconds_bucket", (("le", "+Inf"),))] == count,
           "the round duration histogram counts the committed rounds")

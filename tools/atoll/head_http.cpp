@@ -135,7 +135,7 @@ struct head_http::impl {
       res.set_content(prometheus_text(json::parse(status.second), json::parse(members.second), detail),
                       "text/plain; version=0.0.4; charset=utf-8");
     });
-    for (const char* command : {"status", "members", "fragments", "explain", "checkpoints"})
+    for (const char* command : {"status", "members", "fragments", "explain", "checkpoints", "data"})
       server.Get(std::string("/api/") + command, [this, command](const httplib::Request& req, httplib::Response& res) {
         send_json(res, view(command, std::string(command) == "members" ? member_query_of(req)
                                                                        : req.get_param_value("fragment")));
