@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "actors/shared/cursor_record.hpp"
+#include "actors/shared/data_ledger.hpp"
 #include "runtime/core/digest.hpp"
 
 namespace atl {
@@ -77,6 +78,54 @@ TEST(CursorRecord, ACountLargerThanTheRecordIsRefusedWithoutAllocatingIt) {
   ASSERT_FALSE(got);
   EXPECT_EQ(got.err().code, errc::storage_failure);
   EXPECT_NE(got.err().message.find("chunk count"), std::string::npos) << got.err().message;
+}
+
+// The ledger an export writes: each commit's units, as the order maps its positions, and
+// only up to the exported round of each fragment.
+TEST(DataLedger, ListsTheUnitsEachCommitLearnedUpToTheExportedRounds) {
+  auto cursor = data_cursor::make({20, 5, 2, 0});
+  ASSERT_TRUE(cursor);
+  const auto chunk = cursor->lease("w");
+  ASSERT_TRUE(chunk);
+  ASSERT_FALSE(cursor->tie("w", 0, 1, *chunk, {0, 5}));
+  ASSERT_FALSE(cursor->tie("w", 1, 1, *chunk, {0, 3}));
+  ASSERT_FALSE(cursor->tie("w", 1, 2, *chunk, {3, 5}));
+  cursor->committed(0, 1, {"w"}, {});
+  cursor->committed(1, 1, {"w"}, {});
+  cursor->committed(1, 2, {"w"}, {});
+  const std::uint64_t seed = 7;
+  const auto units = [&](std::uint64_t begin, std::uint64_t end) {
+    std::vector<std::uint64_t> ids;
+    for (auto p = begin; p < end; ++p) ids.push_back(data::unit_at(seed, 0, p, 20));
+    return nlohmann::json(ids);
+  };
+  const auto commit = [](std::uint32_t fragment, std::uint64_t round, nlohmann::json ids) {
+    return nlohmann::json{{"fragment", fragment}, {"round", round}, {"units", std::move(ids)}};
+  };
+  struct row {
+    const char* exported;
+    std::vector<std::uint64_t> rounds;
+    nlohmann::json consumed;
+  };
+  const row rows[] = {
+      {"fragment 1 at round 1: its round 2 is not in the file",
+       {1, 1},
+       {commit(0, 1, units(0, 5)), commit(1, 1, units(0, 3))}},
+      {"both at their latest",
+       {1, 2},
+       {commit(0, 1, units(0, 5)), commit(1, 1, units(0, 3)), commit(1, 2, units(3, 5))}},
+      {"fragment 0 before its first commit", {0, 2}, {commit(1, 1, units(0, 3)), commit(1, 2, units(3, 5))}},
+      {"fragment 1 not exported", {1}, {commit(0, 1, units(0, 5))}},
+  };
+  for (const auto& r : rows) {
+    const auto ledger = data_ledger(cursor->snapshot(), seed, r.rounds);
+    EXPECT_EQ(ledger["units"], 20) << r.exported;
+    EXPECT_EQ(ledger["seed"], seed) << r.exported;
+    ASSERT_EQ(ledger["epochs"].size(), 1u) << r.exported << ledger.dump();
+    EXPECT_EQ(ledger["epochs"][0]["epoch"], 0) << r.exported;
+    EXPECT_EQ(ledger["epochs"][0]["consumed"], r.consumed) << r.exported << "\n" << ledger.dump();
+  }
+  EXPECT_TRUE(data_ledger(cursor->snapshot(), seed, {})["epochs"].empty()) << "nothing exported, nothing learned";
 }
 
 }  // namespace

@@ -7,8 +7,11 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "actors/decisions/data_cursor.hpp"
+#include "actors/shared/cursor_record.hpp"
 #include "runtime/core/digest.hpp"
 #include "storage/checkpoint_store.hpp"
+#include "storage/registry_store.hpp"
 #include "tests/cluster_helpers.hpp"
 
 namespace atl {
@@ -275,6 +278,69 @@ TEST(Process, ShardedRoundsAgreeAfterEveryRoundAndReachTheModelOfTheUnshardedRun
   ASSERT_EQ(unsharded_code, 0) << unsharded_out;
   EXPECT_GT(final_loss(run_dir), 0.0);
   EXPECT_EQ(final_loss(run_dir), final_loss(unsharded)) << "a round reduced in slices is the round reduced whole";
+}
+
+// `atoll export --ledger`: beside the model, the units its rounds learned, from the run's
+// data cursor in the head's store. Workers do not lease yet, so the test writes a cursor
+// there after the run, as a head would have saved it: two commits, one after the exported
+// round. A run without a cursor is refused and writes neither file.
+TEST(Process, AnExportWritesTheDataLedgerOfTheRoundsItExports) {
+  testing::temp_dir dir;
+  const std::string run_dir = dir.sub("run");
+  auto [code, out] =
+      run_command({ATOLL_BIN, "local", "--example", "mlp", "--steps", "20", "--run-dir", run_dir, "--set",
+                   "model.width=32", "--set", "diloco.sync_every=10", "--set", "diloco.fragments=1"},
+                  dir.sub("run.log"), 120s);
+  ASSERT_EQ(code, 0) << out;
+  auto [no_cursor, no_cursor_out] = run_command(
+      {ATOLL_BIN, "export", "--run-dir", run_dir, "--out", dir.sub("model.pt"), "--ledger", dir.sub("ledger.json")},
+      dir.sub("export0.log"));
+  EXPECT_EQ(no_cursor, 2) << no_cursor_out;
+  EXPECT_NE(no_cursor_out.find("no data ledger"), std::string::npos) << no_cursor_out;
+  EXPECT_FALSE(std::filesystem::exists(dir.sub("model.pt"))) << "a refused export writes nothing";
+
+  {  // the cursor a head would have saved: chunk 0 learned in round 1, chunk 1 in round 99
+    auto db = open_rocksdb_store(run_dir + "/head/db");
+    ASSERT_TRUE(db) << db.err().describe();
+    registry_store store(**db);
+    auto snap = store.load();
+    ASSERT_TRUE(snap && *snap);
+    auto cursor = data::data_cursor::make({100, 10, 1, 0});
+    ASSERT_TRUE(cursor);
+    for (std::uint64_t round : {1u, 99u}) {
+      const auto chunk = cursor->lease("worker/1.0");
+      ASSERT_TRUE(chunk);
+      ASSERT_FALSE(cursor->tie("worker/1.0", 0, round, *chunk, cursor->positions_of(*chunk)));
+      cursor->committed(0, round, {"worker/1.0"}, {});
+    }
+    (*snap)->data_cursor = encode_cursor(cursor->snapshot());
+    ASSERT_FALSE(store.save(**snap));
+  }
+  auto [export_code, export_out] = run_command({ATOLL_BIN, "export", "--run-dir", run_dir, "--out", dir.sub("model.pt"),
+                                                "--ledger", dir.sub("ledger.json"), "--json"},
+                                               dir.sub("export.log"));
+  ASSERT_EQ(export_code, 0) << export_out;
+  const json manifest = json::parse(export_out.substr(export_out.find('{')));
+  EXPECT_EQ(manifest["ledger"], dir.sub("ledger.json"));
+  ASSERT_EQ(manifest["fragments"].size(), 1u);
+  const auto exported_round = manifest["fragments"][0]["round"].get<std::uint64_t>();
+  ASSERT_GE(exported_round, 1u);
+  std::ifstream in(dir.sub("ledger.json"));
+  const json ledger = json::parse(in);
+  EXPECT_EQ(ledger["exported_rounds"], json::array({exported_round}));
+  ASSERT_EQ(ledger["epochs"].size(), 1u) << ledger.dump();
+  const auto& consumed = ledger["epochs"][0]["consumed"];
+  ASSERT_EQ(consumed.size(), 1u) << "round 99 is after the exported round: " << ledger.dump();
+  EXPECT_EQ(consumed[0]["round"], 1);
+  std::vector<std::uint64_t> want;
+  for (std::uint64_t p = 0; p < 10; ++p) want.push_back(data::unit_at(1, 0, p, 100));  // run.seed = 1
+  EXPECT_EQ(consumed[0]["units"], json(want));
+
+  auto [again, again_out] = run_command(
+      {ATOLL_BIN, "export", "--run-dir", run_dir, "--out", dir.sub("other.pt"), "--ledger", dir.sub("ledger.json")},
+      dir.sub("export2.log"));
+  EXPECT_EQ(again, 2) << "the ledger exists: --force overwrites it";
+  EXPECT_NE(again_out.find("exists"), std::string::npos) << again_out;
 }
 
 TEST(Process, AtollDownMidRunStopsEveryNodeCleanly) {

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -12,6 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "actors/shared/cursor_record.hpp"
+#include "actors/shared/data_ledger.hpp"
 #include "examples/tasks.hpp"
 #include "runtime/core/digest.hpp"
 #include "runtime/core/model_signature.hpp"
@@ -51,6 +54,7 @@ struct exported {
   run_config cfg;
   std::vector<checkpoint_summary> fragments;
   std::size_t params = 0;
+  std::string ledger;  // with --ledger: the data ledger of the exported rounds, as JSON
 };
 
 // A keeper's store opened read-only: the head's, or a replica's.
@@ -94,6 +98,7 @@ struct run_stores {
   run_config cfg;
   std::string head_dir;
   std::string model_signature;  // run.example = external: the model's, from the registry
+  std::string data_cursor;  // the run's data cursor, stored form; empty: no worker leased data
   std::vector<keeper_source> sources;
 };
 
@@ -121,7 +126,7 @@ expected<run_stores> open_run(const export_options& opt) {
     return make_error(errc::not_ready, (opt.registry.empty() ? *head_dir : opt.registry) + " holds no run yet");
   auto cfg = parse_config_text((*snap)->config_toml, "stored config");
   if (!cfg) return cfg.err();
-  run_stores run{*cfg, head_dir ? *head_dir : opt.run_dir, (*snap)->model_signature, {}};
+  run_stores run{*cfg, head_dir ? *head_dir : opt.run_dir, (*snap)->model_signature, (*snap)->data_cursor, {}};
   if (head_db) {
     run.sources.push_back({*head_dir + "/db", std::move(head_db), nullptr});
     run.sources.back().checkpoints =
@@ -144,6 +149,20 @@ expected<std::vector<checkpoint_summary>> stored_rounds(const run_stores& run) {
   return stored;
 }
 
+// The data ledger of the rounds `chosen` holds (actors/shared/data_ledger.hpp), as JSON text.
+expected<std::string> ledger_of(const run_stores& run, const std::vector<checkpoint_summary>& chosen) {
+  if (run.data_cursor.empty())
+    return make_error(errc::not_ready, "the run has no data ledger: no worker has leased data from its cursor");
+  auto snap = decode_cursor(run.data_cursor);
+  if (!snap) return make_error(snap.err().code, "the run's data cursor: " + snap.err().describe());
+  auto whole = data::data_cursor::restore(*snap);  // refuses a record that does not hold together
+  if (!whole) return make_error(whole.err().code, "the run's data cursor: " + whole.err().describe());
+  std::vector<std::uint64_t> rounds(static_cast<std::size_t>(sync_units(run.cfg)), 0);
+  for (const auto& s : chosen)
+    if (s.fragment < rounds.size()) rounds[s.fragment] = s.round;
+  return data_ledger(*snap, static_cast<std::uint64_t>(run.cfg.seed), rounds).dump(1);
+}
+
 expected<exported> write_export(const export_options& opt, const std::string& tmp) {
   auto run = open_run(opt);
   if (!run) return run.err();
@@ -152,7 +171,12 @@ expected<exported> write_export(const export_options& opt, const std::string& tm
   if (!stored) return stored.err();
   auto chosen = choose_export(*stored, static_cast<std::size_t>(sync_units(cfg)), opt.round);
   if (!chosen) return chosen.err();
-  exported out{cfg, {}, 0};
+  exported out{cfg, {}, 0, {}};
+  if (!opt.ledger.empty()) {  // before any value is read: a ledger that cannot be made writes nothing
+    auto ledger = ledger_of(*run, *chosen);
+    if (!ledger) return ledger.err();
+    out.ledger = std::move(*ledger);
+  }
   std::vector<std::vector<float>> theta;
   for (const auto& s : *chosen) {
     std::optional<fragment_checkpoint> cp;  // from the first store that still holds it
@@ -248,15 +272,30 @@ int run_export(const export_options& opt) {
     std::cerr << "atoll export: " << opt.out << " exists (give --force to overwrite it)\n";
     return 2;
   }
-  // Written beside the target and renamed: a failed export leaves no half file behind.
+  if (!opt.ledger.empty() && fs::exists(opt.ledger) && !opt.force) {
+    std::cerr << "atoll export: " << opt.ledger << " exists (give --force to overwrite it)\n";
+    return 2;
+  }
+  // Written beside the targets and renamed: a failed export leaves no half file behind.
   const std::string tmp = opt.out + ".tmp-" + std::to_string(::getpid());
+  const std::string ledger_tmp = opt.ledger + ".tmp-" + std::to_string(::getpid());
   auto done = write_export(opt, tmp);
   std::error_code ec;
-  if (done) fs::rename(tmp, opt.out, ec);
-  if (!done || ec) {
+  std::string failed;  // the file that could not be written
+  if (done && !opt.ledger.empty()) {
+    std::ofstream(ledger_tmp) << done->ledger << "\n";
+    if (!fs::exists(ledger_tmp) || fs::file_size(ledger_tmp, ec) != done->ledger.size() + 1) failed = opt.ledger;
+  }
+  if (done && failed.empty()) fs::rename(tmp, opt.out, ec);
+  if (done && failed.empty() && ec) failed = opt.out;
+  if (done && failed.empty() && !opt.ledger.empty()) {
+    fs::rename(ledger_tmp, opt.ledger, ec);
+    if (ec) failed = opt.ledger;
+  }
+  if (!done || !failed.empty()) {
     fs::remove(tmp, ec);
-    std::cerr << "atoll export: " << (done ? "cannot write " + opt.out + ": " + ec.message() : done.err().describe())
-              << "\n";
+    fs::remove(ledger_tmp, ec);
+    std::cerr << "atoll export: " << (done ? "cannot write " + failed : done.err().describe()) << "\n";
     return done ? 1 : 2;
   }
   const bool torchscript = !done->cfg.digest.empty();
@@ -270,6 +309,7 @@ int run_export(const export_options& opt) {
   for (const auto& f : done->fragments)
     manifest["fragments"].push_back(
         {{"id", f.fragment}, {"round", f.round}, {"digest", digest_hex(f.digest)}, {"params", f.params}});
+  if (!opt.ledger.empty()) manifest["ledger"] = opt.ledger;
   if (opt.as_json) {
     std::cout << manifest.dump(2) << "\n";
     return 0;
@@ -278,6 +318,7 @@ int run_export(const export_options& opt) {
   for (std::size_t i = 0; i < done->fragments.size(); ++i)
     std::cout << (i ? ", " : "") << "fragment " << done->fragments[i].fragment << " round " << done->fragments[i].round;
   std::cout << "\nload it in Python with: " << load << "\n";
+  if (!opt.ledger.empty()) std::cout << "the data it learned, per epoch, fragment and round: " << opt.ledger << "\n";
   return 0;
 }
 

@@ -220,6 +220,9 @@ int main(int argc, char** argv) {
                        "write nothing: list every stored round of every fragment, with its digest and the stores "
                        "holding it");
   export_cmd->add_flag("--json", exp.as_json, "print what was written (fragments, rounds, digests) as JSON");
+  export_cmd->add_option("--ledger", exp.ledger,
+                         "also write the data ledger as JSON: per epoch, the units the exported rounds learned, with "
+                         "the fragment and round that committed each (the run's data cursor)");
 
   app.add_subcommand("config", "list every config knob with its default, unit and meaning");
 

@@ -60,6 +60,8 @@ struct export_options {
   // etcd://...: the run's registry is in etcd (`atoll up --registry`); run_dir may then be
   // any head's run dir, or a folder holding the replicas' stores.
   std::string registry;
+  // Also write the data ledger of the exported rounds here (actors/shared/data_ledger.hpp).
+  std::string ledger;
 };
 int run_export(const export_options& opt);
 
