@@ -575,6 +575,33 @@ TEST_F(RegistryProtocol, ATieNoRoundTookIsLostAndItsChunkGoesBackWhole) {
   EXPECT_EQ(leases[0]->envelope().getDataLease().getIndex(), 0u) << "the returned chunk, leased again";
 }
 
+// A lease the store refused to keep is not handed out: the worker is told to ask again,
+// and the next lease, saved, is another chunk (the unsaved one returns once the worker is gone).
+TEST_F(RegistryProtocol, ALeaseTheStoreDidNotKeepIsNotHandedOut) {
+  using E = schema::Envelope;
+  hello("node/pending-a");
+  hello("node/pending-b");
+  const auto ask_lease = [&] {
+    seen_.clear();
+    send_as("worker/1.0", [](auto e) {
+      auto r = e.initDataLeaseRequest();
+      r.setUnits(100);
+      r.setChunk(10);
+    });
+  };
+  registry_db_.refuse = true;
+  ask_lease();
+  registry_db_.refuse = false;
+  EXPECT_TRUE(take(E::DATA_LEASE, "worker/1.0").empty());
+  const auto refusals = take(E::REFUSAL, "worker/1.0");
+  ASSERT_EQ(refusals.size(), 1u);
+  EXPECT_EQ(static_cast<errc>(refusals[0]->envelope().getRefusal().getCode()), errc::storage_failure);
+  ask_lease();
+  const auto leases = take(E::DATA_LEASE, "worker/1.0");
+  ASSERT_EQ(leases.size(), 1u);
+  EXPECT_EQ(leases[0]->envelope().getDataLease().getIndex(), 1u);
+}
+
 // A data cursor the store cannot give back whole (a damaged record) leases nothing: a
 // fresh cursor would hand out units the committed model already learned.
 TEST_F(RegistryProtocol, ADamagedDataCursorInTheStoreLeasesNothingAndSaysWhy) {

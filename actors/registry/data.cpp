@@ -11,11 +11,12 @@
 namespace atl::registry_detail {
 namespace {
 
-// Into the snapshot, then synced: a lease is durable before the worker hears of it.
-void save_cursor(self_ptr self) {
+// Into the snapshot, then synced: a lease is durable before the worker hears of it. False
+// when the store refused it.
+bool save_cursor(self_ptr self) {
   auto& st = self->state;
   st.snap.data_cursor = encode_cursor(st.data->snapshot());
-  persist(self);
+  return persist(self);
 }
 
 // The registered worker that sent `msg`, or a refusal (unknown_peer) and nullptr.
@@ -67,7 +68,11 @@ void on_data_lease_request(self_ptr self, const wire::message_ptr& msg) {
                                              std::to_string(run.units) + " in chunks of " + std::to_string(run.chunk)),
         st.snap.epoch);
   const auto chunk = st.data->lease(w->id);
-  if (chunk) save_cursor(self);
+  // A lease the store did not keep is not handed out: a restarted head would lease the
+  // chunk again. It stays with the worker here until the worker is gone (then returned).
+  if (chunk && !save_cursor(self))
+    return st.mail->refuse(*msg, make_error(errc::storage_failure, "the lease could not be saved; ask again"),
+                           st.snap.epoch);
   wire::outgoing out;
   auto lease = out.envelope.initDataLease();
   lease.setSeed(static_cast<std::uint64_t>(st.cfg.seed));

@@ -22,8 +22,9 @@ namespace atl::registry_detail {
 
 using self_ptr = caf::stateful_actor<registry_state>*;
 
-// The snapshot from the state, synced to RocksDB: before anyone hears of a change.
-void persist(self_ptr self);
+// The snapshot from the state, synced to RocksDB: before anyone hears of a change. False
+// when the store refused it (logged; a fenced store also stops the registry).
+bool persist(self_ptr self);
 // The Membership to every placed coordinator: at once, or within route_publish_gap of the
 // last one with the changes since (send_membership_now, when it is due).
 void publish_membership(self_ptr self);

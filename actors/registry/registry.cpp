@@ -221,7 +221,7 @@ void maybe_start(self_ptr self) {
   place_replica_keepers(self);
 }
 
-void persist(self_ptr self) {
+bool persist(self_ptr self) {
   auto& st = self->state;
   st.snap.run_state = to_string(st.phase);
   st.snap.placements.clear();
@@ -235,11 +235,15 @@ void persist(self_ptr self) {
     st.snap.members.push_back(n.record);
   }
   auto err = st.deps.store->save(st.snap);
-  if (!err) return;
-  if (!st.deps.stop_when_unsaved) return log_error("registry: cannot persist membership: " + err.describe());
+  if (!err) return true;
+  if (!st.deps.stop_when_unsaved) {
+    log_error("registry: cannot persist membership: " + err.describe());
+    return false;
+  }
   log_error("registry: cannot persist membership (" + err.describe() + "): this head stops directing");
   st.mail->silence();
   self->quit(caf::make_error(caf::sec::runtime_error, "registry state unsaved: " + err.describe()));
+  return false;
 }
 
 // Changes closer together than route_publish_gap reach the coordinators as one Membership,
