@@ -21,7 +21,21 @@ lm_batches::lm_batches(const token_windows_spec& spec, std::uint64_t seed)
     eval_.push_back(to_batch(value_or_throw(windows_.held_out_batch(b))));
 }
 
-batch lm_batches::next_train_batch() { return to_batch(value_or_throw(windows_.sample_train(rng_))); }
+batch lm_batches::next_train_batch() {
+  if (!from_cursor_) return to_batch(value_or_throw(windows_.sample_train(rng_)));
+  const auto rows = windows_.spec().batch;
+  if (queued_.size() < rows)
+    throw task_error(make_error(errc::not_ready, "the data cursor's units ran out: " + std::to_string(queued_.size()) +
+                                                     " queued, a batch takes " + std::to_string(rows)));
+  std::vector<std::uint64_t> units(queued_.begin(), queued_.begin() + static_cast<std::ptrdiff_t>(rows));
+  queued_.erase(queued_.begin(), queued_.begin() + static_cast<std::ptrdiff_t>(rows));
+  return to_batch(value_or_throw(windows_.train_windows(units)));
+}
+
+void lm_batches::queue_units(const std::vector<std::uint64_t>& units) {
+  from_cursor_ = true;
+  queued_.insert(queued_.end(), units.begin(), units.end());
+}
 
 std::int64_t lm_batches::tokens_per_batch() const {
   return static_cast<std::int64_t>(windows_.spec().batch * windows_.spec().context);

@@ -122,6 +122,8 @@ class shakespeare_task : public module_task {
   }
 
   batch next_train_batch() override { return data_->next_train_batch(); }
+  std::uint64_t data_units() const override { return data_ ? data_->units() : 0; }
+  void queue_units(const std::vector<std::uint64_t>& units) override { data_->queue_units(units); }
   const std::vector<batch>& eval_batches() override { return data_->eval_batches(); }
 
   torch::Tensor loss(const batch& b) override {

@@ -35,7 +35,12 @@ class task {
   // Parameter groups in layer order (embedding, blocks..., head); fragments are made of
   // whole groups. Every worker must return the same groups in the same order.
   virtual std::vector<std::vector<torch::Tensor>> layer_groups() = 0;
-  virtual batch next_train_batch() = 0;  // from this worker's shard
+  virtual batch next_train_batch() = 0;  // from this worker's shard, or the units queued
+  // The run's data cursor (docs/design.md, "Every sample once"): how many units the task's
+  // training data has (0: it samples its own and takes no units), and the units its next
+  // batches train, in order (once any is queued, every batch takes the next ones).
+  virtual std::uint64_t data_units() const { return 0; }
+  virtual void queue_units(const std::vector<std::uint64_t>&) {}
   virtual const std::vector<batch>& eval_batches() = 0;  // fixed held-out batches
   virtual torch::Tensor loss(const batch& b) = 0;
   virtual std::int64_t tokens_per_batch() const = 0;

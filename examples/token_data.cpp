@@ -169,6 +169,25 @@ expected<std::vector<std::int64_t>> token_windows::sample_train(std::mt19937_64&
   return out;
 }
 
+std::uint64_t token_windows::train_units() const {
+  const auto whole = split_tokens(file_.tokens(), 0, 1);
+  return (whole.train_end - whole.train_begin) / (spec_.context + 1);
+}
+
+expected<std::vector<std::int64_t>> token_windows::train_windows(const std::vector<std::uint64_t>& units) const {
+  const std::uint64_t window = spec_.context + 1;
+  const auto whole = split_tokens(file_.tokens(), 0, 1);
+  const auto count = train_units();
+  std::vector<std::int64_t> out(units.size() * window);
+  for (std::size_t i = 0; i < units.size(); ++i) {
+    if (units[i] >= count)
+      return make_error(errc::bad_data, "unit " + std::to_string(units[i]) + " of " + spec_.path + ", which has " +
+                                            std::to_string(count) + " training windows");
+    if (auto err = file_.copy(whole.train_begin + units[i] * window, window, out.data() + i * window)) return err;
+  }
+  return out;
+}
+
 expected<std::vector<std::int64_t>> token_windows::held_out_batch(std::uint64_t b) const {
   const std::uint64_t window = spec_.context + 1;
   std::vector<std::int64_t> out(spec_.batch * window);

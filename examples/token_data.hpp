@@ -88,6 +88,13 @@ class token_windows {
   expected<std::vector<std::int64_t>> sample_train(std::mt19937_64& rng) const;
   // The held-out windows of eval batch b (same layout).
   expected<std::vector<std::int64_t>> held_out_batch(std::uint64_t b) const;
+  // The training part as units for the run's data cursor (docs/design.md, "Every sample
+  // once"): the non-overlapping windows of the whole first 90%, every rank's shard
+  // together; unit u starts at token u (context + 1).
+  std::uint64_t train_units() const;
+  // The windows of `units` (each below train_units(); refused otherwise, errc::bad_data),
+  // laid out as sample_train's.
+  expected<std::vector<std::int64_t>> train_windows(const std::vector<std::uint64_t>& units) const;
   const token_windows_spec& spec() const { return spec_; }
   const token_split& split() const { return split_; }
 

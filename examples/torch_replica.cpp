@@ -94,6 +94,10 @@ class torch_replica : public replica {
 
   std::optional<float> finish_queued_step() override { return lagged_loss_ ? lagged_loss_->newest() : std::nullopt; }
 
+  std::uint64_t data_units() const override { return task_->data_units(); }
+  std::uint64_t units_per_step() const override { return static_cast<std::uint64_t>(cfg_.batch_size); }
+  void queue_units(const std::vector<std::uint64_t>& units) override { task_->queue_units(units); }
+
   step_result compute_gradients(std::int64_t) override {
     return {forward_backward().item<float>(), task_->tokens_per_batch()};
   }

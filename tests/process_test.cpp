@@ -3,6 +3,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
+#include <thread>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -341,6 +343,74 @@ TEST(Process, AnExportWritesTheDataLedgerOfTheRoundsItExports) {
       dir.sub("export2.log"));
   EXPECT_EQ(again, 2) << "the ledger exists: --force overwrites it";
   EXPECT_NE(again_out.find("exists"), std::string::npos) << again_out;
+}
+
+// run.data_cursor end to end: three nodes train the GPT example on chunks leased from the
+// head, with two fragments; one node is killed mid-run. The ledger the export writes must
+// hold no unit twice for any fragment, every round of it must be a round the coordinators
+// reported, and once the run is over no chunk may still be held by the killed worker.
+TEST(Process, WithTheDataCursorAKilledNodesChunksSettleAndNoUnitIsLearnedTwice) {
+  testing::temp_dir dir;
+  const std::string head_dir = dir.sub("head");
+  subprocess head({ATOLL_BIN,   "up",
+                   "--listen",  "tcp://127.0.0.1:0",
+                   "--run-dir", head_dir,
+                   "--set",     "run.steps=60",
+                   "--set",     "run.min_workers=2",
+                   "--set",     "run.data_cursor=true",
+                   "--set",     "inner.batch_size=8",
+                   "--set",     "diloco.sync_every=10",
+                   "--set",     "diloco.fragments=2",
+                   "--set",     "run.eval_every=1000"},
+                  dir.sub("head.log"));
+  const std::string ep = wait_for_endpoint(head_dir, head);
+  ASSERT_FALSE(ep.empty()) << head.output();
+  subprocess node1({ATOLL_BIN, "join", "--head", ep, "--threads", "1"}, dir.sub("node1.log"));
+  subprocess node2({ATOLL_BIN, "join", "--head", ep, "--threads", "1"}, dir.sub("node2.log"));
+  subprocess node3({ATOLL_BIN, "join", "--head", ep, "--threads", "1"}, dir.sub("node3.log"));
+  bool leasing = false;  // every worker has trained on leased units
+  for (int i = 0; i < 600 && !leasing; ++i) {
+    std::this_thread::sleep_for(100ms);
+    const json status = ctl(ep, "status", dir.sub("ctl.log"));
+    leasing = status["workers"].size() == 3 && status["data"]["leasing"].get<bool>();
+    for (const auto& w : status["workers"]) leasing = leasing && w["step"].get<int>() >= 15;
+  }
+  ASSERT_TRUE(leasing) << head.output();
+  node3.signal(SIGKILL);
+  EXPECT_EQ(node3.wait(10s), 128 + SIGKILL);
+  EXPECT_EQ(node1.wait(150s), 0) << node1.output();
+  EXPECT_EQ(node2.wait(150s), 0) << node2.output();
+
+  const json data = ctl(ep, "data", dir.sub("ctl.log"));
+  EXPECT_GT(data["consumed"].get<std::uint64_t>(), 0u) << data.dump();
+  std::set<std::string> holders;
+  for (const auto& c : data["chunks"]) holders.insert(c["holder"].get<std::string>());
+  EXPECT_EQ(holders.count("worker/3.0"), 0u) << "the killed worker's chunks settled: " << data.dump();
+
+  auto [code, out] = run_command(
+      {ATOLL_BIN, "export", "--run-dir", head_dir, "--out", dir.sub("model.pt"), "--ledger", dir.sub("ledger.json")},
+      dir.sub("export.log"));
+  ASSERT_EQ(code, 0) << out;
+  std::ifstream in(dir.sub("ledger.json"));
+  const json ledger = json::parse(in);
+  const auto run = read_metrics(head_dir);  // the coordinators' RoundReports, as the head wrote them
+  std::map<std::uint32_t, std::set<std::uint64_t>> learned;  // per fragment
+  std::map<std::uint32_t, std::size_t> units_seen;
+  for (const auto& e : ledger["epochs"])
+    for (const auto& c : e["consumed"]) {
+      const auto f = c["fragment"].get<std::uint32_t>();
+      EXPECT_TRUE(run.released.count({static_cast<int>(f), c["round"].get<int>()}))
+          << "fragment " << f << " round " << c["round"] << " is in the ledger but was never reported";
+      for (const auto& u : c["units"]) {
+        learned[f].insert(u.get<std::uint64_t>() + 1000000000ull * e["epoch"].get<std::uint64_t>());
+        units_seen[f]++;
+      }
+    }
+  ASSERT_EQ(learned.size(), 2u) << "both fragments learned units: " << ledger.dump().substr(0, 2000);
+  for (const auto& [f, units] : learned) {
+    EXPECT_EQ(units.size(), units_seen[f]) << "fragment " << f << ": a unit learned twice";
+    EXPECT_GT(units.size(), 0u);
+  }
 }
 
 TEST(Process, AtollDownMidRunStopsEveryNodeCleanly) {

@@ -233,6 +233,38 @@ TEST(TokenWindows, EveryRankEvaluatesTheSameTokensAndTrainsOnlyBeforeTheHeldOutP
   EXPECT_EQ(evals[0], evals[1]);
 }
 
+// The units of the data cursor: the non-overlapping windows of the whole training part,
+// the same whatever the rank, each read where its number says, and none past the end.
+TEST(TokenWindows, TheCursorsUnitsTileTheTrainingPartWhateverTheRank) {
+  testing::temp_dir dir;
+  const std::size_t n = 30000;
+  token_windows_spec spec;
+  spec.path = write_file(dir, "u16", numbered_u16(n));  // token = position (n < 60000)
+  spec.format = token_format::u16;
+  spec.vocab = 60000;
+  spec.context = 8;
+  spec.world_size = 3;
+  for (std::uint64_t rank = 0; rank < 3; ++rank) {
+    spec.rank = rank;
+    auto w = token_windows::open(spec);
+    ASSERT_TRUE(w) << w.err().describe();
+    const auto whole = split_tokens(n, 0, 1);
+    EXPECT_EQ(w->train_units(), (whole.train_end - whole.train_begin) / 9) << "rank " << rank;
+    const auto last = w->train_units() - 1;
+    const auto windows = w->train_windows({0, 5, last});
+    ASSERT_TRUE(windows) << windows.err().describe();
+    ASSERT_EQ(windows->size(), 3u * 9u);
+    const std::uint64_t starts[] = {whole.train_begin, whole.train_begin + 5 * 9, whole.train_begin + last * 9};
+    for (std::size_t row = 0; row < 3; ++row)
+      for (std::size_t k = 0; k < 9; ++k)
+        EXPECT_EQ(static_cast<std::uint64_t>((*windows)[row * 9 + k]), starts[row] + k);
+    EXPECT_LE(starts[2] + 9, whole.train_end) << "the last unit ends inside the training part";
+    const auto past = w->train_windows({w->train_units()});
+    ASSERT_FALSE(past);
+    EXPECT_EQ(past.err().code, errc::bad_data);
+  }
+}
+
 TEST(ResolveVocab, TheDataAndTheModelMustAgree) {
   struct row {
     const char* name;

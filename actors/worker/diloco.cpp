@@ -26,6 +26,7 @@ void contribute(worker_self self, std::size_t f) {
   const auto weight = contribution_weight(st.cfg.run.weighting == "samples", st.trained[f]);
   st.trained[f] = {};
   send_contribution(self, f, round, std::move(enc), weight);
+  tie_contribution(self, f, round);
 }
 
 // Merges a round's theta_global into fragment f; with diloco.carry_overlap, keeping the
@@ -83,7 +84,7 @@ class diloco_steps final : public step_strategy {
   // without training (it has: a slow worker crossing several ticks in one inner step).
   void step(worker_self self) override {
     auto& st = self->state;
-    const bool last = st.step >= st.cfg.run.steps;
+    const bool last = st.step >= st.cfg.run.steps || data_exhausted(st);
     if (!merge_due_results(self, last)) return;
     maybe_evaluate(self);
     if (last) return finish(self);
@@ -99,6 +100,10 @@ class diloco_steps final : public step_strategy {
     if (clock_ahead(st)) {
       advance(self);
     } else {
+      if (!feed_next_step(self)) {  // its units are on their way
+        block(st);
+        return;
+      }
       train(self);
       if (!st.pacer) advance(self);
     }

@@ -45,6 +45,12 @@ class replica {
   virtual step_result train_step(std::int64_t step) = 0;
   // Waits for a step still queued and returns its loss; nullopt if the replica queues none.
   virtual std::optional<float> finish_queued_step() { return std::nullopt; }
+  // The run's data cursor (docs/design.md, "Every sample once"): the units the replica's
+  // training data has (0: it samples its own and leases nothing), how many one train_step
+  // takes, and the units its next steps train, in order.
+  virtual std::uint64_t data_units() const { return 0; }
+  virtual std::uint64_t units_per_step() const { return 0; }
+  virtual void queue_units(const std::vector<std::uint64_t>& units) { (void)units; }
   // The same step in two halves, for data-parallel training: gradients of one batch,
   // read out and replaced (by the average over workers), then the clipped AdamW step.
   virtual step_result compute_gradients(std::int64_t step) = 0;

@@ -38,6 +38,9 @@ class sliced_replica final : public replica {
   void write_fragment(std::size_t unit, const float* values) override;
   step_result train_step(std::int64_t step) override;
   std::optional<float> finish_queued_step() override;
+  std::uint64_t data_units() const override { return base_->data_units(); }
+  std::uint64_t units_per_step() const override { return base_->units_per_step(); }
+  void queue_units(const std::vector<std::uint64_t>& units) override { base_->queue_units(units); }
   step_result compute_gradients(std::int64_t step) override;
   void read_gradients(std::size_t unit, float* values) const override;
   void write_gradients(std::size_t unit, const float* values) override;

@@ -14,6 +14,7 @@
 #include "actors/decisions/contribution_weight.hpp"
 #include "actors/decisions/fragment_sync.hpp"
 #include "actors/decisions/warm_start.hpp"
+#include "actors/worker/data_feed.hpp"
 #include "actors/worker/done.hpp"
 #include "actors/worker/replica.hpp"
 #include "runtime/algorithm/codec.hpp"
@@ -100,6 +101,8 @@ struct worker_state {
     std::vector<float> values;
   };
   std::optional<lent_snapshot> lent;
+  // The run's data cursor (run.data_cursor): the leases, each step's units, the ties.
+  std::optional<data_feed> data;
   std::uint64_t snapshots_lent = 0;
   std::chrono::steady_clock::time_point step_started;
   std::chrono::steady_clock::time_point report_time, started, blocked_since;

@@ -65,6 +65,20 @@ void on_inner_state_reply(worker_self self, const wire::message_ptr& msg);
 void lend_inner_state(worker_self self, const wire::message& msg);
 void warm_tick(worker_self self, std::chrono::steady_clock::duration patience);
 
+// The run's data cursor (run.data_cursor; actors/worker/data.cpp, actors/worker/data_feed.hpp).
+// Set up when the replica's task has units, else a warning and the shard's sampling.
+void start_data_feed(worker_self self);
+// The next step's units into the replica; false (a lease asked for) when none wait.
+bool feed_next_step(worker_self self);
+// Fragment f's contribution for `round` at this step: the DataTie of the positions it covers.
+void tie_contribution(worker_self self, std::size_t f, std::uint64_t round);
+void on_data_lease(worker_self self, const wire::message_ptr& msg);
+// A refusal of the registry's: a lease asked for is asked again at the next tick.
+void data_refused(worker_self self);
+void data_tick(worker_self self);  // a lease wanted and none asked for: ask
+// Every epoch of the run's data is leased and trained: the worker's steps are over.
+bool data_exhausted(const worker_state& st);
+
 // NaN or infinity in what a worker would send: the replica diverged; the supervisor
 // restarts it.
 void quit_on_encode_error(worker_self self, std::size_t f, const status& err);

@@ -194,6 +194,7 @@ void on_refusal(self_ptr self, const wire::message_ptr& msg) {
   auto& st = self->state;
   const auto r = msg->envelope().getRefusal();
   log_warn(st.cfg.id + ": refused by " + msg->sender() + ": " + r.getMessage().cStr());
+  if (msg->sender() == registry_id()) return data_refused(self);  // a lease or a tie: the data cursor's
   const auto f = fragment_of_coordinator(msg->sender());
   if (!f || *f >= st.fragments.size() || !st.steps->recovers_rounds()) return;
   auto& frag = st.fragments[*f];
@@ -360,6 +361,7 @@ caf::behavior worker_actor(caf::stateful_actor<worker_state>* self, transport* n
                                     : "trying " + tried + " over the first " + std::to_string(st.threads->length()) +
                                           " steps, then keeping the fastest"));
   }
+  start_data_feed(self);
   for (std::size_t f = 0; f < st.fragments.size(); ++f) request_state(self, f);
   self->delayed_send(self, state_retry, tick_atom::value);
   // A step that throws (its data file truncated mid-run, a LibTorch error) ends the worker
@@ -386,6 +388,7 @@ caf::behavior worker_actor(caf::stateful_actor<worker_state>* self, transport* n
         else if (env.isStateHeld()) on_held(self, *msg);
         else if (env.isInnerStateRequest()) lend_inner_state(self, *msg);
         else if (env.isInnerStateReply()) on_inner_state_reply(self, msg);
+        else if (env.isDataLease()) on_data_lease(self, msg);
         else if (env.isShutdown()) self->quit();
       },
       [=](step_atom) {
@@ -397,6 +400,7 @@ caf::behavior worker_actor(caf::stateful_actor<worker_state>* self, transport* n
         for (std::size_t f = 0; f < st.fragments.size(); ++f)
           repeat(self, f, st.fragments[f].on_tick(st.now(), state_retry, result_timeout(st.cfg.run)));
         warm_tick(self, state_retry);
+        data_tick(self);
         self->delayed_send(self, state_retry, tick_atom::value);
       },
       [=](resend_atom) {  // the node's link to the head dropped: what we sent may be lost

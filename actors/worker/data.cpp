@@ -1,0 +1,100 @@
+// The worker's side of the run's data cursor (run.data_cursor; docs/design.md, "Every
+// sample once"): leases asked of the registry and kept in a data_feed
+// (actors/worker/data_feed.hpp), each step's units handed to the replica before it trains,
+// and beside each contribution a DataTie naming the positions it covers. A step whose
+// units have not come blocks the worker like a result that has not.
+#include "actors/shared/messages.hpp"
+#include "actors/worker/steps.hpp"
+#include "runtime/core/actor_id.hpp"
+#include "runtime/process/log.hpp"
+
+namespace atl {
+namespace {
+
+void ask_lease(worker_self self) {
+  auto& st = self->state;
+  wire::outgoing out;
+  auto r = out.envelope.initDataLeaseRequest();
+  r.setUnits(st.data->units());
+  r.setChunk(st.data->chunk());
+  st.mail->send(registry_id(), st.epoch, out);
+  st.data->set_asked(true);
+}
+
+}  // namespace
+
+void start_data_feed(worker_self self) {
+  auto& st = self->state;
+  if (!st.cfg.run.data_cursor || st.cfg.run.mode == "ddp") return;
+  const auto units = st.model->data_units();
+  const auto per_step = st.model->units_per_step();
+  if (units == 0 || per_step == 0) {
+    log_warn(st.cfg.id + ": run.data_cursor: this task samples its own data (only token tasks lease units)");
+    return;
+  }
+  // A chunk is what one worker trains between two syncs of a fragment: H steps.
+  const auto chunk = static_cast<std::uint64_t>(st.cfg.run.sync_every) * per_step;
+  st.data.emplace(units, chunk, per_step, st.fragments.size());
+  ask_lease(self);
+}
+
+bool feed_next_step(worker_self self) {
+  auto& st = self->state;
+  if (!st.data) return true;
+  auto units = st.data->take_step(st.step);
+  if (st.data->wants_lease()) ask_lease(self);  // the next chunk on its way before it is needed
+  if (!units) return false;
+  st.model->queue_units(*units);
+  return true;
+}
+
+void tie_contribution(worker_self self, std::size_t f, std::uint64_t round) {
+  auto& st = self->state;
+  if (!st.data) return;
+  const auto pieces = st.data->contribution(f, st.step);
+  if (pieces.empty()) return;
+  wire::outgoing out;
+  auto tie = out.envelope.initDataTie();
+  tie.setFragment(static_cast<std::uint32_t>(f));
+  tie.setRound(round);
+  auto list = tie.initPieces(static_cast<unsigned>(pieces.size()));
+  for (unsigned i = 0; i < pieces.size(); ++i) {
+    list[i].setEpoch(pieces[i].chunk.epoch);
+    list[i].setIndex(pieces[i].chunk.index);
+    list[i].setBegin(pieces[i].positions.begin);
+    list[i].setEnd(pieces[i].positions.end);
+  }
+  st.mail->send(registry_id(), st.epoch, out);
+}
+
+void on_data_lease(worker_self self, const wire::message_ptr& msg) {
+  auto& st = self->state;
+  if (!st.data || msg->sender() != registry_id()) {
+    st.mail->refuse(*msg, make_error(errc::unexpected_message, "no lease asked for"), st.epoch);
+    return;
+  }
+  const auto lease = msg->envelope().getDataLease();
+  st.data->set_asked(false);
+  if (lease.getDone()) st.data->run_out();
+  else st.data->leased({lease.getEpoch(), lease.getIndex()}, {lease.getBegin(), lease.getEnd()}, lease.getSeed());
+  unblock(self);  // a step that waited for units tries again
+}
+
+void data_refused(worker_self self) {
+  auto& st = self->state;
+  if (st.data) st.data->set_asked(false);
+}
+
+void data_tick(worker_self self) {
+  auto& st = self->state;
+  if (!st.data) return;
+  // A lease asked for while the steps wait may have been lost with a dropped link or a
+  // restarting head: asked again (the lost one, if it was granted, returns once this
+  // worker is gone).
+  const bool waiting_for_units = st.data->asked() && st.current == worker_state::phase::blocked;
+  if (st.data->wants_lease() || waiting_for_units) ask_lease(self);
+}
+
+bool data_exhausted(const worker_state& st) { return st.data && st.data->exhausted(); }
+
+}  // namespace atl
