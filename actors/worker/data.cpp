@@ -25,7 +25,11 @@ void ask_lease(worker_self self) {
 
 void start_data_feed(worker_self self) {
   auto& st = self->state;
-  if (!st.cfg.run.data_cursor || st.cfg.run.mode == "ddp") return;
+  if (!st.cfg.run.data_cursor) return;
+  if (st.cfg.run.mode == "ddp") {
+    log_warn(st.cfg.id + ": run.data_cursor: not with run.mode = ddp (every step is a round); sampling the shard");
+    return;
+  }
   const auto units = st.model->data_units();
   const auto per_step = st.model->units_per_step();
   if (units == 0 || per_step == 0) {
