@@ -60,16 +60,21 @@ TEST(StepProfile, TheSpecIsFirstCountAndFileOrAClearRefusal) {
   EXPECT_FALSE(*parse_step_profile("")) << "empty: no window";
 }
 
+// `steps` steps of one small matrix product each, inside the profiler's calls.
+void run_steps(step_profiler& profiler, std::int64_t steps) {
+  for (std::int64_t step = 0; step < steps; ++step) {
+    profiler.before_step(step);
+    torch::mm(torch::ones({8, 8}), torch::ones({8, 8}));
+    profiler.after_step(step);
+  }
+}
+
 TEST(StepProfile, WritesAChromeTraceOfTheWindowsOps) {
   const std::string path = testing::TempDir() + "step_profile_trace.json";
   std::remove(path.c_str());
   {
     step_profiler profiler(step_profile_window{2, 2, path}, torch::Device("cpu"));
-    for (std::int64_t step = 0; step < 6; ++step) {
-      profiler.before_step(step);
-      torch::mm(torch::ones({8, 8}), torch::ones({8, 8}));
-      profiler.after_step(step);
-    }
+    run_steps(profiler, 6);
     if (without_kineto(profiler)) GTEST_SKIP() << without_kineto_reason;
     EXPECT_FALSE(profiler.failure()) << profiler.failure().message;
   }
@@ -85,11 +90,7 @@ TEST(StepProfile, ARunThatEndsInsideTheWindowStillWritesWhatItTraced) {
   std::remove(path.c_str());
   {
     step_profiler profiler(step_profile_window{1, 100, path}, torch::Device("cpu"));
-    for (std::int64_t step = 0; step < 3; ++step) {
-      profiler.before_step(step);
-      torch::mm(torch::ones({4, 4}), torch::ones({4, 4}));
-      profiler.after_step(step);
-    }
+    run_steps(profiler, 3);
   }  // the profiler's end writes what it traced
   std::ifstream in(path);
   if (!in && without_kineto(step_profiler(step_profile_window{0, 1, path}, torch::Device("cpu"))))

@@ -202,14 +202,21 @@ TEST(TokenWindows, AWindowIsConsecutiveTokensInBothFormats) {
   }
 }
 
-TEST(TokenWindows, EveryRankEvaluatesTheSameTokensAndTrainsOnlyBeforeTheHeldOutPart) {
-  testing::temp_dir dir;
-  const std::size_t n = 30000;
+// A u16 file whose token at each position is the position itself (n < 60000), read in
+// windows of 9 tokens.
+token_windows_spec numbered_u16_spec(const testing::temp_dir& dir, std::size_t n) {
   token_windows_spec spec;
-  spec.path = write_file(dir, "u16", numbered_u16(n));  // token = position (n < 60000)
+  spec.path = write_file(dir, "u16", numbered_u16(n));
   spec.format = token_format::u16;
   spec.vocab = 60000;
   spec.context = 8;
+  return spec;
+}
+
+TEST(TokenWindows, EveryRankEvaluatesTheSameTokensAndTrainsOnlyBeforeTheHeldOutPart) {
+  testing::temp_dir dir;
+  const std::size_t n = 30000;
+  auto spec = numbered_u16_spec(dir, n);
   spec.batch = 8;
   spec.eval_batches = 4;
   spec.world_size = 2;
@@ -238,11 +245,7 @@ TEST(TokenWindows, EveryRankEvaluatesTheSameTokensAndTrainsOnlyBeforeTheHeldOutP
 TEST(TokenWindows, TheCursorsUnitsTileTheTrainingPartWhateverTheRank) {
   testing::temp_dir dir;
   const std::size_t n = 30000;
-  token_windows_spec spec;
-  spec.path = write_file(dir, "u16", numbered_u16(n));  // token = position (n < 60000)
-  spec.format = token_format::u16;
-  spec.vocab = 60000;
-  spec.context = 8;
+  auto spec = numbered_u16_spec(dir, n);
   spec.world_size = 3;
   for (std::uint64_t rank = 0; rank < 3; ++rank) {
     spec.rank = rank;
