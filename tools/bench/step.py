@@ -9,6 +9,8 @@
            OpenBLAS), same architecture, initialisation, batch, AdamW, clipping and schedule;
            once as a user runs it (torch.set_num_threads only: env "default") and once
            with the thread settings Atoll applies to its own workers (env "atoll").
+  With --cursor, the atoll way also with run.data_cursor (env "cursor"): its steps take
+  their units from leases of the run's data cursor instead of sampling the shard.
 
 Each way runs in its own process at 1 and 2 threads. Between step `--skip` and
 step `--steps` this script samples /proc of the process that trains: wall seconds per
@@ -143,8 +145,8 @@ def children_of(pid):
     return kids
 
 
-def run_atoll(build, out, threads, skip, steps):
-    run_dir = os.path.join(out, f"atoll-{threads}t")
+def run_atoll(build, out, threads, skip, steps, sets=()):
+    run_dir = os.path.join(out, f"atoll-{threads}t" + ("-" + "-".join(s.split("=")[0] for s in sets) if sets else ""))
     subprocess.run(["rm", "-rf", run_dir], check=True)
     # No round and no evaluation in the run (sync_every and eval_every beyond its end);
     # the run's own steps are a few more than the window so the end is not in it.
@@ -153,6 +155,8 @@ def run_atoll(build, out, threads, skip, steps):
            "--set", f"run.steps={total}", "--set", "run.min_workers=1",
            "--set", f"run.threads_per_worker={threads}", "--set", f"diloco.sync_every={10 * total}",
            "--set", f"run.eval_every={10 * total}"]
+    for s in sets:
+        cmd += ["--set", s]
     launcher = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
     metrics = os.path.join(run_dir, "metrics.jsonl")
     node = head = None
@@ -252,7 +256,7 @@ def table(results):
 def best_against_best(results):
     """The fastest Atoll worker against the fastest PyTorch eager run as a user runs it
     (torch.set_num_threads only, BLAS as PyTorch leaves it), whatever their threads."""
-    atoll = [r for r in results if r["way"] == "atoll"]
+    atoll = [r for r in results if r["way"] == "atoll" and r["env"] == "atoll"]
     eager = [r for r in results if r["way"] == "pytorch" and r["env"] == "default"]
     if not atoll or not eager:
         return None
@@ -279,6 +283,8 @@ def main():
     ap.add_argument("--skip", type=int, default=30, help="steps before the window (warm-up)")
     ap.add_argument("--threads", default="1,2", help="LibTorch threads per worker, comma-separated")
     ap.add_argument("--repeat", type=int, default=2, help="runs of each configuration; the fastest is kept")
+    ap.add_argument("--cursor", action="store_true",
+                    help="also the Atoll worker with run.data_cursor (env \"cursor\"): the data cursor's cost a step")
     ap.add_argument("--pytorch-child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.pytorch_child:
@@ -293,6 +299,8 @@ def main():
     # env "atoll": the thread settings Atoll applies to a process that trains; "default":
     # PyTorch's own (its BLAS pool keeps one thread per core, idle threads spin long).
     ways = [("bare", "atoll"), ("atoll", "atoll"), ("pytorch", "default"), ("pytorch", "atoll")]
+    if args.cursor:
+        ways.insert(2, ("atoll", "cursor"))
     configs = [(threads, way, env) for threads in [int(t) for t in args.threads.split(",")] for way, env in ways]
     # Repeats are interleaved (every configuration once, then again), so a slow spell of a
     # shared machine does not fall on one configuration; each keeps its fastest repeat.
@@ -304,7 +312,8 @@ def main():
             if way == "bare":
                 r = run_bare(args.build, threads, args.skip, args.steps)
             elif way == "atoll":
-                r = run_atoll(args.build, args.out, threads, args.skip, args.steps)
+                r = run_atoll(args.build, args.out, threads, args.skip, args.steps,
+                              ["run.data_cursor=true"] if env == "cursor" else [])
             else:
                 r = run_pytorch(threads, args.skip, args.steps, env == "atoll")
             print("  " + json.dumps(r), flush=True)
