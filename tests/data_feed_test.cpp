@@ -21,11 +21,13 @@ std::vector<std::uint64_t> units_of(std::uint64_t seed, std::uint64_t begin, std
 TEST(DataFeed, StepsTakeUnitsInLeaseOrderAndContributionsCoverTheirStepsOnce) {
   data_feed feed(100, 10, 4, 2);  // N 100, chunks of 10, 4 a step, two fragments
   EXPECT_TRUE(feed.wants_lease()) << "nothing leased yet";
+  EXPECT_TRUE(feed.starved());
   EXPECT_FALSE(feed.take_step(0)) << "no units: the step waits";
   feed.set_asked(true);
   EXPECT_FALSE(feed.wants_lease()) << "one request at a time";
   feed.leased({0, 0}, {0, 10}, 7);
   feed.set_asked(false);
+  EXPECT_FALSE(feed.starved()) << "a step's units wait: a worker blocked now waits on something else";
   EXPECT_EQ(*feed.take_step(0), units_of(7, 0, 4));
   EXPECT_TRUE(feed.wants_lease()) << "6 left of a 10-unit chunk: the next is asked for ahead";
   EXPECT_EQ(*feed.take_step(1), units_of(7, 4, 8));

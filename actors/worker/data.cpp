@@ -92,10 +92,10 @@ void data_refused(worker_self self) {
 void data_tick(worker_self self) {
   auto& st = self->state;
   if (!st.data) return;
-  // A lease asked for while the steps wait may have been lost with a dropped link or a
+  // A lease asked for while the steps wait on it may have been lost with a dropped link or a
   // restarting head: asked again (the lost one, if it was granted, returns once this
-  // worker is gone).
-  const bool waiting_for_units = st.data->asked() && st.current == worker_state::phase::blocked;
+  // worker is gone). A worker blocked on a round result with units in hand asks nothing.
+  const bool waiting_for_units = st.data->asked() && st.data->starved() && st.current == worker_state::phase::blocked;
   if (st.data->wants_lease() || waiting_for_units) ask_lease(self);
 }
 

@@ -42,6 +42,8 @@ class data_feed {
   // Every epoch leased and fewer positions left than a step trains: the run's data is done.
   bool exhausted() const { return run_out_ && waiting() < per_step_; }
   bool wants_lease() const { return !asked_ && !run_out_ && waiting() < chunk_; }
+  // Fewer units wait than the next step trains: a step would block on the feed.
+  bool starved() const { return !run_out_ && waiting() < per_step_; }
   void set_asked(bool asked) { asked_ = asked; }
   bool asked() const { return asked_; }
 
