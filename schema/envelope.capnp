@@ -56,6 +56,7 @@ struct Envelope {
     dataLeaseRequest  @44 :DataLeaseRequest;
     dataLease         @45 :DataLease;
     dataTie           @46 :DataTie;
+    roundReportAck    @47 :RoundReportAck;
   }
 }
 
@@ -195,6 +196,9 @@ struct Contribution {
   codec    @4 :PseudoGradientCodec;
   chunk    @5 :UInt32;     # values per scale (int8, fp4)
   count    @6 :UInt64;     # values encoded
+  # run.data_cursor: the positions of the run's data this contribution trained on (the
+  # coordinator hands them to the registry in the RoundReport that takes it)
+  data     @7 :List(DataPiece);
 }
 enum PseudoGradientCodec { fp32 @0; bf16 @1; fp16 @2; int8 @3; fp4e2m1 @4; }
 # coordinator -> participants: new theta_global (one tensor), digest of theta_global.
@@ -360,6 +364,20 @@ struct RoundReport {
   weights      @8 :List(Float32);  # each participant's weight in the average (diloco.weighting), in order
   lateWorkers  @9 :List(Text);     # late work folded in: the round before closed without these workers
   lateWeights  @10 :List(Float32); # their weights as averaged (discounted: round_tracker::late_discount)
+  ties         @11 :List(ReportedTie); # the data pieces of the contributions this round took
+}
+# A contribution's data pieces as its RoundReport carries them: `round` is the one it was
+# contributed to (the report's own, or the one before for late work).
+struct ReportedTie {
+  worker @0 :Text;
+  round  @1 :UInt64;
+  pieces @2 :List(DataPiece);
+}
+# registry -> coordinator: every RoundReport of the fragment up to `round` is applied; the
+# coordinator sends the ones after it again until they are (their ties commit data).
+struct RoundReportAck {
+  fragment @0 :UInt32;
+  round    @1 :UInt64;
 }
 
 # coordinator -> registry, every tick (about a second): where its round is, for
@@ -441,8 +459,8 @@ struct DataLease {
   seed  @4 :UInt64;
   done  @5 :Bool;
 }
-# worker -> registry, beside its contribution to (fragment, round): the positions of its
-# chunks that contribution trained on.
+# user's loop -> registry, beside its contribution to (fragment, round): the positions of
+# its chunks that contribution trained on. Built-in workers put them in the Contribution.
 struct DataTie {
   fragment @0 :UInt32;
   round    @1 :UInt64;

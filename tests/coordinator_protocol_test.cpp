@@ -312,13 +312,14 @@ TEST_F(FencingTest, ARoundPastItsDeadlineClosesWithAMajorityOfItsParticipants) {
 // fourth; its contribution is refused wrong_round (it resyncs).
 class AdaptiveCloseTest : public FencingTest {
  protected:
-  // keep_late_work: diloco.late_work = keep (LateWorkTest).
-  explicit AdaptiveCloseTest(bool keep_late_work = false) {
-    customize_coordinator = [keep_late_work](coordinator_config& cc) {
+  // keep_late_work: diloco.late_work = keep (LateWorkTest); data: run.data_cursor.
+  explicit AdaptiveCloseTest(bool keep_late_work = false, bool data = false) {
+    customize_coordinator = [keep_late_work, data](coordinator_config& cc) {
       cc.adaptive_close = true;
       cc.grace_k = 3;
       cc.grace_min = std::chrono::milliseconds(50);
       cc.keep_late_work = keep_late_work;
+      cc.reports_carry_data = data;
     };
     spawn_coordinator(2, {1.0f, 0.0f});
     send_membership(1, {"worker/w", "worker/x", "worker/y", "worker/z"});
@@ -330,8 +331,9 @@ class AdaptiveCloseTest : public FencingTest {
     }
   }
   ~AdaptiveCloseTest() override { stop_actors(); }  // before the observations die
-  void contribute_from(const char* name, const std::vector<float>& delta, std::uint64_t round = 1) {
-    contribute_as(*as_.at(name), 1, round, delta);
+  void contribute_from(const char* name, const std::vector<float>& delta, std::uint64_t round = 1,
+                       const std::vector<data::piece>& pieces = {}) {
+    contribute_as(*as_.at(name), 1, round, delta, 1.0f, pieces);
   }
   std::map<std::string, observations> others_;
   std::map<std::string, std::unique_ptr<mailer>> as_;
@@ -424,6 +426,67 @@ TEST_F(LateWorkTest, AStragglersWorkIsFoldedIntoTheNextRoundAndItGetsTheResultIt
   std::lock_guard<std::mutex> lock(worker_obs_.mu);
   EXPECT_EQ(worker_obs_.received[2]->envelope().getRoundResult().getRound(), 2u);
   EXPECT_EQ(worker_obs_.received[2]->tensors()[0].to_floats(), (std::vector<float>{0.0f, 2.0f, 3.0f}));
+}
+
+// run.data_cursor: each RoundReport carries the data pieces of the contributions its round
+// took (the late one's with the round it was sent for), and goes to the registry one at a
+// time, oldest first, until a RoundReportAck covers it (sent again after
+// report_resend_after without one).
+class DataReportTest : public AdaptiveCloseTest {
+ protected:
+  DataReportTest() : AdaptiveCloseTest(true, true) {}
+  // The RoundReports the registry's probe received.
+  std::vector<observed_round> reports() {
+    std::lock_guard<std::mutex> lock(obs_.mu);
+    return obs_.rounds;
+  }
+  void ack_report(std::uint64_t round) {
+    mailer as_registry(net_, "registry", cluster_.get());
+    wire::outgoing out;
+    auto ack = out.envelope.initRoundReportAck();
+    ack.setFragment(0);
+    ack.setRound(round);
+    as_registry.send("coord/0", 1, out);
+  }
+};
+
+TEST_F(DataReportTest, ReportsCarryTheirRoundsDataAndWaitForTheRegistrysAck) {
+  ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.received.size() == 1; }));
+  const auto piece = [](std::uint64_t index) {
+    return std::vector<data::piece>{{{0, index}, {index * 4, index * 4 + 4}}};
+  };
+  contribute_as(as_worker_, 1, 1, {0.5f, 0.0f, 0.0f}, 1.0f, piece(0));
+  contribute_from("worker/y", {0.5f, 0.0f, 0.0f}, 1, piece(1));
+  contribute_from("worker/z", {0.5f, 0.0f, 0.0f}, 1, piece(2));
+  settle(std::chrono::milliseconds(300));  // past the grace: round 1 closes without worker/w
+  ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.received.size() == 2; }));
+  auto seen = reports();
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].round, 1u);
+  using tie = std::pair<std::uint64_t, std::uint64_t>;  // contributed to, chunk index
+  EXPECT_EQ(seen[0].ties,
+            (std::map<std::string, tie>{{"worker/x", {1, 0}}, {"worker/y", {1, 1}}, {"worker/z", {1, 2}}}));
+
+  contribute_from("worker/w", {2.5f, 0.0f, 0.0f}, 1, piece(3));  // round 1's, late: folded into round 2
+  contribute_as(as_worker_, 1, 2, {0.0f, 0.0f, 0.0f}, 1.0f, piece(4));
+  for (const auto* name : {"worker/y", "worker/z", "worker/w"}) contribute_from(name, {0.0f, 0.0f, 0.0f}, 2);
+  ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.received.size() == 3; }));
+  EXPECT_EQ(reports().size(), 1u) << "round 2's report went before round 1's was acknowledged";
+
+  ack_report(1);
+  settle(std::chrono::milliseconds(10));
+  seen = reports();
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[1].round, 2u);
+  EXPECT_EQ(seen[1].ties, (std::map<std::string, tie>{{"worker/x", {2, 4}}, {"worker/w", {1, 3}}}))
+      << "the late work's data with the round it was sent for; no pieces, no tie";
+  settle(report_resend_after + std::chrono::milliseconds(1100));
+  seen = reports();
+  ASSERT_EQ(seen.size(), 3u) << "unacknowledged: sent again";
+  EXPECT_EQ(seen[2].round, 2u);
+  ack_report(2);
+  settle(report_resend_after + std::chrono::milliseconds(1100));
+  EXPECT_EQ(reports().size(), 3u) << "acknowledged: not again";
 }
 
 // One contribution of three is not a majority: the deadline passes and the round waits.

@@ -216,6 +216,57 @@ TEST(DataCursor, AChunkSettlesConsumedPartialOrReturned) {
   }
 }
 
+struct reopen_row {
+  const char* name;
+  bool fragment0_committed;  // fragment 0's round 1 took w1's contribution before w1 was gone
+  bool leased_again;  // the settled chunk went to w2 before w1's late tie came
+  const char* late_tier;  // who the late tie is from
+  errc expected;
+  chunk_state after;  // once fragment 1's round 1 took w1
+};
+
+// (6) A tie of a gone worker, come late (a RoundReport sent again after a head restart):
+// the chunk its death settled reopens while no one leased it since.
+TEST(DataCursor, ALateTieOfAGoneWorkerReopensItsSettledChunk) {
+  const reopen_row rows[] = {
+      {"returned, not leased again", false, false, "w1", errc::none, chunk_state::partial},
+      {"partial, not leased again", true, false, "w1", errc::none, chunk_state::consumed},
+      {"returned and leased again: learned by w2 now", false, true, "w1", errc::not_participant, chunk_state::leased},
+      {"from another worker", false, false, "w2", errc::not_participant, chunk_state::returned},
+  };
+  for (const auto& r : rows) {
+    SCOPED_TRACE(r.name);
+    auto c = make_cursor(4, 4, 2);
+    const auto chunk = c.lease("w1");
+    ASSERT_TRUE(chunk);
+    const std::vector<std::string> w1 = {"w1"}, none = {};
+    if (r.fragment0_committed) {
+      ASSERT_FALSE(c.tie("w1", 0, 1, *chunk, {0, 4}));
+      c.committed(0, 1, w1, none);
+    }
+    c.worker_gone("w1");
+    EXPECT_EQ(c.state_of(*chunk), r.fragment0_committed ? chunk_state::partial : chunk_state::returned);
+    if (r.leased_again) {
+      ASSERT_TRUE(c.lease("w2"));
+    }
+    const auto before = c.snapshot();
+    EXPECT_EQ(c.tie(r.late_tier, 1, 1, *chunk, {0, 4}).code, r.expected);
+    if (r.expected != errc::none) {
+      EXPECT_EQ(c.snapshot().chunks.size(), before.chunks.size());
+      EXPECT_EQ(c.state_of(*chunk), r.after) << "a refused tie changes nothing";
+      continue;
+    }
+    EXPECT_EQ(c.state_of(*chunk), chunk_state::leased) << "reopened until the tie is resolved";
+    EXPECT_EQ(c.progress_now().returned, 0u);
+    c.committed(1, 1, w1, none);
+    EXPECT_EQ(c.state_of(*chunk), r.after) << to_string(*c.state_of(*chunk));
+    EXPECT_EQ(c.last_committed(1), std::optional<std::uint64_t>{1});
+    const auto next = c.lease("w3");
+    ASSERT_TRUE(next);
+    EXPECT_FALSE(*next == *chunk) << "a reopened chunk is out of the pool";
+  }
+}
+
 TEST(DataCursor, AReturnedChunkIsLeasedFirstAndTheEpochEndsWhenEveryChunkSettles) {
   auto c = make_cursor(8, 4, 1, 1);
   const auto a = c.lease("w1"), b = c.lease("w2");

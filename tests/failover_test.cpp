@@ -4,15 +4,18 @@
 // at the final round hold the keeper's digest (S1) and, where rounds could be lost, that
 // the keeper's rounds only go up (S3, S4).
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <regex>
+#include <set>
 #include <thread>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "actors/decisions/data_cursor.hpp"
 #include "runtime/core/digest.hpp"
 #include "storage/checkpoint_store.hpp"
 #include "storage/kv_store.hpp"
@@ -466,6 +469,113 @@ void head_killed_mid_run_is_restarted(const std::string& keepers) {
 TEST(Failover, AHeadKilledMidRunIsRestartedAndTheNodesCarryOn) { head_killed_mid_run_is_restarted("head"); }
 
 TEST(Failover, AHeadKilledMidRunIsRestartedWithTheKeepersOnNodes) { head_killed_mid_run_is_restarted("nodes"); }
+
+// The workers' own record of what each contribution trained on (their ATOLL_LOG=debug line,
+// actors/worker/steps.hpp): (worker, unit, round) -> (epoch, position) of every unit.
+using data_record = std::map<std::tuple<std::string, std::uint32_t, std::uint64_t>,
+                             std::vector<std::pair<std::uint64_t, std::uint64_t>>>;
+data_record contributions_logged(const std::string& log) {
+  data_record record;
+  const std::regex line(R"((worker/\d+\.\d+): data of unit (\d+) round (\d+):([ 0-9:-]*))");
+  const std::regex piece(R"((\d+):\d+:(\d+)-(\d+))");
+  for (std::sregex_iterator it(log.begin(), log.end(), line), end; it != end; ++it) {
+    auto& positions = record[{(*it)[1], std::stoul((*it)[2]), std::stoull((*it)[3])}];
+    const std::string pieces = (*it)[4];
+    for (std::sregex_iterator p(pieces.begin(), pieces.end(), piece); p != end; ++p)
+      for (auto pos = std::stoull((*p)[2]); pos < std::stoull((*p)[3]); ++pos)
+        positions.emplace_back(std::stoull((*p)[1]), pos);
+  }
+  return record;
+}
+
+// run.data_cursor through a head SIGKILLed mid-run (restarted on the same run dir) and a
+// node SIGKILLed while the head is down: the ledger the export writes must hold no unit
+// twice for a fragment, and exactly the units of the contributions the committed rounds
+// took, by the workers' own record (their logs) and the rounds the coordinators reported
+// (the metrics file): none lost, none from nowhere.
+TEST(Failover, WithTheDataCursorAHeadAndANodeKilledLoseNoUnitAndLearnNoneTwice) {
+  ::setenv("ATOLL_LOG", "debug", 1);  // every process started below logs its contributions' data
+  testing::temp_dir dir;
+  const std::string head_dir = dir.sub("head");
+  const std::vector<std::string> run = {"--set", "run.steps=80",         "--set", "run.min_workers=2",
+                                        "--set", "run.data_cursor=true", "--set", "run.seed=7",
+                                        "--set", "inner.batch_size=8",   "--set", "diloco.sync_every=10",
+                                        "--set", "diloco.fragments=2",   "--set", "run.eval_every=1000"};
+  std::vector<std::string> first = {ATOLL_BIN, "up", "--listen", "tcp://127.0.0.1:0", "--run-dir", head_dir};
+  first.insert(first.end(), run.begin(), run.end());
+  auto head = std::make_unique<subprocess>(first, dir.sub("head.log"));
+  const std::string ep = testing::wait_for_endpoint(head_dir, *head);
+  ASSERT_FALSE(ep.empty()) << head->output();
+  auto nodes = testing::join_nodes(ATOLL_BIN, ep, 3, dir);
+  ::unsetenv("ATOLL_LOG");
+  const bool leasing = testing::eventually(
+      [&] {
+        const json status = ask(ep, "status");
+        if (status.is_null() || status["workers"].size() != 3 || !status["data"]["leasing"].get<bool>()) return false;
+        for (const auto& w : status["workers"])
+          if (w["step"].get<int>() < 25) return false;
+        return true;
+      },
+      60s, 100ms);
+  ASSERT_TRUE(leasing) << head->output();
+
+  head->signal(SIGKILL);
+  EXPECT_EQ(head->wait(5s), 128 + SIGKILL);
+  std::this_thread::sleep_for(300ms);  // reports and leases on their way are lost
+  nodes[2]->signal(SIGKILL);  // a node the restarted head only finds dead
+  EXPECT_EQ(nodes[2]->wait(5s), 128 + SIGKILL);
+  std::remove((head_dir + "/head.endpoint").c_str());
+  head = std::make_unique<subprocess>(std::vector<std::string>{ATOLL_BIN, "up", "--listen", ep, "--run-dir", head_dir},
+                                      dir.sub("head2.log"));
+  ASSERT_EQ(testing::wait_for_endpoint(head_dir, *head), ep) << head->output();
+  for (int i = 0; i < 2; ++i) ASSERT_EQ(nodes[i]->wait(150s), 0) << nodes[i]->output() << head->output();
+
+  const json data = ask(ep, "data");
+  ASSERT_FALSE(data.is_null());
+  for (const auto& c : data["chunks"]) EXPECT_NE(c["holder"], "worker/3.0") << "the killed worker's chunks settled";
+  const auto units = data["units"].get<std::uint64_t>();
+  auto [code, out] = testing::run_command(
+      {ATOLL_BIN, "export", "--run-dir", head_dir, "--out", dir.sub("model.pt"), "--ledger", dir.sub("ledger.json")},
+      dir.sub("export.log"));
+  ASSERT_EQ(code, 0) << out;
+  std::map<std::uint32_t, std::multiset<std::pair<std::uint64_t, std::uint64_t>>> ledger;  // fragment -> (epoch, unit)
+  std::ifstream ledger_file(dir.sub("ledger.json"));
+  const json exported = json::parse(ledger_file);
+  for (const auto& e : exported["epochs"])
+    for (const auto& c : e["consumed"])
+      for (const auto& u : c["units"])
+        ledger[c["fragment"].get<std::uint32_t>()].insert(
+            std::make_pair(e["epoch"].get<std::uint64_t>(), u.get<std::uint64_t>()));
+
+  data_record record;
+  for (const auto& n : nodes) record.merge(contributions_logged(n->output()));
+  std::map<std::uint32_t, std::set<std::pair<std::uint64_t, std::uint64_t>>> taken;  // by the reported rounds
+  std::ifstream metrics(head_dir + "/metrics.jsonl");
+  std::size_t rounds = 0;
+  for (std::string line; std::getline(metrics, line);) {
+    const auto j = json::parse(line);
+    if (j["type"] != "round") continue;
+    ++rounds;
+    const std::uint32_t f = j["fragment"];
+    const std::uint64_t r = j["round"];
+    const auto take = [&](const std::string& worker, std::uint64_t round) {
+      auto it = record.find({worker, f, round});
+      ASSERT_TRUE(it != record.end()) << worker << " logged no data for unit " << f << " round " << round;
+      for (const auto& [epoch, position] : it->second)
+        taken[f].insert({epoch, data::unit_at(7, epoch, position, units)});
+    };
+    for (const auto& w : j["workers"]) take(w, r);
+    for (const auto& [w, weight] : j["late"].items()) take(w, r - 1);
+  }
+  ASSERT_GT(rounds, 4u);
+  ASSERT_EQ(ledger.size(), 2u) << "both fragments learned units";
+  for (const auto& [f, learned] : ledger) {
+    const std::set<std::pair<std::uint64_t, std::uint64_t>> once(learned.begin(), learned.end());
+    EXPECT_EQ(once.size(), learned.size()) << "unit " << f << ": a unit learned twice";
+    EXPECT_EQ(once, taken[f]) << "unit " << f << ": the ledger is not what the reported rounds took";
+  }
+  shut_down(ep, *head);
+}
 
 // Keeper replication with storage.keepers = head: nodes with a run dir may host keeper/1,
 // and every commit needs its acknowledgement as well as the head's. SIGKILL the replica's node mid-run: the registry

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <set>
 
@@ -21,6 +22,7 @@
 #include "actors/decisions/round_tracker.hpp"
 #include "actors/keeper/keeper.hpp"
 #include "actors/shared/commit_record.hpp"
+#include "actors/shared/data_pieces.hpp"
 #include "actors/shared/membership_delta.hpp"
 #include "actors/shared/messages.hpp"
 #include "actors/shared/pseudo_gradient.hpp"
@@ -72,6 +74,8 @@ struct observed_round {
   std::uint64_t digest = 0;
   std::vector<std::string> participants;
   std::uint64_t bytes = 0;
+  // run.data_cursor: worker -> (the round it contributed to, its first data piece's chunk index)
+  std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> ties;
 };
 struct observed_ack {
   std::string worker;
@@ -111,9 +115,13 @@ inline caf::behavior probe_actor(caf::event_based_actor*, observations* obs) {
           } else if (env.isStateHeld()) {
             obs->held.push_back(env.getStateHeld().getSeedHeld());
           } else if (env.isRoundReport()) {
-            observed_round r{
-                env.getRoundReport().getRound(), env.getRoundReport().getDigest(), {}, env.getRoundReport().getBytes()};
+            observed_round r;
+            r.round = env.getRoundReport().getRound();
+            r.digest = env.getRoundReport().getDigest();
+            r.bytes = env.getRoundReport().getBytes();
             for (const auto p : env.getRoundReport().getParticipants()) r.participants.push_back(p);
+            for (const auto t : env.getRoundReport().getTies())
+              r.ties[t.getWorker().cStr()] = {t.getRound(), read_data_pieces(t.getPieces()).at(0).chunk.index};
             obs->rounds.push_back(r);
           } else if (env.isRoundAck()) {
             const auto ack = env.getRoundAck();
@@ -162,13 +170,15 @@ class recording_transport : public memory_transport {
 };
 
 // A contribution of raw fp32 values (encode() would refuse the NaN a test sends on purpose).
+// `pieces`: the run's data it trained on (run.data_cursor).
 inline void contribute_as(mailer& as, std::uint64_t epoch, std::uint64_t round, const std::vector<float>& delta,
-                          float weight = 1.0f) {
+                          float weight = 1.0f, const std::vector<data::piece>& pieces = {}) {
   wire::outgoing out;
   auto c = out.envelope.initContribution();
   c.setFragment(0);
   c.setRound(round);
   c.setWeight(weight);
+  if (!pieces.empty()) put_data_pieces(c.initData(static_cast<unsigned>(pieces.size())), pieces);
   encoded_values enc;
   enc.count = delta.size();
   enc.payload.resize(delta.size() * sizeof(float));

@@ -11,6 +11,7 @@
 
 #include "actors/registry/internal.hpp"
 #include "actors/registry/registry.hpp"
+#include "actors/shared/data_pieces.hpp"
 #include "actors/shared/messages.hpp"
 #include "runtime/core/actor_id.hpp"
 #include "runtime/transport/route_delta.hpp"
@@ -573,6 +574,70 @@ TEST_F(RegistryProtocol, ATieNoRoundTookIsLostAndItsChunkGoesBackWhole) {
   const auto leases = take(E::DATA_LEASE, "worker/1.0");
   ASSERT_EQ(leases.size(), 1u);
   EXPECT_EQ(leases[0]->envelope().getDataLease().getIndex(), 0u) << "the returned chunk, leased again";
+}
+
+// Built-in workers put their data pieces in the Contribution, and the coordinator reports
+// them with the round that took it: the registry ties and commits them at once and
+// acknowledges the report (the coordinator sends it until it is). A report sent again,
+// across a head restart too, is acknowledged and changes nothing; the ties of a worker
+// whose node died before its report came reopen the chunk its death returned.
+TEST_F(RegistryProtocol, ARoundReportTiesAndCommitsItsDataOnceAndIsAcknowledged) {
+  using E = schema::Envelope;
+  hello("node/pending-a");
+  hello("node/pending-b");
+  for (const auto* worker : {"worker/1.0", "worker/2.0"}) {
+    send_as(worker, [](auto e) {
+      auto r = e.initDataLeaseRequest();
+      r.setUnits(40);
+      r.setChunk(10);
+    });
+    ASSERT_EQ(take(E::DATA_LEASE, worker).size(), 1u) << worker;  // worker/1.0 chunk 0, worker/2.0 chunk 1
+  }
+  const auto report = [&](std::uint32_t fragment, std::uint64_t round, const char* worker, std::uint64_t chunk) {
+    seen_.clear();
+    send_as(coordinator_id(fragment), [&](auto e) {
+      auto r = e.initRoundReport();
+      r.setFragment(fragment);
+      r.setRound(round);
+      r.initParticipants(1).set(0, worker);
+      auto tie = r.initTies(1)[0];
+      tie.setWorker(worker);
+      tie.setRound(round);
+      put_data_pieces(tie.initPieces(1), {{{0, chunk}, {chunk * 10, chunk * 10 + 10}}});
+    });
+    const auto acks = take(E::ROUND_REPORT_ACK, coordinator_id(fragment).c_str());
+    return acks.size() == 1 && acks[0]->envelope().getRoundReportAck().getRound() == round &&
+           acks[0]->envelope().getRoundReportAck().getFragment() == fragment;
+  };
+  const auto data = [&] {
+    const auto [ok, body] = ask("data");
+    EXPECT_TRUE(ok);
+    return nlohmann::json::parse(body);
+  };
+
+  EXPECT_TRUE(report(0, 1, "worker/1.0", 0));
+  EXPECT_TRUE(report(1, 1, "worker/1.0", 0));
+  EXPECT_EQ(data()["consumed"], 10) << data().dump();
+  EXPECT_TRUE(report(0, 1, "worker/1.0", 0)) << "its ack was lost: sent again, acknowledged again";
+  restart_registry();
+  run_for(500ms, {1, 2});
+  EXPECT_TRUE(report(1, 1, "worker/1.0", 0)) << "across a head restart";
+  auto view = data();
+  EXPECT_EQ(view["consumed"], 10) << view.dump();
+  EXPECT_TRUE(take(E::REFUSAL, "worker/1.0").empty());
+
+  // worker/2.0's contribution commits in round 2 of fragment 0; its node dies before the
+  // report of fragment 1's round 2 comes. The death returned nothing learned twice: the
+  // chunk is partial (fragment 0 learned it) until the late report reopens and consumes it.
+  EXPECT_TRUE(report(0, 2, "worker/2.0", 1));
+  run_for(2s, {1});
+  ASSERT_EQ(stored().members[1].state, "dead");
+  EXPECT_EQ(data()["partial"], 10) << data().dump();
+  EXPECT_TRUE(report(1, 2, "worker/2.0", 1));
+  view = data();
+  EXPECT_EQ(view["consumed"], 20) << view.dump();
+  EXPECT_EQ(view["partial"], 0);
+  EXPECT_EQ(view["returned"], 0);
 }
 
 // A lease the store refused to keep is not handed out: the worker is told to ask again,

@@ -337,6 +337,7 @@ coordinator_config coordinator_config_for(const run_config& run, std::uint32_t f
   cc.result_chunk = static_cast<std::size_t>(run.codec_chunk);
   cc.load_from_every_keeper = run.keepers == "nodes";
   cc.early_results = run.early_results;
+  cc.reports_carry_data = run.data_cursor && !cc.average_only;
   return cc;
 }
 
@@ -362,6 +363,7 @@ caf::behavior coordinator_actor(caf::stateful_actor<coordinator_state>* self, tr
         else if (env.isCommitAck()) on_commit_ack(self, msg);
         else if (env.isLoadReply()) on_load_reply(self, msg);
         else if (env.isMembership()) on_membership(self, msg);
+        else if (env.isRoundReportAck()) on_round_report_ack(self, msg);
         else if (env.isRefusal()) {
           log_warn(fragment_name(st) + ": refusal from " + msg->sender() + ": " + env.getRefusal().getMessage().cStr());
         } else {
@@ -385,6 +387,7 @@ caf::behavior coordinator_actor(caf::stateful_actor<coordinator_state>* self, tr
           send_commit(self);
         }
         if (st.has_membership) report_progress(self);
+        resend_round_report_if_due(self);
         self->delayed_send(self, st.cfg.commit_retry, tick_atom::value);
       },
   };

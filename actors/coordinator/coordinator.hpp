@@ -43,10 +43,13 @@
 //                           quorum.hpp); a latecomer's work is taken late (below), or,
 //                           with diloco.late_work = drop, refused wrong_round (it resyncs)
 //   confirm (node agent) -> MembershipRequest: a restarted registry placed us again
-//   after each release   -> RoundReport -> registry (workers send their RoundAck there too)
+//   after each release   -> RoundReport -> registry (workers send their RoundAck there too),
+//                           with the data pieces of the contributions it took; sent again
+//                           until a RoundReportAck covers it
 // Every participant receives the same bytes of theta_global, which makes S1 hold by
 // construction; the keepers commit those bytes before anyone applies them (S2, S4).
 #include <chrono>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -58,6 +61,7 @@
 #include <caf/stateful_actor.hpp>
 
 #include "actors/decisions/commit_barrier.hpp"
+#include "actors/decisions/data_cursor.hpp"
 #include "actors/decisions/round_tracker.hpp"
 #include "actors/shared/membership_delta.hpp"
 #include "runtime/core/actor_id.hpp"
@@ -104,6 +108,9 @@ struct coordinator_config {
   // write it (once each has the whole request) and is confirmed once every keeper has it.
   // Off here, so that a caller that does not ask gets the result after the commit, whole.
   bool early_results = false;
+  // run.data_cursor: reports carry the data their rounds took, so the registry must apply
+  // every one, in order (one on its way at a time); without it only the latest is kept.
+  bool reports_carry_data = false;
 };
 
 // The coordinator of `fragment` for a run configured by `run`.
@@ -139,8 +146,10 @@ struct coordinator_state {
   std::chrono::steady_clock::time_point last_contribution;  // arrival of the round's latest one
   std::vector<std::chrono::steady_clock::duration> arrivals;  // of the open round's contributions, from its first
   std::vector<std::pair<std::string, float>> released_inputs;  // the releasing round's (round_tracker::inputs)
-  // The last committed round as reported to the registry, sent again after the node's link
-  // to the head comes back (a head that took over, or restarted, may never have heard it).
+  // Committed rounds for the registry not acknowledged yet (RoundReportAck), oldest first;
+  // only the oldest is on its way, sent again after the node's link to the head comes back
+  // or once unacknowledged for report_resend_after (a head that took over, or restarted,
+  // may never have heard it, and its ties commit the run's data).
   struct round_report {
     std::uint64_t round = 0, epoch = 0, digest = 0, bytes = 0;
     std::vector<std::string> participants;
@@ -148,8 +157,15 @@ struct coordinator_state {
     std::vector<std::string> late;  // late inputs folded in (round_tracker::add_late), by worker
     std::vector<float> late_weights;  // as averaged: late_discount times the sender's
     float duration_s = 0, since_last_contribution_s = 0;
+    struct tie {
+      std::string worker;
+      std::uint64_t round = 0;  // contributed to: this round, or the one before (late)
+      std::vector<data::piece> pieces;
+    };
+    std::vector<tie> ties;  // run.data_cursor: the data the taken contributions trained on
   };
-  std::optional<round_report> last_report;
+  std::deque<round_report> unacked_reports;
+  std::chrono::steady_clock::time_point reports_sent;  // when the oldest last went
   // The committing round's keepers (every one must acknowledge it; from the Membership),
   // their answers, and its retries (actors/decisions/commit_barrier.hpp).
   commit_barrier commit;
@@ -175,6 +191,10 @@ struct coordinator_state {
   std::chrono::steady_clock::time_point progress_since;  // when progress_key last changed
   static inline const char* name = "coordinator";
 };
+
+// With reports that carry data (coordinator_config::reports_carry_data), how long the
+// oldest waits for its RoundReportAck before it is sent again.
+constexpr std::chrono::seconds report_resend_after{2};
 
 caf::behavior coordinator_actor(caf::stateful_actor<coordinator_state>* self, transport* net, std::string cluster_id,
                                 coordinator_config cfg);

@@ -61,7 +61,12 @@ void report_progress(self_ptr self);
 // The last committed round's result, whole (fp32 theta_global), to a worker whose late
 // contribution to it was folded into the open round.
 void send_missed_result(self_ptr self, const std::string& worker);
-// The last committed round's report again: the node's link to the head came back.
+// Round reports wait for the registry's RoundReportAck, and go one at a time, oldest first
+// (coordinator_state::unacked_reports). The oldest again: the node's link to the head came
+// back; or, when reports carry data, it is unacknowledged for report_resend_after (checked
+// each tick).
 void resend_round_report(self_ptr self);
+void resend_round_report_if_due(self_ptr self);
+void on_round_report_ack(self_ptr self, const wire::message_ptr& msg);
 
 }  // namespace atl::coordinator_detail

@@ -6,14 +6,14 @@
 #include <caf/all.hpp>
 
 #include "actors/coordinator/internal.hpp"
+#include "actors/shared/data_pieces.hpp"
 #include "runtime/process/fault_point.hpp"
+#include "runtime/process/log.hpp"
 
 namespace atl::coordinator_detail {
 namespace {
 
-void send_last_report(coordinator_state& st) {
-  if (!st.last_report) return;
-  const auto& r = *st.last_report;
+void send_report(coordinator_state& st, const coordinator_state::round_report& r) {
   wire::outgoing out;
   auto report = out.envelope.initRoundReport();
   report.setFragment(st.cfg.fragment);
@@ -31,11 +31,46 @@ void send_last_report(coordinator_state& st) {
   report.setDurationS(r.duration_s);
   report.setSinceLastContributionS(r.since_last_contribution_s);
   report.setBytes(r.bytes);
+  auto ties = report.initTies(static_cast<unsigned>(r.ties.size()));
+  for (unsigned i = 0; i < r.ties.size(); ++i) {
+    ties[i].setWorker(r.ties[i].worker);
+    ties[i].setRound(r.ties[i].round);
+    put_data_pieces(ties[i].initPieces(static_cast<unsigned>(r.ties[i].pieces.size())), r.ties[i].pieces);
+  }
   st.mail->send(st.cfg.registry, st.epoch, out);
 }
 
-// The committed round, to the registry (its views and the metrics file); kept, to be sent
-// again if the node's link to the head comes back (a head that took over never heard it).
+// One report at a time, the oldest unacknowledged: the registry applies a fragment's
+// rounds in order (a report it has applied, sent again, is only acknowledged).
+void send_oldest_report(coordinator_state& st) {
+  if (st.unacked_reports.empty()) return;
+  send_report(st, st.unacked_reports.front());
+  st.reports_sent = st.now();
+}
+
+// Reports kept for the registry's acknowledgement at most: a head down for longer than
+// this many rounds loses the oldest (their data stays in flight at the head, never
+// learned twice; the log says so).
+constexpr std::size_t max_unacked_reports = 1024;
+
+// The data pieces of each input the releasing round took (round_tracker::inputs), from the
+// contributions as they came.
+std::vector<coordinator_state::round_report::tie> ties_of_inputs(const coordinator_state& st) {
+  std::vector<coordinator_state::round_report::tie> ties;
+  for (const auto& [name, weight] : st.released_inputs) {
+    auto it = st.round_inputs.find(name);
+    if (it == st.round_inputs.end()) continue;
+    const auto c = it->second->envelope().getContribution();
+    if (c.getData().size() == 0) continue;
+    const bool late = round_tracker::is_late_name(name);
+    ties.push_back(
+        {late ? round_tracker::worker_of_late_name(name) : name, c.getRound(), read_data_pieces(c.getData())});
+  }
+  return ties;
+}
+
+// The committed round, to the registry (its views, the metrics file and the data cursor);
+// kept until acknowledged (coordinator_state::unacked_reports).
 void report_round(self_ptr self, const std::vector<std::string>& contributors, std::uint64_t digest) {
   auto& st = self->state;
   coordinator_state::round_report r;
@@ -56,8 +91,17 @@ void report_round(self_ptr self, const std::vector<std::string>& contributors, s
   r.since_last_contribution_s =
       static_cast<float>(std::chrono::duration<double>(st.now() - st.last_contribution).count());
   r.bytes = st.round_bytes;
-  st.last_report = std::move(r);
-  send_last_report(st);
+  r.ties = ties_of_inputs(st);
+  if (!st.cfg.reports_carry_data) st.unacked_reports.clear();  // only the latest matters (views, metrics)
+  st.unacked_reports.push_back(std::move(r));
+  if (st.unacked_reports.size() > max_unacked_reports) {
+    log_warn(fragment_name(st) + ": round " + std::to_string(st.unacked_reports.front().round) +
+             "'s report was never acknowledged by the registry; no longer kept");
+    st.unacked_reports.pop_front();
+    send_oldest_report(st);
+  } else if (st.unacked_reports.size() == 1) {
+    send_oldest_report(st);
+  }
 }
 
 // The result of `round` to every one of `receivers`: whole (the encoded change in `update`
@@ -91,7 +135,25 @@ void send_results(coordinator_state& st, std::vector<std::string> receivers, std
 
 }  // namespace
 
-void resend_round_report(self_ptr self) { send_last_report(self->state); }
+void resend_round_report(self_ptr self) { send_oldest_report(self->state); }
+
+void resend_round_report_if_due(self_ptr self) {
+  auto& st = self->state;
+  if (st.cfg.reports_carry_data && !st.unacked_reports.empty() && st.now() - st.reports_sent >= report_resend_after)
+    send_oldest_report(st);
+}
+
+void on_round_report_ack(self_ptr self, const wire::message_ptr& msg) {
+  auto& st = self->state;
+  if (msg->sender() != st.cfg.registry) {
+    st.mail->refuse(*msg, make_error(errc::unknown_peer, "round_report_ack from " + msg->sender()), st.epoch);
+    return;
+  }
+  const auto acked = msg->envelope().getRoundReportAck().getRound();
+  if (st.unacked_reports.empty() || st.unacked_reports.front().round > acked) return;  // an ack sent twice
+  while (!st.unacked_reports.empty() && st.unacked_reports.front().round <= acked) st.unacked_reports.pop_front();
+  send_oldest_report(st);
+}
 
 void send_missed_result(self_ptr self, const std::string& worker) {
   auto& st = self->state;

@@ -186,8 +186,10 @@ std::optional<chunk_id> data_cursor::lease(const std::string& worker) {
 status data_cursor::tie(const std::string& worker, std::uint32_t fragment, std::uint64_t round, chunk_id chunk,
                         span positions) {
   auto it = chunks_.find(chunk);
-  if (it == chunks_.end() || it->second.state != chunk_state::leased || it->second.holder != worker ||
-      it->second.holder_gone)
+  // (6) The tie of a worker that was gone by the time it came (it rode in a RoundReport sent
+  // again after a head restart): the chunk, settled and not leased again since, reopens.
+  const bool reopen = it != chunks_.end() && reopens(it->second, chunk, worker);
+  if (it == chunks_.end() || (it->second.state != chunk_state::leased && !reopen) || it->second.holder != worker)
     return make_error(errc::not_participant, "data cursor: chunk " + std::to_string(chunk.index) + " of epoch " +
                                                  std::to_string(chunk.epoch) + " is not leased to " + worker);
   if (fragment >= config_.fragments)
@@ -199,6 +201,10 @@ status data_cursor::tie(const std::string& worker, std::uint32_t fragment, std::
   auto& c = it->second;
   if (overlaps(c.tied[fragment], positions))
     return make_error(errc::duplicate, "data cursor: positions already tied for fragment " + std::to_string(fragment));
+  if (reopen) {
+    c.state = chunk_state::leased;
+    returned_.erase(std::remove(returned_.begin(), returned_.end(), chunk), returned_.end());
+  }
   add_span(c.tied[fragment], positions);
   tie_record t{worker, fragment, round, chunk, positions, false};
   // The round may have committed before the tie came (the two travel apart).
@@ -265,6 +271,18 @@ void data_cursor::worker_gone(const std::string& worker) {
       held.push_back(id);
     }
   for (const auto& id : held) settle(id);
+}
+
+bool data_cursor::reopens(const chunk_record& c, chunk_id chunk, const std::string& worker) const {
+  if (c.holder != worker || !c.holder_gone) return false;
+  if (c.state == chunk_state::partial) return true;
+  return c.state == chunk_state::returned && std::find(returned_.begin(), returned_.end(), chunk) != returned_.end();
+}
+
+std::optional<std::uint64_t> data_cursor::last_committed(std::uint32_t fragment) const {
+  auto it = recent_.find(fragment);
+  if (it == recent_.end() || it->second.empty()) return std::nullopt;
+  return it->second.rbegin()->first;
 }
 
 bool data_cursor::pending(chunk_id chunk) const {

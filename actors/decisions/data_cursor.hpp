@@ -22,6 +22,8 @@
 //       it did not take waits for (p, r + 1), which may take it late (diloco.late_work);
 //       after that it is lost for p (the worker resynced).
 //   (4) a worker gone: its chunks settle once their pending ties are resolved.
+//   (6) returned or partial --> leased: a tie of the gone worker that held it, come late (in
+//       a RoundReport sent again after a head restart), while no one leased it since.
 //   (1) leases a returned chunk first (oldest first), then the next fresh one; once the
 //       leasing epoch has no fresh chunk left, epoch e + 1's, up to the run's epochs.
 //   An epoch ends when every chunk of it is consumed or partial.
@@ -64,6 +66,13 @@ struct chunk_id {
 struct span {
   std::uint64_t begin = 0, end = 0;
   bool operator==(const span& o) const { return begin == o.begin && end == o.end; }
+};
+
+// Positions of one chunk a contribution trained on (a DataPiece on the wire).
+struct piece {
+  chunk_id chunk;
+  span positions;
+  bool operator==(const piece& o) const { return chunk == o.chunk && positions == o.positions; }
 };
 
 // A committed round's share of a chunk, for the ledger.
@@ -134,8 +143,8 @@ class data_cursor {
 
   // (1) The next chunk for `worker`, nullopt once every epoch of the run is leased.
   std::optional<chunk_id> lease(const std::string& worker);
-  // (2) worker's contribution to (fragment, round) covers `positions` of `chunk`. Refused,
-  // changing nothing: a chunk not leased to the worker (not_participant), a fragment out of
+  // (2) worker's contribution to (fragment, round) covers `positions` of `chunk` (or (6)).
+  // Refused, changing nothing: a chunk not leased to the worker (not_participant), a fragment out of
   // range (unknown_fragment), positions outside the chunk or none (bad_data), positions
   // tied before for the fragment (duplicate).
   status tie(const std::string& worker, std::uint32_t fragment, std::uint64_t round, chunk_id chunk, span positions);
@@ -143,8 +152,11 @@ class data_cursor {
   // previous round's of `late`.
   void committed(std::uint32_t fragment, std::uint64_t round, const std::vector<std::string>& taken,
                  const std::vector<std::string>& late);
-  // (4) The worker is gone (dead or left): it ties nothing more.
+  // (4) The worker is gone (dead or left): its chunks settle once no tie of theirs waits.
   void worker_gone(const std::string& worker);
+  // The newest round of `fragment` committed here; nullopt before the first. A RoundReport
+  // for it or an older round was applied already (its ties and commit are not again).
+  std::optional<std::uint64_t> last_committed(std::uint32_t fragment) const;
 
   std::optional<chunk_state> state_of(chunk_id chunk) const;  // nullopt: never leased
   span positions_of(chunk_id chunk) const;
@@ -170,6 +182,7 @@ class data_cursor {
   void consume(const tie_record& t, std::uint64_t committed_in);
   void settle(chunk_id chunk);
   bool pending(chunk_id chunk) const;
+  bool reopens(const chunk_record& c, chunk_id chunk, const std::string& worker) const;
 
   cursor_config config_;
   std::map<chunk_id, chunk_record> chunks_;

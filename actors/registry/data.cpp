@@ -6,6 +6,7 @@
 // (actors/shared/cursor_record.hpp), before anyone hears of the change.
 #include "actors/registry/internal.hpp"
 #include "actors/shared/cursor_record.hpp"
+#include "actors/shared/data_pieces.hpp"
 #include "runtime/process/log.hpp"
 
 namespace atl::registry_detail {
@@ -87,6 +88,26 @@ void on_data_lease_request(self_ptr self, const wire::message_ptr& msg) {
   st.mail->send(w->id, st.snap.epoch, out);
 }
 
+namespace {
+
+// Every piece of a worker's contribution to (fragment, round), or none: a refused piece
+// leaves the cursor as it was before the first.
+status tie_pieces(self_ptr self, const std::string& worker, std::uint32_t fragment, std::uint64_t round,
+                  capnp::List<schema::DataPiece>::Reader pieces) {
+  auto& st = self->state;
+  auto before = st.data->snapshot();
+  for (const auto& p : read_data_pieces(pieces)) {
+    if (auto err = st.data->tie(worker, fragment, round, p.chunk, p.positions)) {
+      auto restored = data::data_cursor::restore(before);
+      if (restored) st.data = std::move(*restored);
+      return err;
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
 void on_data_tie(self_ptr self, const wire::message_ptr& msg) {
   auto& st = self->state;
   auto* w = sending_worker(self, *msg);
@@ -95,25 +116,34 @@ void on_data_tie(self_ptr self, const wire::message_ptr& msg) {
     return st.mail->refuse(*msg, make_error(errc::not_ready, "the run has leased no data"), st.snap.epoch);
   }
   const auto tie = msg->envelope().getDataTie();
-  // Every piece or none: a refused piece leaves the cursor as it was before the message.
-  auto before = st.data->snapshot();
-  for (auto p : tie.getPieces()) {
-    if (auto err = st.data->tie(w->id, tie.getFragment(), tie.getRound(), {p.getEpoch(), p.getIndex()},
-                                {p.getBegin(), p.getEnd()})) {
-      auto restored = data::data_cursor::restore(before);
-      if (restored) st.data = std::move(*restored);
-      return st.mail->refuse(*msg, err, st.snap.epoch);
-    }
-  }
+  if (auto err = tie_pieces(self, w->id, tie.getFragment(), tie.getRound(), tie.getPieces()))
+    return st.mail->refuse(*msg, err, st.snap.epoch);
   save_cursor(self);
 }
 
-void data_committed(self_ptr self, std::uint32_t fragment, std::uint64_t round, const std::vector<std::string>& taken,
+bool data_committed(self_ptr self, const wire::message& msg, const std::vector<std::string>& taken,
                     const std::vector<std::string>& late) {
   auto& st = self->state;
-  if (!st.data) return;
-  st.data->committed(fragment, round, taken, late);
-  save_cursor(self);
+  const auto report = msg.envelope().getRoundReport();
+  const auto fragment = report.getFragment();
+  if (!st.data) {
+    if (report.getTies().size() > 0)  // leases come before ties: a cursor record that did not load
+      log_error("registry: round " + std::to_string(report.getRound()) + " of unit " + std::to_string(fragment) +
+                " took data pieces, but the run has no data cursor; they are not recorded");
+    return true;
+  }
+  const auto applied = st.data->last_committed(fragment);
+  // Sent again: its ties and commit are in (saved now if the first save failed).
+  if (applied && *applied >= report.getRound()) return save_cursor(self);
+  for (auto t : report.getTies()) {
+    // A piece the cursor refuses is logged, not fatal to the report: the commit stands, and
+    // the cursor keeps those positions as it had them (never learned twice).
+    if (auto err = tie_pieces(self, t.getWorker().cStr(), fragment, t.getRound(), t.getPieces()))
+      log_error("registry: round " + std::to_string(report.getRound()) + " of unit " + std::to_string(fragment) +
+                ": the data of " + t.getWorker().cStr() + " is not recorded: " + err.describe());
+  }
+  st.data->committed(fragment, report.getRound(), taken, late);
+  return save_cursor(self);
 }
 
 void data_workers_gone(self_ptr self, const std::vector<std::string>& workers) {

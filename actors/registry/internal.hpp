@@ -101,8 +101,10 @@ void on_keeper_ready(self_ptr self, const wire::message_ptr& msg);
 void restore_data_cursor(self_ptr self);
 void on_data_lease_request(self_ptr self, const wire::message_ptr& msg);
 void on_data_tie(self_ptr self, const wire::message_ptr& msg);
-// A RoundReport's commit: the contributions of `taken` on time and of `late` a round late.
-void data_committed(self_ptr self, std::uint32_t fragment, std::uint64_t round, const std::vector<std::string>& taken,
+// A RoundReport's commit (msg): the data pieces it carries tied, then the contributions of
+// `taken` on time and of `late` a round late consumed; nothing if the cursor applied it
+// before (a report sent again). False when the cursor could not be saved.
+bool data_committed(self_ptr self, const wire::message& msg, const std::vector<std::string>& taken,
                     const std::vector<std::string>& late);
 // Workers of a node that left or died.
 void data_workers_gone(self_ptr self, const std::vector<std::string>& workers);

@@ -76,6 +76,33 @@ void on_worker_done(registry_state& st, worker_view& w, const schema::WorkerDone
   log_info("registry: " + w.id + " finished " + std::to_string(w.step) + " steps");
 }
 
+// A committed round into the views, the duration histogram and the metrics file.
+void record_round_report(self_ptr self, const wire::message& msg) {
+  auto& st = self->state;
+  const auto r = msg.envelope().getRoundReport();
+  st.fragments[r.getFragment()].round = r.getRound();
+  st.fragments[r.getFragment()].released_digest = std::make_pair(r.getRound(), r.getDigest());
+  st.round_durations.observe(r.getDurationS());
+  nlohmann::json names = nlohmann::json::array();
+  for (auto p : r.getParticipants()) names.push_back(std::string(p.cStr()));
+  nlohmann::json weights = nlohmann::json::array();
+  for (auto w : r.getWeights()) weights.push_back(w);
+  nlohmann::json late = nlohmann::json::object();
+  for (unsigned i = 0; i < r.getLateWorkers().size() && i < r.getLateWeights().size(); ++i)
+    late[std::string(r.getLateWorkers()[i].cStr())] = r.getLateWeights()[i];
+  st.metrics.write("round", {{"fragment", r.getFragment()},
+                             {"round", r.getRound()},
+                             {"epoch", r.getEpoch()},
+                             {"participants", r.getParticipants().size()},
+                             {"workers", names},
+                             {"weights", weights},
+                             {"late", late},
+                             {"duration_s", r.getDurationS()},
+                             {"since_last_contribution_s", r.getSinceLastContributionS()},
+                             {"bytes", r.getBytes()},
+                             {"digest", digest_hex(r.getDigest())}});
+}
+
 }  // namespace
 
 void on_worker_report(self_ptr self, const wire::message_ptr& msg) {
@@ -112,33 +139,19 @@ void on_round_report(self_ptr self, const wire::message_ptr& msg) {
     st.mail->refuse(*msg, make_error(errc::unknown_peer, "round report from " + msg->sender()), st.snap.epoch);
     return;
   }
-  st.fragments[r.getFragment()].round = r.getRound();
-  st.fragments[r.getFragment()].released_digest = std::make_pair(r.getRound(), r.getDigest());
-  st.round_durations.observe(r.getDurationS());
-  nlohmann::json names = nlohmann::json::array();
-  std::vector<std::string> taken, late_workers;
-  for (auto p : r.getParticipants()) {
-    names.push_back(std::string(p.cStr()));
-    taken.emplace_back(p.cStr());
-  }
-  for (auto p : r.getLateWorkers()) late_workers.emplace_back(p.cStr());
-  nlohmann::json weights = nlohmann::json::array();
-  for (auto w : r.getWeights()) weights.push_back(w);
-  nlohmann::json late = nlohmann::json::object();
-  for (unsigned i = 0; i < r.getLateWorkers().size() && i < r.getLateWeights().size(); ++i)
-    late[std::string(r.getLateWorkers()[i].cStr())] = r.getLateWeights()[i];
-  st.metrics.write("round", {{"fragment", r.getFragment()},
-                             {"round", r.getRound()},
-                             {"epoch", r.getEpoch()},
-                             {"participants", r.getParticipants().size()},
-                             {"workers", names},
-                             {"weights", weights},
-                             {"late", late},
-                             {"duration_s", r.getDurationS()},
-                             {"since_last_contribution_s", r.getSinceLastContributionS()},
-                             {"bytes", r.getBytes()},
-                             {"digest", digest_hex(r.getDigest())}});
-  data_committed(self, r.getFragment(), r.getRound(), taken, late_workers);
+  auto& f = st.fragments[r.getFragment()];
+  const bool again = f.released_digest && f.released_digest->first >= r.getRound();  // its ack was lost
+  if (!again) record_round_report(self, *msg);
+  std::vector<std::string> taken, late;
+  for (auto p : r.getParticipants()) taken.emplace_back(p.cStr());
+  for (auto p : r.getLateWorkers()) late.emplace_back(p.cStr());
+  // Acknowledged once its data is saved: until then the coordinator sends it again.
+  if (!data_committed(self, *msg, taken, late)) return;
+  wire::outgoing out;
+  auto ack = out.envelope.initRoundReportAck();
+  ack.setFragment(r.getFragment());
+  ack.setRound(r.getRound());
+  st.mail->send(msg->sender(), st.snap.epoch, out);
   maybe_finish(self);  // the summary may have been waiting for this round
 }
 

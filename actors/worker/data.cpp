@@ -1,8 +1,9 @@
 // The worker's side of the run's data cursor (run.data_cursor; docs/design.md, "Every
 // sample once"): leases asked of the registry and kept in a data_feed
 // (actors/worker/data_feed.hpp), each step's units handed to the replica before it trains,
-// and beside each contribution a DataTie naming the positions it covers. A step whose
-// units have not come blocks the worker like a result that has not.
+// and in each contribution the positions it covers (the coordinator reports them with the
+// round that takes it). A step whose units have not come blocks the worker like a result
+// that has not.
 #include "actors/shared/messages.hpp"
 #include "actors/worker/steps.hpp"
 #include "runtime/core/actor_id.hpp"
@@ -52,23 +53,18 @@ bool feed_next_step(worker_self self) {
   return true;
 }
 
-void tie_contribution(worker_self self, std::size_t f, std::uint64_t round) {
+std::vector<data::piece> contribution_pieces(worker_self self, std::size_t f, std::uint64_t round) {
   auto& st = self->state;
-  if (!st.data) return;
-  const auto pieces = st.data->contribution(f, st.step);
-  if (pieces.empty()) return;
-  wire::outgoing out;
-  auto tie = out.envelope.initDataTie();
-  tie.setFragment(static_cast<std::uint32_t>(f));
-  tie.setRound(round);
-  auto list = tie.initPieces(static_cast<unsigned>(pieces.size()));
-  for (unsigned i = 0; i < pieces.size(); ++i) {
-    list[i].setEpoch(pieces[i].chunk.epoch);
-    list[i].setIndex(pieces[i].chunk.index);
-    list[i].setBegin(pieces[i].positions.begin);
-    list[i].setEnd(pieces[i].positions.end);
-  }
-  st.mail->send(registry_id(), st.epoch, out);
+  if (!st.data) return {};
+  auto pieces = st.data->contribution(f, st.step);
+  // The worker's own record of what each contribution trained on (ATOLL_LOG=debug): a
+  // test checks the head's ledger against it.
+  std::string text;
+  for (const auto& p : pieces)
+    text += " " + std::to_string(p.chunk.epoch) + ":" + std::to_string(p.chunk.index) + ":" +
+            std::to_string(p.positions.begin) + "-" + std::to_string(p.positions.end);
+  log_debug(st.cfg.id + ": data of unit " + std::to_string(f) + " round " + std::to_string(round) + ":" + text);
+  return pieces;
 }
 
 void on_data_lease(worker_self self, const wire::message_ptr& msg) {

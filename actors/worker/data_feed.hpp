@@ -24,11 +24,7 @@ namespace atl {
 
 class data_feed {
  public:
-  struct piece {
-    data::chunk_id chunk;
-    data::span positions;
-    bool operator==(const piece& o) const { return chunk == o.chunk && positions == o.positions; }
-  };
+  using piece = data::piece;
 
   // `units`: the data's (N); `chunk`: units a lease hands out (C); `per_step`: units a step
   // trains; `fragments`: the run's sync units.

@@ -25,8 +25,7 @@ void contribute(worker_self self, std::size_t f) {
   }
   const auto weight = contribution_weight(st.cfg.run.weighting == "samples", st.trained[f]);
   st.trained[f] = {};
-  send_contribution(self, f, round, std::move(enc), weight);
-  tie_contribution(self, f, round);
+  send_contribution(self, f, round, std::move(enc), weight, contribution_pieces(self, f, round));
 }
 
 // Merges a round's theta_global into fragment f; with diloco.carry_overlap, keeping the

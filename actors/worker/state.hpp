@@ -66,6 +66,7 @@ struct worker_state {
     std::uint64_t round = 0;
     std::chrono::steady_clock::time_point at;
     float weight = 1;  // in its round's average (diloco.weighting); every resend carries it
+    std::vector<data::piece> pieces;  // the run's data it trained on (run.data_cursor); so do resends
   };
   std::vector<sent_contribution> contributed;
   // Per fragment, what the worker trained since it last synced it (contributed or adopted a

@@ -4,6 +4,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/shared/data_pieces.hpp"
 #include "actors/shared/messages.hpp"
 #include "actors/shared/pseudo_gradient.hpp"
 #include "actors/worker/done.hpp"
@@ -115,6 +116,8 @@ void send_pending(worker_self self, std::size_t f) {
   c.setRound(frag.pending_round());
   c.setWeight(st.contributed[f].weight);
   c.setStep(static_cast<std::uint64_t>(frag.merge_at() - st.cfg.run.overlap));
+  const auto& pieces = st.contributed[f].pieces;
+  if (!pieces.empty()) put_data_pieces(c.initData(static_cast<unsigned>(pieces.size())), pieces);
   encoded_values copy = frag.pending();
   put_contribution(c, std::move(copy), out);
   st.mail->send(coordinator_id(static_cast<std::uint32_t>(f)), frag.epoch(), out);
@@ -136,13 +139,14 @@ void acknowledge_round(worker_self self, std::size_t f, std::uint64_t round, std
   st.last_acks[f] = worker_done_report::fragment_ack{static_cast<std::uint32_t>(f), round, digest, adopted};
 }
 
-void send_contribution(worker_self self, std::size_t f, std::uint64_t round, encoded_values enc, float weight) {
+void send_contribution(worker_self self, std::size_t f, std::uint64_t round, encoded_values enc, float weight,
+                       std::vector<data::piece> pieces) {
   auto& st = self->state;
   if (auto err = st.fragments[f].contribute(round, st.step + st.cfg.run.overlap, std::move(enc))) {
     log_error(st.cfg.id + ": fragment " + std::to_string(f) + ": " + err.describe());
     return;
   }
-  st.contributed[f] = {round, st.now(), weight};
+  st.contributed[f] = {round, st.now(), weight, std::move(pieces)};
   send_pending(self, f);
   ATL_FAULT_POINT("worker.contributed");
 }

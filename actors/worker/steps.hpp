@@ -49,7 +49,9 @@ void unblock(worker_self self);  // blocked -> training, the wait measured
 // (Re)sends fragment f's pending contribution, stamped with the fragment's epoch.
 void send_pending(worker_self self, std::size_t f);
 // Fragment f's encoded contribution for `round`, kept until its result arrives.
-void send_contribution(worker_self self, std::size_t f, std::uint64_t round, encoded_values enc, float weight = 1.0f);
+// `pieces`: the run's data it trained on (run.data_cursor), carried by every resend.
+void send_contribution(worker_self self, std::size_t f, std::uint64_t round, encoded_values enc, float weight = 1.0f,
+                       std::vector<data::piece> pieces = {});
 // Tells the registry which round of fragment f this worker now holds (RoundAck): a result
 // it merges, or a state it adopted, with the digest of its theta_global.
 void acknowledge_round(worker_self self, std::size_t f, std::uint64_t round, std::uint64_t digest, bool adopted);
@@ -70,8 +72,10 @@ void warm_tick(worker_self self, std::chrono::steady_clock::duration patience);
 void start_data_feed(worker_self self);
 // The next step's units into the replica; false (a lease asked for) when none wait.
 bool feed_next_step(worker_self self);
-// Fragment f's contribution for `round` at this step: the DataTie of the positions it covers.
-void tie_contribution(worker_self self, std::size_t f, std::uint64_t round);
+// Fragment f's contribution to `round` at this step: the positions of the run's data it
+// covers (none without the cursor).
+// Logged at debug level as "ID: data of unit F round R: EPOCH:CHUNK:BEGIN-END ...".
+std::vector<data::piece> contribution_pieces(worker_self self, std::size_t f, std::uint64_t round);
 void on_data_lease(worker_self self, const wire::message_ptr& msg);
 // A refusal of the registry's: a lease asked for is asked again at the next tick.
 void data_refused(worker_self self);

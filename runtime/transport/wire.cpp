@@ -251,6 +251,7 @@ const char* kind_name(schema::Envelope::Which kind) {
     case E::DATA_LEASE_REQUEST: return "data_lease_request";
     case E::DATA_LEASE: return "data_lease";
     case E::DATA_TIE: return "data_tie";
+    case E::ROUND_REPORT_ACK: return "round_report_ack";
   }
   return "unknown";
 }
