@@ -20,10 +20,10 @@ using self_ptr = caf::stateful_actor<keeper_state>*;
 
 void request_missing(self_ptr self) {
   auto& st = self->state;
-  for (const auto f : st.missing) {
+  for (const auto f : st.machine.missing()) {
     wire::outgoing out;
     out.envelope.initLoadRequest().setFragment(f);
-    st.mail->send(st.source, 0, out);
+    st.mail->send(st.machine.source(), 0, out);
   }
 }
 
@@ -32,12 +32,13 @@ void request_missing(self_ptr self) {
 void on_catch_up(self_ptr self, const wire::message_ptr& msg) {
   auto& st = self->state;
   const auto reply = msg->envelope().getLoadReply();
-  if (msg->sender() != st.source) {
-    st.mail->refuse(*msg, make_error(errc::unexpected_message, "load_reply from " + msg->sender()), msg->epoch());
-    return;
+  switch (st.machine.on_load_reply(msg->sender(), reply.getFragment())) {
+    case keeper_machine::catch_up::refuse:
+      st.mail->refuse(*msg, make_error(errc::unexpected_message, "load_reply from " + msg->sender()), msg->epoch());
+      return;
+    case keeper_machine::catch_up::ignore: return;  // a duplicate answer: already caught up
+    case keeper_machine::catch_up::store_if_newer: break;
   }
-  if (!st.missing.count(reply.getFragment())) return;  // a duplicate answer: already caught up
-  st.missing.erase(reply.getFragment());
   const auto& t = msg->tensors();
   if (!reply.getFound() || t.size() < 2 || t.size() > 3) return;
   fragment_checkpoint cp{reply.getFragment(), reply.getRound(),
@@ -50,54 +51,30 @@ void on_catch_up(self_ptr self, const wire::message_ptr& msg) {
     return;
   }
   log_info("keeper: caught up fragment " + std::to_string(cp.fragment) + " at round " + std::to_string(cp.round) +
-           " from " + st.source);
+           " from " + st.machine.source());
   st.followed[cp.fragment] = {
       cp.round, cp.epoch, {std::move(cp.theta), std::move(cp.momentum), std::move(cp.residual)}};
 }
 
-void raise_writer_epoch(self_ptr self, std::uint32_t fragment, std::uint64_t epoch) {
-  auto& e = self->state.writer_epoch[fragment];
-  e = std::max(e, epoch);
+// The store's newest round of `fragment`, with its epoch and theta digest: what the fence
+// weighs a commit against (keeper_machine::fence). Reads no value file.
+expected<std::optional<stored_round>> newest_stored(const checkpoint_store& store, std::uint32_t fragment) {
+  auto round = store.latest_round(fragment);
+  if (!round) return round.err();
+  if (!*round) return std::optional<stored_round>{};
+  auto summary = store.summary(fragment, **round);
+  if (!summary) return summary.err();
+  if (!*summary) return std::optional<stored_round>{};
+  return std::optional<stored_round>{stored_round{(*summary)->round, (*summary)->epoch, (*summary)->digest}};
 }
 
-// What the fence looks at in a commit: a snapshot's or a round record's.
-struct commit_identity {
-  std::uint32_t fragment = 0;
-  std::uint64_t round = 0;
-  std::uint64_t epoch = 0;
-  std::uint64_t theta_digest = 0;
-};
-
-// S5 for commits: a CommitRequest from an epoch older than the coordinator that loaded from
-// this keeper or committed to it since (a coordinator re-placed after its node died; the
-// old one's messages may still arrive) is refused, unless it repeats the latest round with
-// the same theta. The stored epoch counts too, so a restarted keeper keeps the fence; it
-// is read once per fragment from the latest round's summary (no value file is read).
+// S5 for commits (keeper_machine edge 7): a commit from an epoch older than a coordinator
+// that loaded from this keeper or committed to it since is refused, unless it repeats the
+// newest round with the same theta.
 status fence_commit(self_ptr self, const commit_identity& cp) {
-  auto& st = self->state;
-  if (st.epoch_loaded.insert(cp.fragment).second) {
-    auto round = st.store->latest_round(cp.fragment);
-    expected<std::optional<checkpoint_summary>> stored = std::optional<checkpoint_summary>{};
-    if (!round) stored = round.err();
-    else if (*round) stored = st.store->summary(cp.fragment, **round);
-    if (!stored) {
-      st.epoch_loaded.erase(cp.fragment);
-      return stored.err();
-    }
-    if (*stored) raise_writer_epoch(self, cp.fragment, (*stored)->epoch);
-  }
-  const std::uint64_t floor = st.writer_epoch[cp.fragment];
-  if (cp.epoch >= floor) return {};
-  auto latest = st.store->latest_round(cp.fragment);
-  if (!latest) return latest.err();
-  if (*latest && **latest == cp.round) {
-    auto stored = st.store->summary(cp.fragment, cp.round);
-    if (!stored) return stored.err();
-    if (*stored && (*stored)->digest == cp.theta_digest) return {};
-  }
-  return make_error(errc::stale_epoch, "commit of fragment " + std::to_string(cp.fragment) + " round " +
-                                           std::to_string(cp.round) + " from epoch " + std::to_string(cp.epoch) +
-                                           ": a coordinator of epoch " + std::to_string(floor) + " took over");
+  auto stored = newest_stored(*self->state.store, cp.fragment);
+  if (!stored) return stored.err();
+  return self->state.machine.fence(cp, *stored);
 }
 
 // A CommitRequest's theta and momentum, read in place from its two fp32 frames (which the
@@ -144,13 +121,6 @@ void say_committed(self_ptr self, const wire::message& msg, std::uint32_t fragme
   self->state.mail->send(msg.sender(), msg.epoch(), out);
 }
 
-// A round committed here is the fragment's newest: a replica need not catch it up any more
-// (and stops asking a source that may have died since it was placed).
-void note_committed(self_ptr self, std::uint32_t fragment, std::uint64_t epoch) {
-  raise_writer_epoch(self, fragment, epoch);
-  self->state.missing.erase(fragment);
-}
-
 // Round 0 (the seed) or a full state: a snapshot, synced, that becomes the followed state.
 void on_full_commit(self_ptr self, const wire::message_ptr& msg) {
   auto& st = self->state;
@@ -165,13 +135,13 @@ void on_full_commit(self_ptr self, const wire::message_ptr& msg) {
   cp.fragment = req.getFragment();
   cp.round = req.getRound();
   cp.epoch = msg->epoch();
-  const auto writing = std::chrono::steady_clock::now();
+  const auto writing = st.now();
   auto result = fence_commit(self, {cp.fragment, cp.round, cp.epoch, cp.digest_of_theta()});
   if (!result) result = st.store->commit_keeping_files(cp);
   log_debug("keeper: wrote fragment " + std::to_string(cp.fragment) + " round " + std::to_string(cp.round) + " (" +
             std::to_string(msg->tensors().size() * cp.count * sizeof(float)) + " bytes of full state) in " +
-            std::to_string(std::chrono::duration<double>(std::chrono::steady_clock::now() - writing).count()) + " s");
-  if (!result) note_committed(self, cp.fragment, cp.epoch);
+            std::to_string(std::chrono::duration<double>(st.now() - writing).count()) + " s");
+  if (!result) self->state.machine.committed(cp.fragment, cp.epoch);
   if (result)
     log_error("keeper: commit of fragment " + std::to_string(cp.fragment) + " round " + std::to_string(cp.round) +
               " failed: " + result.describe());
@@ -193,13 +163,11 @@ void finish_snapshot(self_ptr self) {
   auto job = std::move(st.snapshot_writing);
   if (!job) return;
   const auto where = "fragment " + std::to_string(job->fragment()) + " round " + std::to_string(job->round());
+  const double seconds = st.machine.finish_snapshot(st.now());
   if (auto err = st.store->end_snapshot(*job))
     log_error("keeper: snapshot of " + where + " failed (the log still holds it): " + err.describe());
   else
-    log_debug(
-        "keeper: snapshot of " + where + " in " +
-        std::to_string(std::chrono::duration<double>(std::chrono::steady_clock::now() - st.snapshot_started).count()) +
-        " s, written beside the round log");
+    log_debug("keeper: snapshot of " + where + " in " + std::to_string(seconds) + " s, written beside the round log");
   st.store->remove_unnamed_files();
 }
 
@@ -208,7 +176,7 @@ void start_snapshot(self_ptr self, std::uint32_t fragment, std::uint64_t theta_d
   auto& st = self->state;
   const auto& f = st.followed.at(fragment);
   const auto where = "fragment " + std::to_string(fragment) + " round " + std::to_string(f.round);
-  if (st.snapshot_writing) {
+  if (!st.machine.start_snapshot(st.now())) {
     log_debug("keeper: snapshot of " + where + " skipped: the one of fragment " +
               std::to_string(st.snapshot_writing->fragment()) + " round " +
               std::to_string(st.snapshot_writing->round()) + " is still being written");
@@ -218,11 +186,11 @@ void start_snapshot(self_ptr self, std::uint32_t fragment, std::uint64_t theta_d
   auto job = st.store->begin_snapshot({fragment, f.round, f.epoch, f.state.theta, f.state.momentum, f.state.residual},
                                       theta_digest);
   if (!job) {
+    st.machine.finish_snapshot(st.now());
     log_error("keeper: snapshot of " + where + " refused (the log still holds it): " + job.err().describe());
     return;
   }
   st.snapshot_writing = *job;
-  st.snapshot_started = std::chrono::steady_clock::now();
   if (!st.store->writes_files()) {
     st.snapshot_writing->write();
     finish_snapshot(self);
@@ -270,10 +238,12 @@ void follow_record(self_ptr self, const wire::message& msg, const round_record& 
 // How long after a record's acknowledgement the keeper applies it (keeper.hpp).
 constexpr std::chrono::milliseconds follow_delay{50};
 
-// Applies the records acknowledged so far, in order.
-void follow_pending(self_ptr self) {
-  auto pending = std::move(self->state.to_follow);
-  self->state.to_follow.clear();
+// Applies the records acknowledged so far, in order (`timer`: the follow timer fired).
+void follow_pending(self_ptr self, bool timer = false) {
+  auto& st = self->state;
+  st.machine.take_pending(timer);
+  auto pending = std::move(st.to_follow);
+  st.to_follow.clear();
   for (const auto& [msg, record] : pending) follow_record(self, *msg, record);
 }
 
@@ -288,33 +258,29 @@ void on_logged_commit(self_ptr self, const wire::message_ptr& msg) {
     return;
   }
   say_writing(self, *msg, record->fragment, record->round);
-  const auto writing = std::chrono::steady_clock::now();
-  auto result = fence_commit(self, {record->fragment, record->round, record->epoch, record->theta_digest});
+  const commit_identity identity{record->fragment, record->round, record->epoch, record->theta_digest};
+  const auto writing = st.now();
+  auto result = fence_commit(self, identity);
   if (!result) result = st.store->append_keeping_files(*record);
   // How long the append took: the averaging bench splits a commit's time with it.
   log_debug("keeper: wrote fragment " + std::to_string(record->fragment) + " round " + std::to_string(record->round) +
             " (" + std::to_string(record->input_bytes()) + " bytes logged) in " +
-            std::to_string(std::chrono::duration<double>(std::chrono::steady_clock::now() - writing).count()) + " s");
-  if (!result) note_committed(self, record->fragment, record->epoch);
+            std::to_string(std::chrono::duration<double>(st.now() - writing).count()) + " s");
+  if (!result) st.machine.committed(record->fragment, record->epoch);
   if (!result && record->round > 0) ATL_FAULT_POINT("keeper.written");
   if (result && result.code != errc::not_ready)
     log_error("keeper: commit of fragment " + std::to_string(record->fragment) + " round " +
               std::to_string(record->round) + " failed: " + result.describe());
   say_committed(self, *msg, record->fragment, record->round, record->theta_digest, result);
   st.store->remove_unnamed_files();
+  if (result) return;
   const auto followed = st.followed.find(record->fragment);
-  const bool followed_already = followed != st.followed.end() && followed->second.round == record->round &&
-                                followed->second.epoch >= record->epoch;  // a retry of what it follows
-  const bool pending_already = std::any_of(st.to_follow.begin(), st.to_follow.end(), [&](const auto& p) {
-    return p.second.fragment == record->fragment && p.second.round == record->round &&
-           p.second.theta_digest == record->theta_digest;
-  });
-  if (result || followed_already || pending_already) return;
+  std::optional<keeper_machine::followed_at> at;
+  if (followed != st.followed.end()) at = keeper_machine::followed_at{followed->second.round, followed->second.epoch};
+  bool schedule = false;
+  if (!st.machine.acknowledged(identity, at, schedule)) return;  // a retry of what it follows or will
   st.to_follow.emplace_back(msg, std::move(*record));
-  if (!st.follow_scheduled) {
-    st.follow_scheduled = true;
-    self->delayed_send(self, follow_delay, follow_atom::value);
-  }
+  if (schedule) self->delayed_send(self, follow_delay, follow_atom::value);
 }
 
 // The state a LoadRequest gets: the followed copy when it is the latest round, else the
@@ -360,12 +326,13 @@ void on_chunk_request(self_ptr self, const wire::message_ptr& msg) {
 // The newest round held of each fragment, to the registry; only once caught up.
 void report_ready(self_ptr self) {
   auto& st = self->state;
-  if (!st.missing.empty() || st.fragments == 0) return;
+  if (!st.machine.can_report_ready()) return;
+  const auto fragments = st.machine.fragments();
   wire::outgoing out;
   auto ready = out.envelope.initKeeperReady();
-  auto rounds = ready.initRounds(st.fragments);
-  auto held = ready.initHeld(st.fragments);
-  for (std::uint32_t f = 0; f < st.fragments; ++f) {
+  auto rounds = ready.initRounds(fragments);
+  auto held = ready.initHeld(fragments);
+  for (std::uint32_t f = 0; f < fragments; ++f) {
     const auto latest = st.store->latest_round(f);
     if (!latest) return;  // a store that cannot say: asked again next tick
     held.set(f, latest->has_value());
@@ -381,7 +348,7 @@ caf::behavior keeper_behavior(self_ptr self) {
         const auto env = msg->envelope();
         // Anything but the next record reads or replaces the followed state: bring it up to date.
         if (!(env.isCommitRequest() && env.getCommitRequest().getLogged())) follow_pending(self);
-        if (env.isLoadReply() && !st.source.empty()) {
+        if (env.isLoadReply() && st.machine.is_replica()) {
           on_catch_up(self, msg);
         } else if (env.isChunkRequest()) {
           on_chunk_request(self, msg);
@@ -394,7 +361,7 @@ caf::behavior keeper_behavior(self_ptr self) {
         } else if (env.isLoadRequest()) {
           const auto fragment = env.getLoadRequest().getFragment();
           // A coordinator starting in this epoch: commits from older ones are refused now.
-          if (is_kind(msg->sender(), actor_kind::coordinator)) raise_writer_epoch(self, fragment, msg->epoch());
+          if (is_kind(msg->sender(), actor_kind::coordinator)) st.machine.coordinator_loading(fragment, msg->epoch());
           auto cp = latest_state(self, fragment);
           if (!cp) {
             st.mail->refuse(*msg, cp.err(), msg->epoch());
@@ -416,14 +383,11 @@ caf::behavior keeper_behavior(self_ptr self) {
           st.mail->refuse(*msg, make_error(errc::unexpected_message, wire::kind_name(msg->kind())), msg->epoch());
         }
       },
-      [=](follow_atom) {
-        self->state.follow_scheduled = false;
-        follow_pending(self);
-      },
+      [=](follow_atom) { follow_pending(self, true); },
       [=](ready_atom) { report_ready(self); },
       [=](snapshot_atom) { finish_snapshot(self); },
       [=](tick_atom) {  // a replica asks again until every fragment is answered
-        if (self->state.missing.empty()) return;
+        if (self->state.machine.caught_up()) return;
         request_missing(self);
         self->delayed_send(self, std::chrono::seconds(1), tick_atom::value);
       },
@@ -436,6 +400,7 @@ caf::behavior keeper_actor(caf::stateful_actor<keeper_state>* self, transport* n
                            std::string cluster_id, checkpoint_store* store) {
   self->state.mail = std::make_unique<mailer>(*net, id, cluster_id);
   self->state.store = store;
+  self->state.clock = &self->clock();
   return keeper_behavior(self);
 }
 
@@ -446,9 +411,8 @@ caf::behavior keeper_replica_actor(caf::stateful_actor<keeper_state>* self, tran
   st.mail = std::make_unique<mailer>(*net, id, cluster_id);
   st.owned = std::move(storage);
   st.store = st.owned->checkpoints.get();
-  st.source = std::move(source);
-  st.fragments = fragments;
-  for (std::uint32_t f = 0; f < fragments; ++f) st.missing.insert(f);
+  st.clock = &self->clock();
+  st.machine = keeper_machine(std::move(source), fragments);
   request_missing(self);
   self->delayed_send(self, std::chrono::seconds(1), tick_atom::value);
   return keeper_behavior(self);

@@ -38,6 +38,10 @@
 // tells the registry the newest round it holds of each fragment (KeeperReady): a
 // hand-over's leaving host waits for that.
 //
+// The decisions above (the fence, the catch-up, the follow queue, one snapshot at a time)
+// are keeper_machine's (actors/decisions/keeper_machine.hpp, each edge numbered and table-
+// tested); this actor reads the store, sends the messages and keeps the followed copies.
+//
 // Chunks (a worker resyncing a large fragment): ChunkRequest(fragment, round, offset,
 // count) -> ChunkReply(found; the values, at most 4M of them). The round's record is
 // decoded once and kept while it is asked for.
@@ -45,11 +49,12 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <set>
 
+#include <caf/actor_clock.hpp>
 #include <caf/fwd.hpp>
 #include <caf/stateful_actor.hpp>
 
+#include "actors/decisions/keeper_machine.hpp"
 #include "runtime/transport/transport.hpp"
 #include "storage/checkpoint_store.hpp"
 #include "storage/kv_store.hpp"
@@ -74,22 +79,21 @@ struct keeper_state {
   std::unique_ptr<mailer> mail;
   checkpoint_store* store = nullptr;
   std::shared_ptr<keeper_storage> owned;  // a replica's storage; empty for the head's keeper
-  std::string source;  // a replica catches up from this keeper
-  std::set<std::uint32_t> missing;  // fragments it has not heard about from the source
-  std::uint32_t fragments = 0;  // a replica's: how many the run has
+  // The fence, the catch-up, the follow queue and the snapshot's turn
+  // (actors/decisions/keeper_machine.hpp; its diagram there).
+  keeper_machine machine;
   std::optional<fragment_checkpoint> served;  // the round whose chunks were asked for last
-  std::map<std::uint32_t, std::uint64_t> writer_epoch;  // newest coordinator epoch per fragment
-  std::set<std::uint32_t> epoch_loaded;  // fragments whose stored epoch is in writer_epoch
   std::map<std::uint32_t, followed_fragment> followed;
-  // Records acknowledged and not applied yet, in order (each with the message whose frames
-  // it points into): applied follow_delay after the first, or before anything that reads
-  // the followed state, so that the apply's CPU does not compete with the round's release.
+  // The records the machine queued to follow, in its order, each with the message whose
+  // frames it points into: applied follow_delay after the first, or before anything that
+  // reads the followed state, so that the apply's CPU does not compete with the round's release.
   std::vector<std::pair<wire::message_ptr, round_record>> to_follow;
-  bool follow_scheduled = false;
-  // The snapshot a detached writer is writing (one at a time), and since when.
-  std::shared_ptr<snapshot_job> snapshot_writing;
-  std::chrono::steady_clock::time_point snapshot_started;
+  std::shared_ptr<snapshot_job> snapshot_writing;  // by a detached writer, one at a time
   record_scratch scratch;
+  // The actor system's clock: steady time in production, simulated under the deterministic
+  // scheduler.
+  const caf::actor_clock* clock = nullptr;
+  std::chrono::steady_clock::time_point now() const { return clock->now(); }
   static inline const char* name = "keeper";
 };
 
