@@ -87,6 +87,12 @@ class external_replica final : public replica {
 
   // The held-out loss is the user's to compute (the worker asks evaluates() first), and
   // evaluate_global must not swap theta_global into tensors the user may be using.
+  // atoll.ElasticSampler: the user's dataset as the run's data; each step's indices go to
+  // the user's loop through the turns.
+  std::uint64_t data_units() const override { return model_->data_units; }
+  std::uint64_t units_per_step() const override { return model_->batch_units; }
+  void queue_units(const std::vector<std::uint64_t>& units) override { model_->turns.offer_units(units); }
+
   bool evaluates() const override { return false; }
   float evaluate() override { return std::numeric_limits<float>::quiet_NaN(); }
   float evaluate_global() override { return std::numeric_limits<float>::quiet_NaN(); }

@@ -48,6 +48,9 @@ struct external_model {
   std::vector<std::vector<std::string>> names;
   step_turns turns;
   written_groups written;
+  // atoll.ElasticSampler: the dataset's length and the indices a step trains; 0: the
+  // user's loop samples its own data.
+  std::uint64_t data_units = 0, batch_units = 0;
 };
 
 // The model's signature, for the head to check against the run's (runtime/core/model_signature.hpp).

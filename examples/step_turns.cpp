@@ -40,6 +40,23 @@ void step_turns::close() {
   changed_.notify_all();
 }
 
+void step_turns::offer_units(std::vector<std::uint64_t> units) {
+  std::lock_guard lock(mu_);
+  units_.push_back(std::move(units));
+  changed_.notify_all();
+}
+
+step_turns::units_turn step_turns::take_units(std::vector<std::uint64_t>& out) {
+  std::unique_lock lock(mu_);
+  changed_.wait(lock, [&] { return !units_.empty() || finished_ || asked_ > given_; });
+  if (!units_.empty()) {
+    out = std::move(units_.front());
+    units_.pop_front();
+    return units_turn::ready;
+  }
+  return finished_ ? units_turn::done : units_turn::asked_ahead;
+}
+
 bool step_turns::finished() const {
   std::lock_guard lock(mu_);
   return finished_;

@@ -16,10 +16,20 @@
 //
 // A worker that dies and is restarted waits again with the same object; the user's thread
 // just waits for it. Thread-safe; no LibTorch.
+//
+// With the run's data cursor (atoll.ElasticSampler), the worker also offers each step's
+// units before it waits for that step, and the user takes them before its forward:
+//
+//   worker: offer_units(step s's) -> wait_for_user_step()     user: take_units() -> batch s
+//   a take_units() while the worker waits for a step and none is offered: the user asks
+//   for batch s + 1 before it stepped batch s (asked_ahead; a prefetching DataLoader),
+//   which would wait for ever.
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <mutex>
 #include <optional>
+#include <vector>
 
 namespace atl {
 
@@ -37,6 +47,13 @@ class step_turns {
   // The worker finished its steps (or the node stopped): the user's waits return done.
   void finish();
 
+  // Worker side: the units of the step it is about to wait for.
+  void offer_units(std::vector<std::uint64_t> units);
+
+  // User side. The next step's units: ready (in `out`), done (the worker finished), or
+  // asked_ahead (none can come before the user steps the batch it has).
+  enum class units_turn { ready, done, asked_ahead };
+  units_turn take_units(std::vector<std::uint64_t>& out);
   // User side. Waits until the worker waits for a step (go) or has finished (done).
   turn wait_for_worker();
   // The user took a step: the worker's wait returns it.
@@ -55,6 +72,7 @@ class step_turns {
   user_step last_;
   bool finished_ = false;
   bool closed_ = false;
+  std::deque<std::vector<std::uint64_t>> units_;  // offered, not taken
 };
 
 }  // namespace atl

@@ -58,8 +58,11 @@ torch::Tensor wrap(const tensor_ref& t) {
 // One node in this process, from start to leave.
 class python_node {
  public:
-  python_node(node_options options, const std::vector<std::vector<tensor_ref>>& groups)
+  python_node(node_options options, const std::vector<std::vector<tensor_ref>>& groups, std::uint64_t data_units,
+              std::uint64_t batch_size)
       : options_(std::move(options)), model_(std::make_shared<external_model>()) {
+    model_->data_units = data_units;
+    model_->batch_units = batch_size;
     for (const auto& group : groups) {
       model_->groups.emplace_back();
       model_->names.emplace_back();
@@ -132,6 +135,23 @@ class python_node {
   bool wait_turn() {
     py::gil_scoped_release no_gil;
     return model_->turns.wait_for_worker() == step_turns::turn::go;
+  }
+
+  // The indices of the user's next batch from the run's data cursor (atoll.ElasticSampler);
+  // nullopt once the worker finished.
+  std::optional<std::vector<std::uint64_t>> take_units() {
+    std::vector<std::uint64_t> units;
+    step_turns::units_turn got;
+    {
+      py::gil_scoped_release no_gil;
+      got = model_->turns.take_units(units);
+    }
+    if (got == step_turns::units_turn::done) return std::nullopt;
+    if (got == step_turns::units_turn::asked_ahead)
+      throw python_error(make_error(errc::invalid_config,
+                                    "a batch was asked for before the one before it was stepped: the sampler gives "
+                                    "one batch per diloco.step(), so its DataLoader cannot prefetch (num_workers=0)"));
+    return units;
   }
 
   void hand_over(float loss, std::int64_t samples, std::optional<float> held_out) {
@@ -208,7 +228,8 @@ PYBIND11_MODULE(_atoll, m) {
   py::class_<python_node>(m, "Node")
       .def(py::init([](const std::string& head, const std::string& keys, bool insecure, const std::string& run_dir,
                        int wait_for_head, const std::string& listen, bool no_listen,
-                       const std::vector<std::vector<tensor_ref>>& groups) {
+                       const std::vector<std::vector<tensor_ref>>& groups, std::uint64_t data_units,
+                       std::uint64_t batch_size) {
              node_options opt;
              opt.head = head;
              opt.keys_dir = keys;
@@ -217,16 +238,18 @@ PYBIND11_MODULE(_atoll, m) {
              opt.wait_for_head_s = wait_for_head;
              opt.listen = listen;
              opt.no_listen = no_listen;
-             return std::make_unique<python_node>(opt, groups);
+             return std::make_unique<python_node>(opt, groups, data_units, batch_size);
            }),
            py::arg("head"), py::arg("keys"), py::arg("insecure"), py::arg("run_dir"), py::arg("wait_for_head"),
-           py::arg("listen"), py::arg("no_listen"), py::arg("groups"))
+           py::arg("listen"), py::arg("no_listen"), py::arg("groups"), py::arg("data_units") = 0,
+           py::arg("batch_size") = 0)
       .def("wait_started", &python_node::wait_started, py::arg("timeout_s"))
       .def("wait_turn", &python_node::wait_turn)
       .def("hand_over", &python_node::hand_over, py::arg("loss"), py::arg("samples"), py::arg("held_out") = py::none())
       .def("leave", &python_node::leave)
       .def("failure", &python_node::failure)
       .def("take_written_groups", &python_node::take_written_groups)
+      .def("take_units", &python_node::take_units)
       .def_property_readonly("rank", &python_node::rank)
       .def_property_readonly("world", &python_node::world)
       .def_property_readonly("steps", &python_node::steps)

@@ -53,6 +53,32 @@ TEST(StepTurns, AUserWhoLeavesReleasesAWaitingWorker) {
   EXPECT_EQ(turns.wait_for_worker(), step_turns::turn::done);
 }
 
+// atoll.ElasticSampler's hand-over: the worker offers each step's units before it waits for
+// the step; the user takes them before its forward. A second take before the step is handed
+// over is asked_ahead (it would wait for ever); after the worker's last step, done.
+TEST(StepTurns, EachStepsUnitsAreTakenBeforeItAndAskingAheadIsToldAtOnce) {
+  step_turns turns;
+  std::thread worker([&] {
+    for (std::uint64_t s = 0; s < 3; ++s) {
+      turns.offer_units({2 * s, 2 * s + 1});
+      ASSERT_TRUE(turns.wait_for_user_step());
+    }
+    turns.finish();
+  });
+  std::vector<std::uint64_t> units;
+  for (std::uint64_t s = 0; s < 3; ++s) {
+    ASSERT_EQ(turns.take_units(units), step_turns::units_turn::ready);
+    EXPECT_EQ(units, (std::vector<std::uint64_t>{2 * s, 2 * s + 1}));
+    ASSERT_EQ(turns.wait_for_worker(), step_turns::turn::go);
+    if (s == 1) {
+      EXPECT_EQ(turns.take_units(units), step_turns::units_turn::asked_ahead);
+    }
+    turns.hand_over({0.0f, 2, std::nullopt});
+  }
+  EXPECT_EQ(turns.take_units(units), step_turns::units_turn::done);
+  worker.join();
+}
+
 std::shared_ptr<external_model> two_layer_model() {
   auto model = std::make_shared<external_model>();
   model->groups = {{torch::ones({3, 2}), torch::zeros({3})}, {torch::full({2}, 2.0f)}};

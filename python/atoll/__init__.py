@@ -40,7 +40,7 @@ from .group import DONE, FAILED, GO, ReplicaGroup, unwrap_model
 # One exception class per typed error: ModelMismatch, Timeout, InvalidConfig, NotReady, ...
 for _name in errors.CLASS_NAMES:
     globals()[_name] = getattr(errors, _name)
-__all__ = ["join", "Node", "DiLoCo", "AtollError", "parameter_groups"] + errors.CLASS_NAMES
+__all__ = ["join", "Node", "DiLoCo", "ElasticSampler", "AtollError", "parameter_groups"] + errors.CLASS_NAMES
 
 
 # Nodes that joined and have not left: an interpreter that exits takes them with it (the
@@ -70,6 +70,7 @@ class Node:
         self._group = None if group is None else ReplicaGroup(group)
         self._handle = None
         self._from_leader = None  # a follower's (rank, world, steps), from its group's leader
+        self._sampler = None  # an ElasticSampler made on this node: the run's data is its dataset
 
     @property
     def leads(self):
@@ -79,7 +80,10 @@ class Node:
     def _start(self, groups, timeout):
         if self._handle is not None:
             raise InvalidConfig("invalid_config: this node already trains a model (one DiLoCo per node)")
-        self._handle = _call(_atoll.Node, groups=groups, **self._options)
+        data = {}
+        if self._sampler is not None:
+            data = dict(data_units=self._sampler.dataset_len, batch_size=self._sampler.batch_size)
+        self._handle = _call(_atoll.Node, groups=groups, **self._options, **data)
         _live_nodes.add(self)
         _call(self._handle.wait_started, timeout)
 
@@ -116,6 +120,53 @@ class Node:
         failure = self.failure()
         if failure is not None:
             raise failure
+
+
+class ElasticSampler:
+    """The batches of a dataset, as the run's data cursor hands them to this node: give it
+    to a DataLoader as its batch_sampler, made before atoll.DiLoCo as loaders usually are.
+
+        sampler = atoll.ElasticSampler(node, len(dataset), batch_size=32)
+        loader = torch.utils.data.DataLoader(dataset, batch_sampler=sampler)  # num_workers=0
+        diloco = atoll.DiLoCo(node, model, inner)
+        for x, y in loader:
+            ...
+            diloco.step(loss, samples=len(x))
+
+    Every node of the run leases chunks of the dataset's indices from the head (shuffled per
+    epoch by run.seed); each iteration yields one step's batch_size indices, and each
+    diloco.step() trains exactly that batch. Each index is learned once an epoch by the
+    committed model, through joins, leaves, deaths and head restarts; `atollctl data` shows
+    the progress and `atoll export --ledger` what each round learned (README, "Your own
+    PyTorch loop"). Iteration ends when the run has no steps left for this node (or, with
+    run.data_epochs, no data). One batch per step: a loader that asks for the next batch
+    before the step (num_workers > 0 prefetches) gets InvalidConfig instead of waiting for
+    ever. Not with a process group (group=) yet."""
+
+    def __init__(self, node, dataset_len, batch_size):
+        if not isinstance(node, Node):
+            raise InvalidConfig("invalid_config: node must come from atoll.join()")
+        for name, value in (("dataset_len", dataset_len), ("batch_size", batch_size)):
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise InvalidConfig(f"invalid_config: {name} must be a positive int, not {value!r}")
+        if node._group is not None:
+            raise InvalidConfig("invalid_config: ElasticSampler does not take a process group yet (group=)")
+        if node._handle is not None:
+            raise InvalidConfig("invalid_config: make the ElasticSampler before atoll.DiLoCo: the node's worker "
+                                "already started without it")
+        if node._sampler is not None:
+            raise InvalidConfig("invalid_config: this node has an ElasticSampler already (one dataset per run)")
+        self.dataset_len, self.batch_size, self._node = dataset_len, batch_size, node
+        node._sampler = self
+
+    def __iter__(self):
+        if self._node._handle is None:
+            raise NotReady("not_ready: the sampler's batches come from the run once atoll.DiLoCo(node, ...) is made")
+        while True:
+            units = _call(self._node._handle.take_units)
+            if units is None:
+                return
+            yield list(units)
 
 
 def join(head, keys=None, insecure=False, run_dir="", wait_for_head=300, listen="", no_listen=False, group=None):
