@@ -283,9 +283,10 @@ TEST(Process, ShardedRoundsAgreeAfterEveryRoundAndReachTheModelOfTheUnshardedRun
 }
 
 // `atoll export --ledger`: beside the model, the units its rounds learned, from the run's
-// data cursor in the head's store. Workers do not lease yet, so the test writes a cursor
-// there after the run, as a head would have saved it: two commits, one after the exported
-// round. A run without a cursor is refused and writes neither file.
+// data cursor in the head's store. The mlp task samples its own data (it leases nothing),
+// so the test writes a cursor there after the run, as a head would have saved it: two
+// commits, one after the exported round. A run without a cursor is refused and writes
+// neither file.
 TEST(Process, AnExportWritesTheDataLedgerOfTheRoundsItExports) {
   testing::temp_dir dir;
   const std::string run_dir = dir.sub("run");

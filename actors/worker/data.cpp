@@ -27,14 +27,15 @@ void ask_lease(worker_self self) {
 void start_data_feed(worker_self self) {
   auto& st = self->state;
   if (!st.cfg.run.data_cursor) return;
+  // On by default: the tasks it does not apply to sample as they always did, said at debug.
   if (st.cfg.run.mode == "ddp") {
-    log_warn(st.cfg.id + ": run.data_cursor: not with run.mode = ddp (every step is a round); sampling the shard");
+    log_debug(st.cfg.id + ": run.data_cursor: not with run.mode = ddp (every step is a round); sampling the shard");
     return;
   }
   const auto units = st.model->data_units();
   const auto per_step = st.model->units_per_step();
   if (units == 0 || per_step == 0) {
-    log_warn(st.cfg.id + ": run.data_cursor: this task samples its own data (only token tasks lease units)");
+    log_debug(st.cfg.id + ": run.data_cursor: this task samples its own data (only token tasks lease units)");
     return;
   }
   // A chunk is what one worker trains between two syncs of a fragment: H steps.

@@ -29,8 +29,9 @@ const std::vector<knob>& knobs() {
       {"run.seed", &C::seed, 0, 1e15, "", "seed of model init and data order"},
       {"run.data_cursor", &C::data_cursor, 0, 0, "",
        "workers of a token task (shakespeare, --data) train on chunks of the data leased from the run's cursor, "
-       "each unit learned once per epoch by the committed model, instead of sampling windows of their shard "
-       "(docs/design.md, \"Every sample once\")"},
+       "each unit learned once per epoch by the committed model (docs/design.md, \"Every sample once\"); false: "
+       "each samples windows of its shard, rank of world. Tasks with their own data (mlp, your loop) and run.mode = "
+       "ddp always sample"},
       {"run.data_epochs", &C::data_epochs, 0, 1e9, "epochs",
        "passes over the data the run's data cursor leases out (docs/design.md, \"Every sample once\"); 0 = no end: "
        "run.steps ends the run"},

@@ -21,7 +21,7 @@ struct run_config {
   std::int64_t steps = 600;
   std::int64_t seed = 1;
   std::int64_t data_epochs = 0;  // passes the data cursor hands out; 0: no end (run.steps ends the run)
-  bool data_cursor = false;  // workers train on chunks leased from the run's data cursor (token tasks)
+  bool data_cursor = true;  // workers train on chunks leased from the run's data cursor (token tasks)
   std::int64_t eval_every = 100;
   std::int64_t eval_batches = 16;
   std::int64_t min_workers = 2;

@@ -5,8 +5,8 @@
    agrees with `atollctl status --json`;
 2. the dashboard in a real headless browser (Debian's chromium + chromedriver, through
    python3-selenium) shows both members and a committed round, updates when a round
-   commits, refuses the drain button without the token, and shows a SIGKILLed node as
-   dead; screenshots are saved in WORK_DIR;
+   commits, says what of the run's data is learned, refuses the drain button without the
+   token, and shows a SIGKILLed node as dead; screenshots are saved in WORK_DIR;
 3. hostile requests (an unknown path, a huge header, slow clients holding the request
    threads) leave training going and /metrics answering; the drain with the token works.
 
@@ -179,6 +179,15 @@ def check_dashboard(c, work):
         later = wait_for("the page to show the next round", lambda: (r := shown_round(driver)) > first and r, 60)
         check(later > first, f"the page updates when a round commits (round {later})")
         driver.save_screenshot(os.path.join(work, "dashboard.png"))
+        data = driver.execute_script("return document.getElementById('data').textContent")
+        check(data.startswith("no data leased"), "the mlp leases no data, and the page says so: " + data)
+        # The leasing line, drawn by the page's own function from a cursor's view (the next
+        # poll redraws the real one): what a token task's run shows.
+        leasing = driver.execute_script(
+            "drawData({leasing: true, epoch: 1, epochs: 3, units: 1000, chunk: 80, consumed: 250, in_flight: 160,"
+            " returned: 80, partial: 0, finished: false}); return document.getElementById('data').textContent")
+        check(leasing.startswith("epoch 1 of 3: 250 of 1000 units learned (25.0%), 160 in flight, 80 returned"),
+              "the data line of a leasing run: " + leasing)
 
         driver.execute_script("document.querySelector('button.drain').click()")
         driver.switch_to.alert.accept()  # "Drain node 1?"

@@ -4,13 +4,13 @@
   bare     atoll_step_bench: the task's replica stepped in a plain C++ loop (no actors,
            no network): the runtime's overhead is measured against it.
   atoll    the worker inside `atoll local --nodes 1`, with no round and no evaluation in
-           the measured window.
+           the measured window, sampling its shard (run.data_cursor = false).
   pytorch  the same GPT in PyTorch eager (Debian's python3-torch: the same LibTorch and
            OpenBLAS), same architecture, initialisation, batch, AdamW, clipping and schedule;
            once as a user runs it (torch.set_num_threads only: env "default") and once
            with the thread settings Atoll applies to its own workers (env "atoll").
-  With --cursor, the atoll way also with run.data_cursor (env "cursor"): its steps take
-  their units from leases of the run's data cursor instead of sampling the shard.
+  With --cursor, the atoll way also with run.data_cursor, the default (env "cursor"): its
+  steps take their units from leases of the run's data cursor instead of sampling the shard.
 
 Each way runs in its own process at 1 and 2 threads. Between step `--skip` and
 step `--steps` this script samples /proc of the process that trains: wall seconds per
@@ -313,7 +313,7 @@ def main():
                 r = run_bare(args.build, threads, args.skip, args.steps)
             elif way == "atoll":
                 r = run_atoll(args.build, args.out, threads, args.skip, args.steps,
-                              ["run.data_cursor=true"] if env == "cursor" else [])
+                              [f"run.data_cursor={'true' if env == 'cursor' else 'false'}"])
             else:
                 r = run_pytorch(threads, args.skip, args.steps, env == "atoll")
             print("  " + json.dumps(r), flush=True)

@@ -125,6 +125,28 @@ function drawExplain(explain) {
   }
 }
 
+// Progress through the run's data (its cursor: `atollctl data`, docs/design.md "Every
+// sample once"): the epoch, the share of its units the committed model learned, and what
+// is in flight, returned to the pool or learned by some fragments only.
+function drawData(d) {
+  const p = $("data");
+  p.dataset.leasing = d?.leasing ? "yes" : "no";
+  if (d?.error) {
+    p.textContent = `the data cursor in the store does not load, nothing is leased: ${d.error}`;
+    p.className = "error";
+    return;
+  }
+  p.className = "";
+  if (!d?.leasing) {
+    p.textContent = "no data leased: the task samples its own (or no worker has asked yet)";
+    return;
+  }
+  const pct = d.units ? (100 * d.consumed) / d.units : 0;
+  p.textContent = `epoch ${d.epoch}${d.epochs ? ` of ${d.epochs}` : ""}` + (d.finished ? " (finished)" : "") +
+    `: ${d.consumed} of ${d.units} units learned (${pct.toFixed(1)}%), ${d.in_flight} in flight, ` +
+    `${d.returned} returned, ${d.partial} learned by some fragments only; chunks of ${d.chunk}`;
+}
+
 function drawHealth(status) {
   const s = status.storage || {};
   const refused = status.refused?.total || {};
@@ -214,6 +236,7 @@ async function poll(again = true) {
     drawMemberPager(s, (d.members || []).length);
     drawFragments(d.fragments || []);
     drawExplain(d.explain);
+    drawData(s.data);
     drawHealth(s);
     if (again) {
       record(s, Date.now() / 1000);
