@@ -37,3 +37,18 @@ def last_json(text):
         if line.startswith("{"):
             return json.loads(line)
     return None
+
+
+# The start of a child script that checks typed errors: expect(kind, fn) runs fn and wants an
+# atoll.AtollError of class `kind`, printing it ("raised ...").
+EXPECT_TYPED = """
+import atoll
+def expect(kind, fn):
+    try:
+        fn()
+    except atoll.AtollError as e:
+        assert isinstance(e, kind), f"{type(e).__name__} is not {kind.__name__}: {e}"
+        print("raised", type(e).__name__, e.code, str(e)[:200])
+        return
+    raise SystemExit(f"no {kind.__name__} raised")
+"""

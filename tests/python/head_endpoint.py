@@ -27,3 +27,10 @@ def stop_all(head, nodes):
         head.wait(timeout=30)
     except subprocess.TimeoutExpired:
         head.kill()
+
+
+def stop_and_show(head, nodes, head_log):
+    """stop_all, then the tail of the head's log (opened by the test as `head_log`)."""
+    stop_all(head, nodes)
+    head_log.close()
+    print(open(head_log.name).read()[-3000:])

@@ -24,8 +24,8 @@ import shutil
 import subprocess
 import sys
 
-from checks import check, last_json, wait_for_text
-from head_endpoint import stop_all, wait_for_endpoint
+from checks import EXPECT_TYPED, check, last_json, wait_for_text
+from head_endpoint import stop_all, stop_and_show, wait_for_endpoint
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -38,16 +38,8 @@ def python(code_or_script, *args, env, timeout=300):
     return subprocess.run(cmd, text=True, capture_output=True, timeout=timeout, env=env)
 
 
-ERRORS = """
-import atoll, torch
-def expect(kind, fn):
-    try:
-        fn()
-    except atoll.AtollError as e:
-        assert isinstance(e, kind), f"{type(e).__name__} is not {kind.__name__}: {e}"
-        print("raised", type(e).__name__, e.code, str(e)[:200])
-        return
-    raise SystemExit(f"no {kind.__name__} raised")
+ERRORS = EXPECT_TYPED + """
+import torch
 expect(atoll.InvalidConfig, lambda: atoll.join("http://nowhere"))
 model = torch.nn.Sequential(torch.nn.Linear(4, 4))
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -177,9 +169,7 @@ def main():
               "load_state_dict takes the export, and it holds the nodes' final parameters "
               f"({r.stdout.strip()} {r.stderr[-300:]})")
     finally:
-        stop_all(head, [proc for proc, _ in nodes])
-        head_log.close()
-        print(open(os.path.join(work, "head.log")).read()[-3000:])
+        stop_and_show(head, [proc for proc, _ in nodes], head_log)
 
 
 if __name__ == "__main__":

@@ -19,21 +19,12 @@ import shutil
 import subprocess
 import sys
 
-from checks import check
-from head_endpoint import stop_all, wait_for_endpoint
+from checks import EXPECT_TYPED, check
+from head_endpoint import stop_and_show, wait_for_endpoint
 
 STEPS, BATCH, ITEMS = 60, 8, 2000
 
-ERRORS = """
-import atoll
-def expect(kind, fn):
-    try:
-        fn()
-    except atoll.AtollError as e:
-        assert isinstance(e, kind), f"{type(e).__name__} is not {kind.__name__}: {e}"
-        print("raised", type(e).__name__, str(e)[:160])
-        return
-    raise SystemExit(f"no {kind.__name__} raised")
+ERRORS = EXPECT_TYPED + """
 node = atoll.join("tcp://127.0.0.1:1")
 expect(atoll.InvalidConfig, lambda: atoll.ElasticSampler(node, 100, 0))
 expect(atoll.InvalidConfig, lambda: atoll.ElasticSampler(object(), 100, 4))
@@ -149,9 +140,7 @@ def main():
             check(len(units) == len(set(units)), f"fragment {f}: no unit learned twice ({len(units)})")
             check(set(units) <= set(trained), f"fragment {f}: every unit learned is one a node trained")
     finally:
-        stop_all(head, [proc for proc, _ in nodes])
-        head_log.close()
-        print(open(os.path.join(work, "head.log")).read()[-3000:])
+        stop_and_show(head, [proc for proc, _ in nodes], head_log)
 
 
 if __name__ == "__main__":

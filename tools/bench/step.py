@@ -9,8 +9,9 @@
            OpenBLAS), same architecture, initialisation, batch, AdamW, clipping and schedule;
            once as a user runs it (torch.set_num_threads only: env "default") and once
            with the thread settings Atoll applies to its own workers (env "atoll").
-  With --cursor, the atoll way also with run.data_cursor, the default (env "cursor"): its
-  steps take their units from leases of the run's data cursor instead of sampling the shard.
+  With --cursor, the bare and atoll ways also with the data cursor (env "cursor"; the
+  worker's default): steps take their units from leases instead of sampling the shard, and
+  the bare loop reports that work's own time a step (feed_us_per_step).
 
 Each way runs in its own process at 1 and 2 threads. Between step `--skip` and
 step `--steps` this script samples /proc of the process that trains: wall seconds per
@@ -86,16 +87,23 @@ def window(a, b, steps):
 
 
 def measure_lines(proc, skip, steps):
-    """A child that prints "step N" after each step: snapshots at steps skip and steps."""
-    first = None
+    """A child that prints "step N" after each step: snapshots at steps skip and steps. A
+    line ending "feed_us U" (the bare loop with --cursor) adds the median of U over the
+    window as feed_us_per_step."""
+    first, feed_us = None, []
     for line in proc.stdout:
         if not line.startswith("step "):
             continue
-        n = int(line.split()[1])
+        words = line.split()
+        n = int(words[1])
+        if skip < n <= steps and "feed_us" in words:
+            feed_us.append(float(words[words.index("feed_us") + 1]))
         if n == skip:
             first = snapshot(proc.pid)
         elif n == steps:
             result = window(first, snapshot(proc.pid), steps - skip)
+            if feed_us:
+                result["feed_us_per_step"] = sorted(feed_us)[len(feed_us) // 2]
             proc.wait()
             return result
     proc.wait()
@@ -105,8 +113,10 @@ def measure_lines(proc, skip, steps):
 # ---------------------------------------------------------------------------- the three ways
 
 
-def run_bare(build, threads, skip, steps):
+def run_bare(build, threads, skip, steps, cursor=False):
     cmd = [os.path.join(build, "tools", "atoll_step_bench"), "--threads", str(threads), "--steps", str(steps)]
+    if cursor:
+        cmd.append("--cursor")
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     return measure_lines(proc, skip, steps)
 
@@ -300,7 +310,8 @@ def main():
     # PyTorch's own (its BLAS pool keeps one thread per core, idle threads spin long).
     ways = [("bare", "atoll"), ("atoll", "atoll"), ("pytorch", "default"), ("pytorch", "atoll")]
     if args.cursor:
-        ways.insert(2, ("atoll", "cursor"))
+        ways.insert(1, ("bare", "cursor"))
+        ways.insert(3, ("atoll", "cursor"))
     configs = [(threads, way, env) for threads in [int(t) for t in args.threads.split(",")] for way, env in ways]
     # Repeats are interleaved (every configuration once, then again), so a slow spell of a
     # shared machine does not fall on one configuration; each keeps its fastest repeat.
@@ -310,7 +321,7 @@ def main():
             print(f"bench step: {way} (env {env}), {threads} thread(s), steps {args.skip}..{args.steps}, "
                   f"repeat {repeat + 1} of {args.repeat}", flush=True)
             if way == "bare":
-                r = run_bare(args.build, threads, args.skip, args.steps)
+                r = run_bare(args.build, threads, args.skip, args.steps, env == "cursor")
             elif way == "atoll":
                 r = run_atoll(args.build, args.out, threads, args.skip, args.steps,
                               [f"run.data_cursor={'true' if env == 'cursor' else 'false'}"])
@@ -327,6 +338,11 @@ def main():
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump({"runs": results, "best_against_best": best}, f, indent=1)
     text = table(results)
+    for r in results:
+        if r.get("feed_us_per_step") is not None:
+            text += (f"\n\nThe data cursor's own work in a step of the bare loop at {r['threads']} thread(s): "
+                     f"{r['feed_us_per_step']:.1f} us (median), {100 * r['feed_us_per_step'] * 1e-6 / r['s_per_step']:.4f}% "
+                     f"of its {r['s_per_step']:.4f} s step")
     if best:
         text += "\n\n" + best_table(best)
     with open(os.path.join(args.out, "table.md"), "w") as f:
