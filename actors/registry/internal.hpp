@@ -29,9 +29,12 @@ bool persist(self_ptr self);
 // last one with the changes since (send_membership_now, when it is due).
 void publish_membership(self_ptr self);
 void send_membership_now(self_ptr self);
-// training -> finished once no live node has a worker still training; then every node
-// still there is told to stop (run_finished_reason).
-void maybe_finish(self_ptr self);
+// The run's phase moved as actors/decisions/run_phase.hpp decides from what the registry
+// knows now: waiting -> training once run.min_workers take part (coordinators and keepers
+// placed); training -> finished once no live worker trains and the merged rounds are
+// reported (every node still there is then told to stop: run_finished_reason). Called
+// after anything that may change it.
+void update_run_phase(self_ptr self);
 inline constexpr const char* run_finished_reason = "run finished";
 // Shutdown(reason) to node/N; to every node that takes part.
 void send_shutdown(self_ptr self, std::uint32_t node, const std::string& reason);
@@ -43,8 +46,6 @@ bool any_worker_done(const registry_state& st);
 // Workers of the nodes that take part, sorted.
 std::vector<std::string> live_workers(const registry_state& st);
 placement::node_facts node_facts(const registry_state& st);
-// waiting -> training once min_workers are registered: coordinators and keeper placed.
-void maybe_start(self_ptr self);
 
 // registry_placements.cpp
 void send_placements(self_ptr self);

@@ -37,7 +37,7 @@ void after_membership_change(self_ptr self) {
   replace_orphaned_coordinators(self);
   place_replica_keepers(self);
   publish_membership(self);
-  maybe_finish(self);
+  update_run_phase(self);
 }
 
 void send_welcome(self_ptr self, const std::string& to, const node_view& node) {
@@ -200,7 +200,7 @@ void admit_new_nodes(self_ptr self) {
   }
   publish_routes(self);
   publish_membership(self);
-  maybe_start(self);
+  update_run_phase(self);
   place_replica_keepers(self);  // the first node that can keep, mid-run
 }
 

@@ -8,6 +8,7 @@
 
 #include "actors/decisions/placement.hpp"
 #include "actors/decisions/quorum.hpp"
+#include "actors/decisions/run_phase.hpp"
 #include "actors/registry/internal.hpp"
 #include "actors/registry/views.hpp"
 #include "actors/shared/messages.hpp"
@@ -167,9 +168,6 @@ void restore(self_ptr self) {
   restore_data_cursor(self);
 }
 
-// How long a finished run's summary waits for a RoundReport still on its way.
-constexpr std::chrono::seconds unreported_round_grace{5};
-
 // A round some worker merged (it acked it) whose RoundReport has not come: the report
 // travels from the coordinator's node on its own link and may arrive after the WorkerDone.
 bool a_merged_round_is_unreported(const registry_state& st) {
@@ -211,14 +209,6 @@ placement::node_facts node_facts(const registry_state& st) {
   placement::node_facts facts;
   for (const auto& [id, n] : st.nodes) facts.push_back({id, n.state, n.record.can_keep});
   return facts;
-}
-
-void maybe_start(self_ptr self) {
-  auto& st = self->state;
-  if (st.phase != run_phase::waiting || live_workers(st).size() < static_cast<std::size_t>(st.cfg.min_workers)) return;
-  set_run_phase(self, run_phase::training);
-  apply_coordinator_moves(self, placement::place_coordinators(st.fragments.size(), node_facts(st)), false);
-  place_replica_keepers(self);
 }
 
 bool persist(self_ptr self) {
@@ -279,21 +269,17 @@ void send_membership_now(self_ptr self) {
   st.published_members = std::move(now);
 }
 
-void maybe_finish(self_ptr self) {
+namespace {
+
+void start_training(self_ptr self) {
   auto& st = self->state;
-  if (st.phase != run_phase::training) return;
-  // Finished when no live node has a worker still training, and some worker finished
-  // (nodes whose workers finished may already have said goodbye).
-  for (const auto& w : live_workers(st))
-    if (!st.workers[w].done) {
-      st.workers_done_at.reset();
-      return;
-    }
-  if (!any_worker_done(st)) return;
-  // The summary counts every merged round, so it waits for their reports; not forever: a
-  // coordinator killed between release and report never sends one.
-  if (!st.workers_done_at) st.workers_done_at = st.now();
-  if (a_merged_round_is_unreported(st) && st.now() - *st.workers_done_at < unreported_round_grace) return;
+  set_run_phase(self, run_phase::training);
+  apply_coordinator_moves(self, placement::place_coordinators(st.fragments.size(), node_facts(st)), false);
+  place_replica_keepers(self);
+}
+
+void finish_run(self_ptr self) {
+  auto& st = self->state;
   set_run_phase(self, run_phase::finished);
   // Nodes whose workers finished may still be up, hosting a keeper replica until now
   // (actors/node/node_agent.cpp): every node still there stops.
@@ -311,6 +297,33 @@ void maybe_finish(self_ptr self) {
     summary["head_tensor_bytes"] = c->tensor_bytes_in.load() + c->tensor_bytes_out.load();
   }
   st.metrics.write("summary", summary);
+}
+
+}  // namespace
+
+void update_run_phase(self_ptr self) {
+  auto& st = self->state;
+  run_facts facts;
+  facts.phase = st.phase;
+  facts.min_workers = static_cast<std::size_t>(std::max<std::int64_t>(0, st.cfg.min_workers));
+  const auto live = live_workers(st);
+  facts.live_workers = live.size();
+  facts.live_training = static_cast<std::size_t>(std::count_if(live.begin(), live.end(), [&](const std::string& w) {
+    auto it = st.workers.find(w);
+    return it == st.workers.end() || !it->second.done;
+  }));
+  facts.any_finished = any_worker_done(st);
+  facts.merged_round_unreported = a_merged_round_is_unreported(st);
+  if (st.workers_done_at) facts.all_done_for = st.now() - *st.workers_done_at;
+  switch (decide_run_step(facts)) {
+    case run_step::stay: return;
+    case run_step::start: return start_training(self);
+    case run_step::restart_clock: st.workers_done_at.reset(); return;
+    case run_step::wait_for_reports:
+      if (!st.workers_done_at) st.workers_done_at = st.now();
+      return;
+    case run_step::finish: return finish_run(self);
+  }
 }
 
 }  // namespace registry_detail
@@ -359,7 +372,7 @@ caf::behavior registry_actor(caf::stateful_actor<registry_state>* self, registry
         advance_handover(self);  // a hand-over that timed out lets its node go
         publish_routes(self);
         publish_membership(self);  // again each tick: one lost with a dropped link is repaired
-        maybe_finish(self);  // a summary waiting for a RoundReport gives up in time
+        update_run_phase(self);  // a summary waiting for a RoundReport gives up in time
         self->delayed_send(self, std::chrono::milliseconds(self->state.cfg.heartbeat_ms), tick_atom::value);
       },
       [=](routes_atom) { send_routes_to_nodes(self, routes_of(self->state)); },

@@ -128,7 +128,7 @@ void on_worker_report(self_ptr self, const wire::message_ptr& msg) {
     on_worker_done(st, w, env.getWorkerDone());
     persist(self);  // a restarted head must not wait for it either
     publish_membership(self);  // no round waits for it, and the quorum may shrink
-    maybe_finish(self);
+    update_run_phase(self);
   }
 }
 
@@ -152,7 +152,7 @@ void on_round_report(self_ptr self, const wire::message_ptr& msg) {
   ack.setFragment(r.getFragment());
   ack.setRound(r.getRound());
   st.mail->send(msg->sender(), st.snap.epoch, out);
-  maybe_finish(self);  // the summary may have been waiting for this round
+  update_run_phase(self);  // the summary may have been waiting for this round
 }
 
 void on_round_progress(self_ptr self, const wire::message_ptr& msg) {

@@ -154,7 +154,7 @@ struct registry_state {
   float last_val_loss = -1;
   std::chrono::steady_clock::time_point started;
   // When every live worker was first seen done: the summary waits a little past it for
-  // RoundReports still on their way (see maybe_finish).
+  // RoundReports still on their way (actors/decisions/run_phase.hpp).
   std::optional<std::chrono::steady_clock::time_point> workers_done_at;
   // The actor system's clock: steady time in production, simulated under the
   // deterministic scheduler of the protocol tests.
