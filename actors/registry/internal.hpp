@@ -1,10 +1,12 @@
 #pragma once
 // What the registry's own files share; no other actor includes this.
-//   registry.cpp             the actor: dispatch, run phase, persistence, Membership, control
-//   registry_nodes.cpp       each node's lifecycle (actors/decisions/membership.hpp)
-//   registry_placements.cpp  placement decisions applied (actors/decisions/placement.hpp)
-//   registry_reports.cpp     worker and coordinator reports -> views and metrics
-//   data.cpp                 the run's data cursor: leases, ties, commits, workers gone
+//   registry.cpp    the actor: dispatch, run phase (actors/decisions/run_phase.hpp),
+//                   persistence, Membership, control
+//   nodes.cpp       each node's lifecycle (actors/decisions/membership.hpp)
+//   placements.cpp  placement decisions applied (actors/decisions/placement.hpp)
+//   reports.cpp     worker and coordinator reports -> views and metrics
+//   data.cpp        the run's data cursor: leases, ties, commits, workers gone
+//   queries.hpp     pure queries over registry_state, which the views share
 #include <chrono>
 #include <string>
 #include <vector>
@@ -14,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/decisions/placement.hpp"
+#include "actors/registry/queries.hpp"
 #include "actors/registry/registry.hpp"
 #include "runtime/head/etcd_client.hpp"
 #include "runtime/transport/route_delta.hpp"
@@ -42,11 +45,6 @@ void stop_every_node(self_ptr self, const std::string& reason);
 // syncing -> active once each of the node's workers acknowledged a round.
 void mark_synced_if_all_acked(self_ptr self, std::uint32_t node_id);
 
-bool any_worker_done(const registry_state& st);
-// Workers of the nodes that take part, sorted.
-std::vector<std::string> live_workers(const registry_state& st);
-placement::node_facts node_facts(const registry_state& st);
-
 // registry_placements.cpp
 void send_placements(self_ptr self);
 void send_keeper_placement(self_ptr self);
@@ -56,8 +54,6 @@ void place_replica_keepers(self_ptr self);
 // The next steps of a replica's hand-over off a draining node (placement::decide_handover),
 // and Shutdown to the draining nodes that may go.
 void advance_handover(self_ptr self);
-std::vector<std::string> commit_keepers_of(const registry_state& st);  // placement::commit_keepers
-std::vector<std::pair<std::uint32_t, std::string>> placed_replicas(const registry_state& st);  // number, host
 route_table routes_of(const registry_state& st);
 // Changes closer together than this go to the nodes as one delta (placements excepted).
 constexpr std::chrono::milliseconds route_publish_gap{100};

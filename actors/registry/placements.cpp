@@ -23,27 +23,6 @@ void send_placements(self_ptr self) {
   }
 }
 
-std::vector<placement::replica_slot> replica_slots(const registry_state& st) {
-  return {{st.snap.replica_keeper_number, st.snap.replica_keeper},
-          {st.snap.second_replica_keeper_number, st.snap.second_replica_keeper}};
-}
-
-std::optional<placement::replica_handover> pending_handover(const registry_state& st) {
-  if (st.snap.incoming_for == 0) return std::nullopt;
-  return placement::replica_handover{st.snap.incoming_for - 1,
-                                     {st.snap.incoming_keeper_number, st.snap.incoming_keeper}};
-}
-
-// The replica keepers placed, with their hosts: both places' and a hand-over's incoming one.
-std::vector<std::pair<std::uint32_t, std::string>> placed_replicas(const registry_state& st) {
-  std::vector<std::pair<std::uint32_t, std::string>> out;
-  for (const auto& slot : replica_slots(st))
-    if (!slot.host.empty()) out.emplace_back(slot.number, slot.host);
-  if (auto pending = pending_handover(st); pending && !pending->incoming.host.empty())
-    out.emplace_back(pending->incoming.number, pending->incoming.host);
-  return out;
-}
-
 void send_keeper_placement(self_ptr self) {
   auto& st = self->state;
   for (const auto& [number, host] : placed_replicas(st)) {
@@ -84,10 +63,6 @@ void replace_orphaned_coordinators(self_ptr self) {
   std::vector<std::string> placements;
   for (const auto& f : st.fragments) placements.push_back(f.placed_on);
   apply_coordinator_moves(self, placement::replace_orphans(placements, node_facts(st)), true);
-}
-
-std::vector<std::string> commit_keepers_of(const registry_state& st) {
-  return placement::commit_keepers(st.cfg.keepers == "nodes", replica_slots(st), pending_handover(st));
 }
 
 namespace {

@@ -191,26 +191,6 @@ void stop_every_node(self_ptr self, const std::string& reason) {
     if (hosts_placed(n.state)) send_shutdown(self, id, reason);  // a draining node may be held
 }
 
-bool any_worker_done(const registry_state& st) {
-  return std::any_of(st.workers.begin(), st.workers.end(), [](const auto& w) { return w.second.done; });
-}
-
-// Workers of the nodes that take part, sorted.
-std::vector<std::string> live_workers(const registry_state& st) {
-  std::vector<std::string> out;
-  for (const auto& [_, n] : st.nodes)
-    if (takes_part(n.state))
-      for (const auto& w : n.record.workers) out.push_back(w);
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-placement::node_facts node_facts(const registry_state& st) {
-  placement::node_facts facts;
-  for (const auto& [id, n] : st.nodes) facts.push_back({id, n.state, n.record.can_keep});
-  return facts;
-}
-
 bool persist(self_ptr self) {
   auto& st = self->state;
   st.snap.run_state = to_string(st.phase);

@@ -6,7 +6,7 @@
 
 #include "actors/decisions/member_query.hpp"
 #include "actors/decisions/quorum.hpp"
-#include "actors/registry/internal.hpp"
+#include "actors/registry/queries.hpp"
 #include "runtime/core/actor_id.hpp"
 #include "runtime/core/digest.hpp"
 #include "storage/checkpoint_rounds.hpp"
