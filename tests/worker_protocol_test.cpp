@@ -1,5 +1,7 @@
 // Protocol tier (tests/protocol_fixture.hpp): a real worker whose coordinator is the test
 // (WorkerRecoveryTest): resends, resyncs, chunked state, seeds, refusals and weights.
+#include <algorithm>
+
 #include "tests/protocol_fixture.hpp"
 
 namespace atl {
@@ -20,8 +22,10 @@ class WorkerRecoveryTest : public ProtocolTest {
     stop_actors();  // before coord_obs_ goes
   }
 
+  // `data_units`: the replica's task has that many units of data, two a step (the worker
+  // leases them from the run's data cursor); 0: it samples its own.
   void spawn_worker(std::int64_t result_timeout_ms, std::int64_t state_chunk_values = 1 << 20,
-                    const std::string& weighting = "samples") {
+                    const std::string& weighting = "samples", std::uint64_t data_units = 0) {
     worker_config wc;
     wc.id = "worker/1.0";
     wc.cluster_id = cluster_.get();
@@ -30,10 +34,27 @@ class WorkerRecoveryTest : public ProtocolTest {
     wc.run.weighting = weighting;
     wc.run.result_timeout_ms = result_timeout_ms;
     wc.run.state_chunk_values = state_chunk_values;
-    replica_factory factory = [](const run_config&, const replica_spec& s) {
-      return std::make_unique<fake_replica>(s.rank);
+    replica_factory factory = [data_units](const run_config&, const replica_spec& s) -> std::unique_ptr<replica> {
+      if (data_units == 0) return std::make_unique<fake_replica>(s.rank);
+      return std::make_unique<leasing_replica>(s.rank, data_units);
     };
     dir_.add(wc.id, sys_.spawn(worker_actor, static_cast<transport*>(&net_), wc, factory));
+  }
+  // A fake replica of a token task: `units` units of data, two a step.
+  class leasing_replica : public fake_replica {
+   public:
+    leasing_replica(std::uint32_t rank, std::uint64_t units) : fake_replica(rank), units_(units) {}
+    std::uint64_t data_units() const override { return units_; }
+    std::uint64_t units_per_step() const override { return 2; }
+
+   private:
+    std::uint64_t units_;
+  };
+  // The DataLeaseRequests the registry probe received so far.
+  std::size_t lease_requests() {
+    std::lock_guard<std::mutex> lock(obs_.mu);
+    return static_cast<std::size_t>(std::count_if(obs_.received.begin(), obs_.received.end(),
+                                                  [](const auto& m) { return m->envelope().isDataLeaseRequest(); }));
   }
 
   // FragmentState of fragment 0 at `round`, as a coordinator sends it in `epoch`.
@@ -101,6 +122,47 @@ class WorkerRecoveryTest : public ProtocolTest {
   observations coord_obs_;
   caf::actor coord_probe_;
 };
+
+// run.data_cursor at the worker: it leases before its first step, each contribution carries
+// the positions of the steps it covers, and a lease refused as invalid_config (its data is
+// not the run's) stops the worker, as a restart would meet the same refusal.
+TEST_F(WorkerRecoveryTest, AContributionCarriesItsDataAndARefusedViewOfTheDataStopsTheWorker) {
+  spawn_worker(60000, 1 << 20, "samples", 1000);
+  bool stopped = false;
+  // Held for the test's length: an actor nothing refers to is gone (unreachable).
+  const auto watcher =
+      sys_.spawn([&stopped, w = dir_.find("worker/1.0")](caf::event_based_actor* self) -> caf::behavior {
+        self->monitor(w);
+        self->set_down_handler([&stopped](const caf::down_msg&) { stopped = true; });
+        return {[](int) {}};
+      });
+  ASSERT_TRUE(obs_.wait_for([&] { return lease_requests() == 1; }));
+  mailer as_registry(net_, "registry", cluster_.get());
+  wire::outgoing lease;
+  auto l = lease.envelope.initDataLease();
+  l.setEpoch(0);
+  l.setIndex(3);
+  l.setBegin(30);
+  l.setEnd(40);  // a chunk is H = 5 steps of 2 units
+  l.setSeed(7);
+  as_registry.send("worker/1.0", 1, lease);
+  send_state(0);
+  ASSERT_TRUE(coord_obs_.wait_for([&] { return seen_locked().second >= 1; }));
+  const auto [first, also_first] = contributions(0, 0);
+  const auto pieces = read_data_pieces(first->envelope().getContribution().getData());
+  ASSERT_EQ(pieces.size(), 1u);
+  EXPECT_TRUE((pieces[0] == data::piece{{0, 3}, {30, 40}})) << "the five steps' units of chunk 3";
+
+  ASSERT_TRUE(obs_.wait_for([&] { return lease_requests() >= 2; })) << "the next chunk asked for ahead";
+  EXPECT_FALSE(stopped);
+  wire::outgoing refusal;
+  auto r = refusal.envelope.initRefusal();
+  r.setCode(static_cast<std::uint16_t>(errc::invalid_config));
+  r.setMessage("worker/1.0 sees 1000 units in chunks of 10; the run's data has 999 in chunks of 10");
+  as_registry.send("worker/1.0", 1, refusal);
+  ASSERT_TRUE(obs_.wait_for([&] { return stopped; })) << "the worker stops with the registry's reason";
+  caf::anon_send_exit(watcher, caf::exit_reason::user_shutdown);
+}
 
 // The coordinator does not answer the contribution (lost, or its round waits on a slow
 // peer): after diloco.result_timeout_ms the worker sends the same contribution again.

@@ -4,6 +4,8 @@
 // and in each contribution the positions it covers (the coordinator reports them with the
 // round that takes it). A step whose units have not come blocks the worker like a result
 // that has not.
+#include <caf/all.hpp>
+
 #include "actors/shared/messages.hpp"
 #include "actors/worker/steps.hpp"
 #include "runtime/core/actor_id.hpp"
@@ -81,9 +83,13 @@ void on_data_lease(worker_self self, const wire::message_ptr& msg) {
   unblock(self);  // a step that waited for units tries again
 }
 
-void data_refused(worker_self self) {
+void data_refused(worker_self self, errc code, const std::string& why) {
   auto& st = self->state;
-  if (st.data) st.data->set_asked(false);
+  if (!st.data) return;
+  st.data->set_asked(false);
+  if (code != errc::invalid_config) return;
+  log_error(st.cfg.id + ": the run's data cursor refuses this worker's data: " + why);
+  self->quit(caf::make_error(caf::sec::runtime_error));
 }
 
 void data_tick(worker_self self) {

@@ -78,7 +78,9 @@ bool feed_next_step(worker_self self);
 std::vector<data::piece> contribution_pieces(worker_self self, std::size_t f, std::uint64_t round);
 void on_data_lease(worker_self self, const wire::message_ptr& msg);
 // A refusal of the registry's: a lease asked for is asked again at the next tick.
-void data_refused(worker_self self);
+// invalid_config (this worker's data is not the run's: another file, batch or H) stops the
+// worker with the registry's reason, as a restart would meet it again.
+void data_refused(worker_self self, errc code, const std::string& why);
 void data_tick(worker_self self);  // a lease wanted and none asked for: ask
 // Every epoch of the run's data is leased and trained: the worker's steps are over.
 bool data_exhausted(const worker_state& st);

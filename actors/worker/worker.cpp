@@ -194,7 +194,8 @@ void on_refusal(self_ptr self, const wire::message_ptr& msg) {
   auto& st = self->state;
   const auto r = msg->envelope().getRefusal();
   log_warn(st.cfg.id + ": refused by " + msg->sender() + ": " + r.getMessage().cStr());
-  if (msg->sender() == registry_id()) return data_refused(self);  // a lease or a tie: the data cursor's
+  if (msg->sender() == registry_id())  // a lease: the data cursor's
+    return data_refused(self, static_cast<errc>(r.getCode()), r.getMessage().cStr());
   const auto f = fragment_of_coordinator(msg->sender());
   if (!f || *f >= st.fragments.size() || !st.steps->recovers_rounds()) return;
   auto& frag = st.fragments[*f];
