@@ -17,7 +17,7 @@ namespace atl::coordinator_detail {
 // What the quorum policy (actors/decisions/quorum.hpp) is asked about this fragment.
 quorum::view policy_view(const coordinator_state& st) {
   quorum::view v;
-  v.has_membership = st.has_membership;
+  v.has_membership = st.has_membership();
   v.members = st.members.size();
   v.published = st.quorum;
   v.round_open = st.rounds->current_phase() == round_tracker::phase::collecting;

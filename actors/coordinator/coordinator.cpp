@@ -70,7 +70,7 @@ bool is_member(const coordinator_state& st, const std::string& worker) {
 // What actors/decisions/held_requests.hpp decides a StateRequest from `worker` by.
 held_requests::state_request_facts state_request_facts_of(const coordinator_state& st, const std::string& worker) {
   held_requests::state_request_facts f;
-  f.loaded = st.loaded;
+  f.loaded = st.loaded();
   f.members_suffice = membership_ready(st);
   f.collecting = st.rounds->current_phase() == round_tracker::phase::collecting;
   f.nesterov = st.rounds->rule() == round_tracker::update_rule::nesterov;
@@ -124,7 +124,7 @@ void advance(self_ptr self) {
 // An unseeded run: the first held request that carries parameters becomes round 0.
 void seed_from_waiting(self_ptr self) {
   auto& st = self->state;
-  if (!st.loaded || st.rounds->current_phase() != round_tracker::phase::unseeded) return;
+  if (!st.loaded() || st.rounds->current_phase() != round_tracker::phase::unseeded) return;
   for (const auto& req : st.waiting) {
     if (req->tensors().size() != 1 || req->tensors()[0].dtype != schema::DType::FLOAT32) continue;
     if (auto err = st.rounds->seed(req->tensors()[0].to_floats())) {
@@ -157,7 +157,7 @@ void on_contribution(self_ptr self, const wire::message_ptr& msg) {
   // anything before this coordinator has loaded its state (a re-placed one, receiving
   // resends). actors/decisions/held_requests.hpp decides.
   held_requests::contribution_facts facts;
-  facts.loaded = st.loaded;
+  facts.loaded = st.loaded();
   facts.seeded = st.rounds->current_phase() != round_tracker::phase::unseeded;
   facts.ready = st.rounds->current_phase() == round_tracker::phase::ready;
   facts.for_next_round = c.getRound() == st.rounds->open_round();
@@ -237,8 +237,8 @@ void on_membership(self_ptr self, const wire::message_ptr& msg) {
   st.epoch = view.epoch;
   st.members = view.workers;
   st.quorum = view.quorum;
-  const bool first = !st.has_membership;
-  st.has_membership = true;
+  const bool first = !st.has_membership();
+  if (first) st.started_as = coordinator_state::startup::loading;
   // The keepers a commit needs. A keeper removed (its node died) no longer holds a round
   // up; one added gets the committing round at the next tick.
   auto keepers = view.keepers;
@@ -287,7 +287,7 @@ void finish_commit_if_acked(self_ptr self) {
 // parameters (F bytes every retry, on a slow link) once the fragment can be seeded without.
 void say_held(self_ptr self, const wire::message& request) {
   auto& st = self->state;
-  const bool seeded = st.loaded && st.rounds->current_phase() != round_tracker::phase::unseeded;
+  const bool seeded = st.loaded() && st.rounds->current_phase() != round_tracker::phase::unseeded;
   const bool parameters_held = std::any_of(st.waiting.begin(), st.waiting.end(),
                                            [](const wire::message_ptr& held) { return !held->tensors().empty(); });
   wire::outgoing out;
@@ -376,7 +376,7 @@ caf::behavior coordinator_actor(caf::stateful_actor<coordinator_state>* self, tr
       [=](resend_atom) { resend_round_report(self); },  // the node's link to the head came back
       [=](tick_atom) {  // every commit_retry: startup requests until answered, commit retries
         auto& st = self->state;
-        if (!st.loaded || !st.has_membership) request_startup_state(self);
+        if (!st.loaded()) request_startup_state(self);  // members, then the committed state
         // A commit not acknowledged for a whole tick: refused, or the request or its ack
         // was lost (a head that died). The keeper acknowledges a repeat of the same bytes.
         if (st.rounds->current_phase() == round_tracker::phase::committing &&
@@ -386,7 +386,7 @@ caf::behavior coordinator_actor(caf::stateful_actor<coordinator_state>* self, tr
                     std::to_string(st.commit.tries() + 1) + ")");
           send_commit(self);
         }
-        if (st.has_membership) report_progress(self);
+        if (st.has_membership()) report_progress(self);
         resend_round_report_if_due(self);
         self->delayed_send(self, st.cfg.commit_retry, tick_atom::value);
       },

@@ -120,7 +120,13 @@ struct coordinator_state {
   std::unique_ptr<mailer> mail;
   std::unique_ptr<round_tracker> rounds;
   coordinator_config cfg;
-  bool loaded = false;  // keeper answered the LoadRequest
+  // How far the coordinator has started: the members come first (the LoadRequest carries
+  // their epoch, the keepers' fence), then the committed state from the keepers.
+  //   asking_members --Membership--> loading --LoadReply (or every keeper's)--> started
+  enum class startup { asking_members, loading, started };
+  startup started_as = startup::asking_members;
+  bool loaded() const { return started_as == startup::started; }
+  bool has_membership() const { return started_as != startup::asking_members; }
   std::map<std::string, wire::message_ptr> load_replies;  // so far, by keeper (load_from_every_keeper)
   // Resumed from the keeper (re-placed, or a restarted head): when the first round opens,
   // every member gets the committed state, so workers still waiting on the old
@@ -129,7 +135,6 @@ struct coordinator_state {
   std::size_t quorum = 0;  // participants a round needs, from the registry (0: cfg.min_workers)
   std::uint64_t epoch = 0;  // current membership epoch
   std::vector<std::string> members;  // workers of the current epoch
-  bool has_membership = false;  // the registry answered at least once
   // The Membership as the registry's deltas built it (quorum, epoch and members above are
   // its view), and when the whole one was last asked for after a gap.
   held_membership membership;

@@ -16,7 +16,7 @@ namespace atl::coordinator_detail {
 // Resumes from a keeper's LoadReply (none found: a new run, seeded by rank 0).
 void resume_from(self_ptr self, const wire::message& msg) {
   auto& st = self->state;
-  st.loaded = true;
+  st.started_as = coordinator_state::startup::started;
   st.load_replies.clear();
   const auto reply = msg.envelope().getLoadReply();
   const auto& t = msg.tensors();
@@ -38,7 +38,7 @@ void resume_from(self_ptr self, const wire::message& msg) {
 // (placement::resume_source).
 void resume_when_every_keeper_answered(self_ptr self) {
   auto& st = self->state;
-  if (st.loaded) return;
+  if (st.loaded()) return;
   std::map<std::string, std::optional<std::uint64_t>> answered;
   for (const auto& [keeper, reply] : st.load_replies) {
     const auto load = reply->envelope().getLoadReply();
@@ -53,7 +53,7 @@ void resume_when_every_keeper_answered(self_ptr self) {
 
 void on_load_reply(self_ptr self, const wire::message_ptr& msg) {
   auto& st = self->state;
-  if (st.loaded) return;
+  if (st.started_as != coordinator_state::startup::loading) return;  // not asked, or started
   if (!st.cfg.load_from_every_keeper) {
     resume_from(self, *msg);
     return;
@@ -78,9 +78,9 @@ void request_membership(self_ptr self) {
 // refuses commits of older coordinators of this fragment (one re-placed after its node died).
 void request_startup_state(self_ptr self) {
   auto& st = self->state;
-  if (!st.has_membership) {
+  if (!st.has_membership()) {
     request_membership(self);
-  } else if (!st.loaded) {
+  } else if (!st.loaded()) {
     const auto targets = st.cfg.load_from_every_keeper ? st.commit.keepers() : std::vector<std::string>{st.cfg.keeper};
     for (const auto& keeper : targets) {
       if (st.load_replies.count(keeper)) continue;
