@@ -4,6 +4,7 @@
 // No thread, no sleep: leases run out because the test advances the simulated clock.
 #include <array>
 #include <optional>
+#include <set>
 
 #include <gtest/gtest.h>
 #include <caf/all.hpp>
@@ -212,6 +213,30 @@ class RegistryProtocol : public ::testing::Test {
   checkpoint_store checkpoints_{*checkpoint_db_, 10};
   std::vector<wire::message_ptr> seen_;
 };
+
+// Every node dies at once (a head restart that both nodes' heartbeats miss, as the Slurm
+// test saw): their deaths can place the coordinators nowhere. A node that joins then gets
+// them, or no round would ever run again.
+TEST_F(RegistryProtocol, CoordinatorsLeftWithoutAHostWhenEveryNodeDiedGoToTheNextNodeThatJoins) {
+  using E = schema::Envelope;
+  hello("node/pending-a");
+  hello("node/pending-b");
+  ASSERT_EQ(stored().placements, (std::vector<std::string>{"node/1", "node/2"}));
+  run_for(2s, {});  // both fall silent past their leases
+  auto snap = stored();
+  ASSERT_EQ(snap.members.size(), 2u);
+  EXPECT_EQ(snap.members[0].state, "dead");
+  EXPECT_EQ(snap.members[1].state, "dead");
+  for (const auto& host : snap.placements)  // the last to die could take none: no live node
+    EXPECT_TRUE(host == "node/1" || host == "node/2") << host;
+  seen_.clear();
+  hello("node/pending-c");
+  EXPECT_EQ(stored().placements, (std::vector<std::string>{"node/3", "node/3"}));
+  std::set<std::uint32_t> placed;
+  for (const auto& m : take(E::PLACE_COORDINATOR, "node/3"))
+    placed.insert(m->envelope().getPlaceCoordinator().getFragment());
+  EXPECT_EQ(placed, (std::set<std::uint32_t>{0, 1})) << "both coordinators placed on the joiner";
+}
 
 TEST_F(RegistryProtocol, NodesJoinTrainingStartsAndALeaseRunningOutReplacesTheCoordinator) {
   using E = schema::Envelope;

@@ -201,6 +201,9 @@ void admit_new_nodes(self_ptr self) {
   publish_routes(self);
   publish_membership(self);
   update_run_phase(self);
+  // Coordinators whose hosts all died while no other node was live (their deaths could
+  // place them nowhere) go to the nodes that join now.
+  replace_orphaned_coordinators(self);
   place_replica_keepers(self);  // the first node that can keep, mid-run
 }
 

@@ -62,7 +62,8 @@ void replace_orphaned_coordinators(self_ptr self) {
   if (st.phase != run_phase::training) return;
   std::vector<std::string> placements;
   for (const auto& f : st.fragments) placements.push_back(f.placed_on);
-  apply_coordinator_moves(self, placement::replace_orphans(placements, node_facts(st)), true);
+  const auto moves = placement::replace_orphans(placements, node_facts(st));
+  if (!moves.empty()) apply_coordinator_moves(self, moves, true);  // unconfirmed ones go again each tick
 }
 
 namespace {
