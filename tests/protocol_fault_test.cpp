@@ -1,13 +1,16 @@
-// Protocol tier under seeded faults (RELIABILITY.md, test tiers): two fragment
-// coordinators, two keepers (the head's and a replica that every commit also needs) and
-// three Streaming DiLoCo workers (fake replicas, int8 with error feedback, overlap 1) in
-// one process, on CAF's deterministic scheduler with simulated time. Every message goes
-// through encode and ingress; fragment state reaches resyncing workers in chunks of 16
-// values from the keepers. A schedule drawn from the seed drops, duplicates and delays
-// (so reorders) messages, and may kill a coordinator or the replica keeper mid-run, which
-// is re-placed at once: a fresh coordinator reloads from the head's keeper, a fresh replica
-// catches up from it, as after a node's lease ran out. A killed worker is replaced by a
-// new node's worker, which joins mid-run.
+// Protocol tier under seeded faults (RELIABILITY.md, test tiers): the real registry, the
+// head's keeper and three nodes, each a real node agent hosting one Streaming DiLoCo worker
+// (a fake replica, int8 with error feedback, overlap 1) and whatever the registry places
+// on it (fragment coordinators, the replica keeper that every commit also needs), in one
+// process, on CAF's deterministic scheduler with simulated time. Each node has its own
+// directory of actors, as a process would; every message goes through encode and ingress;
+// fragment state reaches resyncing workers in chunks of 16 values from the keepers. A
+// schedule drawn from the seed drops, duplicates and delays (so reorders) messages, and may
+// kill a node mid-run with everything it hosts: the registry sees its lease run out, places
+// its coordinators and its replica keeper elsewhere (a fresh coordinator reloads from the
+// head's keeper, a fresh replica catches up from it), and a new node joins in its stead.
+// Messages to the registry are not touched (what the test checks passes through them, and
+// the head's link is the one a node re-establishes); everything it sends is.
 // Half the seeds also give rounds a deadline (diloco.round_deadline_ms), so rounds close
 // without the workers whose messages were lost or late (whose late work is folded into the
 // next round: diloco.late_work = keep), and half of those close adaptively
@@ -16,17 +19,17 @@
 // those are dropped, duplicated and reordered too.
 //
 // Each seed must:
-//   L1  finish every worker within 10 simulated minutes (the fault-free run takes ~0 s);
+//   L1  finish the run (the registry says so) within 10 simulated minutes;
 //   S1  see every digest a worker acknowledged for (fragment, round) equal the keeper's;
-//   S3  leave the keeper with every round of each fragment once, in order (none lost);
-//   S4  find in the replica only rounds the head's keeper holds, with the same bytes;
+//   S3  leave the head's keeper with every round of each fragment once, in order (none lost);
+//   S4  find in every replica keeper only rounds the head's keeper holds, with the same bytes;
 //   W1  install in a joiner only inner-optimizer state that a donor lent (a warm start
 //       across dropped, duplicated and reordered chunks installs its donor's bytes or
 //       none).
 // And every tenth seed, run twice, must deliver the same messages in the same order (the
 // "unseed" check): a failing seed replays exactly.
 //
-//   ATOLL_FAULT_SEEDS=N   seeds 1..N (default 2000, a few seconds)
+//   ATOLL_FAULT_SEEDS=N   seeds 1..N (default 2000)
 //   ATOLL_FAULT_SEED=S    replay seed S alone; a failure names its seed
 #include <algorithm>
 #include <cstdlib>
@@ -37,13 +40,14 @@
 #include <gtest/gtest.h>
 #include <caf/all.hpp>
 
-#include "actors/coordinator/coordinator.hpp"
-#include "actors/decisions/quorum.hpp"
 #include "actors/keeper/keeper.hpp"
+#include "actors/node/node_agent.hpp"
+#include "actors/registry/registry.hpp"
 #include "actors/shared/messages.hpp"
-#include "actors/worker/worker.hpp"
+#include "runtime/core/actor_id.hpp"
 #include "runtime/core/digest.hpp"
 #include "storage/checkpoint_store.hpp"
+#include "storage/registry_store.hpp"
 #include "tests/deterministic.hpp"
 #include "tests/fake_replica.hpp"
 
@@ -75,18 +79,34 @@ fault_plan plan_for(std::mt19937_64& rng) {
   return plan;
 }
 
-// The in-memory transport with faults: each message is dropped, duplicated, held back
-// (delivered later, in random order) or delivered. Reports to the registry stand-in are
-// never touched: they are what the test checks, not part of the protocol under test.
+// What the test reads of the run as its messages pass: every digest a worker acknowledged
+// (RoundAcks to the registry), the workers that finished, and the registry's word that the
+// run finished (the Shutdown it sends every node then).
+struct run_record {
+  std::map<std::pair<std::uint32_t, std::uint64_t>, std::set<std::uint64_t>> acked;  // (fragment, round) -> digests
+  std::set<std::string> done;
+  bool finished = false;
+};
+
+// The in-memory transport with faults, between processes: the head and each node hold a
+// directory of their actors, and a message goes to the one holding its receiver when it is
+// delivered (a killed node's are gone). Each message is dropped, duplicated, held back
+// (delivered later, in random order) or delivered; those to the registry are delivered.
 class faulty_transport : public transport {
  public:
-  faulty_transport(directory& dir, cluster_identity& cluster, std::mt19937_64& rng, fault_plan plan)
-      : dir_(dir), cluster_(cluster), rng_(rng), plan_(plan) {}
+  faulty_transport(cluster_identity& cluster, std::mt19937_64& rng, fault_plan plan, run_record& record)
+      : cluster_(cluster), rng_(rng), plan_(plan), record_(record) {}
+
+  void add_process(const directory* dir) { processes_.push_back(dir); }
+  void remove_process(const directory* dir) {
+    processes_.erase(std::remove(processes_.begin(), processes_.end(), dir), processes_.end());
+  }
 
   void send(const std::string& receiver, wire::frames frames) override {
     counters_->messages_out++;
-    if (receiver == "registry") {
-      deliver(std::move(frames));
+    observe(receiver, frames);
+    if (receiver == registry_id()) {
+      deliver(receiver, std::move(frames));
       return;
     }
     const double x = std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
@@ -94,13 +114,13 @@ class faulty_transport : public transport {
       dropped++;
     } else if (x < plan_.drop + plan_.duplicate) {
       duplicated++;
-      deliver(wire::frames(frames));
-      deliver(std::move(frames));
+      deliver(receiver, wire::frames(frames));
+      deliver(receiver, std::move(frames));
     } else if (x < plan_.drop + plan_.duplicate + plan_.delay) {
       delayed++;
-      held_.push_back(std::move(frames));
+      held_.emplace_back(receiver, std::move(frames));
     } else {
-      deliver(std::move(frames));
+      deliver(receiver, std::move(frames));
     }
   }
 
@@ -108,13 +128,13 @@ class faulty_transport : public transport {
   bool release_one() {
     if (held_.empty()) return false;
     const auto i = rng_() % held_.size();
-    auto frames = std::move(held_[i]);
+    auto [receiver, frames] = std::move(held_[i]);
     held_.erase(held_.begin() + static_cast<std::ptrdiff_t>(i));
-    deliver(std::move(frames));
+    deliver(receiver, std::move(frames));
     return true;
   }
 
-  bool delivers_in_process(const std::string& id) const override { return dir_.contains(id); }
+  bool delivers_in_process(const std::string& id) const override { return holder(id) != nullptr; }
   std::uint64_t sent() const { return counters_->messages_out.load(); }
   std::uint64_t dropped = 0, duplicated = 0, delayed = 0;
   // Every delivery so far, in order, as one digest: the run's trace. A seed run twice must
@@ -122,71 +142,64 @@ class faulty_transport : public transport {
   std::uint64_t trace() const { return trace_; }
 
  private:
-  void deliver(wire::frames frames) {
+  const directory* holder(const std::string& id) const {
+    for (const auto* dir : processes_)
+      if (dir->contains(id)) return dir;
+    return nullptr;
+  }
+
+  void observe(const std::string& receiver, const wire::frames& frames) {
+    const bool to_registry = receiver == registry_id();
+    if (!to_registry && !is_kind(receiver, actor_kind::node)) return;
+    auto msg = wire::decode(wire::frames(frames), wire::limits{});
+    if (!msg) return;
+    const auto env = (*msg)->envelope();
+    if (to_registry && env.isRoundAck()) {
+      const auto ack = env.getRoundAck();
+      record_.acked[{ack.getFragment(), ack.getRound()}].insert(ack.getDigest());
+    } else if (to_registry && env.isWorkerDone()) {
+      record_.done.insert((*msg)->sender());
+    } else if (!to_registry && env.isShutdown() &&
+               std::string(env.getShutdown().getReason().cStr()) == "run finished") {
+      record_.finished = true;
+    }
+  }
+
+  void deliver(const std::string& receiver, wire::frames frames) {
     for (const auto& frame : frames) {
       const std::uint64_t link[2] = {trace_, digest64(frame.data(), frame.size())};
       trace_ = digest64(link, sizeof link);
     }
-    (void)deliver_local(std::move(frames), wire::limits{}, cluster_, dir_, *counters_);
+    const auto* dir = holder(receiver);
+    if (!dir) return;  // its process is gone
+    (void)deliver_local(std::move(frames), wire::limits{}, cluster_, *dir, *counters_);
   }
 
-  directory& dir_;
   cluster_identity& cluster_;
   std::mt19937_64& rng_;
   fault_plan plan_;
-  std::vector<wire::frames> held_;
+  run_record& record_;
+  std::vector<const directory*> processes_;
+  std::vector<std::pair<std::string, wire::frames>> held_;
   std::uint64_t trace_ = 0;
 };
 
-// What the registry stand-in saw. Everything runs on the test's thread: no locks.
-struct registry_record {
-  std::vector<std::string> members;
-  std::vector<std::string> keepers = {"keeper/0", "keeper/1"};
-  std::uint64_t epoch = 1;  // grows when a coordinator is re-placed, as the registry's does
-  std::map<std::pair<std::uint32_t, std::uint64_t>, std::set<std::uint64_t>> acked;  // (fragment, round) -> digests
-  std::set<std::string> done;
-};
+// A replica keeper's store that outlives its node: the test reads what it held (S4).
+class shared_store : public kv_store {
+ public:
+  explicit shared_store(std::shared_ptr<kv_store> inner) : inner_(std::move(inner)) {}
+  status commit(const std::vector<kv_write>& batch, bool sync) override { return inner_->commit(batch, sync); }
+  expected<std::optional<std::string>> get(column family, const std::string& key) const override {
+    return inner_->get(family, key);
+  }
+  expected<std::vector<std::pair<std::string, std::string>>> scan(column family,
+                                                                  const std::string& prefix) const override {
+    return inner_->scan(family, prefix);
+  }
 
-// Does what the registry does for rounds: answers MembershipRequests,
-// publishes the membership every second (a lost one is repaired), and in the run's tail
-// drops finished workers and shrinks the quorum. Records acks and finished workers.
-caf::behavior registry_stub(caf::event_based_actor* self, transport* net, std::string cluster, registry_record* rec) {
-  auto mail = std::make_shared<mailer>(*net, "registry", cluster);
-  auto send_membership = [=](const std::string& to) {
-    wire::outgoing out;
-    auto m = out.envelope.initMembership();
-    m.setEpoch(rec->epoch);
-    auto list = m.initWorkers(static_cast<unsigned>(rec->members.size()));
-    for (unsigned i = 0; i < rec->members.size(); ++i) list.set(i, rec->members[i]);
-    m.setQuorum(quorum::required_participants(min_workers, rec->members.size(), !rec->done.empty()));
-    auto keepers = m.initKeepers(static_cast<unsigned>(rec->keepers.size()));
-    for (unsigned i = 0; i < rec->keepers.size(); ++i) keepers.set(i, rec->keepers[i]);
-    mail->send(to, rec->epoch, out);
-  };
-  auto publish = [=] {
-    for (int f = 0; f < fragments; ++f) send_membership("coord/" + std::to_string(f));
-  };
-  self->delayed_send(self, std::chrono::seconds(1), tick_atom::value);
-  return {
-      [=](const wire::message_ptr& msg) {
-        const auto env = msg->envelope();
-        if (env.isMembershipRequest()) {
-          send_membership(msg->sender());
-        } else if (env.isRoundAck()) {
-          const auto ack = env.getRoundAck();
-          rec->acked[{ack.getFragment(), ack.getRound()}].insert(ack.getDigest());
-        } else if (env.isWorkerDone()) {
-          rec->done.insert(msg->sender());
-          rec->members.erase(std::remove(rec->members.begin(), rec->members.end(), msg->sender()), rec->members.end());
-          publish();
-        }
-      },
-      [=](tick_atom) {
-        publish();
-        self->delayed_send(self, std::chrono::seconds(1), tick_atom::value);
-      },
-  };
-}
+ private:
+  std::shared_ptr<kv_store> inner_;
+};
 
 struct seed_outcome {
   std::string failure;  // empty: every invariant held
@@ -197,21 +210,7 @@ struct seed_outcome {
   std::uint64_t trace = 0;  // every delivery, in order (faulty_transport::trace)
 };
 
-// One run under the faults of `seed`, on a fresh deterministic actor system.
-seed_outcome run_seed(std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  const auto plan = plan_for(rng);
-  caf::actor_system_config cfg;
-  caf::actor_system sys(testing::deterministic(cfg));
-  auto& sched = testing::test_scheduler(sys);
-  const std::string cluster_id = "cluster-faults";
-  directory dir;
-  cluster_identity cluster(cluster_id);
-  faulty_transport net(dir, cluster, rng, plan);
-  auto kv = make_memory_store();
-  checkpoint_store checkpoints(*kv, 1000);
-  registry_record rec;
-
+run_config run_for(const fault_plan& plan) {
   run_config run;
   run.steps = 60;
   run.sync_every = 5;
@@ -224,96 +223,118 @@ seed_outcome run_seed(std::uint64_t seed) {
   run.eval_every = 1000;
   run.log_every = 1000;
   run.state_chunk_values = 16;  // fragments of 48 and 49 values travel in four chunks
-  std::vector<std::string> worker_ids;
-  for (int k = 0; k < workers; ++k) worker_ids.push_back("worker/1." + std::to_string(k));
-  rec.members = worker_ids;
+  run.min_workers = min_workers;
+  run.outer_lr = 0.7;
+  run.outer_momentum = 0.9;
+  run.round_deadline_ms = plan.round_deadline.count();
+  run.round_close = plan.adaptive_close ? "adaptive" : "all";
+  // Rounds that close without someone take its late work.
+  run.late_work = plan.round_deadline.count() > 0 ? "keep" : "drop";
+  run.grace_min_ms = 50;
+  run.early_results = plan.early_results;
+  run.keepers = "head";  // the head's keeper holds every round: S3 reads it
+  run.keep_rounds = 1000;  // a replica keeps them all too: S4 compares them
+  run.heartbeat_ms = 500;
+  run.lease_ms = 3000;  // a killed node is declared dead 3 simulated seconds on
+  run.handover_ms = 3000;
+  return run;
+}
 
-  auto spawn_coordinator = [&](std::uint32_t f) {
-    coordinator_config cc;
-    cc.fragment = f;
-    cc.min_workers = min_workers;
-    cc.outer = {0.7f, 0.9f};
-    cc.round_deadline = plan.round_deadline;
-    cc.adaptive_close = plan.adaptive_close;
-    cc.keep_late_work = plan.round_deadline.count() > 0;  // rounds that close without someone take its late work
-    cc.grace_min = std::chrono::milliseconds(50);
-    cc.early_results = plan.early_results;
-    cc.state_chunk_values = static_cast<std::size_t>(run.state_chunk_values);
-    cc.result_codec = codec_kind::int8;  // low-bit both ways, as coordinator_config_for sets for this run
-    cc.result_chunk = static_cast<std::size_t>(run.codec_chunk);
-    dir.add("coord/" + std::to_string(f), sys.spawn(coordinator_actor, static_cast<transport*>(&net), cluster_id, cc));
-  };
-  dir.add("keeper/0",
-          sys.spawn(keeper_actor, static_cast<transport*>(&net), std::string("keeper/0"), cluster_id, &checkpoints));
-  dir.add("registry", sys.spawn(registry_stub, static_cast<transport*>(&net), cluster_id, &rec));
-  std::shared_ptr<keeper_storage> replica;
-  auto spawn_replica = [&] {  // on a fresh disk, catching up from the head's keeper
-    replica = std::make_shared<keeper_storage>();
-    replica->db = make_memory_store();
-    replica->checkpoints = std::make_unique<checkpoint_store>(*replica->db, 1000);
-    dir.add("keeper/1", sys.spawn(keeper_replica_actor, static_cast<transport*>(&net), std::string("keeper/1"),
-                                  cluster_id, replica, std::string("keeper/0"), std::uint32_t{fragments}));
-  };
-  spawn_replica();
-  for (std::uint32_t f = 0; f < fragments; ++f) spawn_coordinator(f);
+// A node: its own directory of actors, as a process has, and its node agent.
+struct simulated_node {
+  directory actors;
+  caf::actor agent;
+};
+
+// One run under the faults of `seed`, on a fresh deterministic actor system.
+seed_outcome run_seed(std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const auto plan = plan_for(rng);
+  const auto run = run_for(plan);
+  caf::actor_system_config cfg;
+  caf::actor_system sys(testing::deterministic(cfg));
+  auto& sched = testing::test_scheduler(sys);
+  const std::string cluster_id = "cluster-faults";
+  cluster_identity cluster(cluster_id);
+  run_record rec;
+  faulty_transport net(cluster, rng, plan, rec);
+
+  directory head;
+  net.add_process(&head);
+  auto keeper_db = make_memory_store();
+  checkpoint_store checkpoints(*keeper_db, 1000);
+  head.add(keeper_id(head_keeper_number), sys.spawn(keeper_actor, static_cast<transport*>(&net),
+                                                    keeper_id(head_keeper_number), cluster_id, &checkpoints));
+  auto registry_db = make_memory_store();
+  registry_store registry_saves(*registry_db);
+  registry_deps deps;
+  deps.net = &net;
+  deps.store = &registry_saves;
+  deps.checkpoints = &checkpoints;
+  deps.local_actors = &head;
+  deps.counters = &net.counters();
+  deps.listen_endpoint = "inproc://faults";
+  deps.lease_from_arrival = false;
+  registry_snapshot snap;
+  snap.cluster_id = cluster_id;
+  snap.config_toml = to_toml(run);
+  head.add(registry_id(), sys.spawn(registry_actor, deps, snap));
+
   auto ledger = std::make_shared<testing::inner_state_ledger>();  // W1
-  auto spawn_worker = [&](const std::string& id, std::uint32_t rank) {
-    worker_config wc;
-    wc.id = id;
-    wc.cluster_id = cluster_id;
-    wc.spec.rank = rank;
-    wc.spec.world_size = workers;
-    wc.run = run;
-    replica_factory factory = [ledger](const run_config&, const replica_spec& s) {
+  std::vector<std::shared_ptr<kv_store>> replica_stores;  // every replica keeper's, its node dead or alive
+  std::map<std::string, std::unique_ptr<simulated_node>> nodes;  // by name, live ones
+  auto start_node = [&](const std::string& name) {
+    auto node = std::make_unique<simulated_node>();
+    node_agent_config nc;
+    nc.hostname = name;
+    nc.provisional_token = name;
+    nc.detached_workers = false;
+    nc.data_dir = "memory";  // it can host a replica keeper, in a store the test keeps
+    nc.open_keeper_store = [&replica_stores](const std::string&) -> expected<std::unique_ptr<kv_store>> {
+      replica_stores.push_back(std::shared_ptr<kv_store>(make_memory_store()));
+      return std::unique_ptr<kv_store>(std::make_unique<shared_store>(replica_stores.back()));
+    };
+    nc.factory = [ledger](const run_config&, const replica_spec& s) {
       return std::make_unique<testing::fake_replica>(s.rank, fragments, ledger);
     };
-    dir.add(wc.id, sys.spawn(worker_actor, static_cast<transport*>(&net), wc, factory));
+    net.add_process(&node->actors);
+    node->agent = sys.spawn(node_agent_actor, static_cast<transport*>(&net), &node->actors, &cluster, nc);
+    nodes[name] = std::move(node);
   };
-  for (int k = 0; k < workers; ++k)
-    spawn_worker(worker_ids[static_cast<std::size_t>(k)], static_cast<std::uint32_t>(k));
-  std::set<std::string> live(worker_ids.begin(), worker_ids.end());  // the run ends when all of them finished
+  // The node dies with everything it hosts, at once (SIGKILL): nothing it held is told.
+  auto kill_node = [&](const std::string& name) {
+    auto& node = *nodes.at(name);
+    net.remove_process(&node.actors);
+    caf::anon_send_exit(node.agent, caf::exit_reason::kill);
+    for (const auto& id : node.actors.ids()) caf::anon_send_exit(node.actors.find(id), caf::exit_reason::kill);
+    node.actors.clear();
+    nodes.erase(name);
+  };
+  for (int k = 0; k < workers; ++k) start_node("node-" + std::to_string(k));
 
   seed_outcome out;
   const auto start = sched.clock().now();
+  int joined = 0;
   for (;;) {
-    if (std::all_of(live.begin(), live.end(), [&](const std::string& w) { return rec.done.count(w) > 0; })) break;
+    if (rec.finished) break;
     if (sched.clock().now() - start > time_limit) {
-      out.failure = "L1: " + std::to_string(rec.done.size()) + " workers finished in 10 simulated minutes";
+      out.failure = "L1: the run did not finish in 10 simulated minutes (" + std::to_string(rec.done.size()) +
+                    " workers finished)";
       break;
     }
     if (plan.kill_after > 0 && !out.killed && net.sent() >= plan.kill_after) {
-      // A coordinator, the replica keeper or a worker dies with its node. The registry places
-      // a new coordinator or replica at once; a dead worker leaves the membership and a new
-      // node's worker (a new id, the same data shard) joins in the same epoch change.
-      const auto victim = static_cast<std::uint32_t>(rng() % (fragments + 2));
-      std::string id = victim < fragments ? "coord/" + std::to_string(victim) : "keeper/1";
-      std::string joiner;
-      if (victim == fragments + 1) {
-        const auto k = rng() % workers;
-        id = worker_ids[k];
-        joiner = "worker/2." + std::to_string(k);
-        if (rec.done.count(id)) id.clear();  // it had finished: nothing to kill
-      }
-      if (!id.empty()) {
-        caf::anon_send_exit(dir.find(id), caf::exit_reason::kill);
-        dir.remove(id);
-        rec.epoch++;  // its node's death is a membership change
-        if (victim < fragments) spawn_coordinator(victim);
-        else if (victim == fragments) spawn_replica();
-        else {
-          live.erase(id);
-          live.insert(joiner);
-          std::replace(rec.members.begin(), rec.members.end(), id, joiner);
-          spawn_worker(joiner, static_cast<std::uint32_t>(joiner.back() - '0'));
-        }
-      }
+      // A node dies with its worker and whatever was placed on it; a new node joins.
+      auto victim = nodes.begin();
+      std::advance(victim, static_cast<std::ptrdiff_t>(rng() % nodes.size()));
+      kill_node(victim->first);
+      start_node("joiner-" + std::to_string(joined++));
       out.killed = true;
     }
     if (sched.has_job()) {
       if (rng() % 20 == 0) net.release_one();
       sched.run_once();
     } else if (!net.release_one() && !sched.trigger_timeout()) {
-      out.failure = "L1: nothing left to run and the workers are not done";
+      out.failure = "L1: nothing left to run and the run has not finished";
       break;
     }
   }
@@ -323,7 +344,7 @@ seed_outcome run_seed(std::uint64_t seed) {
   out.duplicated = net.duplicated;
   out.delayed = net.delayed;
 
-  // S1 and S3, against what the keeper holds.
+  // S1 and S3, against what the head's keeper holds.
   auto kept = checkpoints.list();
   if (!kept) {
     out.failure = "keeper: " + kept.err().describe();
@@ -352,22 +373,37 @@ seed_outcome run_seed(std::uint64_t seed) {
     if (out.failure.empty() && ledger->installed_unlent > 0)
       out.failure = "W1: a joiner installed inner-optimizer state no donor lent";
     out.warm_starts = ledger->installed;
-    auto replicated = replica->checkpoints->list();
-    if (!replicated) {
-      out.failure = "replica: " + replicated.err().describe();
-    } else {
+    if (out.failure.empty() && replica_stores.empty()) out.failure = "no replica keeper was placed";
+    for (const auto& db : replica_stores) {
+      auto replicated = checkpoint_store(*db, 1000).list();
+      if (!replicated) {
+        out.failure = "replica: " + replicated.err().describe();
+        break;
+      }
       for (const auto& c : *replicated) {
-        const auto head = keeper_digest.find({c.fragment, c.round});
-        if (out.failure.empty() && (head == keeper_digest.end() || head->second != c.digest))
-          out.failure = "S4: the replica's fragment " + std::to_string(c.fragment) + " round " +
-                        std::to_string(c.round) + " is not the head keeper's";
+        const auto head_digest = keeper_digest.find({c.fragment, c.round});
+        if (out.failure.empty() && (head_digest == keeper_digest.end() || head_digest->second != c.digest))
+          out.failure = "S4: a replica's fragment " + std::to_string(c.fragment) + " round " + std::to_string(c.round) +
+                        " is not the head keeper's";
       }
     }
   }
 
-  for (const auto& id : dir.ids()) caf::anon_send_exit(dir.find(id), caf::exit_reason::user_shutdown);
-  dir.clear();
+  for (auto& [_, node] : nodes) {
+    caf::anon_send_exit(node->agent, caf::exit_reason::user_shutdown);
+    for (const auto& id : node->actors.ids())
+      caf::anon_send_exit(node->actors.find(id), caf::exit_reason::user_shutdown);
+  }
+  for (const auto& id : head.ids()) caf::anon_send_exit(head.find(id), caf::exit_reason::user_shutdown);
   sched.run();  // lets every actor see its exit, so the system can shut down
+  for (auto& [_, node] : nodes) {
+    node->actors.clear();
+    node->agent = nullptr;
+  }
+  head.clear();
+  // Lease proxies outlive the registry until their leases run out: let simulated time pass,
+  // so the system can stop.
+  for (int i = 0; i < 10000 && sched.trigger_timeout(); ++i) sched.run();
   return out;
 }
 
@@ -414,8 +450,8 @@ TEST(ProtocolFaults, EverySeedFinishesAgreesAndKeepsEveryRound) {
     }
   }
   std::cout << seeds.size() << " seeds: " << dropped << " dropped, " << duplicated << " duplicated, " << delayed
-            << " delayed, " << kills << " coordinators, replicas or workers killed, " << warm_starts
-            << " warm joiners; longest run " << longest << " simulated s; " << failures << " failed\n";
+            << " delayed, " << kills << " nodes killed, " << warm_starts << " warm joiners; longest run " << longest
+            << " simulated s; " << failures << " failed\n";
   // The schedule must have injected faults at all, or the test proves nothing.
   if (seeds.size() >= 50) {
     EXPECT_GT(dropped, 0u);

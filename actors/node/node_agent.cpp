@@ -74,7 +74,8 @@ void spawn_worker(self_ptr self, std::size_t index) {
     caf::anon_send(agent, done_atom::value, static_cast<std::uint64_t>(index), report);
   };
   try {
-    w.handle = self->spawn<caf::detached>(worker_actor, st.net, wc, st.cfg.factory);
+    w.handle = st.cfg.detached_workers ? self->spawn<caf::detached>(worker_actor, st.net, wc, st.cfg.factory)
+                                       : self->spawn(worker_actor, st.net, wc, st.cfg.factory);
   } catch (const std::exception& e) {  // a worker whose replica cannot be built
     log_error(w.id + ": cannot start: " + e.what());
   }
@@ -166,7 +167,7 @@ void on_place_keeper(self_ptr self, const wire::message_ptr& msg) {
   }
   auto storage = std::make_shared<keeper_storage>();
   const std::string path = st.cfg.data_dir + "/keeper-" + std::to_string(keeper->number);
-  auto db = open_rocksdb_store(path);
+  auto db = st.cfg.open_keeper_store ? st.cfg.open_keeper_store(path) : open_rocksdb_store(path);
   if (!db) {
     log_error("cannot host " + id + ": " + db.err().describe());
     st.mail->refuse(*msg, db.err(), st.epoch);
@@ -293,11 +294,15 @@ void resend_after_reconnect(self_ptr self) {
 // of 100 nodes in one process did, one time in twenty, and one of them never joined).
 void take_provisional_id(self_ptr self) {
   auto& st = self->state;
-  std::random_device rd;
-  const std::uint64_t token = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(token));
-  const std::string provisional = pending_node_id(std::to_string(::getpid()) + "-" + hex);
+  std::string token = st.cfg.provisional_token;
+  if (token.empty()) {
+    std::random_device rd;
+    const std::uint64_t bits = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(bits));
+    token = hex;
+  }
+  const std::string provisional = pending_node_id(std::to_string(::getpid()) + "-" + token);
   if (st.mail) {
     st.local->remove(st.mail->self());
     st.mail->set_self(provisional);

@@ -45,6 +45,7 @@
 #include "runtime/transport/peer_routes.hpp"
 #include "runtime/transport/route_delta.hpp"
 #include "runtime/transport/transport.hpp"
+#include "storage/kv_store.hpp"
 
 namespace atl {
 
@@ -79,6 +80,14 @@ struct node_agent_config {
   // Called with each PeerTable from the registry that changed this node's table (the node's
   // links route by it). Null in processes without direct links.
   std::function<void(const routes_update&)> on_routes;
+  // Opens the store of a keeper replica placed here, at `path` under data_dir; null: RocksDB.
+  std::function<expected<std::unique_ptr<kv_store>>(const std::string& path)> open_keeper_store;
+  // Workers run on threads of their own (a step blocks for seconds). False where every actor
+  // must run on one scheduler: the seeded tier's simulated clock.
+  bool detached_workers = true;
+  // What the provisional id is made unique by before the Welcome; empty: 64 random bits. A
+  // seeded test names its nodes, so that a seed replays with the same messages.
+  std::string provisional_token;
 };
 
 struct supervised_worker {

@@ -231,7 +231,8 @@ void on_heartbeat(self_ptr self, const wire::message_ptr& msg) {
   n.last_seen = st.now();
   // How long the heartbeat waited since it was decoded (a real duration, whatever clock the
   // proxy runs on): the lease counts from its arrival.
-  const auto waited = std::chrono::steady_clock::now() - msg->decoded_at();
+  const auto waited = st.deps.lease_from_arrival ? std::chrono::steady_clock::now() - msg->decoded_at()
+                                                 : std::chrono::steady_clock::duration::zero();
   if (n.proxy)
     self->send(n.proxy, renew_atom::value,
                static_cast<std::int64_t>(std::chrono::duration_cast<std::chrono::microseconds>(waited).count()));

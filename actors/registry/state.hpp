@@ -42,6 +42,10 @@ struct registry_deps {
   // longer leads, or cannot prove it does, so the registry falls silent and stops rather
   // than publish what a successor will not know. False (RocksDB): log and go on.
   bool stop_when_unsaved = false;
+  // A heartbeat's lease counts from its arrival, measured on the real clock (how long it
+  // waited in the mailbox). False where time is simulated (the seeded tier): a real wait
+  // there is noise that would make a seed run two ways.
+  bool lease_from_arrival = true;
 };
 
 struct worker_view {

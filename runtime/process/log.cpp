@@ -13,18 +13,26 @@ std::mutex log_mu;
 std::string log_name = "atoll";
 const auto log_start = std::chrono::steady_clock::now();
 
-bool debug_enabled() {
-  static const bool enabled = [] {
+enum class level { debug, info, warn, error };
+
+// ATOLL_LOG: debug, info (the default), warn or error: the least severe level written.
+level threshold() {
+  static const level least = [] {
     const char* v = std::getenv("ATOLL_LOG");
-    return v && std::strcmp(v, "debug") == 0;
+    if (!v) return level::info;
+    if (std::strcmp(v, "debug") == 0) return level::debug;
+    if (std::strcmp(v, "warn") == 0) return level::warn;
+    if (std::strcmp(v, "error") == 0) return level::error;
+    return level::info;
   }();
-  return enabled;
+  return least;
 }
 
-void emit(const char* level, const std::string& line) {
+void emit(level severity, const char* tag, const std::string& line) {
+  if (severity < threshold()) return;
   const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - log_start).count();
   std::lock_guard<std::mutex> lock(log_mu);
-  std::fprintf(stderr, "[%8.3f %s]%s %s\n", t, log_name.c_str(), level, line.c_str());
+  std::fprintf(stderr, "[%8.3f %s]%s %s\n", t, log_name.c_str(), tag, line.c_str());
 }
 
 }  // namespace
@@ -33,11 +41,9 @@ void set_log_name(const std::string& process_name) {
   std::lock_guard<std::mutex> lock(log_mu);
   log_name = process_name;
 }
-void log_info(const std::string& line) { emit("", line); }
-void log_warn(const std::string& line) { emit(" warning:", line); }
-void log_error(const std::string& line) { emit(" error:", line); }
-void log_debug(const std::string& line) {
-  if (debug_enabled()) emit(" debug:", line);
-}
+void log_info(const std::string& line) { emit(level::info, "", line); }
+void log_warn(const std::string& line) { emit(level::warn, " warning:", line); }
+void log_error(const std::string& line) { emit(level::error, " error:", line); }
+void log_debug(const std::string& line) { emit(level::debug, " debug:", line); }
 
 }  // namespace atl

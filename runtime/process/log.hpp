@@ -1,6 +1,6 @@
 #pragma once
 // Minimal leveled logging to stderr: "[12.345 atoll head] message". Thread-safe.
-// ATOLL_LOG=debug turns on debug lines.
+// ATOLL_LOG=debug turns on debug lines; warn or error keeps only those and worse.
 #include <string>
 
 namespace atl {
