@@ -50,6 +50,19 @@ TEST(DataFeed, StepsTakeUnitsInLeaseOrderAndContributionsCoverTheirStepsOnce) {
   EXPECT_TRUE(feed.contribution(5, 3).empty()) << "no such fragment";
 }
 
+// Found by the seeded fault tier: a DataLease delivered twice fed its chunk twice, and the
+// worker tied the same positions to two rounds (the cursor refused the second tie).
+TEST(DataFeed, AChunkGivenTwiceIsTrainedOnce) {
+  data_feed feed(100, 10, 5, 1);
+  EXPECT_TRUE(feed.leased({0, 2}, {20, 30}, 1));
+  EXPECT_FALSE(feed.leased({0, 2}, {20, 30}, 1)) << "the same lease again";
+  ASSERT_TRUE(feed.take_step(0));
+  ASSERT_TRUE(feed.take_step(1));
+  EXPECT_FALSE(feed.take_step(2)) << "its ten units were taken once";
+  EXPECT_EQ(feed.contribution(0, 2), (std::vector<piece>{{chunk_id{0, 2}, span{20, 30}}}));
+  EXPECT_TRUE(feed.leased({0, 3}, {30, 40}, 1)) << "the next chunk is fed";
+}
+
 TEST(DataFeed, TheRunsDataIsExhaustedOnceEveryEpochIsLeasedAndTheLastStepTaken) {
   data_feed feed(100, 10, 4, 1);
   feed.leased({0, 9}, {90, 96}, 1);

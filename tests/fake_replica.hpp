@@ -87,4 +87,18 @@ class fake_replica : public replica {
   std::vector<std::size_t> bounds_;  // fragment f is [bounds_[f], bounds_[f + 1])
 };
 
+// A fake replica of a token task: `units` units of data, two a step (its worker leases
+// them from the run's data cursor).
+class leasing_replica : public fake_replica {
+ public:
+  leasing_replica(std::uint32_t rank, std::uint64_t units, std::size_t fragments = 1,
+                  std::shared_ptr<inner_state_ledger> ledger = nullptr)
+      : fake_replica(rank, fragments, std::move(ledger)), units_(units) {}
+  std::uint64_t data_units() const override { return units_; }
+  std::uint64_t units_per_step() const override { return 2; }
+
+ private:
+  std::uint64_t units_;
+};
+
 }  // namespace atl::testing

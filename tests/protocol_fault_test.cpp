@@ -8,9 +8,14 @@
 // schedule drawn from the seed drops, duplicates and delays (so reorders) messages, and may
 // kill a node mid-run with everything it hosts: the registry sees its lease run out, places
 // its coordinators and its replica keeper elsewhere (a fresh coordinator reloads from the
-// head's keeper, a fresh replica catches up from it), and a new node joins in its stead.
-// Messages to the registry are not touched (what the test checks passes through them, and
-// the head's link is the one a node re-establishes); everything it sends is.
+// head's keeper, a fresh replica catches up from it), and a new node joins in its stead. A
+// third of the seeds also kill the head (the registry and its keeper) and restart it on its
+// stores a while later, as `atoll up` on the same run dir; the nodes' links come back and
+// they resend what they wait on. Half the seeds' workers lease the run's data from the
+// registry's cursor (run.data_cursor with a token task).
+// Messages to the registry are not touched while it is up (what the test checks passes
+// through them, and the head's link is the one a node re-establishes); everything it sends
+// is, and whatever reaches a dead head is lost.
 // Half the seeds also give rounds a deadline (diloco.round_deadline_ms), so rounds close
 // without the workers whose messages were lost or late (whose late work is folded into the
 // next round: diloco.late_work = keep), and half of those close adaptively
@@ -25,7 +30,11 @@
 //   S4  find in every replica keeper only rounds the head's keeper holds, with the same bytes;
 //   W1  install in a joiner only inner-optimizer state that a donor lent (a warm start
 //       across dropped, duplicated and reordered chunks installs its donor's bytes or
-//       none).
+//       none);
+//   D1  with leased data: no fragment learns a position twice, each learned one is from a
+//       reported round's contributions by their workers' own account (none from nowhere),
+//       a report is learned whole or not at all, and unless a node died none is missing
+//       (check_data).
 // And every tenth seed, run twice, must deliver the same messages in the same order (the
 // "unseed" check): a failing seed replays exactly.
 //
@@ -43,6 +52,8 @@
 #include "actors/keeper/keeper.hpp"
 #include "actors/node/node_agent.hpp"
 #include "actors/registry/registry.hpp"
+#include "actors/shared/cursor_record.hpp"
+#include "actors/shared/data_pieces.hpp"
 #include "actors/shared/messages.hpp"
 #include "runtime/core/actor_id.hpp"
 #include "runtime/core/digest.hpp"
@@ -58,34 +69,54 @@ constexpr int workers = 3;
 constexpr int fragments = 2;
 constexpr int min_workers = 2;  // run.min_workers: a deadline may close a round with two
 constexpr auto time_limit = std::chrono::minutes(10);  // simulated
+constexpr std::uint64_t data_units = 400;  // of a leasing task: an epoch is about 60 steps of three workers
 
 struct fault_plan {
   double drop = 0, duplicate = 0, delay = 0;  // per message
-  std::uint64_t kill_after = 0;  // messages sent before a coordinator dies; 0: never
+  std::uint64_t kill_after = 0;  // messages sent before a node dies; 0: never
+  std::uint64_t head_kill_after = 0;  // messages sent before the head dies; 0: never
+  std::chrono::milliseconds head_down{0};  // how long the head stays down before it restarts
   std::chrono::milliseconds round_deadline{0};  // diloco.round_deadline_ms of the coordinators
   bool early_results = false;  // diloco.early_results of the coordinators
   bool adaptive_close = false;  // diloco.round_close = adaptive (grace from 50 ms)
+  bool data_cursor = false;  // the workers lease the run's data (run.data_cursor with a token task)
 };
 
 fault_plan plan_for(std::mt19937_64& rng) {
   std::uniform_real_distribution<double> rate(0.0, 0.08);
-  fault_plan plan{rate(rng), rate(rng), rate(rng), 0, std::chrono::milliseconds(0)};
-  if (rng() % 2) plan.kill_after = 50 + rng() % 400;
+  fault_plan plan;
+  plan.drop = rate(rng);
+  plan.duplicate = rate(rng);
+  plan.delay = rate(rng);
+  if (rng() % 2) plan.kill_after = 100 + rng() % 1500;
   if (rng() % 2) plan.round_deadline = std::chrono::milliseconds(500 + rng() % 3000);
   plan.early_results = rng() % 2;
-  // Half the seeds with a deadline also close adaptively, decided from what was drawn (a
-  // draw of its own would move every other seed's schedule).
+  // Half the seeds with a deadline also close adaptively.
   plan.adaptive_close = plan.round_deadline.count() % 2 == 0 && plan.round_deadline.count() > 0;
+  if (rng() % 3 == 0) {
+    plan.head_kill_after = 100 + rng() % 1500;
+    plan.head_down = std::chrono::milliseconds(100 + rng() % 4000);
+  }
+  plan.data_cursor = rng() % 2;
   return plan;
 }
 
 // What the test reads of the run as its messages pass: every digest a worker acknowledged
-// (RoundAcks to the registry), the workers that finished, and the registry's word that the
-// run finished (the Shutdown it sends every node then).
+// (RoundAcks to the registry), the workers that finished, the registry's word that the run
+// finished (the Shutdown it sends every node then), and for the data cursor each
+// contribution's data as its worker sent it, each round report as its coordinator sent it,
+// and how far the registry acknowledged each fragment's reports.
 struct run_record {
   std::map<std::pair<std::uint32_t, std::uint64_t>, std::set<std::uint64_t>> acked;  // (fragment, round) -> digests
   std::set<std::string> done;
   bool finished = false;
+  // (worker, fragment, round) -> the data pieces of its contribution
+  std::map<std::tuple<std::string, std::uint32_t, std::uint64_t>, std::vector<data::piece>> contributions;
+  struct report {
+    std::vector<std::string> participants, late;  // late: contributed to the round before
+  };
+  std::map<std::pair<std::uint32_t, std::uint64_t>, report> reports;  // (fragment, round)
+  std::map<std::uint32_t, std::uint64_t> reports_acked;  // fragment -> every report up to this round
 };
 
 // The in-memory transport with faults, between processes: the head and each node hold a
@@ -135,6 +166,9 @@ class faulty_transport : public transport {
   }
 
   bool delivers_in_process(const std::string& id) const override { return holder(id) != nullptr; }
+  // A node's link to the head came back (the head restarted): its agent has its workers
+  // and coordinators resend what they wait on.
+  void reconnect_to_head() { counters_->connections++; }
   std::uint64_t sent() const { return counters_->messages_out.load(); }
   std::uint64_t dropped = 0, duplicated = 0, delayed = 0;
   // Every delivery so far, in order, as one digest: the run's trace. A seed run twice must
@@ -150,7 +184,8 @@ class faulty_transport : public transport {
 
   void observe(const std::string& receiver, const wire::frames& frames) {
     const bool to_registry = receiver == registry_id();
-    if (!to_registry && !is_kind(receiver, actor_kind::node)) return;
+    const bool to_node = is_kind(receiver, actor_kind::node);
+    if (!to_registry && !to_node && !is_kind(receiver, actor_kind::coordinator)) return;
     auto msg = wire::decode(wire::frames(frames), wire::limits{});
     if (!msg) return;
     const auto env = (*msg)->envelope();
@@ -159,9 +194,20 @@ class faulty_transport : public transport {
       record_.acked[{ack.getFragment(), ack.getRound()}].insert(ack.getDigest());
     } else if (to_registry && env.isWorkerDone()) {
       record_.done.insert((*msg)->sender());
-    } else if (!to_registry && env.isShutdown() &&
-               std::string(env.getShutdown().getReason().cStr()) == "run finished") {
+    } else if (to_registry && env.isRoundReport()) {
+      const auto r = env.getRoundReport();
+      auto& report = record_.reports[{r.getFragment(), r.getRound()}];
+      report = {};
+      for (const auto w : r.getParticipants()) report.participants.push_back(w);
+      for (const auto w : r.getLateWorkers()) report.late.push_back(w);
+    } else if (to_node && env.isShutdown() && std::string(env.getShutdown().getReason().cStr()) == "run finished") {
       record_.finished = true;
+    } else if (env.isContribution()) {
+      const auto c = env.getContribution();
+      record_.contributions[{(*msg)->sender(), c.getFragment(), c.getRound()}] = read_data_pieces(c.getData());
+    } else if (env.isRoundReportAck()) {
+      auto& upto = record_.reports_acked[env.getRoundReportAck().getFragment()];
+      upto = std::max(upto, env.getRoundReportAck().getRound());
     }
   }
 
@@ -204,7 +250,9 @@ class shared_store : public kv_store {
 struct seed_outcome {
   std::string failure;  // empty: every invariant held
   std::uint64_t dropped = 0, duplicated = 0, delayed = 0;
-  bool killed = false;
+  bool killed = false;  // a node
+  bool head_killed = false;
+  bool leased_data = false;  // the workers leased the run's data: D1 was checked
   std::uint64_t warm_starts = 0;  // joiners that installed a donor's inner-optimizer state
   double simulated_s = 0;
   std::uint64_t trace = 0;  // every delivery, in order (faulty_transport::trace)
@@ -240,11 +288,74 @@ run_config run_for(const fault_plan& plan) {
   return run;
 }
 
+// SIGKILL for an actor: it stops at once, before anything already in its mailbox (an
+// exit sent as usual queues behind that, and a node killed so placed a coordinator first).
+void kill_now(caf::scheduler::test_coordinator& sched, const caf::actor& actor) {
+  if (!actor) return;
+  actor->enqueue(nullptr, caf::make_message_id(caf::message_priority::high),
+                 caf::make_message(caf::exit_msg{actor.address(), caf::exit_reason::kill}), nullptr);
+  if (sched.prioritize(actor)) sched.run_once();
+}
+
 // A node: its own directory of actors, as a process has, and its node agent.
 struct simulated_node {
   directory actors;
   caf::actor agent;
 };
+
+// D1 for a seed whose workers leased the run's data, against the cursor the head saved
+// and the test's own record: no fragment learned a position of an epoch twice; every
+// position learned is one a reported round's contributions trained on, by their workers'
+// own account; a report's positions are learned all or none; and unless a node died (a
+// coordinator that dies takes its unacknowledged reports with it: their units stay in
+// flight, docs/design.md), none of a reported round is missing. Empty: it holds.
+std::string check_data(kv_store& registry_db, const run_record& rec, bool node_died) {
+  auto saved = registry_store(registry_db).load();
+  if (!saved || !*saved || (*saved)->data_cursor.empty()) return "D1: the head saved no data cursor";
+  auto cursor = decode_cursor((*saved)->data_cursor);
+  if (!cursor) return "D1: the saved cursor does not decode: " + cursor.err().describe();
+  using position = std::pair<std::uint64_t, std::uint64_t>;  // (epoch, position)
+  std::map<std::uint32_t, std::set<position>> learned;
+  for (const auto& chunk : cursor->chunks)
+    for (const auto& c : chunk.ledger)
+      for (auto p = c.positions.begin; p < c.positions.end; ++p)
+        if (!learned[c.fragment].insert({chunk.id.epoch, p}).second)
+          return "D1: fragment " + std::to_string(c.fragment) + " learned position " + std::to_string(p) +
+                 " of epoch " + std::to_string(chunk.id.epoch) + " twice";
+  std::map<std::uint32_t, std::set<position>> reported;
+  for (const auto& [key, report] : rec.reports) {
+    const auto [fragment, round] = key;
+    std::set<position> units;
+    const auto take = [&](const std::string& worker, std::uint64_t contributed_to) {
+      const auto it = rec.contributions.find({worker, fragment, contributed_to});
+      if (it == rec.contributions.end()) return false;
+      for (const auto& piece : it->second)
+        for (auto p = piece.positions.begin; p < piece.positions.end; ++p) units.insert({piece.chunk.epoch, p});
+      return true;
+    };
+    for (const auto& w : report.participants)
+      if (!take(w, round))
+        return "D1: fragment " + std::to_string(fragment) + " round " + std::to_string(round) + " took " + w +
+               "'s contribution, which it never sent";
+    for (const auto& w : report.late) (void)take(w, round - 1);
+    std::size_t in_ledger = 0;
+    for (const auto& u : units) in_ledger += learned[fragment].count(u);
+    if (in_ledger != 0 && in_ledger != units.size())
+      return "D1: fragment " + std::to_string(fragment) + " round " + std::to_string(round) + ": " +
+             std::to_string(in_ledger) + " of its " + std::to_string(units.size()) + " positions learned";
+    if (!node_died && in_ledger == 0 && !units.empty())
+      return "D1: fragment " + std::to_string(fragment) + " round " + std::to_string(round) +
+             " was reported and none of its positions was learned";
+    reported[fragment].insert(units.begin(), units.end());
+  }
+  for (const auto& [fragment, positions] : learned)
+    for (const auto& u : positions)
+      if (!reported[fragment].count(u))
+        return "D1: fragment " + std::to_string(fragment) + " learned position " + std::to_string(u.second) +
+               " of epoch " + std::to_string(u.first) + ", which no reported round took";
+  if (learned.empty()) return "D1: no position was learned";
+  return {};
+}
 
 // One run under the faults of `seed`, on a fresh deterministic actor system.
 seed_outcome run_seed(std::uint64_t seed) {
@@ -259,30 +370,50 @@ seed_outcome run_seed(std::uint64_t seed) {
   run_record rec;
   faulty_transport net(cluster, rng, plan, rec);
 
+  // The head: the registry and keeper/0 in a directory of their own, over stores that are
+  // its disk (they outlive a kill; what the dead head's objects were is kept to the end,
+  // since an actor killed may still be on the scheduler's queue).
   directory head;
-  net.add_process(&head);
   auto keeper_db = make_memory_store();
-  checkpoint_store checkpoints(*keeper_db, 1000);
-  head.add(keeper_id(head_keeper_number), sys.spawn(keeper_actor, static_cast<transport*>(&net),
-                                                    keeper_id(head_keeper_number), cluster_id, &checkpoints));
   auto registry_db = make_memory_store();
-  registry_store registry_saves(*registry_db);
-  registry_deps deps;
-  deps.net = &net;
-  deps.store = &registry_saves;
-  deps.checkpoints = &checkpoints;
-  deps.local_actors = &head;
-  deps.counters = &net.counters();
-  deps.listen_endpoint = "inproc://faults";
-  deps.lease_from_arrival = false;
-  registry_snapshot snap;
-  snap.cluster_id = cluster_id;
-  snap.config_toml = to_toml(run);
-  head.add(registry_id(), sys.spawn(registry_actor, deps, snap));
+  std::vector<std::unique_ptr<checkpoint_store>> checkpoints;  // the live head's is the last
+  std::vector<std::unique_ptr<registry_store>> registry_saves;
+  registry_snapshot first_snapshot;
+  first_snapshot.cluster_id = cluster_id;
+  first_snapshot.config_toml = to_toml(run);
+  auto start_head = [&] {
+    checkpoints.push_back(std::make_unique<checkpoint_store>(*keeper_db, 1000));
+    registry_saves.push_back(std::make_unique<registry_store>(*registry_db));
+    auto snap = first_snapshot;
+    if (auto saved = registry_saves.back()->load(); saved && *saved) snap = **saved;  // a restart
+    registry_deps deps;
+    deps.net = &net;
+    deps.store = registry_saves.back().get();
+    deps.checkpoints = checkpoints.back().get();
+    deps.local_actors = &head;
+    deps.counters = &net.counters();
+    deps.listen_endpoint = "inproc://faults";
+    deps.lease_from_arrival = false;
+    head.add(keeper_id(head_keeper_number),
+             sys.spawn(keeper_actor, static_cast<transport*>(&net), keeper_id(head_keeper_number), cluster_id,
+                       checkpoints.back().get()));
+    head.add(registry_id(), sys.spawn(registry_actor, deps, snap));
+    net.add_process(&head);
+  };
+  auto kill_head = [&] {  // SIGKILL: what was in its mailboxes is lost
+    net.remove_process(&head);
+    for (const auto& id : head.ids()) kill_now(sched, head.find(id));
+    head.clear();
+  };
+  start_head();
+  net.reconnect_to_head();  // each node's first connection
 
   auto ledger = std::make_shared<testing::inner_state_ledger>();  // W1
   std::vector<std::shared_ptr<kv_store>> replica_stores;  // every replica keeper's, its node dead or alive
-  std::map<std::string, std::unique_ptr<simulated_node>> nodes;  // by name, live ones
+  // Every node started, kept to the end (a killed one's actors may still be queued: they
+  // read its directory), and the live ones by name.
+  std::vector<std::unique_ptr<simulated_node>> every_node;
+  std::map<std::string, simulated_node*> nodes;
   auto start_node = [&](const std::string& name) {
     auto node = std::make_unique<simulated_node>();
     node_agent_config nc;
@@ -294,19 +425,22 @@ seed_outcome run_seed(std::uint64_t seed) {
       replica_stores.push_back(std::shared_ptr<kv_store>(make_memory_store()));
       return std::unique_ptr<kv_store>(std::make_unique<shared_store>(replica_stores.back()));
     };
-    nc.factory = [ledger](const run_config&, const replica_spec& s) {
+    nc.factory = [ledger, leasing = plan.data_cursor](const run_config&,
+                                                      const replica_spec& s) -> std::unique_ptr<replica> {
+      if (leasing) return std::make_unique<testing::leasing_replica>(s.rank, data_units, fragments, ledger);
       return std::make_unique<testing::fake_replica>(s.rank, fragments, ledger);
     };
     net.add_process(&node->actors);
     node->agent = sys.spawn(node_agent_actor, static_cast<transport*>(&net), &node->actors, &cluster, nc);
-    nodes[name] = std::move(node);
+    nodes[name] = node.get();
+    every_node.push_back(std::move(node));
   };
   // The node dies with everything it hosts, at once (SIGKILL): nothing it held is told.
   auto kill_node = [&](const std::string& name) {
     auto& node = *nodes.at(name);
     net.remove_process(&node.actors);
-    caf::anon_send_exit(node.agent, caf::exit_reason::kill);
-    for (const auto& id : node.actors.ids()) caf::anon_send_exit(node.actors.find(id), caf::exit_reason::kill);
+    kill_now(sched, node.agent);
+    for (const auto& id : node.actors.ids()) kill_now(sched, node.actors.find(id));
     node.actors.clear();
     nodes.erase(name);
   };
@@ -315,6 +449,7 @@ seed_outcome run_seed(std::uint64_t seed) {
   seed_outcome out;
   const auto start = sched.clock().now();
   int joined = 0;
+  std::optional<std::chrono::steady_clock::time_point> head_back_at;
   for (;;) {
     if (rec.finished) break;
     if (sched.clock().now() - start > time_limit) {
@@ -329,6 +464,16 @@ seed_outcome run_seed(std::uint64_t seed) {
       kill_node(victim->first);
       start_node("joiner-" + std::to_string(joined++));
       out.killed = true;
+    }
+    if (plan.head_kill_after > 0 && !out.head_killed && net.sent() >= plan.head_kill_after) {
+      kill_head();
+      head_back_at = sched.clock().now() + plan.head_down;
+      out.head_killed = true;
+    }
+    if (head_back_at && sched.clock().now() >= *head_back_at) {
+      start_head();
+      net.reconnect_to_head();  // the nodes' links come back: they resend what they wait on
+      head_back_at.reset();
     }
     if (sched.has_job()) {
       if (rng() % 20 == 0) net.release_one();
@@ -345,7 +490,7 @@ seed_outcome run_seed(std::uint64_t seed) {
   out.delayed = net.delayed;
 
   // S1 and S3, against what the head's keeper holds.
-  auto kept = checkpoints.list();
+  auto kept = checkpoint_store(*keeper_db, 1000).list();
   if (!kept) {
     out.failure = "keeper: " + kept.err().describe();
   } else if (out.failure.empty()) {
@@ -389,14 +534,19 @@ seed_outcome run_seed(std::uint64_t seed) {
     }
   }
 
-  for (auto& [_, node] : nodes) {
+  out.leased_data = plan.data_cursor;
+  if (out.failure.empty() && plan.data_cursor) out.failure = check_data(*registry_db, rec, out.killed);
+
+  // Every actor stops, a killed node's too (one placed there as it died), so the system
+  // can shut down.
+  for (const auto& node : every_node) {
     caf::anon_send_exit(node->agent, caf::exit_reason::user_shutdown);
     for (const auto& id : node->actors.ids())
       caf::anon_send_exit(node->actors.find(id), caf::exit_reason::user_shutdown);
   }
   for (const auto& id : head.ids()) caf::anon_send_exit(head.find(id), caf::exit_reason::user_shutdown);
-  sched.run();  // lets every actor see its exit, so the system can shut down
-  for (auto& [_, node] : nodes) {
+  sched.run();
+  for (const auto& node : every_node) {
     node->actors.clear();
     node->agent = nullptr;
   }
@@ -433,7 +583,8 @@ TEST(ProtocolFaults, ASeedRunTwiceDeliversTheSameMessagesInTheSameOrder) {
 }
 
 TEST(ProtocolFaults, EverySeedFinishesAgreesAndKeepsEveryRound) {
-  std::uint64_t dropped = 0, duplicated = 0, delayed = 0, kills = 0, failures = 0, warm_starts = 0;
+  std::uint64_t dropped = 0, duplicated = 0, delayed = 0, kills = 0, head_kills = 0, leasing = 0, failures = 0,
+                warm_starts = 0;
   double longest = 0;
   const auto seeds = seeds_to_run();
   for (const auto seed : seeds) {
@@ -442,6 +593,8 @@ TEST(ProtocolFaults, EverySeedFinishesAgreesAndKeepsEveryRound) {
     duplicated += out.duplicated;
     delayed += out.delayed;
     kills += out.killed;
+    head_kills += out.head_killed;
+    leasing += out.leased_data;
     warm_starts += out.warm_starts;
     longest = std::max(longest, out.simulated_s);
     if (!out.failure.empty()) {
@@ -450,14 +603,17 @@ TEST(ProtocolFaults, EverySeedFinishesAgreesAndKeepsEveryRound) {
     }
   }
   std::cout << seeds.size() << " seeds: " << dropped << " dropped, " << duplicated << " duplicated, " << delayed
-            << " delayed, " << kills << " nodes killed, " << warm_starts << " warm joiners; longest run " << longest
-            << " simulated s; " << failures << " failed\n";
+            << " delayed, " << kills << " nodes and " << head_kills << " heads killed, " << leasing
+            << " runs leasing data, " << warm_starts << " warm joiners; longest run " << longest << " simulated s; "
+            << failures << " failed\n";
   // The schedule must have injected faults at all, or the test proves nothing.
   if (seeds.size() >= 50) {
     EXPECT_GT(dropped, 0u);
     EXPECT_GT(duplicated, 0u);
     EXPECT_GT(delayed, 0u);
     EXPECT_GT(kills, 0u);
+    EXPECT_GT(head_kills, 0u);
+    EXPECT_GT(leasing, 0u);
     EXPECT_GT(warm_starts, 0u);  // killed workers' replacements took a donor's state
   }
 }

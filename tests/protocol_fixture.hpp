@@ -35,6 +35,7 @@
 namespace atl::protocol_testing {
 
 using ::atl::testing::fake_replica;
+using ::atl::testing::leasing_replica;
 
 // How much simulated time a wait may let pass before it fails.
 constexpr auto wait_limit = std::chrono::seconds(120);

@@ -40,16 +40,6 @@ class WorkerRecoveryTest : public ProtocolTest {
     };
     dir_.add(wc.id, sys_.spawn(worker_actor, static_cast<transport*>(&net_), wc, factory));
   }
-  // A fake replica of a token task: `units` units of data, two a step.
-  class leasing_replica : public fake_replica {
-   public:
-    leasing_replica(std::uint32_t rank, std::uint64_t units) : fake_replica(rank), units_(units) {}
-    std::uint64_t data_units() const override { return units_; }
-    std::uint64_t units_per_step() const override { return 2; }
-
-   private:
-    std::uint64_t units_;
-  };
   // The DataLeaseRequests the registry probe received so far.
   std::size_t lease_requests() {
     std::lock_guard<std::mutex> lock(obs_.mu);

@@ -77,9 +77,17 @@ void on_data_lease(worker_self self, const wire::message_ptr& msg) {
     return;
   }
   const auto lease = msg->envelope().getDataLease();
-  st.data->set_asked(false);
-  if (lease.getDone()) st.data->run_out();
-  else st.data->leased({lease.getEpoch(), lease.getIndex()}, {lease.getBegin(), lease.getEnd()}, lease.getSeed());
+  if (lease.getDone()) {
+    st.data->set_asked(false);
+    st.data->run_out();
+  } else if (st.data->leased({lease.getEpoch(), lease.getIndex()}, {lease.getBegin(), lease.getEnd()},
+                             lease.getSeed())) {
+    st.data->set_asked(false);
+  } else {
+    log_warn(st.cfg.id + ": chunk " + std::to_string(lease.getIndex()) + " of epoch " +
+             std::to_string(lease.getEpoch()) + " leased again; it was trained once already, so it is left alone");
+    return;  // a request of ours may still be unanswered
+  }
   unblock(self);  // a step that waited for units tries again
 }
 

@@ -7,8 +7,10 @@ namespace atl {
 data_feed::data_feed(std::uint64_t units, std::uint64_t chunk, std::uint64_t per_step, std::size_t fragments)
     : units_(units), chunk_(chunk), per_step_(per_step), covered_until_(fragments, 0) {}
 
-void data_feed::leased(data::chunk_id id, data::span positions, std::uint64_t seed) {
+bool data_feed::leased(data::chunk_id id, data::span positions, std::uint64_t seed) {
+  if (!given_.insert(id).second) return false;
   if (positions.end > positions.begin) leases_.push_back({id, positions.begin, positions.end, seed});
+  return true;
 }
 
 std::uint64_t data_feed::waiting() const {

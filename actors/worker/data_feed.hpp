@@ -4,7 +4,7 @@
 // feeds it the leases it gets and asks it for each step's units and each contribution's
 // pieces.
 //
-//   lease arrives --> its positions wait, in order
+//   lease arrives --> its positions wait, in order (a chunk given before is ignored)
 //   step s trains --> the next per_step positions (crossing into the next lease if need
 //                     be), as unit ids unit_at(seed, epoch, position); step s remembers them
 //   fragment f contributes at step t --> the positions of the steps since f's last
@@ -16,6 +16,7 @@
 #include <deque>
 #include <map>
 #include <optional>
+#include <set>
 #include <vector>
 
 #include "actors/decisions/data_cursor.hpp"
@@ -33,7 +34,9 @@ class data_feed {
   std::uint64_t units() const { return units_; }
   std::uint64_t chunk() const { return chunk_; }
 
-  void leased(data::chunk_id id, data::span positions, std::uint64_t seed);
+  // False, and nothing fed: a lease of a chunk this feed was given before (the same answer
+  // delivered twice; training it again would tie its positions twice).
+  bool leased(data::chunk_id id, data::span positions, std::uint64_t seed);
   void run_out() { run_out_ = true; }  // the head said every epoch is leased
   // Every epoch leased and fewer positions left than a step trains: the run's data is done.
   bool exhausted() const { return run_out_ && waiting() < per_step_; }
@@ -61,6 +64,10 @@ class data_feed {
   std::deque<lease> leases_;
   std::map<std::int64_t, std::vector<piece>> trained_;  // step -> where its units came from
   std::vector<std::int64_t> covered_until_;  // per fragment: steps before it are tied
+  // Every chunk this feed was given: one a chunk per H steps, so small. A chunk the cursor
+  // returned (no round took its work) and leased to this worker again is refused too: it
+  // stays leased to us until we are gone, then returns, learned by nobody twice.
+  std::set<data::chunk_id> given_;
   bool asked_ = false, run_out_ = false;
 };
 
