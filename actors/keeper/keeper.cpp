@@ -5,6 +5,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/keeper/keeper_messages.hpp"
 #include "actors/shared/commit_record.hpp"
 #include "actors/shared/messages.hpp"
 #include "runtime/core/actor_id.hpp"
@@ -77,47 +78,18 @@ status fence_commit(self_ptr self, const commit_identity& cp) {
   return self->state.machine.fence(cp, *stored);
 }
 
-// A CommitRequest's theta and momentum, read in place from its two fp32 frames (which the
-// message keeps alive while the keeper writes them).
-expected<checkpoint_view> commit_values(const wire::message& msg) {
-  const auto& t = msg.tensors();
-  if (t.size() != 2 && t.size() != 3)
-    return make_error(errc::tensor_mismatch, "commit needs theta, momentum and perhaps residual tensors");
-  for (const auto& frame : t)
-    if (frame.dtype != schema::DType::FLOAT32) return make_error(errc::tensor_mismatch, "commit tensors must be fp32");
-  for (const auto& frame : t)
-    if (frame.data.size() != t[0].data.size())
-      return make_error(errc::tensor_mismatch, "theta, momentum and residual sizes differ");
-  checkpoint_view v;
-  v.theta = reinterpret_cast<const float*>(t[0].data.data());
-  v.momentum = reinterpret_cast<const float*>(t[1].data.data());
-  if (t.size() == 3) v.residual = reinterpret_cast<const float*>(t[2].data.data());
-  v.count = t[0].data.size() / sizeof(float);
-  v.theta_digest = t[0].checksum;  // decode checked the frame against it
-  return v;
-}
-
 // The notice that a commit's whole request is in: the coordinator may send the round's
 // early results now, while this keeper writes (they no longer compete with its bytes).
 void say_writing(self_ptr self, const wire::message& msg, std::uint32_t fragment, std::uint64_t round) {
   wire::outgoing notice;
-  auto w = notice.envelope.initCommitAck();
-  w.setFragment(fragment);
-  w.setRound(round);
-  w.setWriting(true);
+  write_writing_notice(notice, fragment, round);
   self->state.mail->send(msg.sender(), msg.epoch(), notice);
 }
 
 void say_committed(self_ptr self, const wire::message& msg, std::uint32_t fragment, std::uint64_t round,
                    std::uint64_t digest, const status& result) {
   wire::outgoing out;
-  auto ack = out.envelope.initCommitAck();
-  ack.setFragment(fragment);
-  ack.setRound(round);
-  ack.setOk(!result);
-  ack.setError(result.describe());
-  ack.setBehind(result.code == errc::not_ready);
-  ack.setDigest(digest);
+  write_commit_ack(out, fragment, round, digest, result);
   self->state.mail->send(msg.sender(), msg.epoch(), out);
 }
 

@@ -1,13 +1,8 @@
 #include "actors/node/node_agent.hpp"
 
-#include <unistd.h>
-#include <cstdio>
-#include <random>
-
 #include <caf/all.hpp>
 
-#include "actors/coordinator/coordinator.hpp"
-#include "actors/keeper/keeper.hpp"
+#include "actors/node/node_messages.hpp"
 #include "actors/shared/messages.hpp"
 #include "actors/worker/worker.hpp"
 #include "runtime/core/actor_id.hpp"
@@ -26,32 +21,15 @@ void give_up(self_ptr self, const error& why, const std::string& reason);
 void send_hello(self_ptr self) {
   auto& st = self->state;
   wire::outgoing out;
-  auto h = out.envelope.initHello();
-  h.setNodeId(st.node_id);
-  auto devices = h.initDevices(static_cast<unsigned>(st.cfg.devices.size()));
-  for (unsigned i = 0; i < st.cfg.devices.size(); ++i) devices.set(i, st.cfg.devices[i]);
-  h.setHostname(st.cfg.hostname);
-  h.setPid(static_cast<std::uint32_t>(::getpid()));
-  h.setCanKeep(!st.cfg.data_dir.empty());
-  h.setDataEndpoint(st.cfg.data_endpoint);
-  h.setModelDigest(st.cfg.model_digest);
-  h.setBatchJob(st.cfg.batch_job);
-  h.setModelSignature(st.cfg.model_signature);
+  write_hello(out, st.cfg, st.node_id);
   st.mail->send(registry_id(), st.epoch, out);
 }
 
 void send_heartbeat(self_ptr self) {
   auto& st = self->state;
   wire::outgoing out;
-  auto hb = out.envelope.initHeartbeat();
-  hb.setNodeId(st.node_id);
-  const auto& counters = st.net->counters();
-  auto refused = hb.initRefused(static_cast<unsigned>(counters.refused.size()));
-  for (unsigned i = 0; i < counters.refused.size(); ++i) refused.set(i, counters.refused[i].load());
-  hb.setHandshakesFailed(counters.handshakes_failed.load());
-  hb.setWorkerRestarts(st.worker_restarts);
-  hb.setRoutesEpoch(st.routes.table().epoch);
-  hb.setRoutesDigest(st.routes.digest());
+  write_heartbeat(out, {st.node_id, st.worker_restarts, st.routes.table().epoch, st.routes.digest()},
+                  st.net->counters());
   st.mail->send(registry_id(), st.epoch, out);
 }
 
@@ -132,68 +110,31 @@ void on_welcome(self_ptr self, const wire::message_ptr& msg) {
   for (std::size_t i = 0; i < st.workers.size(); ++i) spawn_worker(self, i);
 }
 
+placed_actors::host placed_host(const node_agent_state& st) { return {st.net, st.local, st.mail->cluster(), &st.run}; }
+
 void on_place_coordinator(self_ptr self, const wire::message_ptr& msg) {
   auto& st = self->state;
   const auto fragment = msg->envelope().getPlaceCoordinator().getFragment();
   const std::string id = coordinator_id(fragment);
-  if (auto hosted = st.local->find(id)) {
-    // A repeated placement: already hosted. The registry may not know it runs (a restarted
-    // head): the coordinator confirms itself with a MembershipRequest.
-    self->send(hosted, confirm_atom::value);
-    return;
-  }
-  if (st.current != phase::running || fragment >= static_cast<std::uint32_t>(sync_units(st.run))) {
-    st.mail->refuse(*msg, make_error(errc::unexpected_message, "cannot host " + id + " now"), st.epoch);
-    return;
-  }
-  auto c = self->spawn(coordinator_actor, st.net, st.mail->cluster(), coordinator_config_for(st.run, fragment));
-  st.local->add(id, c);
-  st.coordinators.push_back(c);
-  log_info("hosting " + id);
+  const auto at = placed_host(st);
+  if (st.placed.hosts(at, id)) return st.placed.confirm(self, at, id);  // a repeated placement
+  if (st.current != phase::running || fragment >= static_cast<std::uint32_t>(sync_units(st.run)))
+    return st.mail->refuse(*msg, make_error(errc::unexpected_message, "cannot host " + id + " now"), st.epoch);
+  st.placed.start_coordinator(self, at, fragment);
 }
 
 void on_place_keeper(self_ptr self, const wire::message_ptr& msg) {
   auto& st = self->state;
   const auto place = msg->envelope().getPlaceKeeper();
   const std::string id = place.getKeeper();
-  if (auto hosted = st.local->find(id)) {  // a repeated placement: already hosted
-    self->send(hosted, ready_atom::value);  // the registry may wait for it to catch up
-    return;
-  }
+  const auto at = placed_host(st);
+  if (st.placed.hosts(at, id)) return st.placed.confirm(self, at, id);  // a repeated placement
   const auto keeper = parse_actor_id(id);
-  if (st.current != phase::running || st.cfg.data_dir.empty() || !keeper || keeper->kind != actor_kind::keeper) {
-    st.mail->refuse(*msg, make_error(errc::unexpected_message, "cannot host " + id + " here"), st.epoch);
-    return;
-  }
-  auto storage = std::make_shared<keeper_storage>();
-  const std::string path = st.cfg.data_dir + "/keeper-" + std::to_string(keeper->number);
-  auto db = st.cfg.open_keeper_store ? st.cfg.open_keeper_store(path) : open_rocksdb_store(path);
-  if (!db) {
-    log_error("cannot host " + id + ": " + db.err().describe());
-    st.mail->refuse(*msg, db.err(), st.epoch);
-    return;
-  }
-  storage->db = std::move(*db);
-  storage->checkpoints = std::make_unique<checkpoint_store>(*storage->db, static_cast<std::size_t>(st.run.keep_rounds),
-                                                            log_options_for(st.run));
-  auto k = self->spawn(keeper_replica_actor, st.net, id, st.mail->cluster(), storage, std::string(place.getSource()),
-                       static_cast<std::uint32_t>(sync_units(st.run)));
-  st.local->add(id, k);
-  st.keepers.push_back(k);
-  log_info("hosting " + id + " in " + path + ", catching up from " + std::string(place.getSource()));
-}
-
-// Removes the coordinators and keepers placed here from the directory first, so nothing
-// more reaches or leaves them under their ids once the registry may place them elsewhere,
-// then stops them.
-void stop_placed_actors(self_ptr self) {
-  auto& st = self->state;
-  for (const auto& id : st.local->ids())
-    if (is_kind(id, actor_kind::coordinator) || is_kind(id, actor_kind::keeper)) st.local->remove(id);
-  for (auto& c : st.coordinators) self->send_exit(c, caf::exit_reason::user_shutdown);
-  for (auto& k : st.keepers) self->send_exit(k, caf::exit_reason::user_shutdown);
-  st.coordinators.clear();
-  st.keepers.clear();
+  if (st.current != phase::running || st.cfg.data_dir.empty() || !keeper || keeper->kind != actor_kind::keeper)
+    return st.mail->refuse(*msg, make_error(errc::unexpected_message, "cannot host " + id + " here"), st.epoch);
+  if (auto err = st.placed.start_keeper(self, at, id, keeper->number, std::string(place.getSource()), st.cfg.data_dir,
+                                        st.cfg.open_keeper_store))
+    st.mail->refuse(*msg, err, st.epoch);
 }
 
 // Stops every local actor, says goodbye to the registry (so no round waits for this
@@ -202,7 +143,7 @@ void stop_all(self_ptr self, const std::string& reason) {
   auto& st = self->state;
   for (auto& w : st.workers)
     if (w.handle && !w.finished) self->send_exit(w.handle, caf::exit_reason::user_shutdown);
-  stop_placed_actors(self);  // before the Goodbye lets the registry place them elsewhere
+  st.placed.stop_all(self, *st.local);  // before the Goodbye lets the registry place them elsewhere
   if (st.node_id != 0 && st.current == phase::running) {
     wire::outgoing bye;
     auto g = bye.envelope.initGoodbye();
@@ -260,7 +201,7 @@ void on_worker_down(self_ptr self, const caf::down_msg& down) {
   // a coordinator's last results may still be on their way to a slower worker (leaving
   // with them unsent hung a data-parallel run whose throttled worker waited for the last
   // average). Either leaves when the run finishes, not with our workers.
-  if (!st.keepers.empty() || !st.coordinators.empty()) {
+  if (st.placed.any()) {
     log_info(
         "every worker finished; the node stays while it hosts a keeper replica or a coordinator, until the run "
         "finishes");
@@ -279,7 +220,7 @@ void resend_after_reconnect(self_ptr self) {
   st.connections_seen = connections;
   if (!reconnected) return;
   log_warn("the link to the head came back; workers resend what they wait on");
-  for (const auto& c : st.coordinators) self->send(c, resend_atom::value);  // their last round reports
+  for (const auto& c : st.placed.coordinators()) self->send(c, resend_atom::value);  // their last round reports
   for (const auto& w : st.workers) {
     if (w.handle) self->send(w.handle, resend_atom::value);
     if (!w.done) continue;
@@ -288,21 +229,10 @@ void resend_after_reconnect(self_ptr self) {
   }
 }
 
-// Until the registry names us, we answer to a unique provisional id: the pid and 64
-// random bits, so that nodes starting together in one process (bench scale's simulated
-// nodes) or on hosts whose pids match do not answer to the same id (with 1 in 100,000, two
-// of 100 nodes in one process did, one time in twenty, and one of them never joined).
+// Until the registry names us, we answer to a unique provisional id (provisional_node_id).
 void take_provisional_id(self_ptr self) {
   auto& st = self->state;
-  std::string token = st.cfg.provisional_token;
-  if (token.empty()) {
-    std::random_device rd;
-    const std::uint64_t bits = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
-    char hex[17];
-    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(bits));
-    token = hex;
-  }
-  const std::string provisional = pending_node_id(std::to_string(::getpid()) + "-" + token);
+  const std::string provisional = provisional_node_id(st.cfg.provisional_token);
   if (st.mail) {
     st.local->remove(st.mail->self());
     st.mail->set_self(provisional);
@@ -323,7 +253,7 @@ void rejoin(self_ptr self, const std::string& why) {
     if (w.handle) self->send_exit(w.handle, caf::exit_reason::user_shutdown);
   }
   st.workers.clear();  // their down messages now match nothing: no restarts
-  stop_placed_actors(self);
+  st.placed.stop_all(self, *st.local);
   st.node_id = 0;
   st.current = phase::registering;
   take_provisional_id(self);
@@ -337,7 +267,7 @@ void rejoin(self_ptr self, const std::string& why) {
 // stops anyway: a head that cannot be reached must not keep it.
 void on_stop_signal(self_ptr self) {
   auto& st = self->state;
-  if (st.leave_requested || st.current != phase::running || st.keepers.empty()) {
+  if (st.leave_requested || st.current != phase::running || !st.placed.any_keeper()) {
     stop_all(self, st.leave_requested ? "the hand-over did not finish in time" : "signal (SIGTERM or SIGINT)");
     return;
   }
