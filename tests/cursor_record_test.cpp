@@ -1,5 +1,7 @@
 // The data cursor's stored form (actors/shared/cursor_record.hpp): what is written reads
 // back to a cursor that goes on as the original would; damaged bytes are refused, typed.
+#include <cstring>
+
 #include <gtest/gtest.h>
 
 #include "actors/shared/cursor_record.hpp"
@@ -23,9 +25,9 @@ data_cursor busy_cursor() {
   EXPECT_FALSE(c->tie("worker/1.0", 1, 1, *a, {0, 4}));
   EXPECT_FALSE(c->tie("worker/2.0", 0, 1, *b, {4, 6}));
   EXPECT_FALSE(c->tie("worker/2.0", 1, 2, *b, {4, 8}));
-  c->committed(0, 1, {"worker/1.0"}, {});  // worker/2.0's tie missed once
-  c->committed(1, 1, {"worker/1.0"}, {});
-  c->worker_gone("worker/3.0");  // d goes back
+  c->committed(0, 1, 3, {"worker/1.0"}, {});  // worker/2.0's tie missed once
+  c->committed(1, 1, 3, {"worker/1.0"}, {});
+  c->worker_gone("worker/3.0", 2);  // d goes back: both fragments committed a round of epoch 3
   return std::move(*c);
 }
 
@@ -35,13 +37,14 @@ TEST(CursorRecord, WhatIsWrittenReadsBackAndGoesOnAsTheOriginal) {
   auto decoded = decode_cursor(bytes);
   ASSERT_TRUE(decoded) << decoded.err().describe();
   EXPECT_EQ(encode_cursor(*decoded), bytes);
+  EXPECT_EQ(decoded->commit_epochs, (std::vector<std::uint64_t>{3, 3}));
   auto restored = data_cursor::restore(*decoded);
   ASSERT_TRUE(restored) << restored.err().describe();
   // The same next steps give the same states and ledgers.
   for (auto* c : {&original, &*restored}) {
-    c->committed(0, 2, {}, {"worker/2.0"});  // the missed tie taken late
-    c->committed(1, 2, {"worker/2.0"}, {});
-    c->worker_gone("worker/2.0");
+    c->committed(0, 2, 0, {}, {"worker/2.0"});  // the missed tie taken late
+    c->committed(1, 2, 0, {"worker/2.0"}, {});
+    c->worker_gone("worker/2.0", 0);
   }
   EXPECT_EQ(encode_cursor(restored->snapshot()), encode_cursor(original.snapshot()));
   EXPECT_EQ(restored->state_of({0, 0}), data::chunk_state::consumed);
@@ -50,6 +53,29 @@ TEST(CursorRecord, WhatIsWrittenReadsBackAndGoesOnAsTheOriginal) {
   const auto next = restored->lease("worker/4.0");
   ASSERT_TRUE(next);
   EXPECT_TRUE(*next == (chunk_id{0, 2})) << "the returned chunk first, after a restart too";
+}
+
+// A record of version 1 (before the gone and commit epochs) still reads: every epoch 0, so
+// chunks of gone holders settle as they did then. A version after ours is refused.
+TEST(CursorRecord, ARecordOfVersionOneReadsWithItsEpochsAtZeroAndALaterVersionIsRefused) {
+  auto c = data_cursor::make({20, 4, 2, 3});
+  ASSERT_TRUE(c);
+  auto bytes = encode_cursor(c->snapshot());  // no chunks: v1 lacks only the commit epochs
+  bytes.resize(bytes.size() - sizeof(std::uint64_t));  // the digest
+  auto v1 = bytes.substr(0, bytes.size() - sizeof(std::uint32_t) - 2 * sizeof(std::uint64_t));  // two fragments
+  const auto seal = [](std::string record, std::uint32_t version) {
+    std::memcpy(&record[4], &version, sizeof version);
+    const auto digest = digest64(record.data(), record.size());
+    record.append(reinterpret_cast<const char*>(&digest), sizeof digest);
+    return record;
+  };
+  auto decoded = decode_cursor(seal(v1, 1));
+  ASSERT_TRUE(decoded) << decoded.err().describe();
+  EXPECT_TRUE(decoded->commit_epochs.empty());
+  auto restored = data_cursor::restore(*decoded);
+  ASSERT_TRUE(restored) << restored.err().describe();
+  EXPECT_EQ(restored->snapshot().commit_epochs, (std::vector<std::uint64_t>{0, 0}));
+  EXPECT_EQ(decode_cursor(seal(bytes, 3)).err().code, errc::storage_failure) << "a version from after this build";
 }
 
 TEST(CursorRecord, EveryFlippedByteAndEveryTruncationIsRefused) {
@@ -90,9 +116,9 @@ TEST(DataLedger, ListsTheUnitsEachCommitLearnedUpToTheExportedRounds) {
   ASSERT_FALSE(cursor->tie("w", 0, 1, *chunk, {0, 5}));
   ASSERT_FALSE(cursor->tie("w", 1, 1, *chunk, {0, 3}));
   ASSERT_FALSE(cursor->tie("w", 1, 2, *chunk, {3, 5}));
-  cursor->committed(0, 1, {"w"}, {});
-  cursor->committed(1, 1, {"w"}, {});
-  cursor->committed(1, 2, {"w"}, {});
+  cursor->committed(0, 1, 0, {"w"}, {});
+  cursor->committed(1, 1, 0, {"w"}, {});
+  cursor->committed(1, 2, 0, {"w"}, {});
   const std::uint64_t seed = 7;
   const auto units = [&](std::uint64_t begin, std::uint64_t end) {
     std::vector<std::uint64_t> ids;

@@ -23,9 +23,11 @@ struct inner_state_ledger {
 
 class fake_replica : public replica {
  public:
+  // `values`: the model's parameters (97 unless a test needs more, such as fragments cut
+  // into slices of whole outer-step blocks).
   explicit fake_replica(std::uint32_t rank, std::size_t fragments = 1,
-                        std::shared_ptr<inner_state_ledger> ledger = nullptr)
-      : rank_(rank), params_(97), moments_(2 * 97), ledger_(std::move(ledger)) {
+                        std::shared_ptr<inner_state_ledger> ledger = nullptr, std::size_t values = 97)
+      : rank_(rank), params_(values), moments_(2 * values), ledger_(std::move(ledger)) {
     for (std::size_t i = 0; i < params_.size(); ++i) params_[i] = 0.01f * static_cast<float>(i);
     for (std::size_t f = 0; f <= fragments; ++f) bounds_.push_back(f * params_.size() / fragments);
   }
@@ -92,8 +94,8 @@ class fake_replica : public replica {
 class leasing_replica : public fake_replica {
  public:
   leasing_replica(std::uint32_t rank, std::uint64_t units, std::size_t fragments = 1,
-                  std::shared_ptr<inner_state_ledger> ledger = nullptr)
-      : fake_replica(rank, fragments, std::move(ledger)), units_(units) {}
+                  std::shared_ptr<inner_state_ledger> ledger = nullptr, std::size_t values = 97)
+      : fake_replica(rank, fragments, std::move(ledger), values), units_(units) {}
   std::uint64_t data_units() const override { return units_; }
   std::uint64_t units_per_step() const override { return 2; }
 

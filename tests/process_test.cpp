@@ -314,7 +314,7 @@ TEST(Process, AnExportWritesTheDataLedgerOfTheRoundsItExports) {
       const auto chunk = cursor->lease("worker/1.0");
       ASSERT_TRUE(chunk);
       ASSERT_FALSE(cursor->tie("worker/1.0", 0, round, *chunk, cursor->positions_of(*chunk)));
-      cursor->committed(0, round, {"worker/1.0"}, {});
+      cursor->committed(0, round, 0, {"worker/1.0"}, {});
     }
     (*snap)->data_cursor = encode_cursor(cursor->snapshot());
     ASSERT_FALSE(store.save(**snap));

@@ -39,6 +39,8 @@
 // "unseed" check): a failing seed replays exactly.
 //
 //   ATOLL_FAULT_SEEDS=N   seeds 1..N (default 2000)
+//   ATOLL_FAULT_SHARDS=1  one seed in eight reduces rounds in two slices (not yet by
+//                         default: about 3% of those seeds that kill a node hang)
 //   ATOLL_FAULT_SEED=S    replay seed S alone; a failure names its seed
 #include <algorithm>
 #include <cstdlib>
@@ -69,6 +71,10 @@ constexpr int workers = 3;
 constexpr int fragments = 2;
 constexpr int min_workers = 2;  // run.min_workers: a deadline may close a round with two
 constexpr auto time_limit = std::chrono::minutes(10);  // simulated
+// Parameters of the fake model, and with slices: a slice is whole outer-step blocks
+// (16 Ki values), so each fragment needs two or more.
+constexpr std::size_t model_values = 97;
+constexpr std::size_t sliced_model_values = 2 * 40000;
 constexpr std::uint64_t data_units = 400;  // of a leasing task: an epoch is about 60 steps of three workers
 
 struct fault_plan {
@@ -80,6 +86,7 @@ struct fault_plan {
   bool early_results = false;  // diloco.early_results of the coordinators
   bool adaptive_close = false;  // diloco.round_close = adaptive (grace from 50 ms)
   bool data_cursor = false;  // the workers lease the run's data (run.data_cursor with a token task)
+  int shards = 1;  // diloco.shards: each fragment's round reduced in this many slices
 };
 
 fault_plan plan_for(std::mt19937_64& rng) {
@@ -98,6 +105,9 @@ fault_plan plan_for(std::mt19937_64& rng) {
     plan.head_down = std::chrono::milliseconds(100 + rng() % 4000);
   }
   plan.data_cursor = rng() % 2;
+  // Sliced rounds (diloco.shards = 2) for one seed in eight, when asked: they still hang in
+  // about 3% of those seeds with a node killed (issue 44; ATOLL_FAULT_SHARDS=1 runs them).
+  if (rng() % 8 == 0 && std::getenv("ATOLL_FAULT_SHARDS")) plan.shards = 2;
   return plan;
 }
 
@@ -249,6 +259,7 @@ class shared_store : public kv_store {
 
 struct seed_outcome {
   std::string failure;  // empty: every invariant held
+  std::string schedule;  // what the seed drew, for a failure's message
   std::uint64_t dropped = 0, duplicated = 0, delayed = 0;
   bool killed = false;  // a node
   bool head_killed = false;
@@ -271,6 +282,8 @@ run_config run_for(const fault_plan& plan) {
   run.eval_every = 1000;
   run.log_every = 1000;
   run.state_chunk_values = 16;  // fragments of 48 and 49 values travel in four chunks
+  run.shards = plan.shards;
+  if (plan.shards > 1) run.state_chunk_values = 8192;  // slices of 16 Ki and 24 Ki values, in a few chunks
   run.min_workers = min_workers;
   run.outer_lr = 0.7;
   run.outer_momentum = 0.9;
@@ -409,7 +422,11 @@ seed_outcome run_seed(std::uint64_t seed) {
   net.reconnect_to_head();  // each node's first connection
 
   auto ledger = std::make_shared<testing::inner_state_ledger>();  // W1
-  std::vector<std::shared_ptr<kv_store>> replica_stores;  // every replica keeper's, its node dead or alive
+  struct replica_store {
+    std::string node;  // where it was placed
+    std::shared_ptr<kv_store> db;
+  };
+  std::vector<replica_store> replica_stores;  // every replica keeper's, its node dead or alive
   // Every node started, kept to the end (a killed one's actors may still be queued: they
   // read its directory), and the live ones by name.
   std::vector<std::unique_ptr<simulated_node>> every_node;
@@ -421,14 +438,14 @@ seed_outcome run_seed(std::uint64_t seed) {
     nc.provisional_token = name;
     nc.detached_workers = false;
     nc.data_dir = "memory";  // it can host a replica keeper, in a store the test keeps
-    nc.open_keeper_store = [&replica_stores](const std::string&) -> expected<std::unique_ptr<kv_store>> {
-      replica_stores.push_back(std::shared_ptr<kv_store>(make_memory_store()));
-      return std::unique_ptr<kv_store>(std::make_unique<shared_store>(replica_stores.back()));
+    nc.open_keeper_store = [&replica_stores, name](const std::string&) -> expected<std::unique_ptr<kv_store>> {
+      replica_stores.push_back({name, std::shared_ptr<kv_store>(make_memory_store())});
+      return std::unique_ptr<kv_store>(std::make_unique<shared_store>(replica_stores.back().db));
     };
-    nc.factory = [ledger, leasing = plan.data_cursor](const run_config&,
-                                                      const replica_spec& s) -> std::unique_ptr<replica> {
-      if (leasing) return std::make_unique<testing::leasing_replica>(s.rank, data_units, fragments, ledger);
-      return std::make_unique<testing::fake_replica>(s.rank, fragments, ledger);
+    nc.factory = [ledger, leasing = plan.data_cursor, values = plan.shards > 1 ? sliced_model_values : model_values](
+                     const run_config&, const replica_spec& s) -> std::unique_ptr<replica> {
+      if (leasing) return std::make_unique<testing::leasing_replica>(s.rank, data_units, fragments, ledger, values);
+      return std::make_unique<testing::fake_replica>(s.rank, fragments, ledger, values);
     };
     net.add_process(&node->actors);
     node->agent = sys.spawn(node_agent_actor, static_cast<transport*>(&net), &node->actors, &cluster, nc);
@@ -447,6 +464,9 @@ seed_outcome run_seed(std::uint64_t seed) {
   for (int k = 0; k < workers; ++k) start_node("node-" + std::to_string(k));
 
   seed_outcome out;
+  out.schedule = "shards " + std::to_string(plan.shards) + (plan.data_cursor ? ", leasing" : "") +
+                 (plan.kill_after ? ", a node killed" : "") + (plan.head_kill_after ? ", the head killed" : "") +
+                 (plan.round_deadline.count() ? ", deadlines" : "") + (plan.early_results ? ", early results" : "");
   const auto start = sched.clock().now();
   int joined = 0;
   std::optional<std::chrono::steady_clock::time_point> head_back_at;
@@ -513,23 +533,31 @@ seed_outcome run_seed(std::uint64_t seed) {
                       " was acknowledged with " + std::to_string(digests.size()) +
                       " digest(s) that are not the keeper's";
     }
-    for (std::uint32_t f = 0; f < fragments && out.failure.empty(); ++f)
-      if (next_round[f] < 2) out.failure = "fragment " + std::to_string(f) + " committed no round";
+    for (std::uint32_t u = 0; u < static_cast<std::uint32_t>(sync_units(run)) && out.failure.empty(); ++u)
+      if (next_round[u] < 2) out.failure = "unit " + std::to_string(u) + " committed no round";
     if (out.failure.empty() && ledger->installed_unlent > 0)
       out.failure = "W1: a joiner installed inner-optimizer state no donor lent";
     out.warm_starts = ledger->installed;
     if (out.failure.empty() && replica_stores.empty()) out.failure = "no replica keeper was placed";
-    for (const auto& db : replica_stores) {
+    // A live replica holds only the head keeper's rounds. A dead one's disk may end with a
+    // round it logged that no other keeper did before the node died (never committed, never
+    // released, and a new keeper number never reads that disk), but none that a worker
+    // acknowledged with its bytes.
+    for (const auto& [node, db] : replica_stores) {
       auto replicated = checkpoint_store(*db, 1000).list();
       if (!replicated) {
         out.failure = "replica: " + replicated.err().describe();
         break;
       }
+      const bool live = nodes.count(node) > 0;
       for (const auto& c : *replicated) {
         const auto head_digest = keeper_digest.find({c.fragment, c.round});
-        if (out.failure.empty() && (head_digest == keeper_digest.end() || head_digest->second != c.digest))
-          out.failure = "S4: a replica's fragment " + std::to_string(c.fragment) + " round " + std::to_string(c.round) +
-                        " is not the head keeper's";
+        const bool differs = head_digest == keeper_digest.end() || head_digest->second != c.digest;
+        const auto acked = rec.acked.find({c.fragment, c.round});
+        const bool released = acked != rec.acked.end() && acked->second.count(c.digest) > 0;
+        if (out.failure.empty() && differs && (live || released))
+          out.failure = "S4: the replica on " + node + " holds unit " + std::to_string(c.fragment) + " round " +
+                        std::to_string(c.round) + ", not the head keeper's";
       }
     }
   }
@@ -599,7 +627,8 @@ TEST(ProtocolFaults, EverySeedFinishesAgreesAndKeepsEveryRound) {
     longest = std::max(longest, out.simulated_s);
     if (!out.failure.empty()) {
       ++failures;
-      ADD_FAILURE() << "seed " << seed << ": " << out.failure << " (replay: ATOLL_FAULT_SEED=" << seed << ")";
+      ADD_FAILURE() << "seed " << seed << ": " << out.failure << " [" << out.schedule
+                    << "] (replay: ATOLL_FAULT_SEED=" << seed << ")";
     }
   }
   std::cout << seeds.size() << " seeds: " << dropped << " dropped, " << duplicated << " duplicated, " << delayed

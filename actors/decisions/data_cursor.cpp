@@ -82,7 +82,9 @@ expected<data_cursor> data_cursor::make(const cursor_config& config) {
   if (config.fragments == 0 || config.fragments > max_fragments)
     return make_error(errc::invalid_config, "data cursor: " + std::to_string(config.fragments) + " fragments (1 to " +
                                                 std::to_string(max_fragments) + ")");
-  return data_cursor(config);
+  data_cursor made(config);
+  made.commit_epochs_.assign(config.fragments, 0);
+  return made;
 }
 
 cursor_snapshot data_cursor::snapshot() const {
@@ -91,11 +93,12 @@ cursor_snapshot data_cursor::snapshot() const {
   snap.lease_epoch = lease_epoch_;
   snap.next_fresh = next_fresh_;
   for (const auto& [id, c] : chunks_)
-    snap.chunks.push_back({id, c.state, c.holder, c.holder_gone, c.tied, c.consumed, c.ledger});
+    snap.chunks.push_back({id, c.state, c.holder, c.holder_gone, c.tied, c.consumed, c.ledger, c.gone_epoch});
   snap.returned = returned_;
   snap.ties = ties_;
   for (const auto& [fragment, rounds] : recent_)
     for (const auto& [round, commit] : rounds) snap.recent.push_back({fragment, round, commit.taken, commit.late});
+  snap.commit_epochs = commit_epochs_;
   return snap;
 }
 
@@ -122,8 +125,12 @@ expected<data_cursor> data_cursor::restore(const cursor_snapshot& snap) {
     for (const auto& l : e.ledger)
       if (l.fragment >= snap.config.fragments || !spans_fit(e.id, {l.positions}))
         return damaged("a ledger entry outside chunk " + std::to_string(e.id.index));
-    c.chunks_[e.id] = {e.state, e.holder, e.holder_gone, e.tied, e.consumed, e.ledger};
+    c.chunks_[e.id] = {e.state, e.holder, e.holder_gone, e.tied, e.consumed, e.ledger, e.gone_epoch};
+    if (e.state == chunk_state::leased && e.holder_gone) c.awaiting_commits_.insert(e.id);
   }
+  if (!snap.commit_epochs.empty() && snap.commit_epochs.size() != snap.config.fragments)
+    return damaged("commit epochs for " + std::to_string(snap.commit_epochs.size()) + " fragments");
+  if (!snap.commit_epochs.empty()) c.commit_epochs_ = snap.commit_epochs;  // else all 0 (a record before them)
   const auto in_state = [&](chunk_id id, chunk_state s) {
     auto it = c.chunks_.find(id);
     return it != c.chunks_.end() && it->second.state == s;
@@ -234,9 +241,10 @@ void data_cursor::consume(const tie_record& t, std::uint64_t committed_in) {
   c.ledger.push_back({t.fragment, committed_in, t.positions});
 }
 
-void data_cursor::committed(std::uint32_t fragment, std::uint64_t round, const std::vector<std::string>& taken,
-                            const std::vector<std::string>& late) {
+void data_cursor::committed(std::uint32_t fragment, std::uint64_t round, std::uint64_t epoch,
+                            const std::vector<std::string>& taken, const std::vector<std::string>& late) {
   if (fragment >= config_.fragments) return;
+  commit_epochs_[fragment] = std::max(commit_epochs_[fragment], epoch);
   auto& recent = recent_[fragment];
   recent[round] = {taken, late};
   while (recent.size() > 2) recent.erase(recent.begin());  // a tie is at most one round late
@@ -258,19 +266,26 @@ void data_cursor::committed(std::uint32_t fragment, std::uint64_t round, const s
     }  // else lost for this fragment: the worker resynced
   }
   ties_ = std::move(kept);
+  // Gone holders' chunks this commit may release (4), beside the ones it touched.
+  touched.insert(touched.end(), awaiting_commits_.begin(), awaiting_commits_.end());
   std::sort(touched.begin(), touched.end());
   touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
   for (const auto& id : touched) settle(id);
 }
 
-void data_cursor::worker_gone(const std::string& worker) {
+void data_cursor::worker_gone(const std::string& worker, std::uint64_t epoch) {
   std::vector<chunk_id> held;
   for (auto& [id, c] : chunks_)
-    if (c.state == chunk_state::leased && c.holder == worker) {
+    if (c.state == chunk_state::leased && c.holder == worker && !c.holder_gone) {
       c.holder_gone = true;
+      c.gone_epoch = epoch;
       held.push_back(id);
     }
   for (const auto& id : held) settle(id);
+}
+
+bool data_cursor::every_fragment_committed_since(std::uint64_t epoch) const {
+  return std::all_of(commit_epochs_.begin(), commit_epochs_.end(), [&](std::uint64_t e) { return e >= epoch; });
 }
 
 bool data_cursor::reopens(const chunk_record& c, chunk_id chunk, const std::string& worker) const {
@@ -297,6 +312,11 @@ void data_cursor::settle(chunk_id chunk) {
     return std::all_of(per_fragment.begin(), per_fragment.end(), [&](const auto& s) { return covers(s, whole); });
   };
   if (!c.holder_gone && !all(c.tied)) return;  // its worker still trains or contributes it
+  if (c.holder_gone && !all(c.tied) && !every_fragment_committed_since(c.gone_epoch)) {
+    awaiting_commits_.insert(chunk);  // a report still to come may tie its holder's work (4)
+    return;
+  }
+  awaiting_commits_.erase(chunk);
   if (all(c.consumed)) {
     c.state = chunk_state::consumed;
   } else if (!c.ledger.empty()) {

@@ -11,8 +11,9 @@
 //   fresh --(1) lease--> leased(w) --(2) w contributes for fragment p in round r,
 //     ^                    |            covering some of its positions: a tie (w, p, r)
 //     |                    |
-//     |                    +--(5) settled: no tie pending, and w gone or every fragment tied
-//     |                    |      every position
+//     |                    +--(5) settled: no tie pending, and w gone (once every fragment
+//     |                    |      committed a round of the epoch it went in, or later) or
+//     |                    |      every fragment tied every position
 //     |                    |        every fragment consumed every position --> consumed
 //     |                    |        some fragment consumed some position ----> partial (kept,
 //     |                    |                                                   the ledger says which)
@@ -21,7 +22,13 @@
 //   (3) a commit of (p, r) consumes for p the ties (w, p, r) of each worker it took; a tie
 //       it did not take waits for (p, r + 1), which may take it late (diloco.late_work);
 //       after that it is lost for p (the worker resynced).
-//   (4) a worker gone: its chunks settle once their pending ties are resolved.
+//   (4) a worker gone at membership epoch E: its chunks settle once their pending ties are
+//       resolved and every fragment has committed a round opened at E or later. Such a
+//       round has not the worker among its participants and carries any late work of it,
+//       so no report still to come can tie the worker's work: returned earlier, a chunk
+//       was leased again while a lagging report (reports go one at a time, and wait out a
+//       head restart) still had the dead worker's contribution, and the model learned its
+//       units twice (the seeded fault tier found it).
 //   (6) returned or partial --> leased: a tie of the gone worker that held it, come late (in
 //       a RoundReport sent again after a head restart), while no one leased it since.
 //   (1) leases a returned chunk first (oldest first), then the next fresh one; once the
@@ -33,6 +40,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -108,6 +116,7 @@ struct cursor_snapshot {
     bool holder_gone = false;
     std::vector<std::vector<span>> tied, consumed;  // per fragment
     std::vector<consumption> ledger;
+    std::uint64_t gone_epoch = 0;  // the membership epoch its holder went in (holder_gone)
   };
   struct tie_entry {
     std::string worker;
@@ -128,6 +137,8 @@ struct cursor_snapshot {
   std::vector<chunk_id> returned;
   std::vector<tie_entry> ties;
   std::vector<commit_entry> recent;
+  // Per fragment: the membership epoch of its newest committed round (empty: all 0).
+  std::vector<std::uint64_t> commit_epochs;
 };
 
 class data_cursor {
@@ -148,12 +159,13 @@ class data_cursor {
   // range (unknown_fragment), positions outside the chunk or none (bad_data), positions
   // tied before for the fragment (duplicate).
   status tie(const std::string& worker, std::uint32_t fragment, std::uint64_t round, chunk_id chunk, span positions);
-  // (3) fragment's round committed, taking the on-time contributions of `taken` and the
-  // previous round's of `late`.
-  void committed(std::uint32_t fragment, std::uint64_t round, const std::vector<std::string>& taken,
-                 const std::vector<std::string>& late);
-  // (4) The worker is gone (dead or left): its chunks settle once no tie of theirs waits.
-  void worker_gone(const std::string& worker);
+  // (3) fragment's round, opened at membership `epoch`, committed, taking the on-time
+  // contributions of `taken` and the previous round's of `late`.
+  void committed(std::uint32_t fragment, std::uint64_t round, std::uint64_t epoch,
+                 const std::vector<std::string>& taken, const std::vector<std::string>& late);
+  // (4) The worker is gone (dead or left) from membership `epoch` on: its chunks settle once
+  // no tie of theirs waits and every fragment committed a round of that epoch or later.
+  void worker_gone(const std::string& worker, std::uint64_t epoch);
   // The newest round of `fragment` committed here; nullopt before the first. A RoundReport
   // for it or an older round was applied already (its ties and commit are not again).
   std::optional<std::uint64_t> last_committed(std::uint32_t fragment) const;
@@ -175,6 +187,7 @@ class data_cursor {
     bool holder_gone = false;
     std::vector<std::vector<span>> tied, consumed;  // per fragment, merged and sorted
     std::vector<consumption> ledger;
+    std::uint64_t gone_epoch = 0;
   };
 
   explicit data_cursor(const cursor_config& config) : config_(config) {}
@@ -183,6 +196,8 @@ class data_cursor {
   void settle(chunk_id chunk);
   bool pending(chunk_id chunk) const;
   bool reopens(const chunk_record& c, chunk_id chunk, const std::string& worker) const;
+  // Every fragment committed a round opened at `epoch` or later.
+  bool every_fragment_committed_since(std::uint64_t epoch) const;
 
   cursor_config config_;
   std::map<chunk_id, chunk_record> chunks_;
@@ -192,6 +207,9 @@ class data_cursor {
   // The last two commits of each fragment: a tie that arrives after its round's commit (the
   // two travel apart) is resolved against them.
   std::map<std::uint32_t, std::map<std::uint64_t, commit_record>> recent_;
+  std::vector<std::uint64_t> commit_epochs_;  // per fragment: its newest commit's epoch
+  // Leased chunks of gone holders that wait for the fragments' commits (derived, not stored).
+  std::set<chunk_id> awaiting_commits_;
 };
 
 }  // namespace atl::data

@@ -142,14 +142,17 @@ bool data_committed(self_ptr self, const wire::message& msg, const std::vector<s
       log_error("registry: round " + std::to_string(report.getRound()) + " of unit " + std::to_string(fragment) +
                 ": the data of " + t.getWorker().cStr() + " is not recorded: " + err.describe());
   }
-  st.data->committed(fragment, report.getRound(), taken, late);
+  st.data->committed(fragment, report.getRound(), report.getEpoch(), taken, late);
   return save_cursor(self);
 }
 
 void data_workers_gone(self_ptr self, const std::vector<std::string>& workers) {
   auto& st = self->state;
   if (!st.data || workers.empty()) return;
-  for (const auto& w : workers) st.data->worker_gone(w);
+  // Out of the membership from the next epoch on: every change that ends a node moves the
+  // epoch right after (after_membership_change), and rounds opened from then on are
+  // without them.
+  for (const auto& w : workers) st.data->worker_gone(w, st.snap.epoch + 1);
   save_cursor(self);
 }
 

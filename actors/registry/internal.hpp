@@ -103,7 +103,8 @@ void on_data_tie(self_ptr self, const wire::message_ptr& msg);
 // before (a report sent again). False when the cursor could not be saved.
 bool data_committed(self_ptr self, const wire::message& msg, const std::vector<std::string>& taken,
                     const std::vector<std::string>& late);
-// Workers of a node that left or died.
+// Workers of a node that left or died, called just before the epoch moves (transition,
+// then after_membership_change).
 void data_workers_gone(self_ptr self, const std::vector<std::string>& workers);
 
 // registry_reports.cpp

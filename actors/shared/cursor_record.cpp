@@ -16,7 +16,9 @@ using data::cursor_snapshot;
 using data::span;
 
 constexpr char magic[4] = {'A', 'T', 'D', 'C'};
-constexpr std::uint32_t version = 1;
+// 2: each chunk's gone epoch, and each fragment's commit epoch after the commits. A
+// record of version 1 (before them) reads as all 0: chunks of gone holders settle as then.
+constexpr std::uint32_t version = 2;
 
 void put_string(std::string& out, const std::string& s) {
   put(out, static_cast<std::uint32_t>(s.size()));
@@ -99,6 +101,7 @@ std::string encode_cursor(const cursor_snapshot& snap) {
     put(out, static_cast<std::uint8_t>(c.state));
     put_string(out, c.holder);
     put(out, static_cast<std::uint8_t>(c.holder_gone));
+    put(out, c.gone_epoch);
     put(out, static_cast<std::uint32_t>(c.tied.size()));
     for (std::size_t f = 0; f < c.tied.size(); ++f) {
       put_spans(out, c.tied[f]);
@@ -129,6 +132,8 @@ std::string encode_cursor(const cursor_snapshot& snap) {
     put_names(out, r.taken);
     put_names(out, r.late);
   }
+  put(out, static_cast<std::uint32_t>(snap.commit_epochs.size()));
+  for (const auto e : snap.commit_epochs) put(out, e);
   put(out, digest64(out.data(), out.size()));
   return out;
 }
@@ -146,20 +151,21 @@ expected<cursor_snapshot> decode_cursor(const std::string& in) {
     return make_error(errc::checksum_mismatch, "data cursor record: the checksum does not match its bytes");
   reader r(in, sizeof magic, end);
   std::uint32_t v = 0, n = 0;
-  if (!r.field(v) || v != version) return corrupt("unknown version");
+  if (!r.field(v) || v < 1 || v > version) return corrupt("unknown version");
   cursor_snapshot snap;
   if (!r.field(snap.config.units) || !r.field(snap.config.chunk) || !r.field(snap.config.fragments) ||
       !r.field(snap.config.epochs) || !r.field(snap.lease_epoch) || !r.field(snap.next_fresh))
     return corrupt("truncated header");
-  // a chunk: id, state, holder, gone, fragment count, ledger count
-  const std::size_t min_chunk = 2 * sizeof(std::uint64_t) + 1 + sizeof(std::uint32_t) + 1 + 2 * sizeof(std::uint32_t);
+  // a chunk: id, state, holder, gone (and its epoch, from version 2), fragment count, ledger count
+  const std::size_t min_chunk = 2 * sizeof(std::uint64_t) + 1 + sizeof(std::uint32_t) + 1 +
+                                (v >= 2 ? sizeof(std::uint64_t) : 0) + 2 * sizeof(std::uint32_t);
   if (!r.count(n, min_chunk)) return corrupt("chunk count");
   snap.chunks.resize(n);
   for (auto& c : snap.chunks) {
     std::uint8_t state = 0, gone = 0;
     std::uint32_t fragments = 0, ledger = 0;
     if (!r.chunk(c.id) || !r.field(state) || !r.string(c.holder) || !r.field(gone) ||
-        !r.count(fragments, 2 * sizeof(std::uint32_t)))
+        (v >= 2 && !r.field(c.gone_epoch)) || !r.count(fragments, 2 * sizeof(std::uint32_t)))
       return corrupt("truncated chunk");
     if (state > static_cast<std::uint8_t>(data::chunk_state::returned) || gone > 1) return corrupt("chunk state");
     c.state = static_cast<data::chunk_state>(state);
@@ -194,6 +200,12 @@ expected<cursor_snapshot> decode_cursor(const std::string& in) {
   for (auto& c : snap.recent)
     if (!r.field(c.fragment) || !r.field(c.round) || !r.names(c.taken) || !r.names(c.late))
       return corrupt("truncated commit");
+  if (v >= 2) {
+    if (!r.count(n, sizeof(std::uint64_t))) return corrupt("commit epoch count");
+    snap.commit_epochs.resize(n);
+    for (auto& e : snap.commit_epochs)
+      if (!r.field(e)) return corrupt("truncated commit epochs");
+  }
   if (!r.at_end()) return corrupt("bytes past the last field");
   return snap;
 }

@@ -3,7 +3,8 @@
 // persists with the registry's snapshot, and reads back on a restart or a failover.
 //
 //   "ATDC" | version u32 | config | lease position | chunks | returned | ties | recent
-//   commits | digest64 of everything before it
+//   commits | commit epochs | digest64 of everything before it
+// (version 2; version 1, without the chunks' gone epochs and the commit epochs, still reads)
 //
 // Every count is checked against the bytes left before anything is allocated, so a
 // damaged or hostile record costs no more memory than its own size.

@@ -23,8 +23,8 @@ void check(const std::string& bytes) {
     if (!lease) break;
     (void)cursor->tie("worker/9.0", 0, 1, *lease, cursor->positions_of(*lease));
   }
-  cursor->committed(0, 1, {"worker/9.0"}, {});
-  cursor->worker_gone("worker/9.0");
+  cursor->committed(0, 1, 0, {"worker/9.0"}, {});
+  cursor->worker_gone("worker/9.0", 0);
   (void)cursor->progress_now();
 }
 
