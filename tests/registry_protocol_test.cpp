@@ -488,11 +488,14 @@ TEST_F(RegistryProtocol, TheDataCursorLeasesTiesConsumesAndReturnsAcrossAHeadRes
       p.setEnd(end);
     });
   };
-  const auto report = [&](std::uint32_t fragment, std::uint64_t round, const char* participant) {
+  // A round of `fragment` that took `participant`'s contribution, opened at `epoch`.
+  const auto report = [&](std::uint32_t fragment, std::uint64_t round, const char* participant,
+                          std::uint64_t epoch = 0) {
     send_as(coordinator_id(fragment), [&](auto e) {
       auto r = e.initRoundReport();
       r.setFragment(fragment);
       r.setRound(round);
+      r.setEpoch(epoch);
       r.initParticipants(1).set(0, participant);
     });
   };
@@ -542,9 +545,15 @@ TEST_F(RegistryProtocol, TheDataCursorLeasesTiesConsumesAndReturnsAcrossAHeadRes
   EXPECT_EQ(view["in_flight"], 10);
   EXPECT_EQ(lease("worker/1.0"), (chunk{0, 2, 20, 30})) << "the next fresh chunk, not one leased before";
 
-  // worker/2.0's node dies with its chunk unused: the chunk returns, and is leased next.
+  // worker/2.0's node dies with its chunk unused. The chunk waits until each fragment has
+  // committed a round opened after the death (a report on its way could still tie its
+  // work), then returns, and is leased next.
   run_for(2s, {1});
   ASSERT_EQ(stored().members[1].state, "dead");
+  EXPECT_EQ(data()["returned"], 0) << "no round opened after the death has committed yet";
+  report(0, 2, "worker/1.0", stored().epoch);
+  EXPECT_EQ(data()["returned"], 0) << "fragment 1 has not";
+  report(1, 2, "worker/1.0", stored().epoch);
   view = data();
   EXPECT_EQ(view["returned"], 10) << view.dump();
   EXPECT_EQ(view["in_flight"], 10) << "worker/1.0's chunk 2";
@@ -605,7 +614,7 @@ TEST_F(RegistryProtocol, ATieNoRoundTookIsLostAndItsChunkGoesBackWhole) {
 // them with the round that took it: the registry ties and commits them at once and
 // acknowledges the report (the coordinator sends it until it is). A report sent again,
 // across a head restart too, is acknowledged and changes nothing; the ties of a worker
-// whose node died before its report came reopen the chunk its death returned.
+// whose node died before its report came find its chunk still waiting for them.
 TEST_F(RegistryProtocol, ARoundReportTiesAndCommitsItsDataOnceAndIsAcknowledged) {
   using E = schema::Envelope;
   hello("node/pending-a");
@@ -652,12 +661,13 @@ TEST_F(RegistryProtocol, ARoundReportTiesAndCommitsItsDataOnceAndIsAcknowledged)
   EXPECT_TRUE(take(E::REFUSAL, "worker/1.0").empty());
 
   // worker/2.0's contribution commits in round 2 of fragment 0; its node dies before the
-  // report of fragment 1's round 2 comes. The death returned nothing learned twice: the
-  // chunk is partial (fragment 0 learned it) until the late report reopens and consumes it.
+  // report of fragment 1's round 2 comes. Its chunk waits, leased to the dead worker, for
+  // that report (no round of fragment 1 opened after the death has committed).
   EXPECT_TRUE(report(0, 2, "worker/2.0", 1));
   run_for(2s, {1});
   ASSERT_EQ(stored().members[1].state, "dead");
-  EXPECT_EQ(data()["partial"], 10) << data().dump();
+  EXPECT_EQ(data()["partial"], 0) << data().dump();
+  EXPECT_EQ(data()["returned"], 0);
   EXPECT_TRUE(report(1, 2, "worker/2.0", 1));
   view = data();
   EXPECT_EQ(view["consumed"], 20) << view.dump();

@@ -284,6 +284,14 @@ void data_cursor::worker_gone(const std::string& worker, std::uint64_t epoch) {
   for (const auto& id : held) settle(id);
 }
 
+void data_cursor::run_finished() {
+  const std::vector<chunk_id> waiting(awaiting_commits_.begin(), awaiting_commits_.end());
+  for (const auto& id : waiting) {
+    chunks_.at(id).gone_epoch = 0;
+    settle(id);
+  }
+}
+
 bool data_cursor::every_fragment_committed_since(std::uint64_t epoch) const {
   return std::all_of(commit_epochs_.begin(), commit_epochs_.end(), [&](std::uint64_t e) { return e >= epoch; });
 }

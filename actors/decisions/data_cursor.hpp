@@ -28,7 +28,8 @@
 //       so no report still to come can tie the worker's work: returned earlier, a chunk
 //       was leased again while a lagging report (reports go one at a time, and wait out a
 //       head restart) still had the dead worker's contribution, and the model learned its
-//       units twice (the seeded fault tier found it).
+//       units twice (the seeded fault tier found it). A finished run leases nothing
+//       more: its end settles them at once.
 //   (6) returned or partial --> leased: a tie of the gone worker that held it, come late (in
 //       a RoundReport sent again after a head restart), while no one leased it since.
 //   (1) leases a returned chunk first (oldest first), then the next fresh one; once the
@@ -166,6 +167,9 @@ class data_cursor {
   // (4) The worker is gone (dead or left) from membership `epoch` on: its chunks settle once
   // no tie of theirs waits and every fragment committed a round of that epoch or later.
   void worker_gone(const std::string& worker, std::uint64_t epoch);
+  // The run is over: nothing is leased again, so gone workers' chunks settle without
+  // waiting for more commits (4).
+  void run_finished();
   // The newest round of `fragment` committed here; nullopt before the first. A RoundReport
   // for it or an older round was applied already (its ties and commit are not again).
   std::optional<std::uint64_t> last_committed(std::uint32_t fragment) const;

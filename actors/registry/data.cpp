@@ -146,6 +146,13 @@ bool data_committed(self_ptr self, const wire::message& msg, const std::vector<s
   return save_cursor(self);
 }
 
+void data_run_finished(self_ptr self) {
+  auto& st = self->state;
+  if (!st.data) return;
+  st.data->run_finished();
+  save_cursor(self);
+}
+
 void data_workers_gone(self_ptr self, const std::vector<std::string>& workers) {
   auto& st = self->state;
   if (!st.data || workers.empty()) return;
@@ -153,6 +160,7 @@ void data_workers_gone(self_ptr self, const std::vector<std::string>& workers) {
   // epoch right after (after_membership_change), and rounds opened from then on are
   // without them.
   for (const auto& w : workers) st.data->worker_gone(w, st.snap.epoch + 1);
+  if (st.phase == run_phase::finished) st.data->run_finished();  // no commit is to come: nothing to wait for
   save_cursor(self);
 }
 

@@ -106,6 +106,8 @@ bool data_committed(self_ptr self, const wire::message& msg, const std::vector<s
 // Workers of a node that left or died, called just before the epoch moves (transition,
 // then after_membership_change).
 void data_workers_gone(self_ptr self, const std::vector<std::string>& workers);
+// The run finished: chunks of gone workers that waited for commits settle.
+void data_run_finished(self_ptr self);
 
 // registry_reports.cpp
 // Progress, EvalReport, WorkerDone and RoundAck of workers; RoundReport of coordinators.

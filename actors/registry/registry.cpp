@@ -260,6 +260,7 @@ void start_training(self_ptr self) {
 
 void finish_run(self_ptr self) {
   auto& st = self->state;
+  data_run_finished(self);
   set_run_phase(self, run_phase::finished);
   // Nodes whose workers finished may still be up, hosting a keeper replica until now
   // (actors/node/node_agent.cpp): every node still there stops.
