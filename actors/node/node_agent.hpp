@@ -47,7 +47,6 @@
 #include "runtime/transport/peer_routes.hpp"
 #include "runtime/transport/route_delta.hpp"
 #include "runtime/transport/transport.hpp"
-#include "storage/kv_store.hpp"
 
 namespace atl {
 
