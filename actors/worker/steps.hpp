@@ -59,6 +59,16 @@ void acknowledge_round(worker_self self, std::size_t f, std::uint64_t round, std
 // training, a worker held at a sync point goes on (actors/worker/worker.cpp).
 void resume_if_synced(worker_self self);
 
+// A fragment's committed state coming in (actors/worker/state_intake.cpp): a StateRequest to
+// f's coordinator; a FragmentState adopted whole or fetched in chunks from its keepers; a
+// ChunkReply; the fetch's next chunk from its current keeper; the next keeper (or the
+// coordinator again, once every keeper failed).
+void request_state(worker_self self, std::size_t f);
+void adopt_state(worker_self self, const wire::message_ptr& msg, std::size_t f, std::uint64_t round);
+void on_chunk(worker_self self, const wire::message_ptr& msg);
+void request_chunk(worker_self self, std::size_t f);
+void fetch_elsewhere(worker_self self, std::size_t f, const std::string& why);
+
 // Warm start (actors/worker/warm.cpp, actors/decisions/warm_start.hpp). A joiner asks the donors the
 // coordinators named for their inner-optimizer state; false when there is nothing to wait
 // for (it starts cold, or run.warm_start is off). Its replies, and a donor's requests:

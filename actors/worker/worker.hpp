@@ -12,8 +12,9 @@
 //
 // Each fragment's sync is its own state machine (actors/decisions/fragment_sync.hpp): StateRequests
 // repeat every 2 s until answered (coordinators are placed when the run starts); a large
-// fragment's state comes in chunks from the keepers (actors/decisions/state_fetch.hpp), moving to
-// the next keeper when one is silent for 2 s or cannot serve. Epochs are per fragment: each
+// fragment's state comes in chunks from the keepers (actors/decisions/state_fetch.hpp, run by
+// actors/worker/state_intake.cpp), moving to the next keeper when one is silent for 2 s or
+// cannot serve. Epochs are per fragment: each
 // coordinator opens its rounds in its own epoch.
 //
 // How it steps is a strategy (actors/worker/steps.hpp):
