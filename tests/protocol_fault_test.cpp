@@ -54,6 +54,7 @@
 
 #include "actors/keeper/keeper.hpp"
 #include "actors/node/node_agent.hpp"
+#include "actors/registry/internal.hpp"
 #include "actors/registry/registry.hpp"
 #include "actors/shared/cursor_record.hpp"
 #include "actors/shared/data_pieces.hpp"
@@ -117,8 +118,7 @@ fault_plan plan_for(std::mt19937_64& rng) {
 // What the test reads of the run as its messages pass: every digest a worker acknowledged
 // (RoundAcks to the registry), the workers that finished, the registry's word that the run
 // finished (the Shutdown it sends every node then), and for the data cursor each
-// contribution's data as its worker sent it, each round report as its coordinator sent it,
-// and how far the registry acknowledged each fragment's reports.
+// contribution's data as its worker sent it and each round report as its coordinator sent it.
 struct run_record {
   std::map<std::pair<std::uint32_t, std::uint64_t>, std::set<std::uint64_t>> acked;  // (fragment, round) -> digests
   std::set<std::string> done;
@@ -129,7 +129,6 @@ struct run_record {
     std::vector<std::string> participants, late;  // late: contributed to the round before
   };
   std::map<std::pair<std::uint32_t, std::uint64_t>, report> reports;  // (fragment, round)
-  std::map<std::uint32_t, std::uint64_t> reports_acked;  // fragment -> every report up to this round
 };
 
 // The in-memory transport with faults, between processes: the head and each node hold a
@@ -213,14 +212,12 @@ class faulty_transport : public transport {
       report = {};
       for (const auto w : r.getParticipants()) report.participants.push_back(w);
       for (const auto w : r.getLateWorkers()) report.late.push_back(w);
-    } else if (to_node && env.isShutdown() && std::string(env.getShutdown().getReason().cStr()) == "run finished") {
+    } else if (to_node && env.isShutdown() &&
+               std::string(env.getShutdown().getReason().cStr()) == registry_detail::run_finished_reason) {
       record_.finished = true;
     } else if (env.isContribution()) {
       const auto c = env.getContribution();
       record_.contributions[{(*msg)->sender(), c.getFragment(), c.getRound()}] = read_data_pieces(c.getData());
-    } else if (env.isRoundReportAck()) {
-      auto& upto = record_.reports_acked[env.getRoundReportAck().getFragment()];
-      upto = std::max(upto, env.getRoundReportAck().getRound());
     }
   }
 
@@ -354,7 +351,10 @@ std::string check_data(kv_store& registry_db, const run_record& rec, bool node_d
       if (!take(w, round))
         return "D1: fragment " + std::to_string(fragment) + " round " + std::to_string(round) + " took " + w +
                "'s contribution, which it never sent";
-    for (const auto& w : report.late) (void)take(w, round - 1);
+    for (const auto& w : report.late)
+      if (!take(w, round - 1))
+        return "D1: fragment " + std::to_string(fragment) + " round " + std::to_string(round) + " took " + w +
+               "'s late work for round " + std::to_string(round - 1) + ", which it never sent";
     std::size_t in_ledger = 0;
     for (const auto& u : units) in_ledger += learned[fragment].count(u);
     if (in_ledger != 0 && in_ledger != units.size())
