@@ -127,9 +127,14 @@ struct HeartbeatRequest { nodeId @0 :UInt32; }
 # fragment's values the worker holds now (0: none); when it is the committed state's, the
 # FragmentState comes as a header, and a worker still holding those bytes fetches nothing
 # (workers start from the same seed, so a fresh run's first state is not sent to them).
+# `skipsRound` (0: none): the worker is past that round's sync point, holding an older
+# round (a joiner whose other slice of the fragment was a round ahead): it will contribute
+# to none of the rounds up to it. The coordinator leaves it out of the open round if that
+# is one of them, and answers with that round's state or a newer one.
 struct StateRequest {
   fragment   @0 :UInt32;
   heldDigest @1 :UInt64;
+  skipsRound @2 :UInt64;
 }
 # coordinator -> worker: your StateRequest is held until a round that includes you opens
 # (repeat it meanwhile, for a lost message). `seedHeld`: the fragment is seeded or the

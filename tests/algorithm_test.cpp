@@ -127,5 +127,22 @@ TEST(FragmentSchedule, StepOfIsTheSyncStepOfARound) {
   EXPECT_LE(fragment_schedule(5, 2).step_of(1, 0), 0);  // round 0 is no sync
 }
 
+// last_round_by(step): the round of the last sync at or before `step` (0 before the first),
+// checked against walking the steps one by one, with and without shards.
+TEST(FragmentSchedule, TheLastRoundByAStepIsTheRoundOfTheLastSyncAtOrBeforeIt) {
+  for (std::int64_t p : {1, 2, 3}) {
+    for (std::int64_t shards : {1, 2}) {
+      fragment_schedule s(5, p, shards);
+      for (std::int64_t u = 0; u < p * shards; ++u) {
+        std::uint64_t walked = 0;
+        for (std::int64_t t = 0; t < 60; ++t) {
+          if (s.syncs_at(u, t)) walked = s.round_at(u, t);
+          EXPECT_EQ(s.last_round_by(u, t), walked) << "P=" << p << " S=" << shards << " u=" << u << " t=" << t;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace atl

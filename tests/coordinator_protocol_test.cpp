@@ -217,6 +217,49 @@ TEST_F(FencingTest, AParticipantThatSkippedTheOpenRoundIsDroppedFromItAndCountsI
   EXPECT_EQ(result->tensors()[0].to_floats(), (std::vector<float>{0.5f, 0.5f, 3.0f}));
 }
 
+// A participant can say it starts past the open round before it trains at all: a joiner
+// whose other slice of the fragment was a round ahead asks for this slice's state naming
+// the open round as skipped. The round goes on without it (it need not wait for the
+// joiner's next contribution, which may itself wait on this round through another
+// fragment); the request and its repeats are held, then answered with the round it
+// skipped once a round that includes it opens. The round's only participant that says
+// the same is answered in it: a round of nobody would never close.
+TEST_F(FencingTest, AParticipantThatSaysItStartsPastTheOpenRoundIsLeftOutAndGetsThatRoundsState) {
+  spawn_coordinator(1, {1.0f, 0.0f});
+  send_membership(1, {"worker/x", "worker/y"});
+  request_state_with({1.0f, 2.0f, 3.0f});
+  ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.received.size() == 1; }));  // round 1 is open
+  observations y_obs;
+  dir_.add("worker/y", sys_.spawn(probe_actor, &y_obs));
+  mailer as_y(net_, "worker/y", "cluster-test");
+
+  request_state_as(as_y, {}, 0, /*skips_round=*/1);
+  request_state_as(as_y, {}, 0, /*skips_round=*/1);  // a repeat: held as well
+  ASSERT_TRUE(y_obs.wait_for([&] { return y_obs.held.size() == 2; })) << "y's requests were not held";
+  contribute(1, 1, {1.0f, 0.0f, 0.0f});  // round 1 completes with x alone
+  ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.received.size() == 2; })) << "round 1 waited for y";
+  ASSERT_TRUE(y_obs.wait_for([&] { return !y_obs.received.empty(); })) << "y's held request not answered";
+  {
+    std::lock_guard<std::mutex> lock(y_obs.mu);
+    ASSERT_EQ(y_obs.received.size(), 1u) << "answered more than once";
+    const auto& state = y_obs.received[0];
+    ASSERT_TRUE(state->envelope().isFragmentState());
+    EXPECT_EQ(state->envelope().getFragmentState().getRound(), 1u) << "not the round it skipped";
+    EXPECT_EQ(state->tensors()[0].to_floats(), (std::vector<float>{0.0f, 2.0f, 3.0f}));
+  }
+  contribute_as(as_y, 1, 2, {0.0f, 1.0f, 0.0f});  // round 2 includes y
+  contribute(1, 2, {0.0f, 1.0f, 0.0f});
+  ASSERT_TRUE(y_obs.wait_for([&] { return y_obs.received.size() == 2; })) << "y is not a participant of round 2";
+
+  // Now y alone is left in the fleet: the only participant of round 3 is answered in it.
+  send_membership(2, {"worker/y"});
+  request_state_as(as_y, {}, 0, /*skips_round=*/3);
+  ASSERT_TRUE(y_obs.wait_for([&] { return y_obs.received.size() == 3; })) << "the sole participant was held";
+  std::lock_guard<std::mutex> lock(y_obs.mu);
+  ASSERT_TRUE(y_obs.received[2]->envelope().isFragmentState());
+  EXPECT_EQ(y_obs.received[2]->envelope().getFragmentState().getRound(), 2u);
+}
+
 // A Membership delta the coordinator cannot apply (the one before it was lost) leaves its
 // members as they were, and it asks the registry for the whole Membership; a delta from the
 // base it holds applies. Whether worker/y is a member shows in how its StateRequest is met:

@@ -111,6 +111,30 @@ TEST(FragmentSync, WhetherAStateRequestCarriesTheParameters) {
   }
 }
 
+// A worker past a round's sync point says it skips that round in every StateRequest until
+// a state is adopted; a round named less than again_after ago is not named again (the
+// coordinator answered with an older state all the same: that round's only participant,
+// or a state on its way), a later one is, and so is the same one once again_after passed.
+TEST(FragmentSync, ASkippedRoundIsNamedUntilAStateIsAdoptedAndAtMostOnceAnInterval) {
+  using std::chrono::seconds;
+  const fragment_sync::time_point t0{};
+  auto s = synced_at(1);
+  ASSERT_TRUE(s.skip(3, t0, seconds(2)));
+  s.ask();
+  EXPECT_EQ(s.skips_round(), 3u);
+  s.ask();  // a repeat names it too
+  EXPECT_EQ(s.skips_round(), 3u);
+  s.adopt(1, 3, {0.0f, 0.0f});  // answered with round 1 all the same
+  EXPECT_EQ(s.skips_round(), 0u) << "named after a state was adopted";
+  EXPECT_FALSE(s.skip(3, t0 + seconds(1), seconds(2))) << "asked again within the interval";
+  EXPECT_FALSE(s.skip(2, t0 + seconds(1), seconds(2))) << "an older round within the interval";
+  EXPECT_EQ(s.skips_round(), 0u);
+  EXPECT_TRUE(s.skip(4, t0 + seconds(1), seconds(2))) << "a later round";
+  EXPECT_EQ(s.skips_round(), 4u);
+  s.adopt(1, 3, {0.0f, 0.0f});
+  EXPECT_TRUE(s.skip(4, t0 + seconds(3), seconds(2))) << "the same round once the interval passed";
+}
+
 TEST(FragmentSync, AChunkedStateIsFetchedThenAdopted) {
   fragment_sync s;
   s.start_fetch(state_fetch(9, 4, 0, {"keeper/0"}, 2), 5);

@@ -19,6 +19,7 @@ Facts but(Facts facts, Change change) {
 state_request_facts participant_before_contributing() {
   state_request_facts f;
   f.loaded = f.members_suffice = f.collecting = f.nesterov = f.participant = f.member = true;
+  f.participants = 3;
   return f;
 }
 
@@ -41,12 +42,30 @@ TEST(HeldRequests, AStateRequestIsAnsweredOnlyWhenItsSenderCanUseTheStateNow) {
       {"a member outside the open round must train to reach another fragment's",
        but(usual, [](f& x) { x.participant = false; }), state_verdict::answer_outside_round},
       {"outside the round, but refused as not_participant: no refusal loop",
-       but(usual, [](f& x) { x.participant = false, x.refused_outside = true; }), state_verdict::hold},
+       but(usual, [](f& x) { x.participant = false, x.left_out = true; }), state_verdict::hold},
       {"outside the round in ddp: waits", but(usual, [](f& x) { x.participant = x.nesterov = false; }),
        state_verdict::hold},
       {"not a member at all", but(usual, [](f& x) { x.participant = x.member = false; }), state_verdict::hold},
-      {"a member outside the round before the state is loaded",
-       but(usual, [](f& x) { x.participant = x.loaded = false; }), state_verdict::hold},
+      {"a participant that starts past the open round: left out of it, held for the next",
+       but(usual, [](f& x) { x.skips_open_round = x.wants_newer_state = true; }), state_verdict::skip_and_hold},
+      {"the same before the members suffice: the round goes on without it all the same",
+       but(usual, [](f& x) { x.skips_open_round = x.wants_newer_state = true, x.members_suffice = false; }),
+       state_verdict::skip_and_hold},
+      {"the open round's only participant skips it: answered in it (a round of nobody never closes)",
+       but(usual, [](f& x) { x.skips_open_round = x.wants_newer_state = true, x.participants = 1; }),
+       state_verdict::answer_in_round},
+      {"it skips the open round but contributed to it already: held as any contributor",
+       but(usual, [](f& x) { x.skips_open_round = x.wants_newer_state = x.contributed = true; }), state_verdict::hold},
+      {"it skips the open round before the state is loaded: held",
+       but(usual, [](f& x) { x.skips_open_round = x.wants_newer_state = true, x.loaded = false; }),
+       state_verdict::hold},
+      {"a member outside the open round that skips it: the committed state is too old, held",
+       but(usual, [](f& x) { x.skips_open_round = x.wants_newer_state = true, x.participant = false; }),
+       state_verdict::hold},
+      {"a participant that skips a later round than the open one: held for a newer state",
+       but(usual, [](f& x) { x.wants_newer_state = true; }), state_verdict::hold},
+      {"it skips a committed round (a repeat after the answer): answered as any participant",
+       but(usual, [](f& x) { x.skips_open_round = false; }), state_verdict::answer_in_round},
   };
   for (const auto& r : rows) EXPECT_STREQ(to_string(decide(r.facts)), to_string(r.expected)) << r.reason;
 }

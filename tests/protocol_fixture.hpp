@@ -190,10 +190,13 @@ inline void contribute_as(mailer& as, std::uint64_t epoch, std::uint64_t round, 
 
 // A StateRequest; with `init`, a fresh coordinator seeds round 0 from it. `held_digest`:
 // the digest of the values the sender says it holds.
-inline void request_state_as(mailer& as, const std::vector<float>& init = {}, std::uint64_t held_digest = 0) {
+// `skips_round`: the round the sender says it starts past (StateRequest.skipsRound).
+inline void request_state_as(mailer& as, const std::vector<float>& init = {}, std::uint64_t held_digest = 0,
+                             std::uint64_t skips_round = 0) {
   wire::outgoing req;
   req.envelope.initStateRequest().setFragment(0);
   req.envelope.getStateRequest().setHeldDigest(held_digest);
+  req.envelope.getStateRequest().setSkipsRound(skips_round);
   if (!init.empty()) req.tensors.push_back(wire::tensor::from_floats(init.data(), init.size()));
   as.send("coord/0", 0, req);
 }

@@ -1,7 +1,8 @@
 // When an open round closes without every participant (actors/decisions/quorum.hpp asked
 // with this coordinator's facts): at its deadline (diloco.round_deadline_ms) or once its
 // adaptive grace passed (diloco.round_close = adaptive), given a quorum and a majority; a
-// participant that skipped it; and the late work of one it closed without.
+// participant that skipped it (its next round's contribution came, or it said so); and the
+// late work of one it closed without.
 #include <algorithm>
 
 #include <caf/all.hpp>
@@ -86,6 +87,19 @@ void skip_open_round(self_ptr self, const wire::message_ptr& msg) {
   st.early[msg->sender()] = msg;
   auto done = st.rounds->drop(msg->sender());
   if (done && *done) on_round_complete(self);
+}
+
+// A participant of the collecting round said, asking for the state, that it starts past
+// this round (held_requests: skip_and_hold). The round goes on without it; its requests
+// are held until a round that includes it opens.
+bool leave_out(self_ptr self, const wire::message& request) {
+  auto& st = self->state;
+  const auto round = st.rounds->open_round();
+  log_warn(fragment_name(st) + ": " + request.sender() + " starts past round " + std::to_string(round) + "; round " +
+           std::to_string(round) + " goes on without it");
+  st.left_out.insert(request.sender());
+  auto done = st.rounds->drop(request.sender());
+  return done && *done;
 }
 
 // Late work (round_tracker::add_late): the round before the open one closed without its

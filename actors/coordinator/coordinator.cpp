@@ -23,38 +23,6 @@ namespace coordinator_detail {
 
 std::string fragment_name(const coordinator_state& st) { return "coordinator " + std::to_string(st.cfg.fragment); }
 
-// Donors a FragmentState names at most (each is asked in turn, 2 s of silence each).
-constexpr std::size_t max_donors = 4;
-
-// The committed state of the fragment: inline, or a header naming the keepers the worker
-// fetches it from in chunks (every keeper has the committed round) for a large fragment or
-// one whose bytes the worker holds already (`held_digest`: it then fetches nothing).
-void send_state(self_ptr self, const std::string& worker, std::uint64_t held_digest) {
-  auto& st = self->state;
-  const auto& theta = st.rounds->theta();
-  const auto digest = digest64(theta.data(), theta.size() * sizeof(float));
-  wire::outgoing out;
-  auto fs = out.envelope.initFragmentState();
-  fs.setFragment(st.cfg.fragment);
-  fs.setRound(st.rounds->committed_round());
-  if (theta.size() <= st.cfg.state_chunk_values && held_digest != digest) {
-    out.tensors.push_back(wire::tensor::from_floats(theta.data(), theta.size()));
-  } else {
-    fs.setCount(theta.size());
-    fs.setDigest(digest);
-    const auto& every = st.commit.keepers();
-    auto keepers = fs.initKeepers(static_cast<unsigned>(every.size()));
-    for (unsigned i = 0; i < every.size(); ++i) keepers.set(i, every[i]);
-  }
-  // The fragment's other members: a joiner may take its inner-optimizer state from one.
-  std::vector<std::string> donors;
-  for (const auto& m : st.members)
-    if (m != worker && donors.size() < max_donors) donors.push_back(m);
-  auto listed = fs.initDonors(static_cast<unsigned>(donors.size()));
-  for (unsigned i = 0; i < donors.size(); ++i) listed.set(i, donors[i]);
-  st.mail->send(worker, st.rounds->open_epoch(), out);
-}
-
 std::uint64_t held_digest_of(const wire::message& state_request) {
   return state_request.envelope().getStateRequest().getHeldDigest();
 }
@@ -67,8 +35,10 @@ bool is_member(const coordinator_state& st, const std::string& worker) {
   return std::find(st.members.begin(), st.members.end(), worker) != st.members.end();
 }
 
-// What actors/decisions/held_requests.hpp decides a StateRequest from `worker` by.
-held_requests::state_request_facts state_request_facts_of(const coordinator_state& st, const std::string& worker) {
+// What actors/decisions/held_requests.hpp decides a StateRequest by.
+held_requests::state_request_facts state_request_facts_of(const coordinator_state& st, const wire::message& request) {
+  const auto& worker = request.sender();
+  const auto skips = request.envelope().getStateRequest().getSkipsRound();
   held_requests::state_request_facts f;
   f.loaded = st.loaded();
   f.members_suffice = membership_ready(st);
@@ -77,7 +47,10 @@ held_requests::state_request_facts state_request_facts_of(const coordinator_stat
   f.participant = f.collecting && st.rounds->participants().count(worker);
   f.contributed = st.rounds->has_contributed(worker);
   f.member = is_member(st, worker);
-  f.refused_outside = st.refused_outside.count(worker) > 0;
+  f.left_out = st.left_out.count(worker) > 0;
+  f.skips_open_round = f.collecting && skips != 0 && skips >= st.rounds->open_round();
+  f.wants_newer_state = skips != 0 && skips > st.rounds->committed_round();
+  f.participants = f.collecting ? st.rounds->participants().size() : 0;
   return f;
 }
 
@@ -101,12 +74,19 @@ void advance(self_ptr self) {
     return;
   }
   st.round_bytes = 0;
-  st.refused_outside.clear();
+  st.left_out.clear();
   st.round_inputs.clear();
   std::vector<wire::message_ptr> still_waiting;
   for (const auto& req : st.waiting) {
-    if (is_participant(st, req->sender())) send_state(self, req->sender(), held_digest_of(*req));
-    else still_waiting.push_back(req);
+    const auto verdict = held_requests::decide(state_request_facts_of(st, *req));
+    if (verdict == held_requests::state_verdict::answer_in_round) {
+      send_state(self, req->sender(), held_digest_of(*req));
+      continue;
+    }
+    // The others wait on, and one that skips this round is left out of it (opened with no
+    // contribution yet, it cannot complete here).
+    if (verdict == held_requests::state_verdict::skip_and_hold) leave_out(self, *req);
+    still_waiting.push_back(req);
   }
   if (st.announce_on_open) {
     for (const auto& worker : st.members)
@@ -205,7 +185,7 @@ void on_contribution(self_ptr self, const wire::message_ptr& msg) {
                   : st.rounds->add(msg->sender(), msg->epoch(), c.getRound(), std::move(values), c.getWeight());
   if (done) st.round_inputs[msg->sender()] = msg;
   if (!done) {
-    if (done.err().code == errc::not_participant) st.refused_outside.insert(msg->sender());
+    if (done.err().code == errc::not_participant) st.left_out.insert(msg->sender());
     log_warn(fragment_name(st) + ": refused contribution of " + msg->sender() + ": " + done.err().describe());
     st.mail->refuse(*msg, done.err(), refusal_epoch(st));
     return;
@@ -303,7 +283,9 @@ void on_state_request(self_ptr self, const wire::message_ptr& msg) {
   // another fragment's (actors/decisions/held_requests.hpp); otherwise held until a round opens that
   // includes it, so a joiner or a resyncing worker is never refused as not_participant in
   // a loop.
-  if (held_requests::decide(state_request_facts_of(st, msg->sender())) != held_requests::state_verdict::hold) {
+  const auto verdict = held_requests::decide(state_request_facts_of(st, *msg));
+  if (verdict == held_requests::state_verdict::answer_in_round ||
+      verdict == held_requests::state_verdict::answer_outside_round) {
     send_state(self, msg->sender(), held_digest_of(*msg));
     return;
   }
@@ -314,6 +296,7 @@ void on_state_request(self_ptr self, const wire::message_ptr& msg) {
   else if (msg->tensors().size() >= (*same)->tensors().size()) *same = msg;  // keep the one with parameters
   seed_from_waiting(self);
   say_held(self, *msg);
+  if (verdict == held_requests::state_verdict::skip_and_hold && leave_out(self, *msg)) on_round_complete(self);
 }
 
 }  // namespace coordinator_detail

@@ -12,9 +12,10 @@
 //                           held until a round opens with it (the run needs a quorum:
 //                           min_workers; fewer in the run's tail), and answered StateHeld
 //                           (seedHeld: seeded, or parameters to seed from are held);
-//                           a member outside the open round gets FragmentState until its
-//                           contribution to it was refused (it may have another
-//                           fragment's round to reach)
+//                           a member outside the open round gets FragmentState until it
+//                           was left out of it (it may have another fragment's round to
+//                           reach); a participant whose request names the open round as
+//                           skipped (it starts past it) is left out of it and held
 //   Contribution early   -> (for the round about to open, from a member) held until it opens
 //   Contribution         -> decoded to fp32 (any codec) -> round_tracker.add (typed Refusal on
 //                           any fence)
@@ -140,9 +141,10 @@ struct coordinator_state {
   held_membership membership;
   std::optional<std::chrono::steady_clock::time_point> membership_asked;
   std::vector<wire::message_ptr> waiting;  // StateRequests held until a round includes them
-  // Members whose contribution to the open round was refused as not_participant: their
-  // StateRequests are held until a round includes them.
-  std::set<std::string> refused_outside;
+  // Members left out of the open round at their word (a contribution refused as
+  // not_participant, or a StateRequest that skips it): their StateRequests are held until
+  // a round includes them.
+  std::set<std::string> left_out;
   std::map<std::string, wire::message_ptr> early;  // contributions for the round about to open
   // The open round's accepted contributions as received: the round log's record forwards
   // their frames to the keepers.

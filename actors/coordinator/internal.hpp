@@ -35,6 +35,9 @@ void on_deadline(self_ptr self, std::uint64_t round);  // round_deadline after i
 // A participant sent the round after the open one: the round goes on without it, its
 // contribution held for the next.
 void skip_open_round(self_ptr self, const wire::message_ptr& msg);
+// A participant said in a StateRequest that it starts past the open round: the round goes
+// on without it (true: that completed it) and its requests wait for a round with it.
+bool leave_out(self_ptr self, const wire::message& request);
 // Late work for the round before the open one (decoded into `values`, or kept `encoded`):
 // folded into the open round, and the sender gets the result it missed.
 void take_late_work(self_ptr self, const wire::message_ptr& msg, std::vector<float> values, encoded_values encoded);
@@ -54,6 +57,9 @@ void send_commit(self_ptr self);
 void on_commit_ack(self_ptr self, const wire::message_ptr& msg);
 
 // coordinator_results.cpp
+// The committed state of the fragment to `worker`: inline, or a header naming the keepers
+// to fetch it from (a large fragment, or one whose bytes the worker holds: `held_digest`).
+void send_state(self_ptr self, const std::string& worker, std::uint64_t held_digest);
 std::optional<round_update_frames> released_update_frames(const coordinator_state& st);
 void send_provisional_results_once_received(self_ptr self);
 void release(self_ptr self, const std::vector<std::string>& contributors);

@@ -1,12 +1,14 @@
 // What a committed round sends: its report to the registry, its results to the
-// contributors (whole, provisional while the keepers write it, or a confirmation), and the
-// round's progress to the registry every tick (`atollctl explain`).
+// contributors (whole, provisional while the keepers write it, or a confirmation), the
+// committed state to a worker that asks for it, and the round's progress to the registry
+// every tick (`atollctl explain`).
 #include <algorithm>
 
 #include <caf/all.hpp>
 
 #include "actors/coordinator/internal.hpp"
 #include "actors/shared/data_pieces.hpp"
+#include "runtime/core/digest.hpp"
 #include "runtime/process/fault_point.hpp"
 #include "runtime/process/log.hpp"
 
@@ -153,6 +155,38 @@ void on_round_report_ack(self_ptr self, const wire::message_ptr& msg) {
   if (st.unacked_reports.empty() || st.unacked_reports.front().round > acked) return;  // an ack sent twice
   while (!st.unacked_reports.empty() && st.unacked_reports.front().round <= acked) st.unacked_reports.pop_front();
   send_oldest_report(st);
+}
+
+// Donors a FragmentState names at most (each is asked in turn, 2 s of silence each).
+constexpr std::size_t max_donors = 4;
+
+// The committed state of the fragment: inline, or a header naming the keepers the worker
+// fetches it from in chunks (every keeper has the committed round) for a large fragment or
+// one whose bytes the worker holds already (`held_digest`: it then fetches nothing).
+void send_state(self_ptr self, const std::string& worker, std::uint64_t held_digest) {
+  auto& st = self->state;
+  const auto& theta = st.rounds->theta();
+  const auto digest = digest64(theta.data(), theta.size() * sizeof(float));
+  wire::outgoing out;
+  auto fs = out.envelope.initFragmentState();
+  fs.setFragment(st.cfg.fragment);
+  fs.setRound(st.rounds->committed_round());
+  if (theta.size() <= st.cfg.state_chunk_values && held_digest != digest) {
+    out.tensors.push_back(wire::tensor::from_floats(theta.data(), theta.size()));
+  } else {
+    fs.setCount(theta.size());
+    fs.setDigest(digest);
+    const auto& every = st.commit.keepers();
+    auto keepers = fs.initKeepers(static_cast<unsigned>(every.size()));
+    for (unsigned i = 0; i < every.size(); ++i) keepers.set(i, every[i]);
+  }
+  // The fragment's other members: a joiner may take its inner-optimizer state from one.
+  std::vector<std::string> donors;
+  for (const auto& m : st.members)
+    if (m != worker && donors.size() < max_donors) donors.push_back(m);
+  auto listed = fs.initDonors(static_cast<unsigned>(donors.size()));
+  for (unsigned i = 0; i < donors.size(); ++i) listed.set(i, donors[i]);
+  st.mail->send(worker, st.rounds->open_epoch(), out);
 }
 
 void send_missed_result(self_ptr self, const std::string& worker) {

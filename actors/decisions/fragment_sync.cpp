@@ -18,6 +18,13 @@ void fragment_sync::ask() {
   phase_ = phase::asking;
 }
 
+bool fragment_sync::skip(std::uint64_t round, time_point now, duration again_after) {
+  if (round <= skipped_ && now - skipped_at_ < again_after) return false;
+  skipped_ = skips_round_ = round;
+  skipped_at_ = now;
+  return true;
+}
+
 void fragment_sync::drop_provisional() {
   recycle(std::move(provisional_));
   provisional_ = {};
@@ -48,6 +55,7 @@ void fragment_sync::adopt(std::uint64_t round, std::uint64_t epoch, std::vector<
   theta_global_ = std::move(theta_global);
   round_ = round;
   epoch_ = epoch;
+  skips_round_ = 0;
   pending_ = {};
   result_ = {};
   drop_provisional();

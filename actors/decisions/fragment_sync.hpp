@@ -7,6 +7,9 @@
 //   [fetching] --every keeper failed--> ask --> [asking]
 //   [asking] --StateHeld(seedHeld)--> itself (held by the coordinator; seedHeld: rank 0's
 //            repeats need not carry its parameters, nor does any request after a state)
+//   (synced r) --skip(q > r): the worker is past round q's sync point--> ask -->
+//            [asking], every request naming q as skipped until a state is adopted
+//            (a round named within again_after: skip(q) changes nothing)
 //   (synced r) --contributed(round q)--> [awaiting_result q] --result of q--> [result_ready q]
 //   [awaiting_result q] --low-bit result of q: kept theta_global + change, digest ok--> [result_ready q]
 //   [result_ready q] --take_result: merged (DiLoCo) or applied (ddp)--> (synced q)
@@ -50,6 +53,16 @@ class fragment_sync {
 
   // A StateRequest went out: from any phase (a kept contribution stays kept).
   void ask();
+  // The worker is past the sync point of `round` holding an older one (a joiner whose
+  // other slice of the fragment is a round ahead; a state older than its step) and will
+  // contribute to none up to it: the StateRequests until a state is adopted name it
+  // (StateRequest.skipsRound), so that the coordinator leaves this worker out of such a
+  // round instead of waiting for it, and answers with that round's state or a newer one.
+  // Then ask(). false, changing nothing, for a round named less than `again_after` ago:
+  // the coordinator may have answered with an older state all the same (that round had no
+  // other participant, or its state was on its way), and is asked again only that often.
+  bool skip(std::uint64_t round, time_point now, duration again_after);
+  std::uint64_t skips_round() const { return skips_round_; }  // 0: none
   // StateHeld: the coordinator holds our request; `seed_held`: it can seed the fragment
   // without our parameters (seeded, or holding them from an earlier request).
   void held(bool seed_held) { seed_wanted_ = !seed_held; }
@@ -148,6 +161,9 @@ class fragment_sync {
 
   phase phase_ = phase::asking;
   std::uint64_t round_ = 0;
+  std::uint64_t skips_round_ = 0;  // named in each StateRequest until a state is adopted
+  std::uint64_t skipped_ = 0;  // the last round named so, and when
+  time_point skipped_at_{};
   std::uint64_t epoch_ = 0;
   // The awaited contribution, kept until its result arrives.
   encoded_values pending_;

@@ -3,9 +3,12 @@
 namespace atl::held_requests {
 
 state_verdict decide(const state_request_facts& f) {
+  const bool skips_its_round = f.collecting && f.participant && !f.contributed && f.skips_open_round;
+  if (f.loaded && skips_its_round && f.participants > 1) return state_verdict::skip_and_hold;
+  if (f.wants_newer_state && !skips_its_round) return state_verdict::hold;
   if (f.loaded && f.members_suffice && f.collecting && f.participant && !f.contributed)
     return state_verdict::answer_in_round;
-  if (f.loaded && f.nesterov && f.collecting && f.member && !f.participant && !f.refused_outside)
+  if (f.loaded && f.nesterov && f.collecting && f.member && !f.participant && !f.left_out)
     return state_verdict::answer_outside_round;
   return state_verdict::hold;
 }
@@ -22,6 +25,7 @@ contribution_verdict decide(const contribution_facts& f) {
 
 const char* to_string(state_verdict v) {
   switch (v) {
+    case state_verdict::skip_and_hold: return "skip_and_hold";
     case state_verdict::answer_in_round: return "answer_in_round";
     case state_verdict::answer_outside_round: return "answer_outside_round";
     case state_verdict::hold: return "hold";

@@ -5,10 +5,20 @@
 // reason, so that the table tests name why.
 //
 //   StateRequest:
+//     skip_and_hold         loaded, a round is collecting, the sender is a participant that
+//                           has not contributed and says it skips that round (it starts past
+//                           its sync point: a joiner whose other slice of the fragment was a
+//                           round ahead), and others take part: the round goes on without it
+//                           and the request is held until a round that includes it opens
+//                           (answered now with the round before, it would still never send
+//                           this one, which would wait for it). The round's only participant
+//                           is answered in it instead: a round of nobody could never close.
+//     hold (wants newer)    it says it skips a round not committed yet (the open one, or a
+//                           later one): the committed state is older than the one it needs
 //     answer_in_round       loaded, the members suffice, a round is collecting, the sender
 //                           is a participant that has not contributed
 //     answer_outside_round  DiLoCo, loaded, a round is collecting, the sender is a member
-//                           outside it whose contribution to it was not refused: it may be a
+//                           outside it that was not left out of it: it may be a
 //                           participant of another fragment's round and must train to reach
 //                           it (held here, it would wait on this round, which (streaming)
 //                           waits on that round's result, which waits on it)
@@ -41,10 +51,15 @@ struct state_request_facts {
   bool participant = false;  // of the open round
   bool contributed = false;  // to the open round
   bool member = false;  // of the current epoch
-  bool refused_outside = false;  // its contribution to the open round was refused as not_participant
+  // Left out of the open round at its word: its contribution to it was refused as
+  // not_participant, or it said it skips it.
+  bool left_out = false;
+  bool skips_open_round = false;  // its sender skips the open round (names it or a later one)
+  bool wants_newer_state = false;  // it names a round not committed yet as one it skips
+  std::size_t participants = 0;  // of the open round
 };
 
-enum class state_verdict { answer_in_round, answer_outside_round, hold };
+enum class state_verdict { skip_and_hold, answer_in_round, answer_outside_round, hold };
 state_verdict decide(const state_request_facts& f);
 
 // Contributions held before their round opens: one per sender, at most this many senders.

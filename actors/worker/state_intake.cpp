@@ -43,6 +43,7 @@ void request_state(self_ptr self, std::size_t f) {
     if (st.cfg.spec.rank == 0 && st.fragments[f].parameters_wanted())
       out.tensors.push_back(wire::tensor::from_floats(local.data(), local.size()));
   }
+  req.setSkipsRound(st.fragments[f].skips_round());
   st.fragments[f].ask();
   st.mail->send(coordinator_id(static_cast<std::uint32_t>(f)), st.fragments[f].epoch(), out);
 }
@@ -59,10 +60,24 @@ void apply_state(self_ptr self, std::size_t f, std::uint64_t round, std::uint64_
   st.fragments[f].adopt(round, epoch, std::move(theta));
   st.trained[f] = {};  // what it trained on this fragment was replaced
   st.at_contribution[f].clear();  // nothing to carry over the next merge
+  if (st.step > 0 && skip_rounds_started_past(self, f)) return;  // a joiner's start step is set later
   resume_if_synced(self);
 }
 
 }  // namespace
+
+bool skip_rounds_started_past(self_ptr self, std::size_t f) {
+  auto& st = self->state;
+  auto& frag = st.fragments[f];
+  if (!st.steps->recovers_rounds() || frag.current() != fragment_sync::phase::synced) return false;
+  const auto past = st.schedule->last_round_by(static_cast<std::int64_t>(f), st.step);
+  if (past <= frag.round() || !frag.skip(past, st.now(), state_retry)) return false;
+  log_warn(st.cfg.id + ": at step " + std::to_string(st.step) + ", past round " + std::to_string(past) +
+           " of fragment " + std::to_string(f) + " with round " + std::to_string(frag.round()) +
+           "; asking its coordinator to go on without us");
+  request_state(self, f);
+  return true;
+}
 
 // Asks the fetch's current keeper for the next chunk of fragment f's state.
 void request_chunk(self_ptr self, std::size_t f) {

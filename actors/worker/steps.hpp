@@ -2,6 +2,7 @@
 // How a worker steps: DiLoCo (actors/worker/diloco.cpp) or the synchronous data-parallel
 // baseline (actors/worker/ddp.cpp), and the worker's helpers both use. Shared by the
 // worker's own files; no other actor includes this.
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,6 +14,9 @@
 #include "runtime/transport/wire.hpp"
 
 namespace atl {
+
+// How long a worker waits for a FragmentState, or a keeper for a chunk, before asking again.
+constexpr auto state_retry = std::chrono::seconds(2);
 
 using worker_self = caf::stateful_actor<worker_state>*;
 
@@ -68,6 +72,13 @@ void adopt_state(worker_self self, const wire::message_ptr& msg, std::size_t f, 
 void on_chunk(worker_self self, const wire::message_ptr& msg);
 void request_chunk(worker_self self, std::size_t f);
 void fetch_elsewhere(worker_self self, std::size_t f, const std::string& why);
+// Fragment f is synced at a round older than the worker's step, which is past the sync
+// points of the rounds after it (a joiner whose other slice of the fragment was a round
+// ahead, or a state answered outside a round): those rounds would wait for contributions
+// that never come. The worker says it skips them, asking for the state again
+// (StateRequest.skipsRound: the last it is past; at most once per state_retry). True if
+// it asked.
+bool skip_rounds_started_past(worker_self self, std::size_t f);
 
 // Warm start (actors/worker/warm.cpp, actors/decisions/warm_start.hpp). A joiner asks the donors the
 // coordinators named for their inner-optimizer state; false when there is nothing to wait

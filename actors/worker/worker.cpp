@@ -24,16 +24,14 @@ using self_ptr = worker_self;
 using phase = worker_state::phase;
 using retry = fragment_sync::retry;
 
-// How long a worker waits for a FragmentState, or a keeper for a chunk, before asking again.
-constexpr auto state_retry = std::chrono::seconds(2);
-
 std::string coordinator_of(std::size_t fragment) { return coordinator_id(static_cast<std::uint32_t>(fragment)); }
 
 }  // namespace
 
 // A DiLoCo worker joining a run in progress starts at the step of the newest round it
 // received: past every round it has, and before the sync point of every round it takes
-// part in. It first takes a live peer's inner-optimizer state, if it can (inner.warm_start).
+// part in (a unit whose next round it starts past says it skips it: skip_rounds_started_past).
+// It first takes a live peer's inner-optimizer state, if it can (inner.warm_start).
 void resume_if_synced(self_ptr self) {
   auto& st = self->state;
   for (const auto& frag : st.fragments)
@@ -42,6 +40,9 @@ void resume_if_synced(self_ptr self) {
   if (st.step == 0 && st.steps->recovers_rounds()) {
     for (std::size_t f = 0; f < st.fragments.size(); ++f)
       st.step = std::max(st.step, st.schedule->step_of(static_cast<std::int64_t>(f), st.fragments[f].round()));
+    bool asked = false;
+    for (std::size_t f = 0; f < st.fragments.size(); ++f) asked = skip_rounds_started_past(self, f) || asked;
+    if (asked) return;  // resumed when those states come
   }
   if (st.warm) return;  // its inner-optimizer state is on its way
   if (st.current == phase::syncing && st.step > 0 && !st.warm_tried && start_warm(self)) return;
@@ -285,6 +286,10 @@ caf::behavior worker_actor(caf::stateful_actor<worker_state>* self, transport* n
         if (st.current == phase::finished) return;
         for (std::size_t f = 0; f < st.fragments.size(); ++f)
           repeat(self, f, st.fragments[f].on_tick(st.now(), state_retry, result_timeout(st.cfg.run)));
+        // A state adopted while a skip was on its way (a re-placed coordinator's announcement)
+        // may leave a unit behind the step again: said again here, at most once a tick.
+        if (st.step > 0 && (st.current == phase::training || st.current == phase::blocked))
+          for (std::size_t f = 0; f < st.fragments.size(); ++f) skip_rounds_started_past(self, f);
         warm_tick(self, state_retry);
         data_tick(self);
         self->delayed_send(self, state_retry, tick_atom::value);

@@ -29,6 +29,12 @@ class fragment_schedule {
   std::int64_t step_of(std::int64_t unit, std::uint64_t round) const {
     return offset(unit) + (static_cast<std::int64_t>(round) - (offset(unit) > 0 ? 1 : 0)) * h_;
   }
+  // The last round whose sync step is at or before `step` (0: none yet).
+  std::uint64_t last_round_by(std::int64_t unit, std::int64_t step) const {
+    const auto first = step_of(unit, 1);
+    if (step < first) return 0;
+    return 1 + static_cast<std::uint64_t>((step - first) / h_);
+  }
   std::int64_t sync_every() const { return h_; }
   std::int64_t fragments() const { return p_; }
 
