@@ -437,5 +437,60 @@ TEST_F(WorkerRecoveryTest, AStaleEpochRefusalResendsOtherRefusalsResync) {
   EXPECT_TRUE(coord_obs_.wait_for([&] { return seen_locked().first >= 2; })) << "no resync after not_participant";
 }
 
+// A joiner between two slices' rounds: a sharded worker (one fragment in two slices, units
+// coord/0 and coord/1) is given slice 0 at round 1 and slice 1 at round 2, as when slice 0's
+// coordinator was re-placed a round behind. It starts at round 2's step, past slice 0's
+// round 2, and says so at once (StateRequest.skipsRound = 2) instead of leaving that round
+// to wait for a contribution it will never send; slice 0's state of round 2 brings it level,
+// and it then contributes round 3 to both slices.
+TEST_F(WorkerRecoveryTest, AJoinerWhoseSlicesAreARoundApartSaysWhichRoundItSkips) {
+  static constexpr std::size_t values = 2 * 16384;  // two slices of one outer-step block each
+  observations slice1_obs;
+  dir_.add("coord/1", sys_.spawn(probe_actor, &slice1_obs));
+  mailer as_slice1(net_, "coord/1", "cluster-test");
+  worker_config wc;
+  wc.id = "worker/1.0";
+  wc.cluster_id = cluster_.get();
+  wc.run.steps = 1000;
+  wc.run.sync_every = 5;
+  wc.run.shards = 2;
+  wc.run.warm_start = false;
+  replica_factory factory = [](const run_config&, const replica_spec& s) -> std::unique_ptr<replica> {
+    return std::make_unique<fake_replica>(s.rank, 1, nullptr, values);
+  };
+  dir_.add(wc.id, sys_.spawn(worker_actor, static_cast<transport*>(&net_), wc, factory));
+  const auto state_of_slice = [](mailer& as, std::uint32_t unit, std::uint64_t round) {
+    fake_replica initial(0, 1, nullptr, values);
+    std::vector<float> whole(values);
+    initial.read_fragment(0, whole.data());
+    wire::outgoing out;
+    auto fs = out.envelope.initFragmentState();
+    fs.setFragment(unit);
+    fs.setRound(round);
+    out.tensors.push_back(wire::tensor::from_floats(whole.data() + unit * (values / 2), values / 2));
+    as.send("worker/1.0", 1, out);
+  };
+  ASSERT_TRUE(coord_obs_.wait_for([&] { return seen_locked().first >= 1; }));
+  ASSERT_TRUE(slice1_obs.wait_for([&] { return !slice1_obs.received.empty(); }));
+  state_of_slice(as_slice1, 1, 2);
+  state_of_slice(as_coordinator_, 0, 1);
+  const auto skipping = [&] {
+    for (const auto& m : coord_obs_.received)
+      if (m->envelope().isStateRequest() && m->envelope().getStateRequest().getSkipsRound() == 2) return true;
+    return false;
+  };
+  ASSERT_TRUE(coord_obs_.wait_for(skipping)) << "slice 0's coordinator was not told the joiner skips round 2";
+  EXPECT_EQ(seen().second, 0) << "it trained before slice 0 was level";
+
+  state_of_slice(as_coordinator_, 0, 2);
+  const auto contributed_round_3 = [](const observations& obs) {
+    for (const auto& m : obs.received)
+      if (m->envelope().isContribution()) return m->envelope().getContribution().getRound() == 3;
+    return false;
+  };
+  ASSERT_TRUE(coord_obs_.wait_for([&] { return contributed_round_3(coord_obs_); })) << "slice 0";
+  ASSERT_TRUE(slice1_obs.wait_for([&] { return contributed_round_3(slice1_obs); })) << "slice 1";
+}
+
 }  // namespace
 }  // namespace atl
