@@ -185,12 +185,8 @@ TEST_F(FencingTest, AContributionBeforeItsRoundOpensIsHeldThenFencedByEpoch) {
 // goes on without it rather than waiting for ever, and its contribution is held for the
 // next round, which takes it.
 TEST_F(FencingTest, AParticipantThatSkippedTheOpenRoundIsDroppedFromItAndCountsInTheNext) {
-  spawn_coordinator(1, {1.0f, 0.0f});
-  send_membership(1, {"worker/x", "worker/y"});
-  request_state_with({1.0f, 2.0f, 3.0f});
-  ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.received.size() == 1; }));  // round 1 is open
   observations y_obs;
-  dir_.add("worker/y", sys_.spawn(probe_actor, &y_obs));
+  ASSERT_TRUE(open_round_one_with_x_and_y(y_obs));
   mailer as_y(net_, "worker/y", "cluster-test");
 
   contribute(1, 2, {1.0f, 0.0f, 0.0f});  // x skipped round 1
@@ -225,12 +221,8 @@ TEST_F(FencingTest, AParticipantThatSkippedTheOpenRoundIsDroppedFromItAndCountsI
 // skipped once a round that includes it opens. The round's only participant that says
 // the same is answered in it: a round of nobody would never close.
 TEST_F(FencingTest, AParticipantThatSaysItStartsPastTheOpenRoundIsLeftOutAndGetsThatRoundsState) {
-  spawn_coordinator(1, {1.0f, 0.0f});
-  send_membership(1, {"worker/x", "worker/y"});
-  request_state_with({1.0f, 2.0f, 3.0f});
-  ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.received.size() == 1; }));  // round 1 is open
   observations y_obs;
-  dir_.add("worker/y", sys_.spawn(probe_actor, &y_obs));
+  ASSERT_TRUE(open_round_one_with_x_and_y(y_obs));
   mailer as_y(net_, "worker/y", "cluster-test");
 
   request_state_as(as_y, {}, 0, /*skips_round=*/1);

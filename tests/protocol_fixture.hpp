@@ -298,6 +298,17 @@ class FencingTest : public ProtocolTest {
   // A StateRequest carrying parameters: a fresh coordinator seeds round 0 from them.
   void request_state_with(const std::vector<float>& init) { request_state_as(as_worker_, init); }
 
+  // A coordinator (outer lr 1, no momentum) whose round 1 is open to worker/x (as_worker_)
+  // and worker/y, whose probe writes into `y_obs`; theta is 1, 2, 3. False if it did not open.
+  bool open_round_one_with_x_and_y(observations& y_obs) {
+    spawn_coordinator(1, {1.0f, 0.0f});
+    send_membership(1, {"worker/x", "worker/y"});
+    request_state_with({1.0f, 2.0f, 3.0f});
+    if (!worker_obs_.wait_for([&] { return worker_obs_.received.size() == 1; })) return false;
+    dir_.add("worker/y", sys_.spawn(probe_actor, &y_obs));
+    return true;
+  }
+
   // keeper/1 as a probe: it sees the CommitRequests and answers only as the test says.
   void place_replica_probe() { dir_.add("keeper/1", sys_.spawn(probe_actor, &replica_obs_)); }
   // Its CommitAck of `round`, or (writing) its notice that it has the whole request.
