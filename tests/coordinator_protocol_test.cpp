@@ -252,6 +252,33 @@ TEST_F(FencingTest, AParticipantThatSaysItStartsPastTheOpenRoundIsLeftOutAndGets
   EXPECT_EQ(y_obs.received[2]->envelope().getFragmentState().getRound(), 2u);
 }
 
+// A participant past two rounds (it names round 2 while round 1 is open) is left out of
+// round 1 at once, held, and left out of round 2 too when that round opens with it (the
+// held requests are decided again as each round opens); it gets round 2's state once
+// round 3 opens.
+TEST_F(FencingTest, ARequestThatSkipsALaterRoundIsLeftOutOfEachRoundUpToIt) {
+  observations y_obs;
+  ASSERT_TRUE(open_round_one_with_x_and_y(y_obs));
+  mailer as_y(net_, "worker/y", "cluster-test");
+
+  request_state_as(as_y, {}, 0, /*skips_round=*/2);
+  ASSERT_TRUE(y_obs.wait_for([&] { return y_obs.held.size() == 1; })) << "y's request was not held";
+  contribute(1, 1, {1.0f, 0.0f, 0.0f});  // round 1 completes with x alone
+  ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.received.size() == 2; })) << "round 1 waited for y";
+  {
+    std::lock_guard<std::mutex> lock(y_obs.mu);
+    EXPECT_TRUE(y_obs.received.empty()) << "answered with round 1, older than the round 2 it skips";
+  }
+  contribute(1, 2, {1.0f, 0.0f, 0.0f});  // round 2 completes with x alone too
+  ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.received.size() == 3; })) << "round 2 waited for y";
+  ASSERT_TRUE(y_obs.wait_for([&] { return !y_obs.received.empty(); })) << "y's held request not answered";
+  std::lock_guard<std::mutex> lock(y_obs.mu);
+  ASSERT_EQ(y_obs.received.size(), 1u);
+  ASSERT_TRUE(y_obs.received[0]->envelope().isFragmentState());
+  EXPECT_EQ(y_obs.received[0]->envelope().getFragmentState().getRound(), 2u);
+  EXPECT_EQ(y_obs.received[0]->tensors()[0].to_floats(), (std::vector<float>{-1.0f, 2.0f, 3.0f}));
+}
+
 // A Membership delta the coordinator cannot apply (the one before it was lost) leaves its
 // members as they were, and it asks the registry for the whole Membership; a delta from the
 // base it holds applies. Whether worker/y is a member shows in how its StateRequest is met:

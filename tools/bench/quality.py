@@ -95,7 +95,7 @@ for name, up, down, h, tau, carry, beta in (
 # The long profile: the horizon where most of what a sparse run learned has left the
 # residuals. Data-parallel, the best dense and the best sparse configurations of the quick
 # profile, at LONG_STEPS steps: 2.5 times the quick profile's horizon, in about an hour on
-# the 2-core Xeon of the README's table (its ddp row takes the longest, about 21 minutes).
+# the 2-core Xeon of the README's table (60 minutes on 2026-11-28; ddp's row is the longest).
 LONG_STEPS = 1500
 LONG_RUNS = ["ddp", "streaming-overlap-fp4-ef", "sparseloco-topk32-down16-h20-tau0"]
 
