@@ -54,7 +54,7 @@
 
 #include "actors/keeper/keeper.hpp"
 #include "actors/node/node_agent.hpp"
-#include "actors/registry/internal.hpp"
+#include "actors/registry/outbox.hpp"
 #include "actors/registry/registry.hpp"
 #include "actors/shared/cursor_record.hpp"
 #include "actors/shared/data_pieces.hpp"

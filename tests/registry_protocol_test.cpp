@@ -10,7 +10,7 @@
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
 
-#include "actors/registry/internal.hpp"
+#include "actors/registry/nodes.hpp"
 #include "actors/registry/registry.hpp"
 #include "actors/shared/data_pieces.hpp"
 #include "actors/shared/messages.hpp"
@@ -450,7 +450,7 @@ TEST_F(FencedRegistryProtocol, ARegistryWhoseSaveIsRefusedFallsSilentAndStops) {
   EXPECT_TRUE(take(E::CONTROL_REPLY, "ctl/t").empty()) << "the registry has stopped";
 }
 
-// The run's data cursor at the head (actors/registry/data.cpp): workers lease chunks, tie
+// The run's data cursor at the head (actors/registry/cursor.cpp): workers lease chunks, tie
 // their contributions to them, RoundReports consume them; a dead worker's chunk returns to
 // the pool and is leased again; a restarted head resumes from the store.
 TEST_F(RegistryProtocol, TheDataCursorLeasesTiesConsumesAndReturnsAcrossAHeadRestart) {

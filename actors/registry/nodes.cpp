@@ -1,12 +1,15 @@
-// The registry's side of each node's lifecycle (actors/decisions/membership.hpp): Hello, Heartbeat,
-// Goodbye, a lease that ran out, and `atoll leave`.
+// The registry's handlers of a node's messages (actors/registry/nodes.hpp): Hello, Heartbeat,
+// Goodbye, a lease that ran out, and `atoll leave`. The moves themselves are lifecycle.cpp's.
+#include "actors/registry/nodes.hpp"
+
 #include <algorithm>
 #include <iterator>
 
 #include <caf/all.hpp>
 
-#include "actors/registry/internal.hpp"
-#include "actors/registry/lease_proxy.hpp"
+#include "actors/registry/lifecycle.hpp"
+#include "actors/registry/phase.hpp"
+#include "actors/registry/placements.hpp"
 #include "actors/shared/messages.hpp"
 #include "runtime/core/actor_id.hpp"
 #include "runtime/core/model_signature.hpp"
@@ -14,31 +17,6 @@
 
 namespace atl::registry_detail {
 namespace {
-
-using json = nlohmann::json;
-
-// A node leaves the set that hosts anything: its proxy is stopped, and its ids (its
-// coordinators above all) may move to another connection now.
-void release_node(self_ptr self, node_view& n) {
-  self->state.deps.net->forget_peer(node_actor_id(n.record.node_id));
-  if (!n.proxy) return;
-  self->demonitor(n.proxy);
-  self->send_exit(n.proxy, caf::exit_reason::user_shutdown);
-  n.proxy = nullptr;
-}
-
-// Every change of who takes part: a new epoch, persisted and published, coordinators of
-// gone nodes re-placed, and the run finished if only finished workers are left.
-void after_membership_change(self_ptr self) {
-  auto& st = self->state;
-  st.snap.epoch++;
-  persist(self);
-  publish_routes(self);
-  replace_orphaned_coordinators(self);
-  place_replica_keepers(self);
-  publish_membership(self);
-  update_run_phase(self);
-}
 
 void send_welcome(self_ptr self, const std::string& to, const node_view& node) {
   auto& st = self->state;
@@ -87,34 +65,6 @@ void on_rejoin(self_ptr self, const wire::message_ptr& msg, node_view& node) {
 }
 
 }  // namespace
-
-// Node `id` through `event` (actors/decisions/membership.hpp); a typed refusal, leaving it as it was, if its
-// state does not allow it.
-expected<member_state> transition(self_ptr self, std::uint32_t id, member_event event) {
-  auto& st = self->state;
-  auto& n = st.nodes.at(id);
-  auto next = next_state(n.state, event);
-  if (!next) return next;
-  const bool ends = *next != n.state && (*next == member_state::left || *next == member_state::dead);
-  if (*next != n.state) {
-    n.state = *next;
-    n.since = st.now();
-  }
-  if (!hosts_placed(n.state)) release_node(self, n);
-  // Its workers tie no more data: their leased chunks settle (returned unless committed).
-  if (ends) data_workers_gone(self, n.record.workers);
-  return next;
-}
-
-// A live node is represented here by a lease proxy (actors/registry/lease_proxy.hpp): heartbeats
-// renew it, and its down message is how the registry learns the lease ran out.
-void watch_lease(self_ptr self, std::uint32_t id) {
-  auto& n = self->state.nodes.at(id);
-  if (n.proxy) return;
-  n.proxy = self->spawn(lease_proxy, node_actor_id(id), std::chrono::milliseconds(self->state.cfg.lease_ms),
-                        std::chrono::milliseconds(self->state.cfg.confirm_ms));
-  self->monitor(n.proxy);
-}
 
 void on_hello(self_ptr self, const wire::message_ptr& msg) {
   auto& st = self->state;
@@ -298,33 +248,6 @@ void on_goodbye(self_ptr self, const wire::message_ptr& msg) {
   after_membership_change(self);
 }
 
-namespace {
-
-// Node `id` drains: its workers stop taking part now. It is told to stop (and says
-// goodbye) at once, or, if it hosts a keeper replica, once the replica is handed over
-// (advance_handover, reached through the placement of the replica keepers).
-status begin_leave(self_ptr self, std::uint32_t id, const std::string& why) {
-  auto& st = self->state;
-  if (auto next = transition(self, id, member_event::drain); !next)
-    return make_error(errc::not_ready, "leave: node " + std::to_string(id) + " is " + to_string(st.nodes.at(id).state));
-  st.nodes.at(id).shutdown_sent = false;
-  log_info("registry: node " + std::to_string(id) + " is draining (" + why + ")");
-  after_membership_change(self);
-  return {};
-}
-
-}  // namespace
-
-// `atoll leave N`. Returns the reply body, or an error naming the problem.
-expected<json> start_leave(self_ptr self, const std::string& argument) {
-  auto& st = self->state;
-  const auto id = parse_id_number(argument);
-  if (!id) return make_error(errc::invalid_config, "leave: '" + argument + "' is not a node id (see atollctl members)");
-  if (!st.nodes.count(*id)) return make_error(errc::unknown_peer, "leave: no node " + argument);
-  if (auto err = begin_leave(self, *id, "atoll leave")) return err;
-  return json{{"node_id", *id}, {"state", "draining"}, {"handing_over", !st.nodes.at(*id).shutdown_sent}};
-}
-
 void on_leave_request(self_ptr self, const wire::message_ptr& msg) {
   auto& st = self->state;
   const auto req = msg->envelope().getLeaveRequest();
@@ -334,7 +257,7 @@ void on_leave_request(self_ptr self, const wire::message_ptr& msg) {
     return;
   }
   if (st.nodes.at(id).state == member_state::draining) return;  // asked again: already leaving
-  if (auto err = begin_leave(self, id, req.getReason().cStr())) st.mail->refuse(*msg, err, st.snap.epoch);
+  if (auto err = drain_node(self, id, req.getReason().cStr())) st.mail->refuse(*msg, err, st.snap.epoch);
 }
 
 void on_keeper_ready(self_ptr self, const wire::message_ptr& msg) {
@@ -359,13 +282,16 @@ void on_keeper_ready(self_ptr self, const wire::message_ptr& msg) {
   advance_handover(self);
 }
 
-void mark_synced_if_all_acked(self_ptr self, std::uint32_t node_id) {
+// A node whose deltas left a gap asks for the whole table.
+void on_peer_table_request(self_ptr self, const wire::message_ptr& msg) {
   auto& st = self->state;
-  auto node = st.nodes.find(node_id);
-  if (node == st.nodes.end() || node->second.state != member_state::syncing) return;
-  for (const auto& w : node->second.record.workers)
-    if (st.workers[w].rounds_acked == 0) return;
-  (void)transition(self, node_id, member_event::synced);  // syncing, checked above
+  const auto node = msg->envelope().getPeerTableRequest().getNodeId();
+  if (msg->sender() != node_actor_id(node) || !st.published_routes.nodes.count(node)) {
+    st.mail->refuse(*msg, make_error(errc::unknown_peer, "no table is published for node " + std::to_string(node)),
+                    st.snap.epoch);
+    return;
+  }
+  send_whole_routes(self, node);
 }
 
 }  // namespace atl::registry_detail

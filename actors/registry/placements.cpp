@@ -1,40 +1,13 @@
-// Applying the placement decisions (actors/decisions/placement.hpp): persisted before anyone hears
-// of them, then sent, and sent again every tick until the placed actor runs.
-#include <optional>
+// The placement decisions applied (actors/decisions/placement.hpp; actors/registry/
+// placements.hpp): persisted before anyone hears of them, then sent, and sent again every
+// tick until the placed actor runs (actors/registry/outbox.hpp).
+#include "actors/registry/placements.hpp"
 
-#include "actors/decisions/placement.hpp"
-#include "actors/registry/internal.hpp"
-#include "actors/shared/messages.hpp"
+#include "actors/registry/queries.hpp"
 #include "runtime/core/actor_id.hpp"
 #include "runtime/process/log.hpp"
 
 namespace atl::registry_detail {
-
-// (Re)sends PlaceCoordinator for every coordinator not yet confirmed: the first one can
-// race the node's first message (the head learns the route to "node/N" from it).
-void send_placements(self_ptr self) {
-  auto& st = self->state;
-  for (std::size_t f = 0; f < st.fragments.size(); ++f) {
-    const auto& view = st.fragments[f];
-    if (view.placed_on.empty() || view.confirmed) continue;
-    wire::outgoing out;
-    out.envelope.initPlaceCoordinator().setFragment(static_cast<std::uint32_t>(f));
-    st.mail->send(view.placed_on, st.snap.epoch, out);
-  }
-}
-
-void send_keeper_placement(self_ptr self) {
-  auto& st = self->state;
-  for (const auto& [number, host] : placed_replicas(st)) {
-    const auto id = keeper_id(number);
-    auto source = st.keeper_sources.find(id);
-    wire::outgoing out;
-    auto place = out.envelope.initPlaceKeeper();
-    place.setKeeper(id);
-    place.setSource(source == st.keeper_sources.end() ? keeper_id(head_keeper_number) : source->second);
-    st.mail->send(host, st.snap.epoch, out);
-  }
-}
 
 // Placement decisions are persisted before anyone hears of them: a restarted head must not
 // place a second coordinator.
@@ -172,92 +145,6 @@ void place_replica_keepers(self_ptr self) {
   apply(first_number, first_choice, first, second_kept, second_number);
   apply(second_number, second_choice, second, first_kept, first_number);
   publish_keeper_change(self);
-}
-
-// Where tensors go: the nodes that host anything, with their data endpoints and keys, and
-// the hosts of the coordinators and of the keeper replicas.
-route_table routes_of(const registry_state& st) {
-  route_table table;
-  table.epoch = st.snap.epoch;
-  for (const auto& [id, n] : st.nodes)
-    if (hosts_placed(n.state)) table.nodes[id] = {n.record.data_endpoint, n.record.public_key};
-  for (std::size_t f = 0; f < st.fragments.size(); ++f)
-    if (auto host = node_of(st.fragments[f].placed_on))
-      table.placed[coordinator_id(static_cast<std::uint32_t>(f))] = *host;
-  for (const auto& [number, host] : placed_replicas(st))
-    if (auto node = node_of(host)) table.placed[keeper_id(number)] = *node;
-  return table;
-}
-
-// The head's ingress checks senders with the new table at once. Nodes hear what changed
-// since the table they were last sent, and a node new to the table hears the whole table.
-// Each heartbeat names the table its node holds; a node whose table is not the one
-// published gets a version check, with which it asks for the whole table (route_delta.hpp):
-// a lost PeerTable costs at most a heartbeat of relayed traffic, a node that is current
-// hears nothing, and the bytes follow the changes, not the size of the cluster. Each tick
-// publishes what changed without being published (nothing, mostly).
-// Placements go out at once, never held back: the registry sends PlaceCoordinator right
-// after, and a coordinator placed anew must be found at its new host, not at the old one
-// (a message sent there is lost, and its worker waits out diloco.result_timeout_ms).
-void publish_routes(self_ptr self) {
-  auto& st = self->state;
-  auto table = routes_of(st);
-  if (table == st.published_routes && !st.routes_sending.due()) return;  // nothing new (each tick, mostly)
-  if (st.deps.routes) st.deps.routes->set(table);  // the head's ingress: at once
-  if (table.placed != st.published_routes.placed) return send_routes_to_nodes(self, std::move(table));
-  switch (st.routes_sending.on_change(st.now(), route_publish_gap)) {
-    case coalesced_send::verdict::send_now: return send_routes_to_nodes(self, std::move(table));
-    case coalesced_send::verdict::schedule:
-      return self->delayed_send(self, st.routes_sending.wait(), routes_atom::value);
-    case coalesced_send::verdict::already_due: return;
-  }
-}
-
-void send_routes_to_nodes(self_ptr self, route_table table) {
-  auto& st = self->state;
-  st.routes_sending.sent(st.now());
-  const auto change = diff_routes(st.published_routes, table);
-  st.published_digest = change.digest;
-  std::optional<route_delta> whole;  // made only for a node new to the table
-  for (const auto& [id, _] : table.nodes) {
-    if (st.published_routes.nodes.count(id)) {
-      send_route_delta(self, change, id);
-      continue;
-    }
-    if (!whole) whole = whole_routes(table);
-    send_route_delta(self, *whole, id);
-  }
-  st.published_routes = std::move(table);
-}
-
-void send_whole_routes(self_ptr self, std::uint32_t node) {
-  send_route_delta(self, whole_routes(self->state.published_routes), node);
-}
-
-void check_routes_held(self_ptr self, std::uint32_t node, std::uint64_t epoch, std::uint64_t digest) {
-  auto& st = self->state;
-  if (!st.published_routes.nodes.count(node)) return;  // not in the table: it hears none
-  if (epoch == st.published_routes.epoch && digest == st.published_digest) return;
-  send_route_delta(self, version_check(st.published_routes.epoch, st.published_digest), node);
-}
-
-void send_route_delta(self_ptr self, const route_delta& d, std::uint32_t node) {
-  auto& st = self->state;
-  wire::outgoing out;
-  write_route_delta(d, out.envelope.initPeerTable());
-  st.mail->send(node_actor_id(node), st.snap.epoch, out);
-}
-
-// A node whose deltas left a gap asks for the whole table.
-void on_peer_table_request(self_ptr self, const wire::message_ptr& msg) {
-  auto& st = self->state;
-  const auto node = msg->envelope().getPeerTableRequest().getNodeId();
-  if (msg->sender() != node_actor_id(node) || !st.published_routes.nodes.count(node)) {
-    st.mail->refuse(*msg, make_error(errc::unknown_peer, "no table is published for node " + std::to_string(node)),
-                    st.snap.epoch);
-    return;
-  }
-  send_whole_routes(self, node);
 }
 
 }  // namespace atl::registry_detail

@@ -1,6 +1,6 @@
 #pragma once
 // Pure queries over the registry's state: what the actor's handlers and its views both ask.
-// No CAF, no messages; the views include this, not the actor's internal header.
+// No CAF, no messages.
 #include <cstdint>
 #include <optional>
 #include <string>

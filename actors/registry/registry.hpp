@@ -1,13 +1,23 @@
 #pragma once
 // Registry actor ("registry"): the membership authority of a cluster (like Ray's GCS). A
-// thin shell: the decisions live apart from its I/O, each with its diagram and tests:
+// shell over pure decisions, each with its diagram and tests:
 //   actors/decisions/membership.hpp  node lifecycle (joining -> syncing -> active -> draining ->
-//                          left | dead) and run lifecycle (waiting -> training -> finished)
-//   actors/decisions/placement.hpp   where coordinators and the replica keeper run
+//                          left | dead); actors/decisions/run_phase.hpp the run's phase
+//                          (waiting -> training -> finished)
+//   actors/decisions/placement.hpp   where coordinators and the replica keepers run
 //   actors/decisions/quorum.hpp      the quorum a round needs (published with every Membership)
-//   actors/registry/state.hpp  what it knows (nodes, workers, fragments, the run)
-//   actors/registry/views.hpp  the answers of atollctl, from that state
-//   actors/registry/reports.cpp  worker and coordinator reports -> views and metrics
+//   actors/decisions/data_cursor.hpp which data each worker trains on, and what rounds took
+// Its files are layered, top down; each calls only the layers below it, never a file
+// beside it (tools/check/layering.sh holds every include to this drawing):
+//   registry.cpp                      the shell: state restored, each message to its handler
+//   control nodes reports data .cpp   handlers: one family of messages each
+//   lifecycle.cpp                     a node's move applied; what a change of members sets off
+//   phase.cpp                         the run's phase applied
+//   placements.cpp                    placements and keeper hand-overs applied
+//   cursor.cpp                        the data cursor applied and saved
+//   outbox.cpp                        outputs: the snapshot persisted, Membership, routes,
+//                                     placements and Shutdown sent
+//   state.hpp, queries, views         what it knows, and the answers of atollctl from it
 //
 // Each change of a node's state that changes who takes part starts a new epoch, persists
 // the snapshot, re-places what ran on gone nodes and publishes the Membership (workers

@@ -1,8 +1,12 @@
 // The registry's reports: what workers and coordinators tell it goes into its views (the
 // answers of atollctl) and the metrics file. A WorkerDone also changes who takes part.
+#include "actors/registry/reports.hpp"
+
 #include <nlohmann/json.hpp>
 
-#include "actors/registry/internal.hpp"
+#include "actors/registry/cursor.hpp"
+#include "actors/registry/lifecycle.hpp"
+#include "actors/registry/phase.hpp"
 #include "runtime/core/actor_id.hpp"
 #include "runtime/core/digest.hpp"
 #include "runtime/process/log.hpp"

@@ -148,7 +148,7 @@ struct registry_state {
   std::vector<new_node> admitting;
   // The Membership last sent to every coordinator: the next is sent as what changed since.
   std::optional<membership_view> published_members;
-  // The run's data cursor (actors/registry/data.cpp): none until a worker first leases data.
+  // The run's data cursor (actors/registry/cursor.cpp): none until a worker first leases data.
   // A stored one that does not load is kept out, and every lease refused with its error.
   std::optional<data::data_cursor> data;
   std::optional<error> data_damaged;

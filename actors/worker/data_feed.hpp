@@ -1,6 +1,6 @@
 #pragma once
 // The worker's side of the run's data cursor (run.data_cursor; docs/design.md, "Every
-// sample once"; the head's side is actors/registry/data.cpp). No CAF, no I/O: the worker
+// sample once"; the head's side is actors/registry/cursor.cpp). No CAF, no I/O: the worker
 // feeds it the leases it gets and asks it for each step's units and each contribution's
 // pieces.
 //

@@ -71,6 +71,44 @@ if [ -n "$bad" ]; then
   exit 1
 fi
 
+# Inside the registry the files are layered too (actors/registry/registry.hpp draws them), top
+# down: a file includes its own header and the headers of layers below it, never one beside
+# it, so that no handler calls another handler's file and nothing below calls up. The
+# bottom layer (state and pure reads of it) may include within itself.
+registry_layers=(
+  "registry"  # the shell: dispatch
+  "control nodes reports data"  # handlers of messages and timers
+  "lifecycle"  # a node's lifecycle applied
+  "phase"  # the run's phase applied
+  "placements"  # placements applied
+  "cursor"  # the data cursor applied
+  "outbox"  # persist, publish, send
+  "state queries views dashboard_view data_view prometheus_text lease_proxy"
+)
+layer_of() {
+  local i
+  for i in "${!registry_layers[@]}"; do
+    case " ${registry_layers[$i]} " in *" $1 "*) echo "$i"; return ;; esac
+  done
+  echo -1
+}
+bottom=$((${#registry_layers[@]} - 1))
+for f in actors/registry/*.hpp actors/registry/*.cpp; do
+  stem=$(basename "${f%.*}")
+  layer=$(layer_of "$stem")
+  [ "$layer" -ge 0 ] || { bad+="$f is in no layer of the registry (tools/check/layering.sh)"$'\n'; continue; }
+  for inc in $(sed -nE 's|^\s*#\s*include\s*"actors/registry/([^"]+)\.hpp".*|\1|p' "$f"); do
+    to=$(layer_of "$inc")
+    if [ "$inc" = "$stem" ] || [ "$to" -gt "$layer" ] || { [ "$layer" = "$bottom" ] && [ "$to" = "$bottom" ]; }; then continue; fi
+    bad+="$f includes actors/registry/$inc.hpp, beside or above it in the registry's layers"$'\n'
+  done
+done
+if [ -n "$bad" ]; then
+  echo "an include inside the registry points up or across its layers:" >&2
+  printf '%s' "$bad" >&2
+  exit 1
+fi
+
 pure_files=$(find $pure -name '*.hpp' -o -name '*.cpp'; echo storage/round_record.hpp storage/round_record.cpp)
 # shellcheck disable=SC2086
 hits=$(grep -nE '^\s*#\s*include\s*<(caf|zmq|rocksdb|capnp|kj)[/.]|steady_clock::now\(' $pure_files || true)
@@ -79,5 +117,5 @@ if [ -n "$hits" ]; then
   echo "$hits" >&2
   exit 1
 fi
-echo "layering ok: $checked files include only sideways or down; no LibTorch in runtime/, storage/, actors/;" \
+echo "layering ok: $checked files include only sideways or down, the registry's by its layers; no LibTorch in runtime/, storage/, actors/;" \
   "$(echo "$pure_files" | wc -w) pure files free of CAF, transports and clocks"
