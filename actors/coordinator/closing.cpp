@@ -3,17 +3,20 @@
 // adaptive grace passed (diloco.round_close = adaptive), given a quorum and a majority; a
 // participant that skipped it (its next round's contribution came, or it said so); and the
 // late work of one it closed without.
+#include "actors/coordinator/closing.hpp"
+
 #include <algorithm>
 
 #include <caf/all.hpp>
 
-#include "actors/coordinator/internal.hpp"
+#include "actors/coordinator/results.hpp"
 #include "actors/decisions/quorum.hpp"
 #include "actors/shared/messages.hpp"
 #include "actors/shared/pseudo_gradient.hpp"
 #include "runtime/process/log.hpp"
 
 namespace atl::coordinator_detail {
+namespace {
 
 // What the quorum policy (actors/decisions/quorum.hpp) is asked about this fragment.
 quorum::view policy_view(const coordinator_state& st) {
@@ -42,12 +45,15 @@ quorum::options policy_options(const coordinator_state& st) {
   return opt;
 }
 
+}  // namespace
+
 bool membership_ready(const coordinator_state& st) {
   return quorum::members_suffice(policy_view(st), policy_options(st));
 }
 
-// Asks the quorum policy about open round `round`: closes it (true), or, within an
-// adaptive grace, looks again when the grace ends (a contribution meanwhile asks again).
+// Asks the quorum policy about open round `round`: closes it (true: the caller commits
+// it), or, within an adaptive grace, looks again when the grace ends (a contribution
+// meanwhile asks again).
 bool close_or_wait(self_ptr self, std::uint64_t round) {
   auto& st = self->state;
   if (st.rounds->current_phase() != round_tracker::phase::collecting || st.rounds->open_round() != round) return false;
@@ -63,30 +69,30 @@ bool close_or_wait(self_ptr self, std::uint64_t round) {
   if (!done || !*done) return false;
   log_warn(fragment_name(st) + ": round " + std::to_string(round) + " closed (" + quorum::to_string(verdict.why) +
            ") with " + std::to_string(contributed) + " of " + std::to_string(participants) + " participants");
-  on_round_complete(self);
   return true;
 }
 
 // Round `round` is round_deadline old. The quorum policy closes it with the contributions
 // it has if they are a quorum and a majority of its participants (no split brain);
 // otherwise the deadline is looked at again later.
-void on_deadline(self_ptr self, std::uint64_t round) {
-  if (close_or_wait(self, round)) return;
+bool on_deadline(self_ptr self, std::uint64_t round) {
+  if (close_or_wait(self, round)) return true;
   self->delayed_send(self, self->state.cfg.round_deadline, deadline_atom::value, round);
+  return false;
 }
 
 // A participant of the collecting round sent the round after it: it started past this round
 // (a warm joiner that adopted another slice of the fragment a round ahead) and will never
 // send it. The round goes on without it rather than waiting for ever; its contribution
 // waits for the next round, which includes it.
-void skip_open_round(self_ptr self, const wire::message_ptr& msg) {
+bool skip_open_round(self_ptr self, const wire::message_ptr& msg) {
   auto& st = self->state;
   const auto round = st.rounds->open_round();
   log_warn(fragment_name(st) + ": " + msg->sender() + " sent round " + std::to_string(round + 1) + " without round " +
            std::to_string(round) + "; round " + std::to_string(round) + " goes on without it");
   st.early[msg->sender()] = msg;
   auto done = st.rounds->drop(msg->sender());
-  if (done && *done) on_round_complete(self);
+  return done && *done;
 }
 
 // A participant of the collecting round said, asking for the state, that it starts past
@@ -105,7 +111,7 @@ bool leave_out(self_ptr self, const wire::message& request) {
 // Late work (round_tracker::add_late): the round before the open one closed without its
 // sender, whose contribution to it is folded into the open round. The sender then gets the
 // result it missed and merges it, keeping what it trained since, instead of resyncing.
-void take_late_work(self_ptr self, const wire::message_ptr& msg, std::vector<float> values, encoded_values encoded) {
+bool take_late_work(self_ptr self, const wire::message_ptr& msg, std::vector<float> values, encoded_values encoded) {
   auto& st = self->state;
   const auto c = msg->envelope().getContribution();
   const bool keep_encoded = has_scales(static_cast<codec_kind>(c.getCodec()));
@@ -116,19 +122,19 @@ void take_late_work(self_ptr self, const wire::message_ptr& msg, std::vector<flo
   if (!done && done.err().code == errc::duplicate) {
     // A resend: the result it missed was lost on the way (the resend says it still waits).
     send_missed_result(self, msg->sender());
-    return;
+    return false;
   }
   if (!done) {
     log_warn(fragment_name(st) + ": refused late work of " + msg->sender() + ": " + done.err().describe());
     st.mail->refuse(*msg, done.err(), refusal_epoch(st));
-    return;
+    return false;
   }
   st.round_inputs[round_tracker::late_name(msg->sender())] = msg;
   st.round_bytes += msg->wire_bytes();
   log_info(fragment_name(st) + ": round " + std::to_string(c.getRound()) + " of " + msg->sender() +
            ", late, folded into round " + std::to_string(st.rounds->open_round()));
   send_missed_result(self, msg->sender());
-  if (*done) on_round_complete(self);
+  return *done;
 }
 
 }  // namespace atl::coordinator_detail

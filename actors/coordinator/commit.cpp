@@ -1,9 +1,8 @@
-// The commit of a round to its keepers: the round's record (or, for the seed and for a
-// keeper behind, the full state) as frames made once, sent to every keeper that has not
-// acknowledged it, and the keepers' answers (actors/decisions/commit_barrier.hpp decides).
+// The commit of a round to its keepers (actors/coordinator/commit.hpp).
+#include "actors/coordinator/commit.hpp"
+
 #include <caf/all.hpp>
 
-#include "actors/coordinator/internal.hpp"
 #include "actors/shared/commit_record.hpp"
 #include "runtime/core/digest.hpp"
 #include "runtime/process/log.hpp"
@@ -59,7 +58,6 @@ std::vector<wire::tensor> frames_of_record(const coordinator_state& st, const ro
 
 }  // namespace
 
-// The committing round's frames (state::committing), made once per round.
 coordinator_state::committing_frames& frames_to_commit(coordinator_state& st) {
   const auto round = st.rounds->committed_round();
   if (!st.committing || st.committing->round != round) {
@@ -82,7 +80,6 @@ coordinator_state::committing_frames& frames_to_commit(coordinator_state& st) {
   return *st.committing;
 }
 
-// theta_global of the committing round as a frame (fp32 results carry it), made once.
 const wire::tensor& committing_theta(coordinator_state& st) {
   auto& c = frames_to_commit(st);
   if (!c.theta) c.theta = wire::tensor::from_floats_hashed(st.rounds->theta().data(), st.rounds->theta().size());
@@ -133,18 +130,19 @@ void start_commit(self_ptr self) {
   send_commit(self);
 }
 
-void on_commit_ack(self_ptr self, const wire::message_ptr& msg) {
+commit_barrier::action on_commit_ack(self_ptr self, const wire::message_ptr& msg) {
   auto& st = self->state;
   const auto ack = msg->envelope().getCommitAck();
   if (st.rounds->current_phase() != round_tracker::phase::committing || ack.getRound() != st.rounds->committed_round())
-    return;  // a duplicate or late ack: the round was already settled
+    return commit_barrier::action::none;  // a duplicate or late ack: the round was already settled
   using answer = commit_barrier::answer;
   const auto what = ack.getWriting()  ? answer::writing
                     : ack.getOk()     ? answer::acknowledged
                     : ack.getBehind() ? answer::behind
                                       : answer::refused;
-  switch (st.commit.on_answer(msg->sender(), ack.getRound(), what)) {
-    case commit_barrier::action::early_results: send_provisional_results_once_received(self); break;
+  const auto action = st.commit.on_answer(msg->sender(), ack.getRound(), what);
+  switch (action) {
+    case commit_barrier::action::early_results: break;
     case commit_barrier::action::send_full_state:
       log_info(fragment_name(st) + ": " + msg->sender() + " lacks round " + std::to_string(ack.getRound() - 1) +
                "; sending it round " + std::to_string(ack.getRound()) + "'s full state");
@@ -155,7 +153,6 @@ void on_commit_ack(self_ptr self, const wire::message_ptr& msg) {
                 " (" + std::to_string(st.commit.tries()) + " tries; " +
                 std::to_string(std::chrono::duration<double>(st.now() - st.commit.last_sent()).count()) +
                 " s after the last)");
-      finish_commit_if_acked(self);
       break;
     case commit_barrier::action::none:
       if (what == answer::refused)  // sent again when a retry is due
@@ -168,6 +165,7 @@ void on_commit_ack(self_ptr self, const wire::message_ptr& msg) {
                   " s after the last)");
       break;
   }
+  return action;
 }
 
 }  // namespace atl::coordinator_detail

@@ -6,7 +6,11 @@
 
 #include <caf/all.hpp>
 
-#include "actors/coordinator/internal.hpp"
+#include "actors/coordinator/closing.hpp"
+#include "actors/coordinator/commit.hpp"
+#include "actors/coordinator/facts.hpp"
+#include "actors/coordinator/results.hpp"
+#include "actors/coordinator/startup.hpp"
 #include "actors/decisions/held_requests.hpp"
 #include "actors/decisions/placement.hpp"
 #include "actors/decisions/quorum.hpp"
@@ -20,47 +24,10 @@
 
 namespace atl {
 namespace coordinator_detail {
-
-std::string fragment_name(const coordinator_state& st) { return "coordinator " + std::to_string(st.cfg.fragment); }
-
-std::uint64_t held_digest_of(const wire::message& state_request) {
-  return state_request.envelope().getStateRequest().getHeldDigest();
-}
-
-bool is_participant(const coordinator_state& st, const std::string& worker) {
-  return st.rounds->current_phase() == round_tracker::phase::collecting && st.rounds->participants().count(worker);
-}
-
-bool is_member(const coordinator_state& st, const std::string& worker) {
-  return std::find(st.members.begin(), st.members.end(), worker) != st.members.end();
-}
-
-// What actors/decisions/held_requests.hpp decides a StateRequest by.
-held_requests::state_request_facts state_request_facts_of(const coordinator_state& st, const wire::message& request) {
-  const auto& worker = request.sender();
-  const auto skips = request.envelope().getStateRequest().getSkipsRound();
-  held_requests::state_request_facts f;
-  f.loaded = st.loaded();
-  f.members_suffice = membership_ready(st);
-  f.collecting = st.rounds->current_phase() == round_tracker::phase::collecting;
-  f.nesterov = st.rounds->rule() == round_tracker::update_rule::nesterov;
-  f.participant = f.collecting && st.rounds->participants().count(worker);
-  f.contributed = st.rounds->has_contributed(worker);
-  f.member = is_member(st, worker);
-  f.left_out = st.left_out.count(worker) > 0;
-  f.skips_open_round = f.collecting && skips != 0 && skips >= st.rounds->open_round();
-  f.wants_newer_state = skips != 0 && skips > st.rounds->committed_round();
-  f.participants = f.collecting ? st.rounds->participants().size() : 0;
-  return f;
-}
-
-// The epoch a refusal carries: the open round's, so a worker refused as stale_epoch can
-// send the same contribution again in the right epoch.
-std::uint64_t refusal_epoch(const coordinator_state& st) {
-  return st.rounds->current_phase() == round_tracker::phase::collecting ? st.rounds->open_epoch() : st.epoch;
-}
+namespace {
 
 void on_contribution(self_ptr self, const wire::message_ptr& msg);
+void finish_commit_if_acked(self_ptr self);
 
 // In phase ready with enough members: open the next round, give the committed state to
 // the held requests of its participants (the others wait for a round that includes them:
@@ -78,14 +45,14 @@ void advance(self_ptr self) {
   st.round_inputs.clear();
   std::vector<wire::message_ptr> still_waiting;
   for (const auto& req : st.waiting) {
-    const auto verdict = held_requests::decide(state_request_facts_of(st, *req));
+    const auto verdict = held_requests::decide(state_request_facts_of(st, *req, membership_ready(st)));
     if (verdict == held_requests::state_verdict::answer_in_round) {
       send_state(self, req->sender(), held_digest_of(*req));
       continue;
     }
     // The others wait on, and one that skips this round is left out of it (opened with no
     // contribution yet, it cannot complete here).
-    if (verdict == held_requests::state_verdict::skip_and_hold) leave_out(self, *req);
+    if (verdict == held_requests::state_verdict::skip_and_hold) (void)leave_out(self, *req);
     still_waiting.push_back(req);
   }
   if (st.announce_on_open) {
@@ -116,6 +83,20 @@ void seed_from_waiting(self_ptr self) {
   }
 }
 
+// The state is loaded (or none was found): seed a new run, or open the next round.
+void on_started(self_ptr self) {
+  seed_from_waiting(self);
+  advance(self);
+}
+
+// A released round: reported, then the next round opened (its results carry that round's
+// epoch), then the results sent.
+void release(self_ptr self, const std::vector<std::string>& contributors) {
+  const auto released = report_release(self, contributors);
+  advance(self);  // it resets the round's counters
+  send_released(self, released);
+}
+
 // A round has every contribution: commit it (DiLoCo) or release the average (ddp).
 void on_round_complete(self_ptr self) {
   auto& st = self->state;
@@ -136,25 +117,13 @@ void on_contribution(self_ptr self, const wire::message_ptr& msg) {
   // membership is not ready yet; a worker that got the last result contributes at once), or
   // anything before this coordinator has loaded its state (a re-placed one, receiving
   // resends). actors/decisions/held_requests.hpp decides.
-  held_requests::contribution_facts facts;
-  facts.loaded = st.loaded();
-  facts.seeded = st.rounds->current_phase() != round_tracker::phase::unseeded;
-  facts.ready = st.rounds->current_phase() == round_tracker::phase::ready;
-  facts.for_next_round = c.getRound() == st.rounds->open_round();
-  facts.member = is_member(st, msg->sender());
-  facts.sender_held = st.early.count(msg->sender()) > 0;
-  facts.held = st.early.size();
-  facts.collecting = st.rounds->current_phase() == round_tracker::phase::collecting;
-  facts.for_round_after_open = facts.collecting && c.getRound() == st.rounds->open_round() + 1;
-  facts.participant = is_participant(st, msg->sender());
-  facts.participants = facts.collecting ? st.rounds->participants().size() : 0;
-  facts.contributed = st.rounds->has_contributed(msg->sender());
-  facts.for_round_before_open = facts.collecting && c.getRound() + 1 == st.rounds->open_round();
-  facts.keep_late = st.cfg.keep_late_work;
+  auto facts = contribution_facts_of(st, *msg);
   bool late = false;
   switch (held_requests::decide(facts)) {
     case held_requests::contribution_verdict::hold_early: st.early[msg->sender()] = msg; return;
-    case held_requests::contribution_verdict::skip_open_round: return skip_open_round(self, msg);
+    case held_requests::contribution_verdict::skip_open_round:
+      if (skip_open_round(self, msg)) on_round_complete(self);
+      return;
     case held_requests::contribution_verdict::take_late: late = true; break;
     case held_requests::contribution_verdict::take: break;
   }
@@ -173,7 +142,10 @@ void on_contribution(self_ptr self, const wire::message_ptr& msg) {
     st.mail->refuse(*msg, err, refusal_epoch(st));
     return;
   }
-  if (late) return take_late_work(self, msg, std::move(values), std::move(encoded));
+  if (late) {
+    if (take_late_work(self, msg, std::move(values), std::move(encoded))) on_round_complete(self);
+    return;
+  }
   if (st.rounds->contributors().empty()) {
     st.round_started = st.now();
     st.arrivals.clear();
@@ -194,7 +166,7 @@ void on_contribution(self_ptr self, const wire::message_ptr& msg) {
   st.last_contribution = arrived;
   st.arrivals.push_back(arrived - st.round_started);
   if (*done) return on_round_complete(self);
-  if (st.cfg.adaptive_close) close_or_wait(self, st.rounds->open_round());
+  if (st.cfg.adaptive_close && close_or_wait(self, st.rounds->open_round())) on_round_complete(self);
 }
 
 // A delta that left a gap: the whole Membership is asked for, at most once this often (the
@@ -225,7 +197,8 @@ void on_membership(self_ptr self, const wire::message_ptr& msg) {
   if (keepers.empty()) keepers.push_back(st.cfg.keeper);
   st.commit.set_keepers(std::move(keepers));
   if (first) request_startup_state(self);  // now the keepers
-  if (st.cfg.load_from_every_keeper) resume_when_every_keeper_answered(self);  // one removed may have been awaited
+  // One removed may have been awaited.
+  if (st.cfg.load_from_every_keeper && resume_when_every_keeper_answered(self)) on_started(self);
   finish_commit_if_acked(self);
   send_provisional_results_once_received(self);  // the keeper not yet writing may be the one removed
   if (st.rounds->current_phase() == round_tracker::phase::collecting) {
@@ -238,7 +211,7 @@ void on_membership(self_ptr self, const wire::message_ptr& msg) {
       if (done && *done) on_round_complete(self);
     }
     // Fewer participants, a smaller majority: it may be in, and its grace may have passed.
-    if (st.cfg.adaptive_close) close_or_wait(self, st.rounds->open_round());
+    if (st.cfg.adaptive_close && close_or_wait(self, st.rounds->open_round())) on_round_complete(self);
   }
   advance(self);
 }
@@ -283,7 +256,7 @@ void on_state_request(self_ptr self, const wire::message_ptr& msg) {
   // another fragment's (actors/decisions/held_requests.hpp); otherwise held until a round opens that
   // includes it, so a joiner or a resyncing worker is never refused as not_participant in
   // a loop.
-  const auto verdict = held_requests::decide(state_request_facts_of(st, *msg));
+  const auto verdict = held_requests::decide(state_request_facts_of(st, *msg, membership_ready(st)));
   if (verdict == held_requests::state_verdict::answer_in_round ||
       verdict == held_requests::state_verdict::answer_outside_round) {
     send_state(self, msg->sender(), held_digest_of(*msg));
@@ -299,30 +272,19 @@ void on_state_request(self_ptr self, const wire::message_ptr& msg) {
   if (verdict == held_requests::state_verdict::skip_and_hold && leave_out(self, *msg)) on_round_complete(self);
 }
 
+void on_commit_answer(self_ptr self, const wire::message_ptr& msg) {
+  switch (on_commit_ack(self, msg)) {
+    case commit_barrier::action::early_results: return send_provisional_results_once_received(self);
+    case commit_barrier::action::committed: return finish_commit_if_acked(self);
+    case commit_barrier::action::send_full_state:
+    case commit_barrier::action::none: return;
+  }
+}
+
+}  // namespace
 }  // namespace coordinator_detail
 
 using namespace coordinator_detail;
-
-coordinator_config coordinator_config_for(const run_config& run, std::uint32_t fragment) {
-  coordinator_config cc;
-  cc.fragment = fragment;
-  cc.min_workers = static_cast<std::size_t>(run.min_workers);
-  cc.outer = {static_cast<float>(run.outer_lr), static_cast<float>(outer_momentum_of(run))};
-  cc.average_only = run.mode == "ddp";
-  cc.round_deadline = std::chrono::milliseconds(run.round_deadline_ms);
-  cc.adaptive_close = run.round_close == "adaptive";
-  cc.keep_late_work = run.late_work == "keep";
-  cc.grace_k = run.grace_k;
-  cc.grace_min = std::chrono::milliseconds(run.grace_min_ms);
-  cc.grace_max = std::chrono::milliseconds(run.grace_max_ms);
-  cc.state_chunk_values = static_cast<std::size_t>(run.state_chunk_values);
-  cc.result_codec = result_codec_of(run);  // fp32 in ddp mode
-  cc.result_chunk = static_cast<std::size_t>(run.codec_chunk);
-  cc.load_from_every_keeper = run.keepers == "nodes";
-  cc.early_results = run.early_results;
-  cc.reports_carry_data = run.data_cursor && !cc.average_only;
-  return cc;
-}
 
 caf::behavior coordinator_actor(caf::stateful_actor<coordinator_state>* self, transport* net, std::string cluster_id,
                                 coordinator_config cfg) {
@@ -343,9 +305,10 @@ caf::behavior coordinator_actor(caf::stateful_actor<coordinator_state>* self, tr
         const auto env = msg->envelope();
         if (env.isStateRequest()) on_state_request(self, msg);
         else if (env.isContribution()) on_contribution(self, msg);
-        else if (env.isCommitAck()) on_commit_ack(self, msg);
-        else if (env.isLoadReply()) on_load_reply(self, msg);
-        else if (env.isMembership()) on_membership(self, msg);
+        else if (env.isCommitAck()) on_commit_answer(self, msg);
+        else if (env.isLoadReply()) {
+          if (on_load_reply(self, msg)) on_started(self);
+        } else if (env.isMembership()) on_membership(self, msg);
         else if (env.isRoundReportAck()) on_round_report_ack(self, msg);
         else if (env.isRefusal()) {
           log_warn(fragment_name(st) + ": refusal from " + msg->sender() + ": " + env.getRefusal().getMessage().cStr());
@@ -353,8 +316,12 @@ caf::behavior coordinator_actor(caf::stateful_actor<coordinator_state>* self, tr
           st.mail->refuse(*msg, make_error(errc::unexpected_message, wire::kind_name(msg->kind())), st.epoch);
         }
       },
-      [=](deadline_atom, std::uint64_t round) { on_deadline(self, round); },
-      [=](grace_atom, std::uint64_t round) { close_or_wait(self, round); },
+      [=](deadline_atom, std::uint64_t round) {
+        if (on_deadline(self, round)) on_round_complete(self);
+      },
+      [=](grace_atom, std::uint64_t round) {
+        if (close_or_wait(self, round)) on_round_complete(self);
+      },
       [=](confirm_atom) { request_membership(self); },  // placed again: a restarted head learns we run
       [=](resend_atom) { resend_round_report(self); },  // the node's link to the head came back
       [=](tick_atom) {  // every commit_retry: startup requests until answered, commit retries

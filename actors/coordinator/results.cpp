@@ -2,11 +2,13 @@
 // contributors (whole, provisional while the keepers write it, or a confirmation), the
 // committed state to a worker that asks for it, and the round's progress to the registry
 // every tick (`atollctl explain`).
+#include "actors/coordinator/results.hpp"
+
 #include <algorithm>
 
 #include <caf/all.hpp>
 
-#include "actors/coordinator/internal.hpp"
+#include "actors/coordinator/commit.hpp"
 #include "actors/shared/data_pieces.hpp"
 #include "runtime/core/digest.hpp"
 #include "runtime/process/fault_point.hpp"
@@ -221,46 +223,39 @@ void send_provisional_results_once_received(self_ptr self) {
   ATL_FAULT_POINT("coordinator.provisional");
 }
 
-namespace {
-
-// Whether the round's result went out provisional (release only confirms it), and the
-// encoded change a whole result carries (none: theta itself).
-std::pair<bool, std::optional<round_update_frames>> confirm_or_update(const coordinator_state& st,
-                                                                      std::uint64_t round) {
-  return {st.provisional_round == round, released_update_frames(st)};
-}
-
-}  // namespace
-
-void release(self_ptr self, const std::vector<std::string>& contributors) {
+released_round report_release(self_ptr self, const std::vector<std::string>& contributors) {
   auto& st = self->state;
   const auto& result = st.rounds->result();
-  const auto round = st.rounds->committed_round();
+  released_round r;
+  r.contributors = contributors;
+  r.round = st.rounds->committed_round();
   // Low-bit results: the round's encoded change, which every contributor adds to its copy
   // of the previous theta_global (round_tracker.hpp); else theta_global itself. A committed
   // DiLoCo round's theta_global is what its commit carried: those frames and their digest
-  // serve again (a ddp average was never committed).
-  const bool nesterov = st.rounds->rule() == round_tracker::update_rule::nesterov;
-  const auto update = confirm_or_update(st, round);
-  std::optional<wire::tensor> theta;  // what a result carries without an update
-  std::uint64_t digest = 0;
-  if (nesterov) {
-    digest = frames_to_commit(st).theta_digest;
-    if (!update.second) theta = committing_theta(st);
+  // serve again (a ddp average was never committed). A result that went out provisional
+  // is only confirmed.
+  r.confirm = st.provisional_round == r.round;
+  r.update = released_update_frames(st);
+  if (st.rounds->rule() == round_tracker::update_rule::nesterov) {
+    r.digest = frames_to_commit(st).theta_digest;
+    if (!r.update) r.theta = committing_theta(st);
   } else {
-    theta = wire::tensor::from_floats_hashed(result.data(), result.size());
-    digest = *theta->checksum;
+    r.theta = wire::tensor::from_floats_hashed(result.data(), result.size());
+    r.digest = *r.theta->checksum;
   }
   st.committing.reset();  // the messages hold what they share
-  const bool confirm = update.first;
   st.provisional_round.reset();
   // The registry hears of the round before any worker can: a worker's WorkerDone after its
   // last result must not reach the registry before the round that result belongs to.
-  report_round(self, contributors, digest);
-  advance(self);  // the next round opens first (results carry its epoch); it resets the counters
-  const auto form = confirm ? result_form::confirmation : result_form::whole;
-  send_results(st, contributors, round, st.rounds->open_epoch(), digest, theta ? &*theta : nullptr,
-               confirm ? std::nullopt : update.second, form);
+  report_round(self, contributors, r.digest);
+  return r;
+}
+
+void send_released(self_ptr self, const released_round& r) {
+  auto& st = self->state;
+  const auto form = r.confirm ? result_form::confirmation : result_form::whole;
+  send_results(st, r.contributors, r.round, st.rounds->open_epoch(), r.digest, r.theta ? &*r.theta : nullptr,
+               r.confirm ? std::nullopt : r.update, form);
 }
 
 namespace {

@@ -2,18 +2,21 @@
 // committed state (every keeper with storage.keepers = nodes: it resumes from the newest),
 // repeated until both answered; and resumes from the state it gets, or waits for rank 0 to
 // seed a new run.
+#include "actors/coordinator/startup.hpp"
+
 #include <algorithm>
 #include <map>
 
 #include <caf/all.hpp>
 
-#include "actors/coordinator/internal.hpp"
 #include "actors/decisions/placement.hpp"
 #include "runtime/process/log.hpp"
 
 namespace atl::coordinator_detail {
+namespace {
 
-// Resumes from a keeper's LoadReply (none found: a new run, seeded by rank 0).
+// Resumes from a keeper's LoadReply (none found: a new run, seeded by rank 0); the shell
+// then seeds or opens the next round.
 void resume_from(self_ptr self, const wire::message& msg) {
   auto& st = self->state;
   st.started_as = coordinator_state::startup::started;
@@ -30,15 +33,15 @@ void resume_from(self_ptr self, const wire::message& msg) {
       st.announce_on_open = true;
     }
   }
-  seed_from_waiting(self);
-  advance(self);
 }
+
+}  // namespace
 
 // load_from_every_keeper: once every keeper of the Membership answered, the newest round
 // (placement::resume_source).
-void resume_when_every_keeper_answered(self_ptr self) {
+bool resume_when_every_keeper_answered(self_ptr self) {
   auto& st = self->state;
-  if (st.loaded()) return;
+  if (st.loaded()) return false;
   std::map<std::string, std::optional<std::uint64_t>> answered;
   for (const auto& [keeper, reply] : st.load_replies) {
     const auto load = reply->envelope().getLoadReply();
@@ -46,22 +49,23 @@ void resume_when_every_keeper_answered(self_ptr self) {
     answered[keeper] = found ? std::optional<std::uint64_t>(load.getRound()) : std::nullopt;
   }
   const auto source = placement::resume_source(st.commit.keepers(), answered);
-  if (!source) return;
+  if (!source) return false;
   const auto reply = st.load_replies.at(*source);  // held here: resume_from clears the replies
   resume_from(self, *reply);
+  return true;
 }
 
-void on_load_reply(self_ptr self, const wire::message_ptr& msg) {
+bool on_load_reply(self_ptr self, const wire::message_ptr& msg) {
   auto& st = self->state;
-  if (st.started_as != coordinator_state::startup::loading) return;  // not asked, or started
+  if (st.started_as != coordinator_state::startup::loading) return false;  // not asked, or started
   if (!st.cfg.load_from_every_keeper) {
     resume_from(self, *msg);
-    return;
+    return true;
   }
   const auto& keepers = st.commit.keepers();
-  if (std::find(keepers.begin(), keepers.end(), msg->sender()) == keepers.end()) return;
+  if (std::find(keepers.begin(), keepers.end(), msg->sender()) == keepers.end()) return false;
   st.load_replies[msg->sender()] = msg;
-  resume_when_every_keeper_answered(self);
+  return resume_when_every_keeper_answered(self);
 }
 
 // What a new coordinator needs before it can open a round: the committed state (from the

@@ -4,10 +4,11 @@
 // and in each contribution the positions it covers (the coordinator reports them with the
 // round that takes it). A step whose units have not come blocks the worker like a result
 // that has not.
+#include "actors/worker/data.hpp"
+
 #include <caf/all.hpp>
 
 #include "actors/shared/messages.hpp"
-#include "actors/worker/steps.hpp"
 #include "runtime/core/actor_id.hpp"
 #include "runtime/process/log.hpp"
 

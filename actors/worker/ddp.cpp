@@ -3,6 +3,7 @@
 // step: the same model, data order and optimizer as DiLoCo, synchronised every step.
 #include "actors/shared/messages.hpp"
 #include "actors/worker/steps.hpp"
+#include "actors/worker/strategy.hpp"
 
 namespace atl {
 namespace {

@@ -1,7 +1,9 @@
 // DiLoCo / Streaming DiLoCo steps (actors/worker/worker.hpp): train, contribute each fragment at
 // its sync step, merge each result before its step trains.
 #include "actors/shared/messages.hpp"
+#include "actors/worker/data.hpp"
 #include "actors/worker/steps.hpp"
+#include "actors/worker/strategy.hpp"
 #include "runtime/algorithm/overlap_merge.hpp"
 #include "runtime/core/digest.hpp"
 #include "runtime/process/log.hpp"

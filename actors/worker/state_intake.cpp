@@ -1,13 +1,14 @@
 // A fragment's committed state coming in: asked of its coordinator (StateRequest), taken
 // whole from a FragmentState or fetched in chunks from the keepers it names
 // (actors/decisions/state_fetch.hpp decides the chunks and the keeper to try next), then
-// adopted. Part of the worker (actors/worker/worker.cpp); declared in steps.hpp.
+// adopted. Part of the worker (actors/worker/worker.cpp).
+#include "actors/worker/state_intake.hpp"
+
 #include <algorithm>
 
 #include <caf/all.hpp>
 
 #include "actors/shared/messages.hpp"
-#include "actors/worker/steps.hpp"
 #include "runtime/core/actor_id.hpp"
 #include "runtime/core/digest.hpp"
 #include "runtime/process/log.hpp"
@@ -52,7 +53,8 @@ namespace {
 
 // fragment f's committed state at `round` is here: it replaces the local fragment. The
 // registry hears of it: a worker that resynced on its last round merges no result after.
-void apply_state(self_ptr self, std::size_t f, std::uint64_t round, std::uint64_t epoch, std::vector<float> theta) {
+// True unless the worker is past a later round and asked again (skip_rounds_started_past).
+bool apply_state(self_ptr self, std::size_t f, std::uint64_t round, std::uint64_t epoch, std::vector<float> theta) {
   auto& st = self->state;
   st.model->adopt_global(f, theta.data());
   st.epoch = std::max(st.epoch, epoch);
@@ -60,8 +62,7 @@ void apply_state(self_ptr self, std::size_t f, std::uint64_t round, std::uint64_
   st.fragments[f].adopt(round, epoch, std::move(theta));
   st.trained[f] = {};  // what it trained on this fragment was replaced
   st.at_contribution[f].clear();  // nothing to carry over the next merge
-  if (st.step > 0 && skip_rounds_started_past(self, f)) return;  // a joiner's start step is set later
-  resume_if_synced(self);
+  return !(st.step > 0 && skip_rounds_started_past(self, f));  // a joiner's start step is set later
 }
 
 }  // namespace
@@ -111,7 +112,7 @@ void fetch_elsewhere(self_ptr self, std::size_t f, const std::string& why) {
 }
 
 // Adopts the state a FragmentState carries, or starts fetching it in chunks.
-void adopt_state(self_ptr self, const wire::message_ptr& msg, std::size_t f, std::uint64_t round) {
+bool adopt_state(self_ptr self, const wire::message_ptr& msg, std::size_t f, std::uint64_t round) {
   auto& st = self->state;
   for (const auto d : msg->envelope().getFragmentState().getDonors())  // for a warm start
     if (std::find(st.donors.begin(), st.donors.end(), d.cStr()) == st.donors.end()) st.donors.push_back(d);
@@ -129,28 +130,31 @@ void adopt_state(self_ptr self, const wire::message_ptr& msg, std::size_t f, std
                                           static_cast<std::uint64_t>(st.cfg.run.state_chunk_values)),
                               msg->epoch());
   request_chunk(self, f);
+  return false;
 }
 
-void on_chunk(self_ptr self, const wire::message_ptr& msg) {
+bool on_chunk(self_ptr self, const wire::message_ptr& msg) {
   auto& st = self->state;
   const auto reply = msg->envelope().getChunkReply();
   const std::size_t f = reply.getFragment();
-  if (f >= st.fragments.size()) return;
+  if (f >= st.fragments.size()) return false;
   auto& frag = st.fragments[f];
   std::vector<float> values;
   if (reply.getFound() && msg->tensors().size() == 1 && msg->tensors()[0].dtype == schema::DType::FLOAT32)
     values = msg->tensors()[0].to_floats();
   switch (frag.fetch().on_reply(msg->sender(), reply.getRound(), reply.getOffset(), reply.getFound(), values)) {
-    case state_fetch::outcome::ignored: return;
-    case state_fetch::outcome::more: return request_chunk(self, f);
+    case state_fetch::outcome::ignored: return false;
+    case state_fetch::outcome::more: request_chunk(self, f); return false;
     case state_fetch::outcome::failed:
-      return fetch_elsewhere(self, f, "cannot serve round " + std::to_string(reply.getRound()));
+      fetch_elsewhere(self, f, "cannot serve round " + std::to_string(reply.getRound()));
+      return false;
     case state_fetch::outcome::done:
       log_info(st.cfg.id + ": fetched fragment " + std::to_string(f) + " round " +
                std::to_string(frag.fetch().round()) + " (" + std::to_string(frag.fetch().received()) +
                " values) in chunks, last from " + frag.fetch().source());
       return apply_state(self, f, frag.fetch().round(), frag.fetch_epoch(), frag.fetch().take_values());
   }
+  return false;
 }
 
 }  // namespace atl

@@ -12,9 +12,10 @@
 // moments and the step count belong together) and answers with its header and first
 // chunk; later requests name the snapshot. It keeps the snapshot until the joiner has its
 // last chunk or a new one is asked for.
+#include "actors/worker/warm.hpp"
+
 #include <algorithm>
 
-#include "actors/worker/steps.hpp"
 #include "runtime/core/digest.hpp"
 #include "runtime/process/log.hpp"
 
@@ -37,11 +38,11 @@ void ask_donor(worker_self self) {
   st.warm_asked_at = st.now();
 }
 
+// The warm start is over: the caller returns true, and the shell resumes the worker.
 void finish_warm(worker_self self) {
   auto& st = self->state;
   st.warm.reset();
   st.warm_tried = true;
-  resume_if_synced(self);
 }
 
 void log_cold(const worker_state& st) {
@@ -91,9 +92,9 @@ bool start_warm(worker_self self) {
   return true;
 }
 
-void on_inner_state_reply(worker_self self, const wire::message_ptr& msg) {
+bool on_inner_state_reply(worker_self self, const wire::message_ptr& msg) {
   auto& st = self->state;
-  if (!st.warm) return;  // late: the joiner has started
+  if (!st.warm) return false;  // late: the joiner has started
   const auto env = msg->envelope().getInnerStateReply();
   warm_start::reply r{msg->sender(),  env.getSnapshot(), env.getFound(), env.getAdamStep(),
                       env.getCount(), env.getDigest(),   env.getOffset()};
@@ -102,21 +103,27 @@ void on_inner_state_reply(worker_self self, const wire::message_ptr& msg) {
     values = msg->tensors()[0].to_floats();
   const auto was = st.warm->donor();
   switch (st.warm->on_reply(r, values)) {
-    case warm_start::outcome::ignored: return;
+    case warm_start::outcome::ignored: return false;
     case warm_start::outcome::more:
       if (st.warm->donor() != was) log_warn(st.cfg.id + ": warm start: " + st.warm->last_failure());
-      return ask_donor(self);
-    case warm_start::outcome::warm: return start_warm_with(self);
-    case warm_start::outcome::cold: return start_cold(self);
+      ask_donor(self);
+      return false;
+    case warm_start::outcome::warm: start_warm_with(self); return true;
+    case warm_start::outcome::cold: start_cold(self); return true;
   }
+  return false;
 }
 
-void warm_tick(worker_self self, std::chrono::steady_clock::duration patience) {
+bool warm_tick(worker_self self, std::chrono::steady_clock::duration patience) {
   auto& st = self->state;
-  if (!st.warm || st.now() - st.warm_asked_at < patience) return;
-  if (st.warm->on_timeout() == warm_start::outcome::cold) return start_cold(self);
+  if (!st.warm || st.now() - st.warm_asked_at < patience) return false;
+  if (st.warm->on_timeout() == warm_start::outcome::cold) {
+    start_cold(self);
+    return true;
+  }
   log_warn(st.cfg.id + ": warm start: " + st.warm->last_failure());
   ask_donor(self);
+  return false;
 }
 
 void lend_inner_state(worker_self self, const wire::message& msg) {

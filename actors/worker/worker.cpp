@@ -7,8 +7,11 @@
 
 #include "actors/shared/messages.hpp"
 #include "actors/shared/pseudo_gradient.hpp"
+#include "actors/worker/data.hpp"
 #include "actors/worker/sliced_replica.hpp"
-#include "actors/worker/steps.hpp"
+#include "actors/worker/state_intake.hpp"
+#include "actors/worker/strategy.hpp"
+#include "actors/worker/warm.hpp"
 #include "runtime/core/digest.hpp"
 #include "runtime/process/fault_point.hpp"
 #include "runtime/process/log.hpp"
@@ -25,8 +28,6 @@ using phase = worker_state::phase;
 using retry = fragment_sync::retry;
 
 std::string coordinator_of(std::size_t fragment) { return coordinator_id(static_cast<std::uint32_t>(fragment)); }
-
-}  // namespace
 
 // A DiLoCo worker joining a run in progress starts at the step of the newest round it
 // received: past every round it has, and before the sync point of every round it takes
@@ -53,8 +54,6 @@ void resume_if_synced(self_ptr self) {
   }
 }
 
-namespace {
-
 void on_state(self_ptr self, const wire::message_ptr& msg, std::size_t f, std::uint64_t round) {
   auto& st = self->state;
   const auto& frag = st.fragments[f];
@@ -67,8 +66,11 @@ void on_state(self_ptr self, const wire::message_ptr& msg, std::size_t f, std::u
     case fragment_sync::on_state::send_again_and_resume: send_pending(self, f); return resume_if_synced(self);
     case fragment_sync::on_state::resync:
       log_warn(prefix + " at round " + std::to_string(round) + "; resyncing");
-      return adopt_state(self, msg, f, round);
-    case fragment_sync::on_state::adopt: return adopt_state(self, msg, f, round);
+      if (adopt_state(self, msg, f, round)) resume_if_synced(self);
+      return;
+    case fragment_sync::on_state::adopt:
+      if (adopt_state(self, msg, f, round)) resume_if_synced(self);
+      return;
   }
 }
 
@@ -270,12 +272,14 @@ caf::behavior worker_actor(caf::stateful_actor<worker_state>* self, transport* n
         st.bytes_received += msg->wire_bytes();
         const auto env = msg->envelope();
         if (env.isFragmentState() || env.isRoundResult()) on_global(self, msg);
-        else if (env.isChunkReply()) on_chunk(self, msg);
-        else if (env.isRefusal()) on_refusal(self, msg);
+        else if (env.isChunkReply()) {
+          if (on_chunk(self, msg)) resume_if_synced(self);
+        } else if (env.isRefusal()) on_refusal(self, msg);
         else if (env.isStateHeld()) on_held(self, *msg);
         else if (env.isInnerStateRequest()) lend_inner_state(self, *msg);
-        else if (env.isInnerStateReply()) on_inner_state_reply(self, msg);
-        else if (env.isDataLease()) on_data_lease(self, msg);
+        else if (env.isInnerStateReply()) {
+          if (on_inner_state_reply(self, msg)) resume_if_synced(self);
+        } else if (env.isDataLease()) on_data_lease(self, msg);
         else if (env.isShutdown()) self->quit();
       },
       [=](step_atom) {
@@ -290,7 +294,7 @@ caf::behavior worker_actor(caf::stateful_actor<worker_state>* self, transport* n
         // may leave a unit behind the step again: said again here, at most once a tick.
         if (st.step > 0 && (st.current == phase::training || st.current == phase::blocked))
           for (std::size_t f = 0; f < st.fragments.size(); ++f) skip_rounds_started_past(self, f);
-        warm_tick(self, state_retry);
+        if (warm_tick(self, state_retry)) resume_if_synced(self);
         data_tick(self);
         self->delayed_send(self, state_retry, tick_atom::value);
       },

@@ -30,6 +30,17 @@
 //
 // Rank 0 evaluates theta_global on the held-out data every run.eval_every steps and at
 // the end.
+//
+// Its files are layered, top down; each calls only the layers below it, never a file
+// beside it (tools/check/layering.sh holds every include to this drawing):
+//   worker.cpp                         the shell: each message to its handler, ticks,
+//                                      results and refusals, and resuming once synced
+//   diloco.cpp, ddp.cpp                how it steps (strategy.hpp, below, is the interface)
+//   state_intake.cpp warm.cpp data.cpp committed state, a warm start, the data feed coming
+//                                      in; they say when the worker may resume (the shell
+//                                      resumes it), never resume it themselves
+//   steps.cpp                          sends, reports, waits and the end
+//   state.hpp, strategy.hpp, replica   what it holds
 #include <caf/stateful_actor.hpp>
 
 #include "actors/worker/state.hpp"

@@ -71,10 +71,11 @@ if [ -n "$bad" ]; then
   exit 1
 fi
 
-# Inside the registry the files are layered too (actors/registry/registry.hpp draws them), top
-# down: a file includes its own header and the headers of layers below it, never one beside
-# it, so that no handler calls another handler's file and nothing below calls up. The
-# bottom layer (state and pure reads of it) may include within itself.
+# Inside a role the files are layered too (the drawings at the top of actors/coordinator/
+# coordinator.hpp, actors/registry/registry.hpp and actors/worker/worker.hpp), top down: a file includes headers of its own
+# unit (stems joined by ':', such as an interface and the files that implement it) and of
+# the layers below, never one beside it, so that no handler calls another handler's file
+# and nothing below calls up.
 registry_layers=(
   "registry"  # the shell: dispatch
   "control nodes reports data"  # handlers of messages and timers
@@ -83,28 +84,53 @@ registry_layers=(
   "placements"  # placements applied
   "cursor"  # the data cursor applied
   "outbox"  # persist, publish, send
-  "state queries views dashboard_view data_view prometheus_text lease_proxy"
+  "state:queries:views:dashboard_view:data_view:prometheus_text:lease_proxy"  # what it knows, read
 )
-layer_of() {
-  local i
-  for i in "${!registry_layers[@]}"; do
-    case " ${registry_layers[$i]} " in *" $1 "*) echo "$i"; return ;; esac
+worker_layers=(
+  "worker"  # the shell: dispatch, ticks, results and refusals, resuming
+  "diloco ddp"  # how it steps
+  "state_intake warm data"  # committed state, a warm start and the data feed coming in
+  "steps"  # sends, reports, waits, the end
+  "state:strategy:done:replica:sliced_replica:data_feed"  # what it holds, and how it steps
+)
+coordinator_layers=(
+  "coordinator"  # the shell: dispatch, rounds opened, completed, committed, released
+  "closing startup"  # rounds closed without every participant; the start
+  "results"  # results, state, reports, progress sent
+  "commit facts"  # a round's commit to its keepers; what the decisions are asked
+  "base"  # the actor pointer, the log name
+  "state"  # configuration and state
+)
+# check_layers FOLDER LAYER...: the includes of FOLDER's files against its layers.
+check_layers() {
+  local folder=$1 f stem inc mine to i
+  shift
+  local layers=("$@")
+  unit_of() {  # the layer index and unit of a stem, as "INDEX UNIT", or nothing
+    local j u
+    for j in "${!layers[@]}"; do
+      for u in ${layers[$j]}; do
+        case ":$u:" in *":$1:"*) echo "$j $u"; return ;; esac
+      done
+    done
+  }
+  for f in "$folder"/*.hpp "$folder"/*.cpp; do
+    stem=$(basename "${f%.*}")
+    mine=$(unit_of "$stem")
+    [ -n "$mine" ] || { bad+="$f is in no layer of $folder (tools/check/layering.sh)"$'\n'; continue; }
+    for inc in $(sed -nE "s|^\\s*#\\s*include\\s*\"$folder/([^\"]+)\\.hpp\".*|\\1|p" "$f"); do
+      to=$(unit_of "$inc")
+      i=${to%% *}
+      if [ -n "$to" ] && { [ "${to#* }" = "${mine#* }" ] || [ "$i" -gt "${mine%% *}" ]; }; then continue; fi
+      bad+="$f includes $folder/$inc.hpp, beside or above it in the layers of $folder"$'\n'
+    done
   done
-  echo -1
 }
-bottom=$((${#registry_layers[@]} - 1))
-for f in actors/registry/*.hpp actors/registry/*.cpp; do
-  stem=$(basename "${f%.*}")
-  layer=$(layer_of "$stem")
-  [ "$layer" -ge 0 ] || { bad+="$f is in no layer of the registry (tools/check/layering.sh)"$'\n'; continue; }
-  for inc in $(sed -nE 's|^\s*#\s*include\s*"actors/registry/([^"]+)\.hpp".*|\1|p' "$f"); do
-    to=$(layer_of "$inc")
-    if [ "$inc" = "$stem" ] || [ "$to" -gt "$layer" ] || { [ "$layer" = "$bottom" ] && [ "$to" = "$bottom" ]; }; then continue; fi
-    bad+="$f includes actors/registry/$inc.hpp, beside or above it in the registry's layers"$'\n'
-  done
-done
+check_layers actors/registry "${registry_layers[@]}"
+check_layers actors/worker "${worker_layers[@]}"
+check_layers actors/coordinator "${coordinator_layers[@]}"
 if [ -n "$bad" ]; then
-  echo "an include inside the registry points up or across its layers:" >&2
+  echo "an include inside a role points up or across its layers:" >&2
   printf '%s' "$bad" >&2
   exit 1
 fi
@@ -117,5 +143,5 @@ if [ -n "$hits" ]; then
   echo "$hits" >&2
   exit 1
 fi
-echo "layering ok: $checked files include only sideways or down, the registry's by its layers; no LibTorch in runtime/, storage/, actors/;" \
+echo "layering ok: $checked files include only sideways or down, the coordinator's, the registry's and the worker's by their layers; no LibTorch in runtime/, storage/, actors/;" \
   "$(echo "$pure_files" | wc -w) pure files free of CAF, transports and clocks"
