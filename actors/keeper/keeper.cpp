@@ -5,6 +5,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/keeper/follow.hpp"
 #include "actors/keeper/keeper_messages.hpp"
 #include "actors/shared/commit_record.hpp"
 #include "actors/shared/messages.hpp"
@@ -17,7 +18,10 @@ namespace atl {
 
 namespace {
 
-using self_ptr = caf::stateful_actor<keeper_state>*;
+using keeper_detail::finish_snapshot;
+using keeper_detail::follow_delay;
+using keeper_detail::follow_pending;
+using self_ptr = keeper_detail::self_ptr;
 
 void request_missing(self_ptr self) {
   auto& st = self->state;
@@ -127,96 +131,6 @@ void on_full_commit(self_ptr self, const wire::message_ptr& msg) {
   f.state.momentum.assign(cp.momentum, cp.momentum + cp.count);
   if (cp.residual) f.state.residual.assign(cp.residual, cp.residual + cp.count);
   else f.state.residual.clear();
-}
-
-// The written snapshot named in the store (or let go, said why).
-void finish_snapshot(self_ptr self) {
-  auto& st = self->state;
-  auto job = std::move(st.snapshot_writing);
-  if (!job) return;
-  const auto where = "fragment " + std::to_string(job->fragment()) + " round " + std::to_string(job->round());
-  const double seconds = st.machine.finish_snapshot(st.now());
-  if (auto err = st.store->end_snapshot(*job))
-    log_error("keeper: snapshot of " + where + " failed (the log still holds it): " + err.describe());
-  else
-    log_debug("keeper: snapshot of " + where + " in " + std::to_string(seconds) + " s, written beside the round log");
-  st.store->remove_unnamed_files();
-}
-
-// A snapshot of the followed state of `fragment` (keeper.hpp: by a detached writer).
-void start_snapshot(self_ptr self, std::uint32_t fragment, std::uint64_t theta_digest) {
-  auto& st = self->state;
-  const auto& f = st.followed.at(fragment);
-  const auto where = "fragment " + std::to_string(fragment) + " round " + std::to_string(f.round);
-  if (!st.machine.start_snapshot(st.now())) {
-    log_debug("keeper: snapshot of " + where + " skipped: the one of fragment " +
-              std::to_string(st.snapshot_writing->fragment()) + " round " +
-              std::to_string(st.snapshot_writing->round()) + " is still being written");
-    return;
-  }
-  ATL_FAULT_POINT("keeper.snapshotting");
-  auto job = st.store->begin_snapshot({fragment, f.round, f.epoch, f.state.theta, f.state.momentum, f.state.residual},
-                                      theta_digest);
-  if (!job) {
-    st.machine.finish_snapshot(st.now());
-    log_error("keeper: snapshot of " + where + " refused (the log still holds it): " + job.err().describe());
-    return;
-  }
-  st.snapshot_writing = *job;
-  if (!st.store->writes_files()) {
-    st.snapshot_writing->write();
-    finish_snapshot(self);
-    return;
-  }
-  self->spawn<caf::detached>([job = *job, keeper = caf::actor_cast<caf::actor>(self)](caf::event_based_actor* writer) {
-    job->write();
-    writer->send(keeper, snapshot_atom::value);
-  });
-}
-
-// After a record's ack: this keeper's copy of the fragment's state moves to its round, by
-// the coordinator's own step, or is read anew from the store (snapshot plus log) when the
-// copy is not the round before. A snapshot follows every storage.snapshot_every rounds.
-void follow_record(self_ptr self, const wire::message& msg, const round_record& record) {
-  auto& st = self->state;
-  const auto fragment = record.fragment;
-  const auto where = "fragment " + std::to_string(fragment) + " round " + std::to_string(record.round);
-  auto it = st.followed.find(fragment);
-  status result;
-  if (it != st.followed.end() && it->second.round + 1 == record.round) {
-    result = apply_record(record, it->second.state, st.scratch);
-    it->second.round = record.round;
-    it->second.epoch = record.epoch;
-  } else {
-    auto loaded = st.store->load(fragment, record.round);
-    if (!loaded) result = loaded.err();
-    else if (!*loaded) result = make_error(errc::storage_failure, where + " is not in the store it was appended to");
-    else
-      st.followed[fragment] = {
-          record.round,
-          record.epoch,
-          {std::move((*loaded)->theta), std::move((*loaded)->momentum), std::move((*loaded)->residual)}};
-  }
-  if (result) {
-    st.followed.erase(fragment);
-    if (result.code == errc::digest_mismatch) st.store->note_replay_mismatch();
-    log_error("keeper: " + where + " does not replay: " + result.describe());
-    st.mail->refuse(msg, result, msg.epoch());
-    return;
-  }
-  if (st.store->snapshot_due(record.round)) start_snapshot(self, fragment, record.theta_digest);
-}
-
-// How long after a record's acknowledgement the keeper applies it (keeper.hpp).
-constexpr std::chrono::milliseconds follow_delay{50};
-
-// Applies the records acknowledged so far, in order (`timer`: the follow timer fired).
-void follow_pending(self_ptr self, bool timer = false) {
-  auto& st = self->state;
-  st.machine.take_pending(timer);
-  auto pending = std::move(st.to_follow);
-  st.to_follow.clear();
-  for (const auto& [msg, record] : pending) follow_record(self, *msg, record);
 }
 
 // A round's record: appended to the log (durable as storage.sync says), acknowledged, then

@@ -3,8 +3,8 @@
 #include <caf/all.hpp>
 
 #include "actors/node/node_messages.hpp"
+#include "actors/node/node_workers.hpp"
 #include "actors/shared/messages.hpp"
-#include "actors/worker/worker.hpp"
 #include "runtime/core/actor_id.hpp"
 #include "runtime/process/log.hpp"
 #include "runtime/transport/route_delta.hpp"
@@ -31,35 +31,6 @@ void send_heartbeat(self_ptr self) {
   write_heartbeat(out, {st.node_id, st.worker_restarts, st.routes.table().epoch, st.routes.digest()},
                   st.net->counters());
   st.mail->send(registry_id(), st.epoch, out);
-}
-
-void spawn_worker(self_ptr self, std::size_t index) {
-  auto& st = self->state;
-  auto& w = st.workers[index];
-  worker_config wc;
-  wc.id = w.id;
-  wc.cluster_id = st.mail->cluster();
-  wc.spec = w.spec;
-  wc.run = st.run;
-  if (w.spec.device == "cpu" && st.cfg.apply_threads) {
-    wc.thread_layouts = st.cpu_worker_layouts;
-    wc.apply_threads = st.cfg.apply_threads;
-    wc.keep_threads = [agent = caf::actor_cast<caf::actor>(self)](const thread_layout& kept) {
-      caf::anon_send(agent, threads_atom::value, kept.torch, kept.blas);
-    };
-  }
-  wc.keep_done = [agent = caf::actor_cast<caf::actor>(self), index](const worker_done_report& report) {
-    caf::anon_send(agent, done_atom::value, static_cast<std::uint64_t>(index), report);
-  };
-  try {
-    w.handle = st.cfg.detached_workers ? self->spawn<caf::detached>(worker_actor, st.net, wc, st.cfg.factory)
-                                       : self->spawn(worker_actor, st.net, wc, st.cfg.factory);
-  } catch (const std::exception& e) {  // a worker whose replica cannot be built
-    log_error(w.id + ": cannot start: " + e.what());
-  }
-  if (!w.handle) return;
-  self->monitor(w.handle);
-  st.local->add(w.id, w.handle);
 }
 
 void on_welcome(self_ptr self, const wire::message_ptr& msg) {
@@ -107,7 +78,7 @@ void on_welcome(self_ptr self, const wire::message_ptr& msg) {
   }
   st.current = phase::running;
   send_heartbeat(self);  // teaches the head the route to our new id right away
-  for (std::size_t i = 0; i < st.workers.size(); ++i) spawn_worker(self, i);
+  for (std::size_t i = 0; i < st.workers.size(); ++i) node_workers::spawn(self, i);
 }
 
 placed_actors::host placed_host(const node_agent_state& st) { return {st.net, st.local, st.mail->cluster(), &st.run}; }
@@ -168,34 +139,12 @@ void give_up(self_ptr self, const error& why, const std::string& reason) {
 
 void on_worker_down(self_ptr self, const caf::down_msg& down) {
   auto& st = self->state;
-  for (std::size_t i = 0; i < st.workers.size(); ++i) {
-    auto& w = st.workers[i];
-    if (!w.handle || w.handle.address() != down.source) continue;
-    st.local->remove(w.id);
-    w.handle = nullptr;
-    if (!down.reason) {
-      w.finished = true;
-      continue;
-    }
-    const auto verdict = w.budget.on_failure(self->clock().now());
-    if (st.current == phase::running && verdict.restart) {
-      log_warn(w.id + " failed (" + self->system().render(down.reason) + "); restart " +
-               std::to_string(verdict.recent) + " of " + std::to_string(st.run.restart_limit) + " within " +
-               std::to_string(st.run.restart_window_ms) + " ms, in " + std::to_string(verdict.delay.count()) + " ms");
-      st.worker_restarts++;
-      self->delayed_send(self, verdict.delay, restart_atom::value, static_cast<std::uint64_t>(i));
-      return;
-    }
-    give_up(self,
-            make_error(errc::not_ready, w.id + " failed (" + self->system().render(down.reason) + ") after " +
-                                            std::to_string(verdict.recent) + " restarts within " +
-                                            std::to_string(st.run.restart_window_ms) + " ms; giving up"),
-            "a worker failed too often");  // escalates: the process exits non-zero
+  auto outcome = node_workers::on_down(self, down);
+  if (outcome.what == node_workers::down_outcome::give_up) {
+    give_up(self, outcome.why, "a worker failed too often");  // escalates: the process exits non-zero
     return;
   }
-  bool all_finished = !st.workers.empty();
-  for (const auto& w : st.workers) all_finished = all_finished && w.finished;
-  if (!all_finished) return;
+  if (outcome.what != node_workers::down_outcome::every_worker_finished) return;
   // A keeper replica's disk holds one of the two copies of the newest rounds (with
   // storage.keepers = nodes, one of the only two), which a worker still training may need;
   // a coordinator's last results may still be on their way to a slower worker (leaving
@@ -380,7 +329,8 @@ caf::behavior node_agent_actor(caf::stateful_actor<node_agent_state>* self, tran
         self->state.cpu_worker_layouts = {thread_layout{torch, blas}};
       },
       [=](restart_atom, std::uint64_t index) {
-        if (self->state.current == phase::running && index < self->state.workers.size()) spawn_worker(self, index);
+        if (self->state.current == phase::running && index < self->state.workers.size())
+          node_workers::spawn(self, index);
       },
       [=](stop_atom) { on_stop_signal(self); },
   };
