@@ -85,7 +85,10 @@ for name, up, down, h, tau, carry, beta in (
         ("sparseloco-topk32-down16-h20-tau0", 32, 16, 20, 0, False, 0.95),
         ("sparseloco-topk32-down16-h20-carry", 32, 16, 20, 5, True, 0.95),
         ("sparseloco-topk16-h20-tau0", 16, 16, 20, 0, False, 0.95),
-        ("sparseloco-topk32-down16-h20-tau0-beta0.9", 32, 16, 20, 0, False, 0.9)):
+        ("sparseloco-topk32-down16-h20-tau0-beta0.9", 32, 16, 20, 0, False, 0.9),
+        # Past 1000x: half the kept values each way at H = 20, or the same at H = 50.
+        ("sparseloco-topk64-down32-h20-tau0", 64, 32, 20, 0, False, 0.95),
+        ("sparseloco-topk32-down16-h50-tau0", 32, 16, 50, 0, False, 0.95)):
     RUNS.append((name, ["--set", f"diloco.sync_every={h}", "--set", "diloco.fragments=3",
                         "--set", f"diloco.codec=topk{up}", "--set", f"diloco.result_codec=topk{down}"] + SPARSELOCO +
                  ["--set", f"diloco.overlap={tau}", "--set", f"diloco.sparseloco_beta={beta}"] +
