@@ -71,11 +71,11 @@ if [ -n "$bad" ]; then
   exit 1
 fi
 
-# Inside a role the files are layered too (the drawings at the top of actors/coordinator/
-# coordinator.hpp, actors/registry/registry.hpp and actors/worker/worker.hpp), top down: a file includes headers of its own
-# unit (stems joined by ':', such as an interface and the files that implement it) and of
-# the layers below, never one beside it, so that no handler calls another handler's file
-# and nothing below calls up.
+# Inside a role the files are layered too (the drawings at the top of coordinator.hpp,
+# registry.hpp and worker.hpp in their folders), top down: a file includes headers of its
+# own unit (stems joined by ':', such as an interface and the files that implement it) and
+# of the layers below, never one beside it, so that no handler calls another handler's
+# file and nothing below calls up.
 registry_layers=(
   "registry"  # the shell: dispatch
   "control nodes reports data"  # handlers of messages and timers
