@@ -118,6 +118,9 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 
     def stop(self):
         self.run(["scancel", "--full", "--user=root"])
+        # The daemons go only once no job is left: a job step whose slurmd was stopped first
+        # kept running (a requeued head outlived the test by an hour, 2026-11-28).
+        wait_for(30, lambda: self.run(["squeue", "--noheader"]).stdout.strip() == "")
         for name in ("slurmd.pid", "slurmctld.pid", "munged.pid"):
             path = os.path.join(self.work, name)
             try:
