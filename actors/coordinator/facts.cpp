@@ -4,10 +4,7 @@
 #include <algorithm>
 
 namespace atl::coordinator_detail {
-
-std::uint64_t held_digest_of(const wire::message& state_request) {
-  return state_request.envelope().getStateRequest().getHeldDigest();
-}
+namespace {
 
 bool is_participant(const coordinator_state& st, const std::string& worker) {
   return st.rounds->current_phase() == round_tracker::phase::collecting && st.rounds->participants().count(worker);
@@ -15,6 +12,12 @@ bool is_participant(const coordinator_state& st, const std::string& worker) {
 
 bool is_member(const coordinator_state& st, const std::string& worker) {
   return std::find(st.members.begin(), st.members.end(), worker) != st.members.end();
+}
+
+}  // namespace
+
+std::uint64_t held_digest_of(const wire::message& state_request) {
+  return state_request.envelope().getStateRequest().getHeldDigest();
 }
 
 held_requests::state_request_facts state_request_facts_of(const coordinator_state& st, const wire::message& request,

@@ -10,8 +10,6 @@
 namespace atl::coordinator_detail {
 
 std::uint64_t held_digest_of(const wire::message& state_request);
-bool is_participant(const coordinator_state& st, const std::string& worker);  // of the open round
-bool is_member(const coordinator_state& st, const std::string& worker);  // of the current epoch
 // `members_suffice`: the Membership is a quorum (closing.hpp, membership_ready).
 held_requests::state_request_facts state_request_facts_of(const coordinator_state& st, const wire::message& request,
                                                           bool members_suffice);

@@ -162,6 +162,16 @@ void on_round_report_ack(self_ptr self, const wire::message_ptr& msg) {
 // Donors a FragmentState names at most (each is asked in turn, 2 s of silence each).
 constexpr std::size_t max_donors = 4;
 
+namespace {
+
+// The released round's encoded change of theta as frames, or none: results carry theta.
+std::optional<round_update_frames> released_update_frames(const coordinator_state& st) {
+  if (const auto* u = st.rounds->released_update()) return make_round_update_frames(encoded_values(*u));
+  return std::nullopt;
+}
+
+}  // namespace
+
 // The committed state of the fragment: inline, or a header naming the keepers the worker
 // fetches it from in chunks (every keeper has the committed round) for a large fragment or
 // one whose bytes the worker holds already (`held_digest`: it then fetches nothing).
@@ -197,11 +207,6 @@ void send_missed_result(self_ptr self, const std::string& worker) {
   const auto frame = wire::tensor::from_floats_hashed(theta.data(), theta.size());
   send_results(st, {worker}, st.rounds->committed_round(), st.rounds->open_epoch(), *frame.checksum, &frame,
                std::nullopt, result_form::whole);
-}
-
-std::optional<round_update_frames> released_update_frames(const coordinator_state& st) {
-  if (const auto* u = st.rounds->released_update()) return make_round_update_frames(encoded_values(*u));
-  return std::nullopt;
 }
 
 // Early results: once every keeper has the whole CommitRequest (its `writing` notice), a

@@ -13,7 +13,6 @@ namespace atl::coordinator_detail {
 // The committed state of the fragment to `worker`: inline, or a header naming the keepers
 // to fetch it from (a large fragment, or one whose bytes the worker holds: `held_digest`).
 void send_state(self_ptr self, const std::string& worker, std::uint64_t held_digest);
-std::optional<round_update_frames> released_update_frames(const coordinator_state& st);
 // diloco.early_results: the committing round's result, provisional, once every keeper has
 // the whole request (once a round).
 void send_provisional_results_once_received(self_ptr self);

@@ -66,8 +66,7 @@ void on_state(self_ptr self, const wire::message_ptr& msg, std::size_t f, std::u
     case fragment_sync::on_state::send_again_and_resume: send_pending(self, f); return resume_if_synced(self);
     case fragment_sync::on_state::resync:
       log_warn(prefix + " at round " + std::to_string(round) + "; resyncing");
-      if (adopt_state(self, msg, f, round)) resume_if_synced(self);
-      return;
+      [[fallthrough]];
     case fragment_sync::on_state::adopt:
       if (adopt_state(self, msg, f, round)) resume_if_synced(self);
       return;
