@@ -1,9 +1,9 @@
-// actors/decisions/commit_barrier: how long an unacknowledged commit waits before it is sent again. A
+// actors/decisions/round_commit: how long an unacknowledged commit waits before it is sent again. A
 // fixed interval re-sent a large fragment's commit while the keepers were still writing the
 // first copy, and each resend added another copy's work (the averaging bench at 64 MiB).
 #include <gtest/gtest.h>
 
-#include "actors/decisions/commit_barrier.hpp"
+#include "actors/decisions/round_commit.hpp"
 
 namespace atl {
 namespace {

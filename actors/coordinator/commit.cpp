@@ -60,7 +60,7 @@ std::vector<wire::tensor> frames_of_record(const coordinator_state& st, const ro
 
 coordinator_state::committing_frames& frames_to_commit(coordinator_state& st) {
   const auto round = st.rounds->committed_round();
-  if (!st.committing || st.committing->round != round) {
+  if (!st.commit_frames || st.commit_frames->round != round) {
     const auto& theta = st.rounds->theta();
     coordinator_state::committing_frames c;
     c.round = round;
@@ -75,9 +75,9 @@ coordinator_state::committing_frames& frames_to_commit(coordinator_state& st) {
       c.tensors = frames_of_record(st, *c.record);
     }
     for (const auto& t : c.tensors) c.bytes += t.data.size();
-    st.committing = std::move(c);
+    st.commit_frames = std::move(c);
   }
-  return *st.committing;
+  return *st.commit_frames;
 }
 
 const wire::tensor& committing_theta(coordinator_state& st) {
@@ -85,6 +85,8 @@ const wire::tensor& committing_theta(coordinator_state& st) {
   if (!c.theta) c.theta = wire::tensor::from_floats_hashed(st.rounds->theta().data(), st.rounds->theta().size());
   return *c.theta;
 }
+
+namespace {
 
 // The committing round's full state as frames (theta, momentum, and the residual when
 // there is one), made once: for keepers that cannot follow its record.
@@ -112,60 +114,46 @@ void send_commit_to(coordinator_state& st, const std::string& keeper) {
   st.mail->send(keeper, st.epoch, out);
 }
 
-// The committing round to every keeper that has not acknowledged it yet (one copy of the
-// frames, shared by the messages).
-void send_commit(self_ptr self) {
-  auto& st = self->state;
-  for (const auto& keeper : st.commit.unacknowledged()) send_commit_to(st, keeper);
-  st.commit.sent(st.now());
+}  // namespace
+
+void send_commit(coordinator_state& st, const std::vector<std::string>& keepers) {
+  for (const auto& keeper : keepers) send_commit_to(st, keeper);
 }
 
-// A round entered phase committing: no keeper has it yet.
-void start_commit(self_ptr self) {
-  auto& st = self->state;
-  st.commit.start(st.rounds->committed_round(), frames_to_commit(st).bytes);
-  log_debug(fragment_name(st) + ": committing round " + std::to_string(st.rounds->committed_round()) + ", " +
+round_commit::effects start_commit(coordinator_state& st) {
+  const auto round = st.rounds->committed_round();
+  // A DiLoCo round past the seed may send its result while the keepers write it.
+  const bool early = st.cfg.early_results && round > 0 && st.rounds->rule() == round_tracker::update_rule::nesterov;
+  log_debug(fragment_name(st) + ": committing round " + std::to_string(round) + ", " +
             std::to_string(std::chrono::duration<double>(st.now() - st.last_contribution).count()) +
             " s after the last contribution arrived");
-  send_commit(self);
+  return st.commit.start(round, frames_to_commit(st).bytes, early, st.now());
 }
 
-commit_barrier::action on_commit_ack(self_ptr self, const wire::message_ptr& msg) {
-  auto& st = self->state;
-  const auto ack = msg->envelope().getCommitAck();
-  if (st.rounds->current_phase() != round_tracker::phase::committing || ack.getRound() != st.rounds->committed_round())
-    return commit_barrier::action::none;  // a duplicate or late ack: the round was already settled
-  using answer = commit_barrier::answer;
+round_commit::effects on_commit_ack(coordinator_state& st, const wire::message& msg) {
+  const auto ack = msg.envelope().getCommitAck();
+  using answer = round_commit::answer;
   const auto what = ack.getWriting()  ? answer::writing
                     : ack.getOk()     ? answer::acknowledged
                     : ack.getBehind() ? answer::behind
                                       : answer::refused;
-  const auto action = st.commit.on_answer(msg->sender(), ack.getRound(), what);
-  switch (action) {
-    case commit_barrier::action::early_results: break;
-    case commit_barrier::action::send_full_state:
-      log_info(fragment_name(st) + ": " + msg->sender() + " lacks round " + std::to_string(ack.getRound() - 1) +
-               "; sending it round " + std::to_string(ack.getRound()) + "'s full state");
-      send_commit_to(st, msg->sender());
-      break;
-    case commit_barrier::action::committed:
-      log_debug(fragment_name(st) + ": " + msg->sender() + " acknowledged round " + std::to_string(ack.getRound()) +
-                " (" + std::to_string(st.commit.tries()) + " tries; " +
-                std::to_string(std::chrono::duration<double>(st.now() - st.commit.last_sent()).count()) +
-                " s after the last)");
-      break;
-    case commit_barrier::action::none:
-      if (what == answer::refused)  // sent again when a retry is due
-        log_error(fragment_name(st) + ": " + msg->sender() + " refused round " + std::to_string(ack.getRound()) + ": " +
-                  ack.getError().cStr() + "; retrying");
-      else if (what == answer::acknowledged)
-        log_debug(fragment_name(st) + ": " + msg->sender() + " acknowledged round " + std::to_string(ack.getRound()) +
-                  " (" + std::to_string(st.commit.tries()) + " tries; " +
-                  std::to_string(std::chrono::duration<double>(st.now() - st.commit.last_sent()).count()) +
-                  " s after the last)");
-      break;
+  const bool this_round = st.commit.committing() && ack.getRound() == st.commit.round();
+  auto effects = st.commit.on_answer(msg.sender(), ack.getRound(), what);
+  if (!this_round) return effects;  // a duplicate or late ack: the round was already settled
+  const auto round = std::to_string(ack.getRound());
+  if (what == answer::behind && !effects.send_to.empty()) {
+    log_info(fragment_name(st) + ": " + msg.sender() + " lacks round " + std::to_string(ack.getRound() - 1) +
+             "; sending it round " + round + "'s full state");
+  } else if (what == answer::refused) {  // sent again when a retry is due
+    log_error(fragment_name(st) + ": " + msg.sender() + " refused round " + round + ": " + ack.getError().cStr() +
+              "; retrying");
+  } else if (what == answer::acknowledged) {
+    log_debug(fragment_name(st) + ": " + msg.sender() + " acknowledged round " + round + " (" +
+              std::to_string(st.commit.tries()) + " tries; " +
+              std::to_string(std::chrono::duration<double>(st.now() - st.commit.last_sent()).count()) +
+              " s after the last)");
   }
-  return action;
+  return effects;
 }
 
 }  // namespace atl::coordinator_detail

@@ -27,7 +27,7 @@ namespace coordinator_detail {
 namespace {
 
 void on_contribution(self_ptr self, const wire::message_ptr& msg);
-void finish_commit_if_acked(self_ptr self);
+void act_on(self_ptr self, const round_commit::effects& effects);
 
 // In phase ready with enough members: open the next round, give the committed state to
 // the held requests of its participants (the others wait for a round that includes them:
@@ -78,7 +78,7 @@ void seed_from_waiting(self_ptr self) {
       log_warn(fragment_name(st) + ": cannot seed from " + req->sender() + ": " + err.describe());
       continue;
     }
-    start_commit(self);
+    act_on(self, start_commit(st));
     return;
   }
 }
@@ -90,9 +90,9 @@ void on_started(self_ptr self) {
 }
 
 // A released round: reported, then the next round opened (its results carry that round's
-// epoch), then the results sent.
-void release(self_ptr self, const std::vector<std::string>& contributors) {
-  const auto released = report_release(self, contributors);
+// epoch), then the results sent (a confirmation only, if they went out `provisional`).
+void release(self_ptr self, const std::vector<std::string>& contributors, bool provisional) {
+  const auto released = report_release(self, contributors, provisional);
   advance(self);  // it resets the round's counters
   send_released(self, released);
 }
@@ -101,13 +101,13 @@ void release(self_ptr self, const std::vector<std::string>& contributors) {
 void on_round_complete(self_ptr self) {
   auto& st = self->state;
   if (st.rounds->rule() == round_tracker::update_rule::nesterov) {
-    start_commit(self);
+    act_on(self, start_commit(st));
     return;
   }
   const auto contributors = st.rounds->contributors();
   st.released_inputs = st.rounds->inputs();  // for its report; committed() recycles them
   (void)st.rounds->committed();
-  release(self, contributors);
+  release(self, contributors, false);
 }
 
 void on_contribution(self_ptr self, const wire::message_ptr& msg) {
@@ -195,12 +195,13 @@ void on_membership(self_ptr self, const wire::message_ptr& msg) {
   // up; one added gets the committing round at the next tick.
   auto keepers = view.keepers;
   if (keepers.empty()) keepers.push_back(st.cfg.keeper);
-  st.commit.set_keepers(std::move(keepers));
+  const auto commit_effects = st.commit.set_keepers(std::move(keepers));
   if (first) request_startup_state(self);  // now the keepers
   // One removed may have been awaited.
   if (st.cfg.load_from_every_keeper && resume_when_every_keeper_answered(self)) on_started(self);
-  finish_commit_if_acked(self);
-  send_provisional_results_once_received(self);  // the keeper not yet writing may be the one removed
+  // One removed may have been the last the committing round waited for, or the one not
+  // yet writing it.
+  act_on(self, commit_effects);
   if (st.rounds->current_phase() == round_tracker::phase::collecting) {
     const auto participants = st.rounds->participants();
     for (const auto& p : participants) {
@@ -218,22 +219,30 @@ void on_membership(self_ptr self, const wire::message_ptr& msg) {
 
 // Every keeper has the committing round on disk: it is committed. Round 0 (the seed) opens
 // the first round; any other is released to its contributors.
-void finish_commit_if_acked(self_ptr self) {
+void finish_commit(self_ptr self) {
   auto& st = self->state;
-  if (st.rounds->current_phase() != round_tracker::phase::committing || !st.commit.committed()) return;
-  st.commit.finish();
+  const bool provisional = st.commit.settle() == round_commit::results::provisional;
   const auto round = st.rounds->committed_round();
   const auto contributors = st.rounds->contributors();
   st.released_inputs = st.rounds->inputs();  // for its report; committed() recycles them
   (void)st.rounds->committed();
   if (round > 0) ATL_FAULT_POINT("coordinator.committed");
   if (round == 0) {
-    st.committing.reset();  // no result shares the seed's frames
+    st.commit_frames.reset();  // no result shares the seed's frames
     log_info(fragment_name(st) + ": seeded round 0 (" + std::to_string(st.rounds->theta().size()) + " parameters)");
     advance(self);
     return;
   }
-  release(self, contributors);
+  release(self, contributors, provisional);
+}
+
+// What the committing round's machine asked for (actors/decisions/round_commit.hpp), in
+// its order: the round to keepers, the provisional result, the release.
+void act_on(self_ptr self, const round_commit::effects& effects) {
+  auto& st = self->state;
+  send_commit(st, effects.send_to);
+  if (effects.send_provisional) send_provisional_results(self);
+  if (effects.committed) finish_commit(self);
 }
 
 // A held StateRequest is answered with StateHeld, so that rank 0 stops attaching its
@@ -272,15 +281,6 @@ void on_state_request(self_ptr self, const wire::message_ptr& msg) {
   if (verdict == held_requests::state_verdict::skip_and_hold && leave_out(self, *msg)) on_round_complete(self);
 }
 
-void on_commit_answer(self_ptr self, const wire::message_ptr& msg) {
-  switch (on_commit_ack(self, msg)) {
-    case commit_barrier::action::early_results: return send_provisional_results_once_received(self);
-    case commit_barrier::action::committed: return finish_commit_if_acked(self);
-    case commit_barrier::action::send_full_state:
-    case commit_barrier::action::none: return;
-  }
-}
-
 }  // namespace
 }  // namespace coordinator_detail
 
@@ -305,7 +305,7 @@ caf::behavior coordinator_actor(caf::stateful_actor<coordinator_state>* self, tr
         const auto env = msg->envelope();
         if (env.isStateRequest()) on_state_request(self, msg);
         else if (env.isContribution()) on_contribution(self, msg);
-        else if (env.isCommitAck()) on_commit_answer(self, msg);
+        else if (env.isCommitAck()) act_on(self, on_commit_ack(st, *msg));
         else if (env.isLoadReply()) {
           if (on_load_reply(self, msg)) on_started(self);
         } else if (env.isMembership()) on_membership(self, msg);
@@ -329,13 +329,12 @@ caf::behavior coordinator_actor(caf::stateful_actor<coordinator_state>* self, tr
         if (!st.loaded()) request_startup_state(self);  // members, then the committed state
         // A commit not acknowledged for a whole tick: refused, or the request or its ack
         // was lost (a head that died). The keeper acknowledges a repeat of the same bytes.
-        if (st.rounds->current_phase() == round_tracker::phase::committing &&
-            st.commit.retry_due(st.now(), st.cfg.commit_retry)) {
-          log_debug(fragment_name(st) + ": round " + std::to_string(st.rounds->committed_round()) +
-                    " not acknowledged by every keeper; sending it again (try " +
-                    std::to_string(st.commit.tries() + 1) + ")");
-          send_commit(self);
-        }
+        const auto retry = st.commit.tick(st.now(), st.cfg.commit_retry);
+        if (!retry.send_to.empty())
+          log_debug(fragment_name(st) + ": round " + std::to_string(st.commit.round()) +
+                    " not acknowledged by every keeper; sending it again (try " + std::to_string(st.commit.tries()) +
+                    ")");
+        act_on(self, retry);
         if (st.has_membership()) report_progress(self);
         resend_round_report_if_due(self);
         self->delayed_send(self, st.cfg.commit_retry, tick_atom::value);

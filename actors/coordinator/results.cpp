@@ -214,21 +214,15 @@ void send_missed_result(self_ptr self, const std::string& worker) {
 // results travel during the keepers' write, fdatasync and acknowledgement instead of after
 // them, and do not slow the commit's own bytes; release() then only confirms it. Nobody
 // applies a round before every keeper has it on disk (S4).
-void send_provisional_results_once_received(self_ptr self) {
+void send_provisional_results(self_ptr self) {
   auto& st = self->state;
-  const auto round = st.rounds->committed_round();
-  if (!st.cfg.early_results || st.rounds->current_phase() != round_tracker::phase::committing || round == 0 ||
-      st.rounds->rule() != round_tracker::update_rule::nesterov || st.provisional_round == round)
-    return;
-  if (!st.commit.every_keeper_has_it()) return;
   const auto update = released_update_frames(st);
-  send_results(st, st.rounds->contributors(), round, st.epoch, frames_to_commit(st).theta_digest,
+  send_results(st, st.rounds->contributors(), st.rounds->committed_round(), st.epoch, frames_to_commit(st).theta_digest,
                update ? nullptr : &committing_theta(st), update, result_form::provisional);
-  st.provisional_round = round;
   ATL_FAULT_POINT("coordinator.provisional");
 }
 
-released_round report_release(self_ptr self, const std::vector<std::string>& contributors) {
+released_round report_release(self_ptr self, const std::vector<std::string>& contributors, bool provisional) {
   auto& st = self->state;
   const auto& result = st.rounds->result();
   released_round r;
@@ -239,7 +233,7 @@ released_round report_release(self_ptr self, const std::vector<std::string>& con
   // DiLoCo round's theta_global is what its commit carried: those frames and their digest
   // serve again (a ddp average was never committed). A result that went out provisional
   // is only confirmed.
-  r.confirm = st.provisional_round == r.round;
+  r.confirm = provisional;
   r.update = released_update_frames(st);
   if (st.rounds->rule() == round_tracker::update_rule::nesterov) {
     r.digest = frames_to_commit(st).theta_digest;
@@ -248,8 +242,7 @@ released_round report_release(self_ptr self, const std::vector<std::string>& con
     r.theta = wire::tensor::from_floats_hashed(result.data(), result.size());
     r.digest = *r.theta->checksum;
   }
-  st.committing.reset();  // the messages hold what they share
-  st.provisional_round.reset();
+  st.commit_frames.reset();  // the messages hold what they share
   // The registry hears of the round before any worker can: a worker's WorkerDone after its
   // last result must not reach the registry before the round that result belongs to.
   report_round(self, contributors, r.digest);
@@ -279,7 +272,7 @@ void report_progress(self_ptr self) {
   const auto phase = st.rounds->current_phase();
   const auto contributors = st.rounds->contributors();
   const bool collecting = phase == round_tracker::phase::collecting;
-  const bool committing = phase == round_tracker::phase::committing;
+  const bool committing = st.commit.committing();
   const auto round = committing ? st.rounds->committed_round() : st.rounds->open_round();
   const auto key = std::string(to_string(phase)) + "/" + std::to_string(round) + "/" +
                    std::to_string(contributors.size()) + "/" + std::to_string(st.commit.acknowledged().size());

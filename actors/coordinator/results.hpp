@@ -13,9 +13,9 @@ namespace atl::coordinator_detail {
 // The committed state of the fragment to `worker`: inline, or a header naming the keepers
 // to fetch it from (a large fragment, or one whose bytes the worker holds: `held_digest`).
 void send_state(self_ptr self, const std::string& worker, std::uint64_t held_digest);
-// diloco.early_results: the committing round's result, provisional, once every keeper has
-// the whole request (once a round).
-void send_provisional_results_once_received(self_ptr self);
+// diloco.early_results: the committing round's result, provisional (when its machine says:
+// every keeper has the whole request).
+void send_provisional_results(self_ptr self);
 // A round released in two steps around the opening of the next (results carry the open
 // round's epoch): first reported to the registry, which hears of a round before any
 // worker can; then the results sent.
@@ -26,7 +26,8 @@ struct released_round {
   std::optional<round_update_frames> update;
   bool confirm = false;  // its result went out provisional: a confirmation follows
 };
-released_round report_release(self_ptr self, const std::vector<std::string>& contributors);
+// `provisional`: the round's result went out provisional (round_commit::settle).
+released_round report_release(self_ptr self, const std::vector<std::string>& contributors, bool provisional);
 void send_released(self_ptr self, const released_round& r);
 void report_progress(self_ptr self);
 // The last committed round's result, whole (fp32 theta_global), to a worker whose late

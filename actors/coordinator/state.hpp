@@ -12,8 +12,8 @@
 #include <caf/actor.hpp>
 #include <caf/actor_clock.hpp>
 
-#include "actors/decisions/commit_barrier.hpp"
 #include "actors/decisions/data_cursor.hpp"
+#include "actors/decisions/round_commit.hpp"
 #include "actors/decisions/round_tracker.hpp"
 #include "actors/shared/membership_delta.hpp"
 #include "runtime/core/actor_id.hpp"
@@ -124,12 +124,14 @@ struct coordinator_state {
   };
   std::deque<round_report> unacked_reports;
   std::chrono::steady_clock::time_point reports_sent;  // when the oldest last went
-  // The committing round's keepers (every one must acknowledge it; from the Membership),
-  // their answers, and its retries (actors/decisions/commit_barrier.hpp).
-  commit_barrier commit;
+  // The committing round: its keepers (every one must acknowledge it; from the
+  // Membership), their answers, its retries and whether its result went out provisional
+  // (actors/decisions/round_commit.hpp: the one place that says a round is committing).
+  round_commit commit;
   // What the committing round sends, made once: its record and the record's frames (the
   // seed: theta and momentum), shared by every keeper's CommitRequest and its resends; the
   // digest of theta_global; and theta as a frame, made only when a result carries it (fp32).
+  // A cache of commit.round()'s bytes, dropped when the round is settled.
   struct committing_frames {
     std::uint64_t round = 0;
     std::uint64_t theta_digest = 0;
@@ -139,9 +141,7 @@ struct coordinator_state {
     std::optional<wire::tensor> theta;
     std::vector<wire::tensor> full_state;  // theta, momentum, residual: for keepers behind
   };
-  std::optional<committing_frames> committing;
-  // The committing round whose result went out provisional: release() confirms it.
-  std::optional<std::uint64_t> provisional_round;
+  std::optional<committing_frames> commit_frames;
   const caf::actor_clock* clock = nullptr;  // steady, or simulated in the protocol fault tests
   std::chrono::steady_clock::time_point now() const { return clock->now(); }
   std::uint64_t round_bytes = 0;
