@@ -1,6 +1,7 @@
 // Protocol tier (tests/protocol_fixture.hpp): a real worker whose coordinator is the test
 // (WorkerRecoveryTest): resends, resyncs, chunked state, seeds, refusals and weights.
 #include <algorithm>
+#include <chrono>
 
 #include "tests/protocol_fixture.hpp"
 
@@ -437,29 +438,35 @@ TEST_F(WorkerRecoveryTest, AStaleEpochRefusalResendsOtherRefusalsResync) {
   EXPECT_TRUE(coord_obs_.wait_for([&] { return seen_locked().first >= 2; })) << "no resync after not_participant";
 }
 
-// A joiner between two slices' rounds: a sharded worker (one fragment in two slices, units
-// coord/0 and coord/1) is given slice 0 at round 1 and slice 1 at round 2, as when slice 0's
-// coordinator was re-placed a round behind. It starts at round 2's step, past slice 0's
-// round 2, and says so at once (StateRequest.skipsRound = 2) instead of leaving that round
-// to wait for a contribution it will never send; slice 0's state of round 2 brings it level,
-// and it then contributes round 3 to both slices.
-TEST_F(WorkerRecoveryTest, AJoinerWhoseSlicesAreARoundApartSaysWhichRoundItSkips) {
+// A sharded worker (one fragment in two slices, units coord/0 and coord/1) joining a run,
+// whose coordinators are probes.
+class SlicedJoinerTest : public WorkerRecoveryTest {
+ protected:
   static constexpr std::size_t values = 2 * 16384;  // two slices of one outer-step block each
-  observations slice1_obs;
-  dir_.add("coord/1", sys_.spawn(probe_actor, &slice1_obs));
-  mailer as_slice1(net_, "coord/1", "cluster-test");
-  worker_config wc;
-  wc.id = "worker/1.0";
-  wc.cluster_id = cluster_.get();
-  wc.run.steps = 1000;
-  wc.run.sync_every = 5;
-  wc.run.shards = 2;
-  wc.run.warm_start = false;
-  replica_factory factory = [](const run_config&, const replica_spec& s) -> std::unique_ptr<replica> {
-    return std::make_unique<fake_replica>(s.rank, 1, nullptr, values);
-  };
-  dir_.add(wc.id, sys_.spawn(worker_actor, static_cast<transport*>(&net_), wc, factory));
-  const auto state_of_slice = [](mailer& as, std::uint32_t unit, std::uint64_t round) {
+
+  SlicedJoinerTest() : as_slice1_(net_, "coord/1", "cluster-test") {
+    dir_.add("coord/1", sys_.spawn(probe_actor, &slice1_obs_));
+  }
+  ~SlicedJoinerTest() override { stop_actors(); }  // before slice1_obs_ goes
+
+  // `step_time`: how long each of its steps takes.
+  void spawn_joiner(std::chrono::milliseconds step_time = std::chrono::milliseconds(0)) {
+    worker_config wc;
+    wc.id = "worker/1.0";
+    wc.cluster_id = cluster_.get();
+    wc.run.steps = 1000;
+    wc.run.sync_every = 5;
+    wc.run.shards = 2;
+    wc.run.warm_start = false;
+    replica_factory factory = [step_time](const run_config&, const replica_spec& s) -> std::unique_ptr<replica> {
+      return std::make_unique<slow_replica>(s.rank, step_time);
+    };
+    dir_.add(wc.id, sys_.spawn(worker_actor, static_cast<transport*>(&net_), wc, factory));
+    ASSERT_TRUE(coord_obs_.wait_for([&] { return seen_locked().first >= 1; }));
+    ASSERT_TRUE(slice1_obs_.wait_for([&] { return !slice1_obs_.received.empty(); }));
+  }
+  // Slice `unit`'s committed state at `round`, from its coordinator.
+  void state_of_slice(std::uint32_t unit, std::uint64_t round) {
     fake_replica initial(0, 1, nullptr, values);
     std::vector<float> whole(values);
     initial.read_fragment(0, whole.data());
@@ -468,28 +475,81 @@ TEST_F(WorkerRecoveryTest, AJoinerWhoseSlicesAreARoundApartSaysWhichRoundItSkips
     fs.setFragment(unit);
     fs.setRound(round);
     out.tensors.push_back(wire::tensor::from_floats(whole.data() + unit * (values / 2), values / 2));
-    as.send("worker/1.0", 1, out);
-  };
-  ASSERT_TRUE(coord_obs_.wait_for([&] { return seen_locked().first >= 1; }));
-  ASSERT_TRUE(slice1_obs.wait_for([&] { return !slice1_obs.received.empty(); }));
-  state_of_slice(as_slice1, 1, 2);
-  state_of_slice(as_coordinator_, 0, 1);
-  const auto skipping = [&] {
-    for (const auto& m : coord_obs_.received)
-      if (m->envelope().isStateRequest() && m->envelope().getStateRequest().getSkipsRound() == 2) return true;
+    (unit == 0 ? as_coordinator_ : as_slice1_).send("worker/1.0", 1, out);
+  }
+  // StateRequests that say the worker skips `round`; whether its first Contribution is to
+  // `round`.
+  static std::size_t skips_of(const observations& obs, std::uint64_t round) {
+    return static_cast<std::size_t>(std::count_if(obs.received.begin(), obs.received.end(), [&](const auto& m) {
+      return m->envelope().isStateRequest() && m->envelope().getStateRequest().getSkipsRound() == round;
+    }));
+  }
+  static bool contributed_round(const observations& obs, std::uint64_t round) {
+    for (const auto& m : obs.received)
+      if (m->envelope().isContribution()) return m->envelope().getContribution().getRound() == round;
     return false;
+  }
+
+  // The fake replica, each step taking `step_time` of simulated time (its timers, such as
+  // the worker's tick, fire during the step).
+  class slow_replica : public fake_replica {
+   public:
+    slow_replica(std::uint32_t rank, std::chrono::milliseconds step_time)
+        : fake_replica(rank, 1, nullptr, values), step_time_(step_time) {}
+    step_result train_step(std::int64_t step) override {
+      if (step_time_.count() > 0) simulation->clock().advance_time(step_time_);
+      return fake_replica::train_step(step);
+    }
+
+   private:
+    std::chrono::milliseconds step_time_;
   };
-  ASSERT_TRUE(coord_obs_.wait_for(skipping)) << "slice 0's coordinator was not told the joiner skips round 2";
+
+  observations slice1_obs_;
+  mailer as_slice1_;
+};
+
+// A joiner between two slices' rounds: given slice 0 at round 1 and slice 1 at round 2, as
+// when slice 0's coordinator was re-placed a round behind. It starts at round 2's step, past
+// slice 0's round 2, and says so at once (StateRequest.skipsRound = 2) instead of leaving that
+// round to wait for a contribution it will never send; slice 0's state of round 2 brings it
+// level, and it then contributes round 3 to both slices.
+TEST_F(SlicedJoinerTest, AJoinerWhoseSlicesAreARoundApartSaysWhichRoundItSkips) {
+  spawn_joiner();
+  state_of_slice(1, 2);
+  state_of_slice(0, 1);
+  ASSERT_TRUE(coord_obs_.wait_for([&] { return skips_of(coord_obs_, 2) >= 1; }))
+      << "slice 0's coordinator was not told the joiner skips round 2";
   EXPECT_EQ(seen().second, 0) << "it trained before slice 0 was level";
 
-  state_of_slice(as_coordinator_, 0, 2);
-  const auto contributed_round_3 = [](const observations& obs) {
-    for (const auto& m : obs.received)
-      if (m->envelope().isContribution()) return m->envelope().getContribution().getRound() == 3;
-    return false;
-  };
-  ASSERT_TRUE(coord_obs_.wait_for([&] { return contributed_round_3(coord_obs_); })) << "slice 0";
-  ASSERT_TRUE(slice1_obs.wait_for([&] { return contributed_round_3(slice1_obs); })) << "slice 1";
+  state_of_slice(0, 2);
+  ASSERT_TRUE(coord_obs_.wait_for([&] { return contributed_round(coord_obs_, 3); })) << "slice 0";
+  ASSERT_TRUE(slice1_obs_.wait_for([&] { return contributed_round(slice1_obs_, 3); })) << "slice 1";
+}
+
+// The worker's tick says the skip again: slice 0's older state adopted a second time while
+// the first skip was on its way (a re-placed coordinator's announcement) is not said again
+// at once (a worker names a round at most once per state_retry, 2 s), and the worker trains
+// on, a round behind on slice 0. Its tick, once 2 s passed, names round 2 again, long
+// before the slow steps reach the next sync point (where it would contribute to slice 0
+// the round it already skipped).
+TEST_F(SlicedJoinerTest, TheTickSaysASkipAgainThatAnAdoptedStateLeftUnsaid) {
+  spawn_joiner(std::chrono::milliseconds(2000));  // the next sync point 10 s away
+  state_of_slice(1, 2);
+  state_of_slice(0, 1);
+  ASSERT_TRUE(coord_obs_.wait_for([&] { return skips_of(coord_obs_, 2) >= 1; }));
+  state_of_slice(0, 1);  // the announcement, adopted: the skip is not said again yet
+  ASSERT_TRUE(run_until([&] { return skips_of(coord_obs_, 2) >= 2 || contributed_round(coord_obs_, 2); },
+                        std::chrono::seconds(30)))
+      << "neither a skip nor a contribution";
+  // The second skip came first: nothing it sent slice 0 before it was a contribution.
+  std::lock_guard<std::mutex> lock(coord_obs_.mu);
+  std::size_t skips = 0;
+  for (const auto& m : coord_obs_.received) {
+    ASSERT_FALSE(m->envelope().isContribution()) << "it reached the sync point of the round it skips first";
+    if (m->envelope().isStateRequest() && m->envelope().getStateRequest().getSkipsRound() == 2 && ++skips == 2) break;
+  }
+  EXPECT_EQ(skips, 2u) << "the tick did not say the skip again";
 }
 
 }  // namespace
