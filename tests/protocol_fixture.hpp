@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -71,6 +72,7 @@ inline void settle(std::chrono::milliseconds span) {
 }
 
 struct observed_round {
+  std::uint32_t fragment = 0;  // the unit, with slices
   std::uint64_t round = 0;
   std::uint64_t digest = 0;
   std::vector<std::string> participants;
@@ -80,6 +82,7 @@ struct observed_round {
 };
 struct observed_ack {
   std::string worker;
+  std::uint32_t fragment = 0;  // the unit, with slices
   std::uint64_t round = 0;
   std::uint64_t digest = 0;
 };
@@ -117,6 +120,7 @@ inline caf::behavior probe_actor(caf::event_based_actor*, observations* obs) {
             obs->held.push_back(env.getStateHeld().getSeedHeld());
           } else if (env.isRoundReport()) {
             observed_round r;
+            r.fragment = env.getRoundReport().getFragment();
             r.round = env.getRoundReport().getRound();
             r.digest = env.getRoundReport().getDigest();
             r.bytes = env.getRoundReport().getBytes();
@@ -127,7 +131,7 @@ inline caf::behavior probe_actor(caf::event_based_actor*, observations* obs) {
           } else if (env.isRoundAck()) {
             const auto ack = env.getRoundAck();
             (ack.getAdopted() ? obs->adopted : obs->digests)
-                .push_back({msg->sender(), ack.getRound(), ack.getDigest()});
+                .push_back({msg->sender(), ack.getFragment(), ack.getRound(), ack.getDigest()});
           } else if (!env.isMembershipRequest() && !env.isProgress() && !env.isEvalReport()) {
             obs->received.push_back(msg);
           }
@@ -138,18 +142,27 @@ inline caf::behavior probe_actor(caf::event_based_actor*, observations* obs) {
 
 // The in-memory transport, recording each message as "receiver kind" (e.g. "registry
 // round_report"). Ids placed elsewhere are still delivered here, but the actors are told
-// they live in another process.
+// they live in another process. A message the drop rule holds for is lost on the way
+// (recorded as "receiver kind dropped").
 class recording_transport : public memory_transport {
  public:
   using memory_transport::memory_transport;
+  using drop_rule = std::function<bool(const std::string& receiver, const wire::message& msg)>;
   void send(const std::string& receiver, wire::frames frames) override {
     auto copy = frames;
     const auto msg = wire::decode(std::move(copy), wire::limits{});
+    bool drop = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      receivers_.push_back(receiver + " " + (msg ? wire::kind_name((*msg)->kind()) : "undecodable"));
+      drop = msg && drop_ && drop_(receiver, **msg);
+      receivers_.push_back(receiver + " " + (msg ? wire::kind_name((*msg)->kind()) : "undecodable") +
+                           (drop ? " dropped" : ""));
     }
-    memory_transport::send(receiver, std::move(frames));
+    if (!drop) memory_transport::send(receiver, std::move(frames));
+  }
+  void drop_when(drop_rule rule) {
+    std::lock_guard<std::mutex> lock(mu_);
+    drop_ = std::move(rule);
   }
   bool delivers_in_process(const std::string& id) const override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -168,6 +181,7 @@ class recording_transport : public memory_transport {
   mutable std::mutex mu_;
   std::set<std::string> elsewhere_;
   std::vector<std::string> receivers_;
+  drop_rule drop_;
 };
 
 // A contribution of raw fp32 values (encode() would refuse the NaN a test sends on purpose).
@@ -249,7 +263,7 @@ class ProtocolTest : public ::testing::Test {
   // What the registry would send: the workers of an epoch.
   // quorum 0: the coordinator's min_workers.
   void send_membership(std::uint64_t epoch, const std::vector<std::string>& workers, std::uint32_t quorum = 0,
-                       const std::vector<std::string>& keepers = {}) {
+                       const std::vector<std::string>& keepers = {}, const std::string& to = "coord/0") {
     mailer as_registry(net_, "registry", cluster_.get());
     wire::outgoing out;
     auto m = out.envelope.initMembership();
@@ -259,7 +273,7 @@ class ProtocolTest : public ::testing::Test {
     for (unsigned i = 0; i < keepers.size(); ++i) keeper_list.set(i, keepers[i]);
     auto list = m.initWorkers(static_cast<unsigned>(workers.size()));
     for (unsigned i = 0; i < workers.size(); ++i) list.set(i, workers[i]);
-    as_registry.send("coord/0", epoch, out);
+    as_registry.send(to, epoch, out);
   }
 
   std::unique_ptr<kv_store> kv_;
