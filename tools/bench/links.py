@@ -7,7 +7,8 @@ shaped with `tc tbf` to R Mbit/s in both directions. No delay is added (netem is
 on these kernels): this measures bandwidth, not latency.
 
 Runs data-parallel, DiLoCo (through one coordinator, and in 4 slices: diloco-sharded), the
-best dense Streaming configuration and the best sparse one (topk16), each shaped and
+best dense Streaming configuration (also in 4 slices: streaming-overlap-int8-ef-sharded) and the
+best sparse one (topk16), each shaped and
 unshaped (the twin), with CURVE keys and each node
 listening (tensors go node to node). Every
 node gets a run dir and the runs use storage.keepers = nodes (the default): the commits go
@@ -49,6 +50,12 @@ RUNS = [
     ("streaming-overlap-int8-ef", H + ["--set", "diloco.fragments=3", "--set", "diloco.codec=int8", "--set",
                                        "diloco.overlap=5", "--set", "diloco.alpha=0.5", "--set",
                                        "diloco.error_feedback=true"], "diloco", 3, "int8"),
+    # The same, each fragment's round reduced in 4 slices: what sharded rounds as the
+    # default would give this configuration.
+    ("streaming-overlap-int8-ef-sharded", H + ["--set", "diloco.fragments=3", "--set", "diloco.codec=int8", "--set",
+                                               "diloco.overlap=5", "--set", "diloco.alpha=0.5", "--set",
+                                               "diloco.error_feedback=true", "--set", "diloco.shards=4"], "diloco", 3,
+     "int8"),
     # The sparse codec's best row of the quality bench (tools/bench/quality.py: no outer
     # momentum, alpha = 0).
     ("streaming-overlap-topk16-ef", H + ["--set", "diloco.fragments=3", "--set", "diloco.codec=topk16", "--set",
