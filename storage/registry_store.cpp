@@ -5,6 +5,9 @@
 namespace atl {
 namespace {
 
+// The data cursor's parts, each under its own key beside its header ("registry.data").
+const std::string data_part_prefix = "registry.data/";
+
 std::string member_key(std::uint32_t node_id) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "node/%08x", node_id);
@@ -38,9 +41,23 @@ status registry_store::save(const registry_snapshot& snap, std::size_t* members_
     batch.push_back(
         {column::meta, "registry.run",
          nlohmann::json{{"config_toml", snap.config_toml}, {"model_signature", snap.model_signature}}.dump()});
-  // The data cursor (its own record, as it grows with the chunks leased) when it changed.
+  // The data cursor (its own records, as it grows with the chunks leased): its header and
+  // each part when they changed, and the parts it no longer has erased.
   const bool cursor_changed = snap.data_cursor != stored_data_cursor_;
   if (cursor_changed) batch.push_back({column::meta, "registry.data", snap.data_cursor});
+  std::vector<const std::pair<const std::string, std::string>*> parts_changed;
+  std::vector<std::string> parts_gone;
+  for (const auto& part : snap.data_cursor_parts) {
+    const auto stored = stored_data_cursor_parts_.find(part.first);
+    if (stored != stored_data_cursor_parts_.end() && stored->second == part.second) continue;
+    parts_changed.push_back(&part);
+    batch.push_back({column::meta, data_part_prefix + part.first, part.second});
+  }
+  for (const auto& [key, _] : stored_data_cursor_parts_) {
+    if (snap.data_cursor_parts.count(key)) continue;
+    parts_gone.push_back(key);
+    batch.push_back({column::meta, data_part_prefix + key, {}, true});
+  }
   std::vector<const member_record*> changed;
   for (const auto& m : snap.members) {
     const auto stored = stored_.find(m.node_id);
@@ -62,6 +79,8 @@ status registry_store::save(const registry_snapshot& snap, std::size_t* members_
   for (const auto* m : changed) stored_[m->node_id] = *m;
   if (run_changed) stored_run_.emplace(snap.config_toml, snap.model_signature);
   if (cursor_changed) stored_data_cursor_ = snap.data_cursor;
+  for (const auto* part : parts_changed) stored_data_cursor_parts_[part->first] = part->second;
+  for (const auto& key : parts_gone) stored_data_cursor_parts_.erase(key);
   written_.saves++;
   written_.members += changed.size();
   for (const auto& w : batch) written_.bytes += w.key.size() + w.value.size();
@@ -105,6 +124,10 @@ expected<std::optional<registry_snapshot>> registry_store::load() {
     auto data = store_.get(column::meta, "registry.data");
     if (!data) return data.err();
     if (*data) snap.data_cursor = **data;
+    auto parts = store_.scan(column::meta, data_part_prefix);
+    if (!parts) return parts.err();
+    for (auto& [key, value] : *parts)
+      snap.data_cursor_parts.emplace(key.substr(data_part_prefix.size()), std::move(value));
     auto rows = store_.scan(column::members, "node/");
     if (!rows) return rows.err();
     for (const auto& [key, value] : *rows) {
@@ -126,6 +149,7 @@ expected<std::optional<registry_snapshot>> registry_store::load() {
     for (const auto& m : snap.members) stored_[m.node_id] = m;
     stored_run_.emplace(snap.config_toml, snap.model_signature);
     stored_data_cursor_ = snap.data_cursor;
+    stored_data_cursor_parts_ = snap.data_cursor_parts;
   } catch (const nlohmann::json::exception& e) {
     return make_error(errc::storage_failure, std::string("corrupt registry record: ") + e.what());
   }

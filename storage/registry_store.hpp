@@ -64,8 +64,12 @@ struct registry_snapshot {
   // match (runtime/core/model_signature.hpp); empty until a node brings one.
   std::string model_signature;
   // The run's data cursor in its stored form (actors/shared/cursor_record.hpp), opaque
-  // here; empty until a worker first leases data.
+  // here; empty until a worker first leases data. A header and its parts (by key), each its
+  // own record: a save writes the parts that changed and erases the ones gone, so that its
+  // bytes follow what changed, not the run's history (a store written before parts has the
+  // whole record in data_cursor and none).
   std::string data_cursor;
+  std::map<std::string, std::string> data_cursor_parts;
 };
 
 class registry_store {
@@ -92,6 +96,7 @@ class registry_store {
   std::map<std::uint32_t, member_record> stored_;  // as on disk after the last save or load
   std::optional<std::pair<std::string, std::string>> stored_run_;  // config_toml, model_signature, likewise
   std::string stored_data_cursor_;  // likewise
+  std::map<std::string, std::string> stored_data_cursor_parts_;  // likewise
 };
 
 }  // namespace atl

@@ -108,6 +108,92 @@ TEST(CursorRecord, ACountLargerThanTheRecordIsRefusedWithoutAllocatingIt) {
 
 // The ledger an export writes: each commit's units, as the order maps its positions, and
 // only up to the exported round of each fragment.
+// A cursor whose chunks span several buckets of two epochs: 3 chunks of 4 units an epoch
+// would fit one bucket, so the chunks here are of one unit, 200 an epoch.
+data_cursor cursor_of_buckets() {
+  auto c = data_cursor::make({200, 1, 1, 2});
+  EXPECT_TRUE(c);
+  for (int i = 0; i < 260; ++i) {  // the whole first epoch and 60 chunks of the second
+    const auto chunk = c->lease("worker/1.0");
+    EXPECT_TRUE(chunk);
+    EXPECT_FALSE(c->tie("worker/1.0", 0, 1, *chunk, c->positions_of(*chunk)));
+  }
+  c->committed(0, 1, 0, {"worker/1.0"}, {});
+  return std::move(*c);
+}
+
+// In parts: the same snapshot back, from a header and buckets of chunks of one epoch each;
+// and a header that is a whole record (a store written before parts) still reads.
+TEST(CursorRecord, InPartsItReadsBackAndAWholeRecordStillReads) {
+  for (auto original : {busy_cursor(), cursor_of_buckets()}) {
+    const auto snap = original.snapshot();
+    const auto parts = encode_cursor_parts(snap);
+    std::size_t chunks_in_buckets = 0;
+    for (const auto& [key, bytes] : parts.buckets) {
+      auto bucket = decode_cursor(bytes);
+      ASSERT_TRUE(bucket);
+      EXPECT_LE(bucket->chunks.size(), cursor_bucket_chunks) << key;
+      chunks_in_buckets += bucket->chunks.size();
+    }
+    EXPECT_EQ(chunks_in_buckets, snap.chunks.size());
+    auto decoded = decode_cursor_parts(parts.header, parts.buckets);
+    ASSERT_TRUE(decoded) << decoded.err().describe();
+    EXPECT_EQ(encode_cursor(*decoded), encode_cursor(snap));
+    auto whole = decode_cursor_parts(encode_cursor(snap), {});
+    ASSERT_TRUE(whole) << whole.err().describe();
+    EXPECT_EQ(encode_cursor(*whole), encode_cursor(snap));
+  }
+  const auto buckets_of = [](std::uint64_t chunks) {
+    return (chunks + cursor_bucket_chunks - 1) / cursor_bucket_chunks;
+  };
+  EXPECT_EQ(encode_cursor_parts(cursor_of_buckets().snapshot()).buckets.size(), buckets_of(200) + buckets_of(60))
+      << "buckets of consecutive chunks, one epoch each";
+}
+
+// One more report changes the header and the bucket of the chunks it touched, not the rest.
+TEST(CursorRecord, AReportChangesOnlyTheBucketsOfTheChunksItTouched) {
+  auto c = cursor_of_buckets();
+  const auto before = encode_cursor_parts(c.snapshot());
+  const auto chunk = c.lease("worker/2.0");
+  ASSERT_TRUE(chunk);
+  EXPECT_FALSE(c.tie("worker/2.0", 0, 2, *chunk, c.positions_of(*chunk)));
+  c.committed(0, 2, 0, {"worker/2.0"}, {});
+  const auto after = encode_cursor_parts(c.snapshot());
+  ASSERT_EQ(after.buckets.size(), before.buckets.size());
+  std::size_t changed = 0;
+  for (const auto& [key, bytes] : after.buckets) changed += before.buckets.at(key) != bytes;
+  EXPECT_EQ(changed, 1u);
+  EXPECT_NE(after.header, before.header);
+}
+
+// A bucket lost, added, damaged or filed under another key, and a damaged header, are refused.
+TEST(CursorRecord, PartsMissingExtraDamagedOrMisfiledAreRefused) {
+  const auto parts = encode_cursor_parts(cursor_of_buckets().snapshot());
+  ASSERT_GE(parts.buckets.size(), 2u);
+  const auto first = parts.buckets.begin(), second = std::next(first);
+  auto missing = parts.buckets;
+  missing.erase(first->first);
+  EXPECT_EQ(decode_cursor_parts(parts.header, missing).err().code, errc::storage_failure);
+  auto extra = parts.buckets;
+  extra.emplace("ffffffffffffffff/0000000000000000", first->second);
+  EXPECT_EQ(decode_cursor_parts(parts.header, extra).err().code, errc::storage_failure);
+  auto swapped = parts.buckets;
+  swapped[first->first] = second->second;
+  swapped[second->first] = first->second;
+  EXPECT_EQ(decode_cursor_parts(parts.header, swapped).err().code, errc::storage_failure);
+  auto damaged = parts.buckets;
+  damaged[first->first][20] ^= 0x10;
+  EXPECT_EQ(decode_cursor_parts(parts.header, damaged).err().code, errc::checksum_mismatch);
+  for (std::size_t i = 0; i < parts.header.size(); ++i) {
+    auto bad = parts.header;
+    bad[i] = static_cast<char>(bad[i] ^ 0x10);
+    ASSERT_FALSE(decode_cursor_parts(bad, parts.buckets)) << "header byte " << i;
+  }
+  EXPECT_EQ(decode_cursor_parts(encode_cursor(cursor_of_buckets().snapshot()), parts.buckets).err().code,
+            errc::storage_failure)
+      << "a whole record with parts beside it";
+}
+
 TEST(DataLedger, ListsTheUnitsEachCommitLearnedUpToTheExportedRounds) {
   auto cursor = data_cursor::make({20, 5, 2, 0});
   ASSERT_TRUE(cursor);

@@ -525,3 +525,75 @@ TEST(DataCursor, ARandomScheduleLearnsNoPositionTwiceAndTheLedgerIsTheRecord) {
 
 }  // namespace
 }  // namespace atl::data
+
+namespace atl::data {
+namespace {
+
+// What a snapshot says of each chunk and of the waiting ties, compared field by field.
+void expect_same_cursor(const cursor_snapshot& a, const cursor_snapshot& b) {
+  ASSERT_EQ(a.chunks.size(), b.chunks.size());
+  for (std::size_t i = 0; i < a.chunks.size(); ++i) {
+    const auto &x = a.chunks[i], &y = b.chunks[i];
+    EXPECT_TRUE(x.id == y.id) << "chunk " << i;
+    EXPECT_EQ(x.state, y.state) << "chunk " << i;
+    EXPECT_EQ(x.holder, y.holder) << "chunk " << i;
+    EXPECT_EQ(x.tied, y.tied) << "chunk " << i;
+    EXPECT_EQ(x.consumed, y.consumed) << "chunk " << i;
+    EXPECT_EQ(x.ledger, y.ledger) << "chunk " << i;
+  }
+  EXPECT_EQ(a.returned, b.returned);
+  ASSERT_EQ(a.ties.size(), b.ties.size());
+  for (std::size_t i = 0; i < a.ties.size(); ++i) {
+    EXPECT_EQ(a.ties[i].worker, b.ties[i].worker);
+    EXPECT_TRUE(a.ties[i].chunk == b.ties[i].chunk);
+    EXPECT_EQ(a.ties[i].positions, b.ties[i].positions);
+  }
+}
+
+// A contribution's pieces are tied all or none: the first refused piece undoes the ones
+// before it, a reopened chunk included, and the cursor is as it was.
+TEST(DataCursor, AContributionsPiecesAreTiedAllOrNone) {
+  struct row {
+    const char* name;
+    bool first_chunk_returned;  // w1 went, and its chunk was returned: the first piece reopens it
+    std::vector<std::pair<int, span>> pieces;  // (which of w1's two chunks, positions)
+    errc expected;
+  };
+  const std::vector<row> rows = {
+      {"two pieces of two chunks", false, {{0, {0, 4}}, {1, {4, 8}}}, errc::none},
+      {"two pieces of one chunk", false, {{0, {0, 2}}, {0, {2, 4}}}, errc::none},
+      {"the second overlaps the first", false, {{0, {0, 3}}, {0, {2, 4}}}, errc::duplicate},
+      {"the second outside its chunk", false, {{0, {0, 4}}, {1, {0, 4}}}, errc::bad_data},
+      {"the second of a chunk leased to another worker", false, {{0, {0, 4}}, {2, {8, 12}}}, errc::not_participant},
+      {"a reopening piece, then a refused one", true, {{0, {0, 4}}, {0, {3, 4}}}, errc::duplicate},
+  };
+  for (const auto& r : rows) {
+    SCOPED_TRACE(r.name);
+    auto c = make_cursor(12, 4, 1);
+    std::vector<chunk_id> chunks;
+    for (const char* w : {"w1", "w1", "w2"}) {
+      const auto leased = c.lease(w);
+      ASSERT_TRUE(leased);
+      chunks.push_back(*leased);
+    }
+    if (r.first_chunk_returned) {
+      c.worker_gone("w1", 0);
+      ASSERT_EQ(c.state_of(chunks[0]), chunk_state::returned);
+    }
+    std::vector<piece> pieces;
+    for (const auto& [which, positions] : r.pieces) pieces.push_back({chunks[which], positions});
+    const auto before = c.snapshot();
+    EXPECT_EQ(c.tie_all("w1", 0, 1, pieces).code, r.expected);
+    if (r.expected == errc::none) {
+      EXPECT_EQ(c.snapshot().ties.size(), before.ties.size() + pieces.size());
+      continue;
+    }
+    expect_same_cursor(c.snapshot(), before);
+    if (r.first_chunk_returned) {
+      EXPECT_EQ(c.lease("w3"), std::optional<chunk_id>{chunks[0]}) << "not returned again";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace atl::data

@@ -316,7 +316,9 @@ TEST(Process, AnExportWritesTheDataLedgerOfTheRoundsItExports) {
       ASSERT_FALSE(cursor->tie("worker/1.0", 0, round, *chunk, cursor->positions_of(*chunk)));
       cursor->committed(0, round, 0, {"worker/1.0"}, {});
     }
-    (*snap)->data_cursor = encode_cursor(cursor->snapshot());
+    auto parts = encode_cursor_parts(cursor->snapshot());
+    (*snap)->data_cursor = std::move(parts.header);
+    (*snap)->data_cursor_parts = std::move(parts.buckets);
     ASSERT_FALSE(store.save(**snap));
   }
   auto [export_code, export_out] = run_command({ATOLL_BIN, "export", "--run-dir", run_dir, "--out", dir.sub("model.pt"),

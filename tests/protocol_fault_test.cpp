@@ -333,7 +333,7 @@ struct simulated_node {
 std::string check_data(kv_store& registry_db, const run_record& rec, bool node_died) {
   auto saved = registry_store(registry_db).load();
   if (!saved || !*saved || (*saved)->data_cursor.empty()) return "D1: the head saved no data cursor";
-  auto cursor = decode_cursor((*saved)->data_cursor);
+  auto cursor = decode_cursor_parts((*saved)->data_cursor, (*saved)->data_cursor_parts);
   if (!cursor) return "D1: the saved cursor does not decode: " + cursor.err().describe();
   using position = std::pair<std::uint64_t, std::uint64_t>;  // (epoch, position)
   std::map<std::uint32_t, std::set<position>> learned;

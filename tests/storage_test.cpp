@@ -514,6 +514,39 @@ TEST(RegistryStore, ASaveWritesTheRunAndOnlyTheMembersThatChangedAndForgetsNothi
   EXPECT_EQ(written, 0u) << "nothing changed since the load";
 }
 
+// The data cursor's parts: each written when it changed, erased when gone, read back with
+// its header; a failed batch forgets nothing (the part is written with the next).
+TEST(RegistryStore, ADataCursorPartIsWrittenWhenItChangedAndErasedWhenGone) {
+  testing::refusing_store kv(errc::storage_failure, "disk full");
+  registry_snapshot snap;
+  snap.cluster_id = "c";
+  snap.data_cursor = "header";
+  snap.data_cursor_parts = {{"0/0", "bucket zero"}, {"0/1", "bucket one"}};
+  registry_store store(kv);
+  ASSERT_FALSE(store.save(snap));
+  EXPECT_EQ(kv.last_batch, 5u) << "the registry's record, the run's, the header and both parts";
+  snap.data_cursor = "header 2";
+  snap.data_cursor_parts["0/1"] = "bucket one, changed";
+  kv.refuse = true;
+  EXPECT_TRUE(store.save(snap));
+  kv.refuse = false;
+  ASSERT_FALSE(store.save(snap));
+  EXPECT_EQ(kv.last_batch, 3u) << "the registry's record, the header and the changed part";
+  ASSERT_FALSE(store.save(snap));
+  EXPECT_EQ(kv.last_batch, 1u) << "nothing of the cursor when it did not change";
+  snap.data_cursor_parts.erase("0/0");
+  snap.data_cursor_parts["0/2"] = "bucket two";
+  ASSERT_FALSE(store.save(snap));
+  EXPECT_EQ(kv.last_batch, 3u) << "the registry's record, the new part and the one gone";
+  registry_store reader(kv);
+  auto loaded = reader.load();
+  ASSERT_TRUE(loaded && loaded->has_value());
+  EXPECT_EQ((*loaded)->data_cursor, "header 2");
+  EXPECT_EQ((*loaded)->data_cursor_parts, snap.data_cursor_parts);
+  ASSERT_FALSE(reader.save(**loaded));
+  EXPECT_EQ(kv.last_batch, 1u) << "nothing of the cursor changed since the load";
+}
+
 TEST(RegistryStore, ASnapshotFromBeforeHandOversReadsItsReplicasAsKeeperOneAndTwo) {
   testing::temp_dir dir;
   auto db = open_rocksdb_store(dir.sub("db"));

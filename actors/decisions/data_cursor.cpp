@@ -235,6 +235,29 @@ status data_cursor::tie(const std::string& worker, std::uint32_t fragment, std::
   return {};
 }
 
+status data_cursor::tie_all(const std::string& worker, std::uint32_t fragment, std::uint64_t round,
+                            const std::vector<piece>& pieces) {
+  // What tie() may change: the records of the pieces' chunks (it creates none), the waiting
+  // ties (it only appends), and the returned and awaiting sets (a reopen or a settle moves
+  // a chunk in or out of them; both hold chunks in flight, not the run's history).
+  std::map<chunk_id, chunk_record> chunks_before;
+  for (const auto& p : pieces)
+    if (auto it = chunks_.find(p.chunk); it != chunks_.end()) chunks_before.emplace(p.chunk, it->second);
+  const auto ties_before = ties_.size();
+  const auto returned_before = returned_;
+  const auto awaiting_before = awaiting_commits_;
+  for (const auto& p : pieces) {
+    if (auto err = tie(worker, fragment, round, p.chunk, p.positions)) {
+      for (auto& [id, record] : chunks_before) chunks_.at(id) = std::move(record);
+      ties_.resize(ties_before);
+      returned_ = returned_before;
+      awaiting_commits_ = awaiting_before;
+      return err;
+    }
+  }
+  return {};
+}
+
 void data_cursor::consume(const tie_record& t, std::uint64_t committed_in) {
   auto& c = chunks_.at(t.chunk);
   add_span(c.consumed[t.fragment], t.positions);

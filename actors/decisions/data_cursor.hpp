@@ -160,6 +160,11 @@ class data_cursor {
   // range (unknown_fragment), positions outside the chunk or none (bad_data), positions
   // tied before for the fragment (duplicate).
   status tie(const std::string& worker, std::uint32_t fragment, std::uint64_t round, chunk_id chunk, span positions);
+  // (2) for every piece of one contribution, all or none: the first refusal undoes the
+  // pieces tied before it and is returned. Its cost is the pieces', not the cursor's (a
+  // report of M contributions used to copy the whole cursor M times).
+  status tie_all(const std::string& worker, std::uint32_t fragment, std::uint64_t round,
+                 const std::vector<piece>& pieces);
   // (3) fragment's round, opened at membership `epoch`, committed, taking the on-time
   // contributions of `taken` and the previous round's of `late`.
   void committed(std::uint32_t fragment, std::uint64_t round, std::uint64_t epoch,

@@ -10,7 +10,7 @@ namespace atl::registry_detail {
 void restore_data_cursor(self_ptr self) {
   auto& st = self->state;
   if (st.snap.data_cursor.empty()) return;  // no worker leased data before the restart
-  auto snap = decode_cursor(st.snap.data_cursor);
+  auto snap = decode_cursor_parts(st.snap.data_cursor, st.snap.data_cursor_parts);
   auto cursor = snap ? data::data_cursor::restore(*snap) : expected<data::data_cursor>(snap.err());
   if (!cursor) {
     // The run's record of which data its model learned is damaged: leasing from a fresh
@@ -24,22 +24,16 @@ void restore_data_cursor(self_ptr self) {
 
 bool save_cursor(self_ptr self) {
   auto& st = self->state;
-  st.snap.data_cursor = encode_cursor(st.data->snapshot());
+  // In parts: the save writes the header and the buckets this change touched.
+  auto parts = encode_cursor_parts(st.data->snapshot());
+  st.snap.data_cursor = std::move(parts.header);
+  st.snap.data_cursor_parts = std::move(parts.buckets);
   return persist(self);
 }
 
 status tie_pieces(self_ptr self, const std::string& worker, std::uint32_t fragment, std::uint64_t round,
                   capnp::List<schema::DataPiece>::Reader pieces) {
-  auto& st = self->state;
-  auto before = st.data->snapshot();
-  for (const auto& p : read_data_pieces(pieces)) {
-    if (auto err = st.data->tie(worker, fragment, round, p.chunk, p.positions)) {
-      auto restored = data::data_cursor::restore(before);
-      if (restored) st.data = std::move(*restored);
-      return err;
-    }
-  }
-  return {};
+  return self->state.data->tie_all(worker, fragment, round, read_data_pieces(pieces));
 }
 
 bool data_committed(self_ptr self, const wire::message& msg, const std::vector<std::string>& taken,

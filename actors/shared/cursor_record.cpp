@@ -1,5 +1,6 @@
 #include "actors/shared/cursor_record.hpp"
 
+#include <cstdio>
 #include <cstring>
 
 #include "runtime/core/digest.hpp"
@@ -84,36 +85,44 @@ class reader {
   std::size_t pos_, end_;
 };
 
+// The record's first fields: magic, version, config, lease position.
+std::string record_start(const data::cursor_config& config, std::uint64_t lease_epoch, std::uint64_t next_fresh) {
+  std::string out(magic, sizeof magic);
+  put(out, version);
+  put(out, config.units);
+  put(out, config.chunk);
+  put(out, config.fragments);
+  put(out, config.epochs);
+  put(out, lease_epoch);
+  put(out, next_fresh);
+  return out;
+}
+
+void put_chunk_entry(std::string& out, const cursor_snapshot::chunk_entry& c) {
+  put_chunk(out, c.id);
+  put(out, static_cast<std::uint8_t>(c.state));
+  put_string(out, c.holder);
+  put(out, static_cast<std::uint8_t>(c.holder_gone));
+  put(out, c.gone_epoch);
+  put(out, static_cast<std::uint32_t>(c.tied.size()));
+  for (std::size_t f = 0; f < c.tied.size(); ++f) {
+    put_spans(out, c.tied[f]);
+    put_spans(out, f < c.consumed.size() ? c.consumed[f] : std::vector<span>{});
+  }
+  put(out, static_cast<std::uint32_t>(c.ledger.size()));
+  for (const auto& l : c.ledger) {
+    put(out, l.fragment);
+    put(out, l.round);
+    put_span(out, l.positions);
+  }
+}
+
 }  // namespace
 
 std::string encode_cursor(const cursor_snapshot& snap) {
-  std::string out(magic, sizeof magic);
-  put(out, version);
-  put(out, snap.config.units);
-  put(out, snap.config.chunk);
-  put(out, snap.config.fragments);
-  put(out, snap.config.epochs);
-  put(out, snap.lease_epoch);
-  put(out, snap.next_fresh);
+  auto out = record_start(snap.config, snap.lease_epoch, snap.next_fresh);
   put(out, static_cast<std::uint32_t>(snap.chunks.size()));
-  for (const auto& c : snap.chunks) {
-    put_chunk(out, c.id);
-    put(out, static_cast<std::uint8_t>(c.state));
-    put_string(out, c.holder);
-    put(out, static_cast<std::uint8_t>(c.holder_gone));
-    put(out, c.gone_epoch);
-    put(out, static_cast<std::uint32_t>(c.tied.size()));
-    for (std::size_t f = 0; f < c.tied.size(); ++f) {
-      put_spans(out, c.tied[f]);
-      put_spans(out, f < c.consumed.size() ? c.consumed[f] : std::vector<span>{});
-    }
-    put(out, static_cast<std::uint32_t>(c.ledger.size()));
-    for (const auto& l : c.ledger) {
-      put(out, l.fragment);
-      put(out, l.round);
-      put_span(out, l.positions);
-    }
-  }
+  for (const auto& c : snap.chunks) put_chunk_entry(out, c);
   put(out, static_cast<std::uint32_t>(snap.returned.size()));
   for (const auto& id : snap.returned) put_chunk(out, id);
   put(out, static_cast<std::uint32_t>(snap.ties.size()));
@@ -207,6 +216,102 @@ expected<cursor_snapshot> decode_cursor(const std::string& in) {
       if (!r.field(e)) return corrupt("truncated commit epochs");
   }
   if (!r.at_end()) return corrupt("bytes past the last field");
+  return snap;
+}
+
+namespace {
+
+constexpr char parts_magic[4] = {'A', 'T', 'D', 'P'};
+constexpr std::uint32_t parts_version = 1;
+
+std::uint64_t bucket_of(data::chunk_id chunk) { return chunk.index / cursor_bucket_chunks; }
+
+}  // namespace
+
+std::string cursor_bucket_key(data::chunk_id chunk) {
+  char key[40];
+  std::snprintf(key, sizeof key, "%016llx/%016llx", static_cast<unsigned long long>(chunk.epoch),
+                static_cast<unsigned long long>(bucket_of(chunk)));
+  return key;
+}
+
+cursor_parts encode_cursor_parts(const cursor_snapshot& snap) {
+  cursor_parts parts;
+  // Each bucket: a record of the run's config and its chunks alone (what encode_cursor
+  // writes for them), made without copying them.
+  const auto start = record_start(snap.config, 0, 0);
+  for (std::size_t first = 0; first < snap.chunks.size();) {
+    const auto id = snap.chunks[first].id;
+    const auto same_bucket = [&](data::chunk_id other) {
+      return other.epoch == id.epoch && bucket_of(other) == bucket_of(id);
+    };
+    std::size_t end = first + 1;
+    while (end < snap.chunks.size() && same_bucket(snap.chunks[end].id)) ++end;
+    std::string out = start;
+    put(out, static_cast<std::uint32_t>(end - first));
+    for (std::size_t i = first; i < end; ++i) put_chunk_entry(out, snap.chunks[i]);
+    for (int empty = 0; empty < 4; ++empty) put(out, std::uint32_t{0});  // returned, ties, recent, commit epochs
+    put(out, digest64(out.data(), out.size()));
+    parts.buckets.emplace(cursor_bucket_key(id), std::move(out));
+    first = end;
+  }
+  cursor_snapshot rest;  // everything but the chunks
+  rest.config = snap.config;
+  rest.lease_epoch = snap.lease_epoch;
+  rest.next_fresh = snap.next_fresh;
+  rest.returned = snap.returned;
+  rest.ties = snap.ties;
+  rest.recent = snap.recent;
+  rest.commit_epochs = snap.commit_epochs;
+  const auto inner = encode_cursor(rest);
+  parts.header.assign(parts_magic, sizeof parts_magic);
+  put(parts.header, parts_version);
+  put(parts.header, static_cast<std::uint64_t>(snap.chunks.size()));
+  put(parts.header, static_cast<std::uint32_t>(parts.buckets.size()));
+  put(parts.header, static_cast<std::uint32_t>(inner.size()));
+  parts.header += inner;
+  put(parts.header, digest64(parts.header.data(), parts.header.size()));
+  return parts;
+}
+
+expected<cursor_snapshot> decode_cursor_parts(const std::string& header,
+                                              const std::map<std::string, std::string>& buckets) {
+  const auto corrupt = [](const std::string& why) {
+    return make_error(errc::storage_failure, "corrupt data cursor record: " + why);
+  };
+  if (header.size() >= sizeof magic && std::memcmp(header.data(), magic, sizeof magic) == 0) {
+    if (!buckets.empty()) return corrupt("a whole record with parts beside it");
+    return decode_cursor(header);
+  }
+  std::uint64_t stored = 0, chunks = 0;
+  std::uint32_t v = 0, bucket_count = 0, inner_size = 0;
+  if (header.size() < sizeof parts_magic + sizeof stored ||
+      std::memcmp(header.data(), parts_magic, sizeof parts_magic) != 0)
+    return corrupt("bad magic");
+  const std::size_t end = header.size() - sizeof stored;
+  std::memcpy(&stored, header.data() + end, sizeof stored);
+  if (digest64(header.data(), end) != stored)
+    return make_error(errc::checksum_mismatch, "data cursor record: the checksum of its header does not match");
+  reader r(header, sizeof parts_magic, end);
+  if (!r.field(v) || v != parts_version) return corrupt("unknown version of its header");
+  if (!r.field(chunks) || !r.field(bucket_count) || !r.field(inner_size) || sizeof parts_magic + 20 + inner_size != end)
+    return corrupt("truncated header");
+  auto snap = decode_cursor(header.substr(sizeof parts_magic + 20, inner_size));
+  if (!snap) return snap.err();
+  if (!snap->chunks.empty()) return corrupt("chunks in its header");
+  if (buckets.size() != bucket_count)
+    return corrupt(std::to_string(buckets.size()) + " buckets of chunks where its header says " +
+                   std::to_string(bucket_count));
+  for (const auto& [key, bytes] : buckets) {  // in key order: chunk order
+    auto bucket = decode_cursor(bytes);
+    if (!bucket) return bucket.err();
+    for (auto& c : bucket->chunks) {
+      if (cursor_bucket_key(c.id) != key) return corrupt("a chunk under another bucket's key " + key);
+      snap->chunks.push_back(std::move(c));
+    }
+  }
+  if (snap->chunks.size() != chunks)
+    return corrupt(std::to_string(snap->chunks.size()) + " chunks where its header says " + std::to_string(chunks));
   return snap;
 }
 

@@ -99,6 +99,7 @@ struct run_stores {
   std::string head_dir;
   std::string model_signature;  // run.example = external: the model's, from the registry
   std::string data_cursor;  // the run's data cursor, stored form; empty: no worker leased data
+  std::map<std::string, std::string> data_cursor_parts;  // and its parts (cursor_record.hpp)
   std::vector<keeper_source> sources;
 };
 
@@ -126,7 +127,12 @@ expected<run_stores> open_run(const export_options& opt) {
     return make_error(errc::not_ready, (opt.registry.empty() ? *head_dir : opt.registry) + " holds no run yet");
   auto cfg = parse_config_text((*snap)->config_toml, "stored config");
   if (!cfg) return cfg.err();
-  run_stores run{*cfg, head_dir ? *head_dir : opt.run_dir, (*snap)->model_signature, (*snap)->data_cursor, {}};
+  run_stores run{*cfg,
+                 head_dir ? *head_dir : opt.run_dir,
+                 (*snap)->model_signature,
+                 (*snap)->data_cursor,
+                 (*snap)->data_cursor_parts,
+                 {}};
   if (head_db) {
     run.sources.push_back({*head_dir + "/db", std::move(head_db), nullptr});
     run.sources.back().checkpoints =
@@ -153,7 +159,7 @@ expected<std::vector<checkpoint_summary>> stored_rounds(const run_stores& run) {
 expected<std::string> ledger_of(const run_stores& run, const std::vector<checkpoint_summary>& chosen) {
   if (run.data_cursor.empty())
     return make_error(errc::not_ready, "the run has no data ledger: no worker has leased data from its cursor");
-  auto snap = decode_cursor(run.data_cursor);
+  auto snap = decode_cursor_parts(run.data_cursor, run.data_cursor_parts);
   if (!snap) return make_error(snap.err().code, "the run's data cursor: " + snap.err().describe());
   auto whole = data::data_cursor::restore(*snap);  // refuses a record that does not hold together
   if (!whole) return make_error(whole.err().code, "the run's data cursor: " + whole.err().describe());
