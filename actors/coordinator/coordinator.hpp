@@ -59,10 +59,10 @@
 //   results.cpp             results, committed state, reports and progress sent
 //   commit.cpp facts.cpp    a round's commit to its keepers, and their answers; what
 //                           the pure decisions are asked (held_requests.hpp)
+//   base.hpp, state.hpp     the actor pointer and log name; configuration and state
 // The committing round has one home, actors/decisions/round_commit.hpp: a pure machine
 // whose edges return what to send (the round to keepers, the provisional result, the
 // release), which the shell runs (act_on).
-//   base.hpp, state.hpp     the actor pointer and log name; configuration and state
 #include <string>
 
 #include <caf/stateful_actor.hpp>

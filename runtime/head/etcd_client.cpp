@@ -141,9 +141,15 @@ expected<std::string> etcd_client::call(const std::string& path, const std::stri
       return make_error(errc::invalid_config, "etcd refused " + path + ": " + message);
     }
   }
-  return make_error(
-      without_quorum ? errc::not_ready : errc::timeout,
-      std::string(without_quorum ? "no etcd member has a quorum" : "no etcd member answered") + " (" + tried + ")");
+  // etcd's gateway drops the connection of a request past its --max-request-bytes (1.5 MiB by
+  // default) instead of answering: say so, or the refusal reads as members that are down.
+  const std::string too_large = body.size() > etcd_default_max_request_bytes
+                                    ? "; the request was " + std::to_string(body.size()) +
+                                          " bytes, past etcd's default --max-request-bytes (1.5 MiB)"
+                                    : "";
+  return make_error(without_quorum ? errc::not_ready : errc::timeout,
+                    std::string(without_quorum ? "no etcd member has a quorum" : "no etcd member answered") + " (" +
+                        tried + too_large + ")");
 }
 
 status etcd_client::put(const std::string& key, const std::string& value, std::int64_t lease) {

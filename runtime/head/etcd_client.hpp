@@ -46,6 +46,8 @@ struct etcd_write {
 
 // etcd refuses a transaction of more operations than this (its --max-txn-ops default).
 inline constexpr std::size_t etcd_max_txn_ops = 128;
+// The largest request etcd takes by default (its --max-request-bytes).
+inline constexpr std::size_t etcd_default_max_request_bytes = 1536 * 1024;
 
 class etcd_client {
  public:
