@@ -1,6 +1,8 @@
 // The data cursor's stored form (actors/shared/cursor_record.hpp): what is written reads
 // back to a cursor that goes on as the original would; damaged bytes are refused, typed.
 #include <cstring>
+#include <map>
+#include <random>
 
 #include <gtest/gtest.h>
 
@@ -192,6 +194,61 @@ TEST(CursorRecord, PartsMissingExtraDamagedOrMisfiledAreRefused) {
   EXPECT_EQ(decode_cursor_parts(encode_cursor(cursor_of_buckets().snapshot()), parts.buckets).err().code,
             errc::storage_failure)
       << "a whole record with parts beside it";
+}
+
+// Parts kept up to date from the changed chunks alone are the parts made from the whole
+// cursor, after every step of random leases, ties (single, all-or-none, refused), commits,
+// workers gone and the run's end: no change to a chunk goes unnoticed. From no parts (a
+// whole record read), the first update makes every bucket.
+TEST(CursorRecord, PartsUpdatedFromTheChangedChunksAreThePartsOfTheWholeCursor) {
+  for (const std::uint32_t seed : {1u, 2u, 3u}) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937 rng(seed);
+    auto made = data_cursor::make({700, 1, 2, 3});  // 700 chunks an epoch: three buckets each
+    ASSERT_TRUE(made);
+    auto& c = *made;
+    cursor_parts parts;
+    const std::vector<std::string> workers = {"worker/1.0", "worker/2.0", "worker/3.0", "worker/4.0"};
+    std::map<std::string, std::vector<chunk_id>> held;
+    std::uint64_t round[2] = {1, 1};
+    for (int step = 0; step < 3000; ++step) {
+      const auto& w = workers[rng() % workers.size()];
+      const auto fragment = static_cast<std::uint32_t>(rng() % 2);
+      const auto op = rng() % 16;
+      switch (op < 7 ? 0 : op < 11 ? 1 : op < 15 ? 2 : 3) {
+        case 0: {
+          if (auto chunk = c.lease(w)) held[w].push_back(*chunk);
+          break;
+        }
+        case 1: {  // one piece, or two (the second may be refused: all or none)
+          if (held[w].empty()) break;
+          const auto chunk = held[w][rng() % held[w].size()];
+          const auto whole = c.positions_of(chunk);
+          std::vector<data::piece> pieces = {{chunk, whole}};
+          if (rng() % 3 == 0) pieces.push_back({held[w].back(), c.positions_of(held[w].back())});
+          (void)c.tie_all(w, fragment, round[fragment], pieces);
+          break;
+        }
+        case 2: {
+          std::vector<std::string> taken, late;
+          for (const auto& x : workers) (rng() % 4 ? taken : late).push_back(x);
+          c.committed(fragment, round[fragment]++, 0, taken, late);
+          break;
+        }
+        default:
+          c.worker_gone(w, 0);
+          held[w].clear();
+          break;
+      }
+      if (step == 2900) c.run_finished();
+      if (step == 1500) parts = cursor_parts{encode_cursor(c.snapshot()), {}};  // read from a whole record
+      update_cursor_parts(c, c.take_changed(), parts);
+      const auto whole = encode_cursor_parts(c.snapshot());
+      ASSERT_EQ(parts.header, whole.header) << "step " << step;
+      ASSERT_EQ(parts.buckets, whole.buckets) << "step " << step;
+    }
+    EXPECT_GE(parts.buckets.size(), 2u) << "a cursor of more than one bucket";
+  }
 }
 
 TEST(DataLedger, ListsTheUnitsEachCommitLearnedUpToTheExportedRounds) {

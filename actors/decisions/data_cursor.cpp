@@ -88,17 +88,9 @@ expected<data_cursor> data_cursor::make(const cursor_config& config) {
 }
 
 cursor_snapshot data_cursor::snapshot() const {
-  cursor_snapshot snap;
-  snap.config = config_;
-  snap.lease_epoch = lease_epoch_;
-  snap.next_fresh = next_fresh_;
+  auto snap = snapshot_without_chunks();
   for (const auto& [id, c] : chunks_)
     snap.chunks.push_back({id, c.state, c.holder, c.holder_gone, c.tied, c.consumed, c.ledger, c.gone_epoch});
-  snap.returned = returned_;
-  snap.ties = ties_;
-  for (const auto& [fragment, rounds] : recent_)
-    for (const auto& [round, commit] : rounds) snap.recent.push_back({fragment, round, commit.taken, commit.late});
-  snap.commit_epochs = commit_epochs_;
   return snap;
 }
 
@@ -169,6 +161,34 @@ span data_cursor::positions_of(chunk_id chunk) const {
   return {begin, begin + std::min(config_.chunk, config_.units - begin)};  // no sum past 2^64
 }
 
+cursor_snapshot data_cursor::snapshot_without_chunks() const {
+  cursor_snapshot snap;
+  snap.config = config_;
+  snap.lease_epoch = lease_epoch_;
+  snap.next_fresh = next_fresh_;
+  snap.returned = returned_;
+  snap.ties = ties_;
+  for (const auto& [fragment, rounds] : recent_)
+    for (const auto& [round, commit] : rounds) snap.recent.push_back({fragment, round, commit.taken, commit.late});
+  snap.commit_epochs = commit_epochs_;
+  return snap;
+}
+
+std::vector<cursor_snapshot::chunk_entry> data_cursor::chunks_between(chunk_id first, chunk_id last) const {
+  std::vector<cursor_snapshot::chunk_entry> out;
+  for (auto it = chunks_.lower_bound(first); it != chunks_.end() && !(last < it->first); ++it) {
+    const auto& [id, c] = *it;
+    out.push_back({id, c.state, c.holder, c.holder_gone, c.tied, c.consumed, c.ledger, c.gone_epoch});
+  }
+  return out;
+}
+
+std::vector<chunk_id> data_cursor::take_changed() {
+  std::vector<chunk_id> out(changed_.begin(), changed_.end());
+  changed_.clear();
+  return out;
+}
+
 std::optional<chunk_id> data_cursor::lease(const std::string& worker) {
   chunk_id id;
   if (!returned_.empty()) {
@@ -183,6 +203,7 @@ std::optional<chunk_id> data_cursor::lease(const std::string& worker) {
     id = {lease_epoch_, next_fresh_++};
   }
   auto& c = chunks_[id];
+  changed_.insert(id);
   c = chunk_record{};
   c.holder = worker;
   c.tied.assign(config_.fragments, {});
@@ -208,6 +229,7 @@ status data_cursor::tie(const std::string& worker, std::uint32_t fragment, std::
   auto& c = it->second;
   if (overlaps(c.tied[fragment], positions))
     return make_error(errc::duplicate, "data cursor: positions already tied for fragment " + std::to_string(fragment));
+  changed_.insert(chunk);
   if (reopen) {
     c.state = chunk_state::leased;
     returned_.erase(std::remove(returned_.begin(), returned_.end(), chunk), returned_.end());
@@ -248,7 +270,10 @@ status data_cursor::tie_all(const std::string& worker, std::uint32_t fragment, s
   const auto awaiting_before = awaiting_commits_;
   for (const auto& p : pieces) {
     if (auto err = tie(worker, fragment, round, p.chunk, p.positions)) {
-      for (auto& [id, record] : chunks_before) chunks_.at(id) = std::move(record);
+      for (auto& [id, record] : chunks_before) {
+        chunks_.at(id) = std::move(record);
+        changed_.insert(id);  // its bytes are what they were, but a bucket said again is harmless
+      }
       ties_.resize(ties_before);
       returned_ = returned_before;
       awaiting_commits_ = awaiting_before;
@@ -260,6 +285,7 @@ status data_cursor::tie_all(const std::string& worker, std::uint32_t fragment, s
 
 void data_cursor::consume(const tie_record& t, std::uint64_t committed_in) {
   auto& c = chunks_.at(t.chunk);
+  changed_.insert(t.chunk);
   add_span(c.consumed[t.fragment], t.positions);
   c.ledger.push_back({t.fragment, committed_in, t.positions});
 }
@@ -300,6 +326,7 @@ void data_cursor::worker_gone(const std::string& worker, std::uint64_t epoch) {
   std::vector<chunk_id> held;
   for (auto& [id, c] : chunks_)
     if (c.state == chunk_state::leased && c.holder == worker && !c.holder_gone) {
+      changed_.insert(id);
       c.holder_gone = true;
       c.gone_epoch = epoch;
       held.push_back(id);
@@ -311,6 +338,7 @@ void data_cursor::run_finished() {
   const std::vector<chunk_id> waiting(awaiting_commits_.begin(), awaiting_commits_.end());
   for (const auto& id : waiting) {
     chunks_.at(id).gone_epoch = 0;
+    changed_.insert(id);
     settle(id);
   }
 }
@@ -348,6 +376,7 @@ void data_cursor::settle(chunk_id chunk) {
     return;
   }
   awaiting_commits_.erase(chunk);
+  changed_.insert(chunk);
   if (all(c.consumed)) {
     c.state = chunk_state::consumed;
   } else if (!c.ledger.empty()) {

@@ -152,6 +152,14 @@ class data_cursor {
   // the wrong number of fragments) is refused (bad_data), as a damaged store would be.
   static expected<data_cursor> restore(const cursor_snapshot& snap);
   cursor_snapshot snapshot() const;
+  // What a save in parts reads (actors/shared/cursor_record.hpp, update_cursor_parts): all
+  // but the chunks; the chunks of [first, last]; the chunks changed since the last call
+  // (every change to a chunk is noted; none after restore), so that a save costs what
+  // changed, not the run's history.
+  cursor_snapshot snapshot_without_chunks() const;
+  std::vector<cursor_snapshot::chunk_entry> chunks_between(chunk_id first, chunk_id last) const;
+  std::vector<chunk_id> take_changed();
+  std::size_t chunk_count() const { return chunks_.size(); }
 
   // (1) The next chunk for `worker`, nullopt once every epoch of the run is leased.
   std::optional<chunk_id> lease(const std::string& worker);
@@ -219,6 +227,7 @@ class data_cursor {
   std::vector<std::uint64_t> commit_epochs_;  // per fragment: its newest commit's epoch
   // Leased chunks of gone holders that wait for the fragments' commits (derived, not stored).
   std::set<chunk_id> awaiting_commits_;
+  std::set<chunk_id> changed_;  // since take_changed (not stored)
 };
 
 }  // namespace atl::data

@@ -24,8 +24,10 @@ void restore_data_cursor(self_ptr self) {
 
 bool save_cursor(self_ptr self) {
   auto& st = self->state;
-  // In parts: the save writes the header and the buckets this change touched.
-  auto parts = encode_cursor_parts(st.data->snapshot());
+  // In parts, made again only where chunks changed: the save writes the header and the
+  // buckets this change touched, and costs what changed, not the run's history.
+  cursor_parts parts{std::move(st.snap.data_cursor), std::move(st.snap.data_cursor_parts)};
+  update_cursor_parts(*st.data, st.data->take_changed(), parts);
   st.snap.data_cursor = std::move(parts.header);
   st.snap.data_cursor_parts = std::move(parts.buckets);
   return persist(self);

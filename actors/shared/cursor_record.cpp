@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <set>
 
 #include "runtime/core/digest.hpp"
 #include "storage/binary_fields.hpp"
@@ -235,11 +236,37 @@ std::string cursor_bucket_key(data::chunk_id chunk) {
   return key;
 }
 
+namespace {
+
+// A bucket: a record of the run's config and its chunks [first, last) alone (what
+// encode_cursor writes for them), made without copying them.
+std::string encode_bucket(const data::cursor_config& config, const cursor_snapshot::chunk_entry* first,
+                          const cursor_snapshot::chunk_entry* last) {
+  auto out = record_start(config, 0, 0);
+  put(out, static_cast<std::uint32_t>(last - first));
+  for (auto* c = first; c != last; ++c) put_chunk_entry(out, *c);
+  for (int empty = 0; empty < 4; ++empty) put(out, std::uint32_t{0});  // returned, ties, recent, commit epochs
+  put(out, digest64(out.data(), out.size()));
+  return out;
+}
+
+// The header: `rest` (a snapshot without its chunks), the number of chunks and of buckets.
+std::string encode_header(const cursor_snapshot& rest, std::uint64_t chunks, std::size_t buckets) {
+  const auto inner = encode_cursor(rest);
+  std::string header(parts_magic, sizeof parts_magic);
+  put(header, parts_version);
+  put(header, chunks);
+  put(header, static_cast<std::uint32_t>(buckets));
+  put(header, static_cast<std::uint32_t>(inner.size()));
+  header += inner;
+  put(header, digest64(header.data(), header.size()));
+  return header;
+}
+
+}  // namespace
+
 cursor_parts encode_cursor_parts(const cursor_snapshot& snap) {
   cursor_parts parts;
-  // Each bucket: a record of the run's config and its chunks alone (what encode_cursor
-  // writes for them), made without copying them.
-  const auto start = record_start(snap.config, 0, 0);
   for (std::size_t first = 0; first < snap.chunks.size();) {
     const auto id = snap.chunks[first].id;
     const auto same_bucket = [&](data::chunk_id other) {
@@ -247,12 +274,8 @@ cursor_parts encode_cursor_parts(const cursor_snapshot& snap) {
     };
     std::size_t end = first + 1;
     while (end < snap.chunks.size() && same_bucket(snap.chunks[end].id)) ++end;
-    std::string out = start;
-    put(out, static_cast<std::uint32_t>(end - first));
-    for (std::size_t i = first; i < end; ++i) put_chunk_entry(out, snap.chunks[i]);
-    for (int empty = 0; empty < 4; ++empty) put(out, std::uint32_t{0});  // returned, ties, recent, commit epochs
-    put(out, digest64(out.data(), out.size()));
-    parts.buckets.emplace(cursor_bucket_key(id), std::move(out));
+    parts.buckets.emplace(cursor_bucket_key(id),
+                          encode_bucket(snap.config, snap.chunks.data() + first, snap.chunks.data() + end));
     first = end;
   }
   cursor_snapshot rest;  // everything but the chunks
@@ -263,15 +286,29 @@ cursor_parts encode_cursor_parts(const cursor_snapshot& snap) {
   rest.ties = snap.ties;
   rest.recent = snap.recent;
   rest.commit_epochs = snap.commit_epochs;
-  const auto inner = encode_cursor(rest);
-  parts.header.assign(parts_magic, sizeof parts_magic);
-  put(parts.header, parts_version);
-  put(parts.header, static_cast<std::uint64_t>(snap.chunks.size()));
-  put(parts.header, static_cast<std::uint32_t>(parts.buckets.size()));
-  put(parts.header, static_cast<std::uint32_t>(inner.size()));
-  parts.header += inner;
-  put(parts.header, digest64(parts.header.data(), parts.header.size()));
+  parts.header = encode_header(rest, snap.chunks.size(), parts.buckets.size());
   return parts;
+}
+
+void update_cursor_parts(const data::data_cursor& cursor, const std::vector<data::chunk_id>& changed,
+                         cursor_parts& parts) {
+  if (parts.buckets.empty() && cursor.chunk_count() > 0) {  // none yet: every bucket
+    parts = encode_cursor_parts(cursor.snapshot());
+    return;
+  }
+  std::set<std::pair<std::uint64_t, std::uint64_t>> buckets;  // (epoch, bucket)
+  for (const auto& id : changed) buckets.insert({id.epoch, bucket_of(id)});
+  for (const auto& [epoch, bucket] : buckets) {
+    const data::chunk_id first{epoch, bucket * cursor_bucket_chunks};
+    const auto entries = cursor.chunks_between(first, {epoch, first.index + cursor_bucket_chunks - 1});
+    if (entries.empty()) {
+      parts.buckets.erase(cursor_bucket_key(first));
+      continue;
+    }
+    parts.buckets[cursor_bucket_key(first)] =
+        encode_bucket(cursor.config(), entries.data(), entries.data() + entries.size());
+  }
+  parts.header = encode_header(cursor.snapshot_without_chunks(), cursor.chunk_count(), parts.buckets.size());
 }
 
 expected<cursor_snapshot> decode_cursor_parts(const std::string& header,

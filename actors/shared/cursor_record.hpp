@@ -40,6 +40,12 @@ struct cursor_parts {
 inline constexpr std::uint64_t cursor_bucket_chunks = 256;
 std::string cursor_bucket_key(data::chunk_id chunk);  // hex epoch "/" hex bucket, fixed widths
 cursor_parts encode_cursor_parts(const data::cursor_snapshot& snap);
+// `parts` brought up to `cursor` after the chunks `changed` (data_cursor::take_changed) were:
+// their buckets and the header made again, the rest kept; with no buckets yet (a cursor
+// read from a whole record, or one never saved in parts), every bucket. What it makes is
+// what encode_cursor_parts(cursor.snapshot()) makes, at the cost of the change.
+void update_cursor_parts(const data::data_cursor& cursor, const std::vector<data::chunk_id>& changed,
+                         cursor_parts& parts);
 // The snapshot of a header and its buckets; or, for a header that is a whole record
 // (encode_cursor: a store written before parts), that record's, with no buckets. Typed errors
 // as decode_cursor's, and storage_failure for a bucket missing or extra, or holding a chunk
