@@ -80,7 +80,6 @@ class round_commit {
   bool committed() const;  // every keeper of the set acknowledged
   bool every_keeper_has_it() const;  // every keeper is writing or acknowledged
   bool needs_full_state(const std::string& keeper) const { return behind_.count(keeper) > 0; }
-  bool went_provisional() const { return results_ == results::provisional; }
   const std::vector<std::string>& keepers() const { return keepers_; }
   const std::set<std::string>& acknowledged() const { return acked_; }
   std::vector<std::string> unacknowledged() const;
