@@ -20,6 +20,10 @@ replica_factory torch_replica_factory(const std::string& model_file = {});
 // With `with_data` false, only the model is checked (the head may have no data).
 status check_task(const run_config& cfg, const std::string& model_file, std::uint32_t world_size, bool with_data);
 
+// The values in each fragment of `cfg`'s model, built as check_task builds it with no data
+// read: what the head sizes diloco.shards = auto by. Typed errors as check_task's.
+expected<std::vector<std::size_t>> model_fragment_sizes(const run_config& cfg, const std::string& model_file);
+
 // `atoll export`: the model of `cfg` (no data read) with theta_global of each fragment
 // (`fragments[f]`, fragment_size(f) values) written to `path` by the task's save().
 status export_model(const run_config& cfg, const std::string& model_file,

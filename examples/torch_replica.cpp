@@ -219,6 +219,20 @@ status check_task(const run_config& cfg, const std::string& model_file, std::uin
   return {};
 }
 
+expected<std::vector<std::size_t>> model_fragment_sizes(const run_config& cfg, const std::string& model_file) {
+  replica_spec spec;
+  spec.with_data = false;
+  spec.model_file = model_file;
+  try {
+    torch_replica r(cfg, spec, make_task(cfg, spec));
+    std::vector<std::size_t> sizes;
+    for (std::size_t f = 0; f < r.fragment_count(); ++f) sizes.push_back(r.fragment_size(f));
+    return sizes;
+  } catch (const std::exception& e) {
+    return error_of(e);
+  }
+}
+
 status export_model(const run_config& cfg, const std::string& model_file,
                     const std::vector<std::vector<float>>& fragments, const std::string& path) {
   replica_spec spec;

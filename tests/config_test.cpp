@@ -190,6 +190,41 @@ TEST(Config, TomlTextReadsBackIdentically) {
   EXPECT_EQ(back->sync_every, 33);
 }
 
+// diloco.shards is a number or "auto" (0 inside: the head makes it a number when it creates
+// the run); a config no head resolved runs the star.
+TEST(Config, ShardsAreANumberOrAutoInFilesOverridesAndTheTextWrittenBack) {
+  EXPECT_EQ(run_config{}.shards, 0) << "auto is the default";
+  EXPECT_EQ(shards_of(run_config{}), 1);
+  EXPECT_EQ(sync_units(run_config{}), 1);
+  auto cfg = parse_config_text("[diloco]\nshards = \"auto\"\nfragments = 3\n", "t.toml");
+  ASSERT_TRUE(cfg) << cfg.err().describe();
+  EXPECT_EQ(cfg->shards, 0);
+  EXPECT_EQ(sync_units(*cfg), 3);
+  EXPECT_NE(to_toml(*cfg).find("shards = 'auto'"), std::string::npos) << to_toml(*cfg);
+  auto back = parse_config_text(to_toml(*cfg), "roundtrip");
+  ASSERT_TRUE(back) << back.err().describe();
+  EXPECT_EQ(back->shards, 0);
+  run_config over;
+  ASSERT_FALSE(apply_override(over, "diloco.shards=4"));
+  EXPECT_EQ(over.shards, 4);
+  EXPECT_EQ(sync_units(over), 4);
+  ASSERT_FALSE(apply_override(over, "diloco.shards=auto"));
+  EXPECT_EQ(over.shards, 0);
+  // Another word, a fraction or a number past the range is refused by name, the config as it was.
+  for (const char* bad_value : {"automatic", "2.5", "65", "-1"}) {
+    SCOPED_TRACE(bad_value);
+    over.shards = 3;
+    const auto err = apply_override(over, std::string("diloco.shards=") + bad_value);
+    ASSERT_TRUE(err);
+    EXPECT_NE(err.message.find("diloco.shards"), std::string::npos) << err.message;
+    EXPECT_EQ(over.shards, 3);
+  }
+  cfg = parse_config_text("[diloco]\nshards = \"many\"\n", "t.toml");
+  ASSERT_FALSE(cfg);
+  EXPECT_NE(cfg.err().message.find("expected an integer or \"auto\""), std::string::npos) << cfg.err().message;
+  EXPECT_NE(describe_knobs().find("diloco.shards = \"auto\""), std::string::npos);
+}
+
 TEST(Config, EveryKnobIsDocumented) {
   for (const auto& k : knobs()) {
     EXPECT_GT(std::string(k.doc).size(), 5u) << k.key;

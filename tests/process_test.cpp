@@ -223,11 +223,11 @@ TEST(Process, SparseLoCoTrainsAndEveryWorkerAgreesOnEveryRound) {
       << "untrained " << run.val_loss.at(5) << ", after 6 rounds " << run.val_loss.at(60);
 }
 
-// Sharded rounds (diloco.shards = 2): the fragment's two slices are two sync units, each
-// reduced by its own coordinator, one on each node. Every round of every unit is
-// acknowledged by both workers with the released digest, the export joins the slices back
-// into the whole model, and the run reaches the very model of the same run unsharded (the
-// same held-out loss, to the bit).
+// Sharded rounds, the default (diloco.shards = auto: two workers, two slices): the
+// fragment's two slices are two sync units, each reduced by its own coordinator, one on
+// each node. Every round of every unit is acknowledged by both workers with the released
+// digest, the export joins the slices back into the whole model, and the run reaches the
+// very model of the same run unsharded (--shards 1: the same held-out loss, to the bit).
 TEST(Process, ShardedRoundsAgreeAfterEveryRoundAndReachTheModelOfTheUnshardedRun) {
   testing::temp_dir dir;
   // 18 x 4096 + 1 = 73729 parameters: four and a half 16 Ki granules, cut in two slices.
@@ -236,7 +236,7 @@ TEST(Process, ShardedRoundsAgreeAfterEveryRoundAndReachTheModelOfTheUnshardedRun
                         "--example", "mlp",
                         "--steps",   "40",
                         "--run-dir", run_dir,
-                        "--shards",  shards,
+                        "--set",     std::string("diloco.shards=") + shards,
                         "--set",     "model.width=4096",
                         "--set",     "diloco.sync_every=10",
                         "--set",     "diloco.overlap=1",
@@ -251,8 +251,13 @@ TEST(Process, ShardedRoundsAgreeAfterEveryRoundAndReachTheModelOfTheUnshardedRun
     return losses.count(40) ? losses.at(40) : -1.0;
   };
   const std::string run_dir = dir.sub("sharded"), unsharded = dir.sub("unsharded");
-  auto [code, out] = train(run_dir, "2");
+  auto [code, out] = train(run_dir, "auto");
   ASSERT_EQ(code, 0) << out;
+  {
+    std::ifstream f(run_dir + "/logs/head.log");
+    const std::string log(std::istreambuf_iterator<char>(f), {});
+    EXPECT_NE(log.find("diloco.shards = auto: 2 (run.min_workers 2"), std::string::npos) << log;
+  }
   const auto run = read_metrics(run_dir);
   const auto& released = run.released;
   ASSERT_EQ(released.size(), 8u);  // 2 units x 4 rounds

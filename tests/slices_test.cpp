@@ -41,6 +41,36 @@ TEST(Slices, APlanCoversTheFragmentInSlicesOfWholeGranulesWithinOneGranuleOfEach
   }
 }
 
+TEST(Slices, AutoIsASliceAWorkerUpToEightWhileTheSmallestFragmentHasGranulesForEach) {
+  constexpr std::size_t g = 16384;
+  struct row {
+    const char* name;
+    std::vector<std::size_t> fragments;
+    std::size_t members, max_units, expected;
+  };
+  const row rows[] = {
+      {"a slice a worker", {100 * g}, 4, 4096, 4},
+      {"two workers, two slices", {100 * g, 100 * g}, 2, 4096, 2},
+      {"eight at most, however many workers", {100 * g}, 20, 4096, max_auto_shards},
+      {"the smallest fragment's granules bound it", {100 * g, 3 * g}, 8, 4096, 3},
+      {"a partial granule is a slice (plan_slices gives it one)", {2 * g + 1}, 8, 4096, 3},
+      {"a fragment under one granule: the star", {g - 1, 100 * g}, 8, 4096, 1},
+      {"an empty fragment: the star", {0}, 8, 4096, 1},
+      {"one worker: the star", {100 * g}, 1, 4096, 1},
+      {"no workers asked: still one slice", {100 * g}, 0, 4096, 1},
+      {"the coordinators' limit shared by the fragments", {100 * g, 100 * g, 100 * g}, 8, 12, 4},
+      {"no fragments known: workers and the cap decide", {}, 5, 4096, 5},
+  };
+  for (const auto& r : rows) {
+    SCOPED_TRACE(r.name);
+    const auto shards = auto_shards(r.fragments, g, r.members, r.max_units);
+    EXPECT_EQ(shards, r.expected);
+    // What auto chooses, every fragment can be cut in (the worker refuses a run otherwise).
+    for (const auto values : r.fragments)
+      if (shards > 1) EXPECT_EQ(plan_slices(values, g, shards).size(), shards);
+  }
+}
+
 TEST(Slices, AGranuleIsWholeBlocksOfTheOuterStepAndWholeContributionChunks) {
   struct row {
     const char* name;

@@ -197,8 +197,8 @@ json fragments(const registry_state& st, bool with_keeper) {
                   {"round", view.round},
                   {"coordinator", coordinator_id(static_cast<std::uint32_t>(f))},
                   {"placed_on", view.placed_on.empty() ? json() : json(view.placed_on)}};
-    if (st.cfg.shards > 1) {  // a sync unit: slice f mod S of fragment f / S (diloco.shards)
-      const auto shards = static_cast<std::size_t>(st.cfg.shards);
+    if (shards_of(st.cfg) > 1) {  // a sync unit: slice f mod S of fragment f / S (diloco.shards)
+      const auto shards = static_cast<std::size_t>(shards_of(st.cfg));
       entry["fragment"] = f / shards;
       entry["slice"] = f % shards;
       entry["shards"] = shards;

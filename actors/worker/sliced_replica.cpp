@@ -179,8 +179,8 @@ float sliced_replica::evaluate_global() {
 }
 
 std::unique_ptr<replica> in_sync_units(std::unique_ptr<replica> model, const run_config& run) {
-  if (run.shards <= 1) return model;
-  auto sliced = sliced_replica::wrap(std::move(model), static_cast<std::size_t>(run.shards), slice_granule_of(run));
+  if (shards_of(run) <= 1) return model;
+  auto sliced = sliced_replica::wrap(std::move(model), static_cast<std::size_t>(shards_of(run)), slice_granule_of(run));
   if (!sliced) throw std::invalid_argument(sliced.err().describe());
   return std::move(*sliced);
 }

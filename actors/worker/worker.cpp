@@ -232,7 +232,7 @@ caf::behavior worker_actor(caf::stateful_actor<worker_state>* self, transport* n
   // May throw: the node agent sees the failure and restarts the worker.
   st.model = in_sync_units(factory(cfg.run, cfg.spec), cfg.run);
   st.steps = cfg.run.mode == "ddp" ? make_ddp_steps() : make_diloco_steps();
-  st.schedule = std::make_unique<fragment_schedule>(cfg.run.sync_every, cfg.run.fragments, cfg.run.shards);
+  st.schedule = std::make_unique<fragment_schedule>(cfg.run.sync_every, cfg.run.fragments, shards_of(cfg.run));
   if (cfg.run.sync_every_s > 0) st.pacer.emplace(cfg.run.sync_every_s / static_cast<double>(cfg.run.sync_every));
   st.fragments.resize(st.model->fragment_count());
   st.contributed.resize(st.model->fragment_count());

@@ -26,6 +26,15 @@ std::vector<fragment_slice> plan_slices(std::size_t values, std::size_t granule,
   return slices;
 }
 
+std::size_t auto_shards(const std::vector<std::size_t>& fragment_values, std::size_t granule, std::size_t members,
+                        std::size_t max_units) {
+  granule = std::max<std::size_t>(1, granule);
+  std::size_t shards = std::min(members, max_auto_shards);
+  if (!fragment_values.empty()) shards = std::min(shards, max_units / fragment_values.size());
+  for (const auto values : fragment_values) shards = std::min(shards, (values + granule - 1) / granule);
+  return std::max<std::size_t>(1, shards);
+}
+
 expected<encoded_values> cut_encoded(const encoded_values& whole, const fragment_slice& slice) {
   const std::size_t end = slice.first + slice.count;
   if (end < slice.first || end > whole.count)

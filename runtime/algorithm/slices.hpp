@@ -36,6 +36,16 @@ std::size_t slice_granule(const outer_rule& rule, std::size_t contribution_chunk
 // (no slice is empty); one slice of nothing for an empty fragment.
 std::vector<fragment_slice> plan_slices(std::size_t values, std::size_t granule, std::size_t shards);
 
+// What diloco.shards = auto becomes for a run (the default; docs/design.md, "Sharded rounds"):
+// a slice for each worker the run starts with (`members`, run.min_workers), since S = M is
+// what spreads a round over every node's link as an all-reduce does; at most
+// `max_auto_shards`, since a worker sends to and hears from S coordinators each round and
+// the head hears from P x S; and no more than the smallest fragment has granules, so every
+// fragment has S slices (plan_slices). At least 1; at most `max_units` / fragments in all.
+inline constexpr std::size_t max_auto_shards = 8;
+std::size_t auto_shards(const std::vector<std::size_t>& fragment_values, std::size_t granule, std::size_t members,
+                        std::size_t max_units);
+
 // The bytes and scales of `whole` for the slice: what encode() writes for the slice's values
 // alone. The slice must lie inside the tensor and, for a codec with chunks, start on a chunk
 // and end on one (or at the end); invalid_config otherwise.

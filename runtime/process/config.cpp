@@ -52,9 +52,12 @@ const std::vector<knob>& knobs() {
        "a worker took (0: every diloco.sync_every steps). The schedule's steps (run.steps, diloco.overlap, "
        "inner.warmup_steps, run.eval_every) are then ticks of sync_every_s / sync_every seconds"},
       {"diloco.fragments", &C::fragments, 1, 1024, "", "P: parameter fragments synced separately"},
-      {"diloco.shards", &C::shards, 1, 64, "",
+      {"diloco.shards", &C::shards, 0, 64, "",
        "S: slices each fragment's round is reduced in, each by a coordinator of its own on its own node while "
-       "there are nodes enough (1: one coordinator a fragment); every fragment needs S blocks of 16 Ki values"},
+       "there are nodes enough (1: one coordinator a fragment); every fragment needs S blocks of 16 Ki values. "
+       "auto: the head chooses when it creates the run, min(run.min_workers, 8, the blocks of the smallest "
+       "fragment); 1 for run.example = external and run.mode = ddp",
+       "auto"},
       {"diloco.assignment", &C::assignment, 0, 0, "",
        "layer groups to fragments: strided (group g -> g mod P) or sequential (contiguous runs)", "strided|sequential"},
       {"diloco.weighting", &C::weighting, 0, 0, "",
@@ -238,7 +241,13 @@ status assign(run_config& cfg, const knob& k, const toml::node& value, const std
           if (!value.is_boolean()) return bad(origin, k.key, "expected true or false");
           cfg.*member = *value.value<bool>();
         } else if constexpr (std::is_same_v<T, std::int64_t>) {
-          if (!value.is_integer()) return bad(origin, k.key, "expected an integer");
+          if (k.choices && value.is_string() && value.value<std::string>() == std::string(k.choices)) {
+            cfg.*member = 0;  // the word standing for 0 ("auto")
+            return {};
+          }
+          if (!value.is_integer())
+            return bad(origin, k.key,
+                       k.choices ? "expected an integer or \"" + std::string(k.choices) + "\"" : "expected an integer");
           auto v = *value.value<std::int64_t>();
           if (v < k.min || v > k.max) return bad(origin, k.key, std::to_string(v) + " is outside " + range_text(k));
           cfg.*member = v;
@@ -317,7 +326,8 @@ status apply_override(run_config& cfg, const std::string& assignment) {
   const knob* k = find_knob(key);
   if (!k) return make_error(errc::invalid_config, "--set " + key + ": unknown key (see `atoll config`)");
   // Reuse the TOML type rules: strings are quoted unless already quoted.
-  const bool is_string = std::holds_alternative<std::string run_config::*>(k->field);
+  const bool is_string = std::holds_alternative<std::string run_config::*>(k->field) ||
+                         (k->choices && raw == k->choices);  // an integer's word ("auto")
   std::string literal = is_string && (raw.empty() || raw.front() != '"') ? "\"" + raw + "\"" : raw;
   try {
     auto parsed = toml::parse("v = " + literal);
@@ -354,9 +364,10 @@ status validate(const run_config& cfg) {
                       "or TorchScript model");
   if (cfg.shards > 1 && cfg.mode == "ddp")
     return make_error(errc::invalid_config, "diloco.shards: run.mode = ddp averages whole fragments (shards = 1)");
-  if (cfg.fragments * cfg.shards > 4096)
+  if (cfg.fragments * cfg.shards > max_sync_units)
     return make_error(errc::invalid_config, "diloco.shards: " + std::to_string(cfg.fragments) + " fragments x " +
-                                                std::to_string(cfg.shards) + " shards is more than 4096 coordinators");
+                                                std::to_string(cfg.shards) + " shards is more than " +
+                                                std::to_string(max_sync_units) + " coordinators");
   for (const auto* name : {&cfg.codec, &cfg.result_codec}) {
     if (const auto codec = parse_codec(*name);
         codec && is_sparse(*codec) && static_cast<std::size_t>(cfg.codec_chunk) > max_sparse_chunk)
@@ -381,7 +392,14 @@ std::string to_toml(const run_config& cfg) {
     const std::string key = k.key;
     const auto dot = key.find('.');
     auto& t = sections[key.substr(0, dot)];
-    std::visit([&](auto member) { t.insert_or_assign(key.substr(dot + 1), cfg.*member); }, k.field);
+    std::visit(
+        [&](auto member) {
+          using T = std::decay_t<decltype(cfg.*member)>;  // cfg is const here
+          if constexpr (std::is_same_v<T, std::int64_t>)
+            if (k.choices && cfg.*member == 0) return void(t.insert_or_assign(key.substr(dot + 1), k.choices));
+          t.insert_or_assign(key.substr(dot + 1), cfg.*member);
+        },
+        k.field);
   }
   toml::table root;
   for (auto& [name, table] : sections) root.insert_or_assign(name, std::move(table));
@@ -399,12 +417,15 @@ std::string describe_knobs() {
         [&](auto member) {
           using T = std::remove_reference_t<decltype(defaults.*member)>;
           if constexpr (std::is_same_v<T, std::string>) os << '"' << defaults.*member << '"';
-          else os << std::boolalpha << defaults.*member;
+          else if constexpr (std::is_same_v<T, std::int64_t>) {
+            if (k.choices && defaults.*member == 0) os << '"' << k.choices << '"';
+            else os << defaults.*member;
+          } else os << std::boolalpha << defaults.*member;
         },
         k.field);
     if (*k.unit) os << "  [" << k.unit << "]";
     os << "\n    " << k.doc;
-    if (k.choices) os << " (" << k.choices << ")";
+    if (k.choices && std::holds_alternative<std::string run_config::*>(k.field)) os << " (" << k.choices << ")";
     os << "\n";
   }
   return os.str();

@@ -33,7 +33,9 @@ struct run_config {
   std::int64_t sync_every = 50;
   double sync_every_s = 0;  // > 0: time-boxed inner phases (runtime/algorithm/time_pacer.hpp)
   std::int64_t fragments = 1;
-  std::int64_t shards = 1;  // S: slices a fragment's round is reduced in (docs/design.md, "Sharded rounds")
+  // S: slices a fragment's round is reduced in (docs/design.md, "Sharded rounds"). 0 is
+  // "auto", which the head turns into a number when it creates the run (auto_shards).
+  std::int64_t shards = 0;
   std::string assignment = "strided";  // strided | sequential
   std::string weighting = "samples";  // samples | uniform (actors/decisions/contribution_weight.hpp)
   std::int64_t overlap = 0;
@@ -103,7 +105,9 @@ struct knob {
   double max;
   const char* unit;  // "steps", "ms", "" ...
   const char* doc;
-  const char* choices = nullptr;  // strings: the allowed values, "a|b|c"; null = any
+  // Strings: the allowed values, "a|b|c"; null = any. Integers: a word that stands for 0
+  // ("auto"), or null.
+  const char* choices = nullptr;
 };
 
 const std::vector<knob>& knobs();
@@ -133,9 +137,14 @@ inline double outer_momentum_of(const run_config& cfg) { return sparseloco_outer
 inline bool error_feedback_of(const run_config& cfg) { return cfg.error_feedback || sparseloco_outer(cfg); }
 inline double feedback_decay_of(const run_config& cfg) { return sparseloco_outer(cfg) ? cfg.sparseloco_beta : 1.0; }
 
+// The most sync units (fragments x shards, a coordinator each) a run may have.
+inline constexpr std::int64_t max_sync_units = 4096;
+// S as rounds use it: diloco.shards, where an "auto" no head has resolved (a config built
+// in-process, as tests do) is the star, 1.
+inline std::int64_t shards_of(const run_config& cfg) { return cfg.shards > 0 ? cfg.shards : 1; }
 // The units rounds are run in: S slices of each of the P fragments, unit u = p * S + s,
 // each with a coordinator, keepers and a round log of its own. With S = 1, the fragments.
-inline std::int64_t sync_units(const run_config& cfg) { return cfg.fragments * cfg.shards; }
+inline std::int64_t sync_units(const run_config& cfg) { return cfg.fragments * shards_of(cfg); }
 // The config as TOML text that parse_config_text() reads back identically.
 std::string to_toml(const run_config& cfg);
 // A table of all knobs with defaults and docs, for `atoll config`.

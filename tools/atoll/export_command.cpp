@@ -204,8 +204,8 @@ expected<exported> write_export(const export_options& opt, const std::string& tm
   }
   // Sharded rounds store each fragment's S slices as units p * S + s, in order: the
   // fragment is their concatenation.
-  if (cfg.shards > 1) {
-    const auto shards = static_cast<std::size_t>(cfg.shards);
+  if (shards_of(cfg) > 1) {
+    const auto shards = static_cast<std::size_t>(shards_of(cfg));
     std::vector<std::vector<float>> whole(theta.size() / shards);
     for (std::size_t u = 0; u < theta.size(); ++u)
       whole[u / shards].insert(whole[u / shards].end(), theta[u].begin(), theta[u].end());

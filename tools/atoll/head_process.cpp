@@ -1,5 +1,6 @@
 // `atoll up`: the head process (registry and checkpoint keeper; the registry places the
 // fragment coordinators on nodes).
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -10,7 +11,9 @@
 #include "actors/keeper/keeper.hpp"
 #include "actors/registry/registry.hpp"
 #include "actors/shared/messages.hpp"
+#include "actors/shared/slicing.hpp"
 #include "examples/tasks.hpp"
+#include "runtime/algorithm/slices.hpp"
 #include "runtime/core/actor_id.hpp"
 #include "runtime/core/model_signature.hpp"
 #include "runtime/process/log.hpp"
@@ -48,6 +51,32 @@ status adopt_model(run_config& cfg, const std::string& file, const std::string& 
   cfg.file = std::filesystem::absolute(file).string();
   cfg.digest = *digest;
   log_info("model " + cfg.file + " (digest " + cfg.digest + ") kept as " + copy);
+  return {};
+}
+
+// diloco.shards = auto made a number for the run's life (its units' round logs are their
+// own): auto_shards over the model's fragments, which the head builds once to see them. The
+// star where the head cannot see the model (run.example = external: the Python nodes' own)
+// or a round averages whole fragments (run.mode = ddp).
+status resolve_auto_shards(run_config& cfg, const std::string& model_file) {
+  if (cfg.shards != 0) return {};
+  if (cfg.example == external_example || cfg.mode == "ddp") {
+    cfg.shards = 1;
+    log_info(std::string("diloco.shards = auto: 1 (") +
+             (cfg.mode == "ddp" ? "run.mode = ddp averages whole fragments" : "the nodes' own model is not seen here") +
+             "; --set diloco.shards=S to choose)");
+    return {};
+  }
+  auto sizes = model_fragment_sizes(cfg, model_file);
+  if (!sizes) return sizes.err();
+  const auto granule = slice_granule_of(cfg);
+  cfg.shards = static_cast<std::int64_t>(auto_shards(*sizes, granule, static_cast<std::size_t>(cfg.min_workers),
+                                                     static_cast<std::size_t>(max_sync_units)));
+  std::size_t smallest = sizes->empty() ? 0 : *std::min_element(sizes->begin(), sizes->end());
+  log_info("diloco.shards = auto: " + std::to_string(cfg.shards) + " (run.min_workers " +
+           std::to_string(cfg.min_workers) + ", at most " + std::to_string(max_auto_shards) +
+           ", the smallest fragment " + std::to_string(smallest) + " values in granules of " + std::to_string(granule) +
+           ")");
   return {};
 }
 
@@ -123,6 +152,7 @@ expected<registry_snapshot> initial_snapshot(registry_store& store, const head_o
     for (const auto& n : task_names()) names += (names.empty() ? "" : ", ") + n;
     return make_error(errc::invalid_config, "run.example: unknown example '" + cfg.example + "' (have: " + names + ")");
   }
+  if (auto err = resolve_auto_shards(cfg, opt.model_file.empty() ? std::string() : model_copy(opt.run_dir))) return err;
   registry_snapshot snap;
   snap.cluster_id = new_cluster_id();
   snap.config_toml = to_toml(cfg);

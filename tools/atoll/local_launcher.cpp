@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -124,6 +125,23 @@ std::string human_bytes(double b) {
   return buf;
 }
 
+// Rounds committed by each fragment, and its slices: with diloco.shards each slice is a unit
+// of its own (entries with "fragment" and "slice"), and a fragment is at round r when all
+// its slices are.
+struct fragment_progress {
+  std::uint64_t round = UINT64_MAX;
+  std::size_t slices = 0;
+};
+std::map<std::uint64_t, fragment_progress> fragment_rounds(const json& units) {
+  std::map<std::uint64_t, fragment_progress> out;
+  for (const auto& u : units) {
+    auto& f = out[u.value("fragment", u["id"].get<std::uint64_t>())];
+    f.round = std::min(f.round, u["round"].get<std::uint64_t>());
+    ++f.slices;
+  }
+  return out;
+}
+
 std::string progress_line(const json& s) {
   std::uint64_t min_step = UINT64_MAX, rounds = 0;
   double loss = 0, tps = 0, sent = 0;
@@ -135,7 +153,7 @@ std::string progress_line(const json& s) {
     sent += w["bytes_sent"].get<double>();
     ++n;
   }
-  for (const auto& f : s["fragments"]) rounds += f["round"].get<std::uint64_t>();
+  for (const auto& [id, f] : fragment_rounds(s["fragments"])) rounds += f.round;
   std::ostringstream os;
   os.precision(3);
   if (n == 0) {
@@ -164,9 +182,9 @@ void print_summary(const json& s, double wall, const std::string& run_dir, const
               << w["tokens_per_s"].get<double>() << " tokens/s, sent " << human_bytes(w["bytes_sent"].get<double>())
               << ", received " << human_bytes(w["bytes_received"].get<double>()) << "\n";
   }
-  for (const auto& f : s["fragments"])
-    std::cout << "  fragment " << f["id"].get<int>() << ": " << f["round"].get<std::uint64_t>()
-              << " rounds committed\n";
+  for (const auto& [id, f] : fragment_rounds(s["fragments"]))
+    std::cout << "  fragment " << id << ": " << f.round << " rounds committed"
+              << (f.slices > 1 ? " (in " + std::to_string(f.slices) + " slices)" : std::string()) << "\n";
   if (const auto& link = s.value("head_link", json::object()); link.contains("bytes_relayed")) {
     const double in = link["bytes_in"].get<double>(), out = link["bytes_out"].get<double>();
     const double relayed = link["bytes_relayed"].get<double>();

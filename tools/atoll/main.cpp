@@ -35,7 +35,8 @@ struct algorithm_flags {
 
   void add_to(CLI::App* cmd) {
     cmd->add_option("--fragments", fragments, "P: fragments synced separately (diloco.fragments)");
-    cmd->add_option("--shards", shards, "S: slices each fragment's round is reduced in (diloco.shards)");
+    cmd->add_option("--shards", shards,
+                    "S: slices each fragment's round is reduced in (diloco.shards; default auto: the head chooses)");
     cmd->add_option("--sync-every", sync_every, "H: inner steps per outer round (diloco.sync_every)");
     cmd->add_option("--overlap", overlap, "tau: steps trained before a result is merged (diloco.overlap)");
     cmd->add_option("--alpha", alpha, "merge weight of the local parameters (diloco.alpha)");

@@ -457,9 +457,10 @@ def main():
                     help="storage.keepers for both runs: the head's keeper and a replica, or two replicas on nodes")
     ap.add_argument("--heads", type=int, choices=[1, 2], default=1,
                     help="2: two heads that fail over on a three-member etcd started here, and the head fault")
-    ap.add_argument("--shards", type=int, default=1,
+    ap.add_argument("--shards", default="auto",
                     help="diloco.shards: each fragment's round in S slices, each with its own coordinator on its own "
-                         "node, so that the faults hit slice hosts too")
+                         "node, so that the faults hit slice hosts too (default auto: the head chooses, as in any run; "
+                         "1: one coordinator a fragment)")
     ap.add_argument("--slow", action="store_true",
                     help="add the slow fault: a node throttled to a quarter of its speed for --slow-seconds")
     ap.add_argument("--slow-seconds", type=float, default=20)
@@ -468,6 +469,8 @@ def main():
     args = ap.parse_args()
     if args.minutes <= 0 or args.every <= 0 or args.max_nodes < 3:
         ap.error("--minutes and --every must be positive, --max-nodes at least 3")
+    if args.shards != "auto" and not args.shards.isdigit():
+        ap.error(f"--shards takes a number or auto, not {args.shards!r}")
     os.makedirs(args.out, exist_ok=True)
     # About 700 steps a minute per worker for this model on 2 cores; the chaos run is the
     # longer of the two, so it gets about two thirds of the time.

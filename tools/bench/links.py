@@ -41,21 +41,18 @@ NAMESPACES = netns.names(NODES)
 COMMON = ["--set", "run.example=shakespeare", "--set", "inner.batch_size=8", "--set", f"run.min_workers={NODES}",
           "--set", "cluster.lease_ms=60000"]
 H = ["--set", "diloco.sync_every=20"]
+STAR = ["--set", "diloco.shards=1"]  # one coordinator a fragment; the default (auto) is 4 slices here
+STREAMING_INT8 = H + ["--set", "diloco.fragments=3", "--set", "diloco.codec=int8", "--set", "diloco.overlap=5", "--set",
+                      "diloco.alpha=0.5", "--set", "diloco.error_feedback=true"]
 RUNS = [
     ("ddp", ["--set", "run.mode=ddp"], "ddp", 1, "fp32"),
-    ("diloco", H, "diloco", 1, "fp32"),
-    # The same, each round reduced in 4 slices (one coordinator on each node) instead of
-    # through one coordinator: the star against sharded rounds.
-    ("diloco-sharded", H + ["--set", "diloco.shards=4"], "diloco", 1, "fp32"),
-    ("streaming-overlap-int8-ef", H + ["--set", "diloco.fragments=3", "--set", "diloco.codec=int8", "--set",
-                                       "diloco.overlap=5", "--set", "diloco.alpha=0.5", "--set",
-                                       "diloco.error_feedback=true"], "diloco", 3, "int8"),
-    # The same, each fragment's round reduced in 4 slices: what sharded rounds as the
-    # default would give this configuration.
-    ("streaming-overlap-int8-ef-sharded", H + ["--set", "diloco.fragments=3", "--set", "diloco.codec=int8", "--set",
-                                               "diloco.overlap=5", "--set", "diloco.alpha=0.5", "--set",
-                                               "diloco.error_feedback=true", "--set", "diloco.shards=4"], "diloco", 3,
-     "int8"),
+    ("diloco", H + STAR, "diloco", 1, "fp32"),
+    # The same with the default diloco.shards = auto: each round reduced in 4 slices (one
+    # coordinator on each node) instead of through one coordinator.
+    ("diloco-sharded", H, "diloco", 1, "fp32"),
+    ("streaming-overlap-int8-ef", STREAMING_INT8 + STAR, "diloco", 3, "int8"),
+    # The same with the default: each fragment's round reduced in 4 slices.
+    ("streaming-overlap-int8-ef-sharded", STREAMING_INT8, "diloco", 3, "int8"),
     # The sparse codec's best row of the quality bench (tools/bench/quality.py: no outer
     # momentum, alpha = 0).
     ("streaming-overlap-topk16-ef", H + ["--set", "diloco.fragments=3", "--set", "diloco.codec=topk16", "--set",
