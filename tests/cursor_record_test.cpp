@@ -295,6 +295,15 @@ TEST(DataLedger, ListsTheUnitsEachCommitLearnedUpToTheExportedRounds) {
     EXPECT_EQ(ledger["epochs"][0]["consumed"], r.consumed) << r.exported << "\n" << ledger.dump();
   }
   EXPECT_TRUE(data_ledger(cursor->snapshot(), seed, {})["epochs"].empty()) << "nothing exported, nothing learned";
+  // The same two sync units as the two slices of one fragment (diloco.shards = 2).
+  const auto sliced = data_ledger(cursor->snapshot(), seed, {1, 2}, 2);
+  EXPECT_EQ(sliced["fragments"], 1);
+  EXPECT_EQ(sliced["shards"], 2);
+  auto in_slices =
+      nlohmann::json::array({commit(0, 1, units(0, 5)), commit(0, 1, units(0, 3)), commit(0, 2, units(3, 5))});
+  for (int i = 0; i < 3; ++i) in_slices[i]["slice"] = i == 0 ? 0 : 1;
+  EXPECT_EQ(sliced["epochs"][0]["consumed"], in_slices) << sliced.dump();
+  EXPECT_EQ(data_ledger(cursor->snapshot(), seed, {1, 2})["shards"], 1);
 }
 
 }  // namespace

@@ -277,6 +277,11 @@ TEST(Process, ShardedRoundsAgreeAfterEveryRoundAndReachTheModelOfTheUnshardedRun
   ASSERT_EQ(manifest["fragments"].size(), 2u) << manifest.dump();
   for (const auto& unit : manifest["fragments"]) {
     EXPECT_EQ(unit["round"], 4) << manifest.dump();
+    // Each slice says where it lies in its fragment: 3 granules, then the rest.
+    EXPECT_EQ(unit["fragment"], 0) << manifest.dump();
+    EXPECT_EQ(unit["slice"], unit["id"]) << manifest.dump();
+    EXPECT_EQ(unit["first"], unit["id"] == 0 ? 0 : 3 * 16384) << manifest.dump();
+    EXPECT_EQ(unit["params"], unit["id"] == 0 ? 3 * 16384 : 73729 - 3 * 16384) << manifest.dump();
     const std::pair<int, int> key{unit["id"].get<int>(), 4};
     EXPECT_EQ(unit["digest"], released.at(key)) << manifest.dump();
   }
@@ -402,21 +407,27 @@ TEST(Process, WithTheDataCursorAKilledNodesChunksSettleAndNoUnitIsLearnedTwice) 
   std::ifstream in(dir.sub("ledger.json"));
   const json ledger = json::parse(in);
   const auto run = read_metrics(head_dir);  // the coordinators' RoundReports, as the head wrote them
-  std::map<std::uint32_t, std::set<std::uint64_t>> learned;  // per fragment
+  // The default reduces each fragment's rounds in slices (diloco.shards = auto: 2 workers to
+  // start, 2 slices): each slice is a sync unit with rounds of its own.
+  const auto shards = ledger["shards"].get<std::uint32_t>();
+  EXPECT_EQ(shards, 2u) << "the default, sharded rounds";
+  EXPECT_EQ(ledger["fragments"], 2);
+  std::map<std::uint32_t, std::set<std::uint64_t>> learned;  // per sync unit
   std::map<std::uint32_t, std::size_t> units_seen;
   for (const auto& e : ledger["epochs"])
     for (const auto& c : e["consumed"]) {
-      const auto f = c["fragment"].get<std::uint32_t>();
+      const auto f = c["fragment"].get<std::uint32_t>() * shards + c.value("slice", 0u);
       EXPECT_TRUE(run.released.count({static_cast<int>(f), c["round"].get<int>()}))
-          << "fragment " << f << " round " << c["round"] << " is in the ledger but was never reported";
+          << "unit " << f << " round " << c["round"] << " is in the ledger but was never reported";
       for (const auto& u : c["units"]) {
         learned[f].insert(u.get<std::uint64_t>() + 1000000000ull * e["epoch"].get<std::uint64_t>());
         units_seen[f]++;
       }
     }
-  ASSERT_EQ(learned.size(), 2u) << "both fragments learned units: " << ledger.dump().substr(0, 2000);
+  ASSERT_EQ(learned.size(), 2u * shards) << "every slice of both fragments learned units: "
+                                         << ledger.dump().substr(0, 2000);
   for (const auto& [f, units] : learned) {
-    EXPECT_EQ(units.size(), units_seen[f]) << "fragment " << f << ": a unit learned twice";
+    EXPECT_EQ(units.size(), units_seen[f]) << "unit " << f << ": a unit learned twice";
     EXPECT_GT(units.size(), 0u);
   }
 }

@@ -168,6 +168,14 @@ TEST(SlicedReplica, MergingEveryUnitOfAFragmentIsMergingTheWholeFragment) {
   p.whole->train_step(2);
   p.sliced->train_step(2);  // the merges reach the model before the step
   EXPECT_EQ(p.inner->params(), p.plain->params());
+  // The next round's results go through the same buffer: nothing of the last round's stays.
+  const auto after = globals_of(sizes, 21);
+  p.whole->merge_global(0, after[0].data(), 0.25f);
+  for (std::size_t u = 0; u < 4; ++u)
+    p.sliced->merge_global(u, after[0].data() + as_sliced(p).slice_of(u).first, 0.25f);
+  p.whole->train_step(3);
+  p.sliced->train_step(3);
+  EXPECT_EQ(p.inner->params(), p.plain->params());
 }
 
 TEST(SlicedReplica, AUnitThatMergesAloneLeavesTheRestOfItsFragmentAsItWas) {

@@ -5,12 +5,15 @@
 // exported one of each fragment count: a unit a later round committed is not in the file's
 // parameters, so it is not in its ledger either.
 //
-//   {"units": N, "chunk": C, "seed": S, "fragments": P,
-//    "exported_rounds": [r_0, ..., r_{P-1}],
+//   {"units": N, "chunk": C, "seed": S, "fragments": P, "shards": K,
+//    "exported_rounds": [r_0, ..., r_{PK-1}],
 //    "epochs": [{"epoch": e, "consumed": [{"fragment": p, "round": r, "units": [ids]}, ...]}, ...]}
 //
 // Unit ids are positions of the epoch's order mapped through unit_at(seed, epoch, ...): the
-// windows or records themselves, in the order they were learned within a commit.
+// windows or records themselves, in the order they were learned within a commit. With
+// sharded rounds (diloco.shards = K > 1) each slice of a fragment commits rounds of its own:
+// a commit names its fragment and its "slice", and exported_rounds has one round per sync
+// unit u = p K + s.
 #include <cstdint>
 #include <vector>
 
@@ -20,9 +23,9 @@
 
 namespace atl {
 
-// `exported_rounds[p]`: the round of sync unit p the export holds (a commit after it is
-// left out). A fragment the vector does not reach counts nothing.
+// `exported_rounds[u]`: the round of sync unit u the export holds (a commit after it is
+// left out). A unit the vector does not reach counts nothing. `shards`: the run's K.
 nlohmann::json data_ledger(const data::cursor_snapshot& cursor, std::uint64_t seed,
-                           const std::vector<std::uint64_t>& exported_rounds);
+                           const std::vector<std::uint64_t>& exported_rounds, std::uint32_t shards = 1);
 
 }  // namespace atl

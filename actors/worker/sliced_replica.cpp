@@ -27,7 +27,8 @@ sliced_replica::sliced_replica(std::unique_ptr<replica> base, std::size_t shards
     : base_(std::move(base)),
       shards_(shards),
       units_(std::move(units)),
-      kept_(units_.size()),
+      global_(base_->fragment_count()),
+      kept_(units_.size(), 0),
       merge_due_(units_.size(), 0),
       merge_alpha_(base_->fragment_count(), 0.0f),
       encoded_(base_->fragment_count()) {}
@@ -40,9 +41,26 @@ std::vector<float> sliced_replica::read_whole(std::size_t fragment) const {
 
 std::vector<float> sliced_replica::assembled_global(std::size_t fragment, const std::vector<float>& local) const {
   std::vector<float> global = local;
-  for (std::size_t u = first_unit(fragment); u < first_unit(fragment) + shards_; ++u)
-    if (!kept_[u].empty()) std::copy(kept_[u].begin(), kept_[u].end(), global.begin() + units_[u].slice.first);
+  for (std::size_t u = first_unit(fragment); u < first_unit(fragment) + shards_; ++u) {
+    if (!kept_[u]) continue;
+    const auto first = global_[fragment].begin() + static_cast<std::ptrdiff_t>(units_[u].slice.first);
+    std::copy(first, first + static_cast<std::ptrdiff_t>(units_[u].slice.count),
+              global.begin() + static_cast<std::ptrdiff_t>(units_[u].slice.first));
+  }
   return global;
+}
+
+void sliced_replica::keep(std::size_t unit, const float* theta_global) {
+  const auto& place = units_.at(unit);
+  auto& global = global_[place.fragment];
+  if (global.empty()) global.resize(base_->fragment_size(place.fragment));
+  std::copy_n(theta_global, place.slice.count, global.begin() + static_cast<std::ptrdiff_t>(place.slice.first));
+  kept_[unit] = 1;
+}
+
+bool sliced_replica::all_kept(std::size_t fragment) const {
+  const auto first = kept_.begin() + static_cast<std::ptrdiff_t>(first_unit(fragment));
+  return std::all_of(first, first + static_cast<std::ptrdiff_t>(shards_), [](char k) { return k != 0; });
 }
 
 void sliced_replica::apply_merges(std::size_t fragment) const {
@@ -50,8 +68,7 @@ void sliced_replica::apply_merges(std::size_t fragment) const {
   const auto due = static_cast<std::size_t>(std::count(first, first + static_cast<std::ptrdiff_t>(shards_), 1));
   if (due == 0) return;
   if (due == shards_) {  // the usual round: one merge of the whole fragment, as without shards (all kept)
-    base_->merge_global(fragment, assembled_global(fragment, std::vector<float>(base_->fragment_size(fragment))).data(),
-                        merge_alpha_[fragment]);
+    base_->merge_global(fragment, global_[fragment].data(), merge_alpha_[fragment]);
   } else {
     const auto before = read_whole(fragment);
     base_->merge_global(fragment, assembled_global(fragment, before).data(), merge_alpha_[fragment]);
@@ -137,11 +154,12 @@ void sliced_replica::write_inner_state(const float* values, std::int64_t adam_st
 void sliced_replica::adopt_global(std::size_t unit, const float* theta_global) {
   const auto& place = units_.at(unit);
   apply_merges(place.fragment);
-  kept_[unit].assign(theta_global, theta_global + place.slice.count);
+  keep(unit, theta_global);
   // The model's theta_global of the whole fragment, then its local values: this unit's
   // range takes the state, the others stay as they were.
   auto local = read_whole(place.fragment);
-  base_->adopt_global(place.fragment, assembled_global(place.fragment, local).data());
+  if (all_kept(place.fragment)) base_->adopt_global(place.fragment, global_[place.fragment].data());
+  else base_->adopt_global(place.fragment, assembled_global(place.fragment, local).data());
   std::copy_n(theta_global, place.slice.count, local.begin() + static_cast<std::ptrdiff_t>(place.slice.first));
   base_->write_fragment(place.fragment, local.data());
   encoded_[place.fragment].valid = false;
@@ -149,7 +167,7 @@ void sliced_replica::adopt_global(std::size_t unit, const float* theta_global) {
 
 void sliced_replica::merge_global(std::size_t unit, const float* theta_global, float alpha) {
   const auto& place = units_.at(unit);
-  kept_[unit].assign(theta_global, theta_global + place.slice.count);
+  keep(unit, theta_global);
   merge_due_[unit] = 1;
   merge_alpha_[place.fragment] = alpha;
   encoded_[place.fragment].valid = false;

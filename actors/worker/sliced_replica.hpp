@@ -78,6 +78,9 @@ class sliced_replica final : public replica {
   std::size_t first_unit(std::size_t fragment) const { return fragment * shards_; }
   // Fragment f's theta_global, from its units' (a unit not adopted yet: `local`'s values).
   std::vector<float> assembled_global(std::size_t fragment, const std::vector<float>& local) const;
+  // Unit u's theta_global into its range of global_, which is allocated once per fragment.
+  void keep(std::size_t unit, const float* theta_global);
+  bool all_kept(std::size_t fragment) const;
   std::vector<float> read_whole(std::size_t fragment) const;
   // Applies the merges collected for a fragment (every fragment): merging is deferred, but
   // what the model is asked always reflects it, so these are const in that sense.
@@ -90,7 +93,10 @@ class sliced_replica final : public replica {
   std::unique_ptr<replica> base_;
   std::size_t shards_;
   std::vector<unit_place> units_;
-  std::vector<std::vector<float>> kept_;  // per unit: its theta_global, empty until adopted
+  // Per fragment, its theta_global as its units last kept it: each unit's range is its
+  // own (kept_), and a usual round merges the whole buffer as it is (no copy made).
+  std::vector<std::vector<float>> global_;
+  std::vector<char> kept_;  // per unit: its range of global_ holds its theta_global
   mutable std::vector<char> merge_due_;  // per unit: its kept theta_global awaits merging
   mutable std::vector<float> merge_alpha_;  // per fragment: the alpha of its pending merges
   std::vector<whole_encoding> encoded_;  // per fragment

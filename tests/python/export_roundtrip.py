@@ -87,11 +87,17 @@ def main():
 
     trained = torch.jit.load(out)
     groups = layer_groups(trained)
-    for f, entry in enumerate(manifest["fragments"]):
+    # Sharded rounds (the default) list each fragment's slices apart: values [first, first +
+    # params) of the fragment, each with its own digest.
+    check(any("slice" in entry for entry in manifest["fragments"]), "the run reduced its rounds in slices")
+    for entry in manifest["fragments"]:
+        f = entry.get("fragment", entry["id"])
+        name = f"fragment {f}" + (f" slice {entry['slice']}" if "slice" in entry else "")
         flat = torch.cat([p.detach().reshape(-1) for g in groups[f::FRAGMENTS] for p in g])
-        check(flat.numel() == entry["params"], f"fragment {f} has the keeper's {entry['params']} values")
+        flat = flat[entry.get("first", 0):entry.get("first", 0) + entry["params"]]
+        check(flat.numel() == entry["params"], f"{name} has the keeper's {entry['params']} values")
         check("%016x" % digest64(flat.numpy().tobytes()) == entry["digest"],
-              f"fragment {f}'s parameters are theta_global's bytes (digest {entry['digest']})")
+              f"{name}'s parameters are theta_global's bytes (digest {entry['digest']})")
     initial = torch.jit.load(model_file)
     moved = sum((a - b).abs().sum().item() for a, b in zip(trained.parameters(), initial.parameters()))
     check(moved > 0, "training changed the parameters")

@@ -166,7 +166,9 @@ expected<std::string> ledger_of(const run_stores& run, const std::vector<checkpo
   std::vector<std::uint64_t> rounds(static_cast<std::size_t>(sync_units(run.cfg)), 0);
   for (const auto& s : chosen)
     if (s.fragment < rounds.size()) rounds[s.fragment] = s.round;
-  return data_ledger(*snap, static_cast<std::uint64_t>(run.cfg.seed), rounds).dump(1);
+  return data_ledger(*snap, static_cast<std::uint64_t>(run.cfg.seed), rounds,
+                     static_cast<std::uint32_t>(shards_of(run.cfg)))
+      .dump(1);
 }
 
 expected<exported> write_export(const export_options& opt, const std::string& tmp) {
@@ -312,9 +314,21 @@ int run_export(const export_options& opt) {
                    {"params", done->params},
                    {"load", load},
                    {"fragments", json::array()}};
-  for (const auto& f : done->fragments)
-    manifest["fragments"].push_back(
-        {{"id", f.fragment}, {"round", f.round}, {"digest", digest_hex(f.digest)}, {"params", f.params}});
+  // With sharded rounds each entry is a sync unit: slice s of fragment p, its own round and
+  // digest, its values from `first` in the fragment (the slices are in order).
+  const auto shards = static_cast<std::size_t>(shards_of(done->cfg));
+  std::size_t first = 0;
+  for (const auto& f : done->fragments) {
+    json entry = {{"id", f.fragment}, {"round", f.round}, {"digest", digest_hex(f.digest)}, {"params", f.params}};
+    if (shards > 1) {
+      if (f.fragment % shards == 0) first = 0;
+      entry["fragment"] = f.fragment / shards;
+      entry["slice"] = f.fragment % shards;
+      entry["first"] = first;
+      first += f.params;
+    }
+    manifest["fragments"].push_back(std::move(entry));
+  }
   if (!opt.ledger.empty()) manifest["ledger"] = opt.ledger;
   if (opt.as_json) {
     std::cout << manifest.dump(2) << "\n";

@@ -129,8 +129,13 @@ void print_human(const std::string& command, const json& body) {
     if (ev["step"].get<long>() >= 0)
       std::cout << "held-out loss " << str(ev["val_loss"]) << " at step " << str(ev["step"]) << "\n";
     print_members_and_workers(body);
-    std::cout << "\nfragments\n";
-    print_table(body["fragments"], {"id", "round", "coordinator"});
+    // With sharded rounds (diloco.shards) each row is a unit: one slice of a fragment.
+    const auto& units = body["fragments"];
+    const bool sliced = !units.empty() && units[0].contains("slice");
+    std::cout << "\n"
+              << (sliced ? "fragments in " + str(units[0]["shards"]) + " slices, a unit each" : "fragments") << "\n";
+    if (sliced) print_table(units, {"id", "fragment", "slice", "round", "coordinator", "placed_on"});
+    else print_table(units, {"id", "round", "coordinator"});
     std::cout << "\nkeepers (commits: whether every commit waits for it)\n";
     print_table(body["keepers"], {"id", "on", "commits"});
     if (const auto& link = body.value("head_link", json::object()); link.contains("bytes_in"))

@@ -460,9 +460,9 @@ def main():
     ap.add_argument("--mbit", type=int, default=0,
                     help="shape each node's link to this many Mbit/s both ways, each node and the head in a network "
                          "namespace of its own (tools/bench/netns.py; needs root); 0: loopback, unshaped")
-    ap.add_argument("--shards", default="1",
+    ap.add_argument("--shards", default="auto",
                     help="diloco.shards: slices the fragment's round is reduced in, each by its own coordinator; "
-                         "a number and/or auto (one slice per worker), e.g. 1,auto")
+                         "a number and/or auto (one slice per worker, the default's choice here), e.g. 1,auto")
     args = ap.parse_args()
     if not 1 <= args.warmup_rounds < args.rounds:
         sys.exit(f"averaging.py: --warmup-rounds must be at least 1 and below --rounds ({args.rounds})")
