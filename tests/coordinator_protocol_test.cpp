@@ -770,6 +770,33 @@ TEST_F(ReleaseOrderTest, AWorkerInTheCoordinatorsProcessGetsItsResultAfterTheOth
             (std::vector<std::string>{"registry round_report", "worker/2.0 round_result", "worker/1.0 round_result"}));
 }
 
+// RoundProgress reaches the registry at the tick after it changed, and otherwise every
+// progress_keepalive (2 s), not every tick (1 s): with slices the head hears P x S
+// coordinators, most of them waiting on their workers' steps most of the time.
+TEST_F(FencingTest, ProgressGoesToTheRegistryWhenItChangesAndOtherwiseEveryKeepalive) {
+  observations y_obs;
+  ASSERT_TRUE(open_round_one_with_x_and_y(y_obs));
+  const auto progress = [&] {
+    std::vector<std::size_t> contributors;  // of each RoundProgress heard so far
+    std::lock_guard<std::mutex> lock(obs_.mu);
+    for (const auto& m : obs_.received)
+      if (m->envelope().isRoundProgress())
+        contributors.push_back(m->envelope().getRoundProgress().getContributors().size());
+    return contributors;
+  };
+  settle(std::chrono::milliseconds(1500));  // the first ticks: round 1 opened, reported once
+  const auto before = progress().size();
+  ASSERT_GE(before, 1u);
+  settle(std::chrono::milliseconds(10000));  // nothing changes for ten ticks
+  const auto unchanged = progress().size() - before;
+  EXPECT_GE(unchanged, 4u) << "kept alive";
+  EXPECT_LE(unchanged, 6u) << "an unchanged round reported at every tick";
+  contribute(1, 1, {0.5f, 0.0f, 0.0f});  // one of two in: it changed
+  settle(std::chrono::milliseconds(1100));
+  const auto heard = progress();
+  EXPECT_EQ(heard.back(), 1u) << "the change heard at the next tick";
+}
+
 TEST_F(FencingTest, RepeatedStateRequestsAreAnsweredOnce) {
   spawn_coordinator(1);
   std::vector<float> init = {1.0f, 2.0f, 3.0f};

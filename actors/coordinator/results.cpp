@@ -280,6 +280,9 @@ void report_progress(self_ptr self) {
     st.progress_key = key;
     st.progress_since = st.now();
   }
+  if (key == st.progress_sent_key && st.now() - st.progress_sent < st.cfg.progress_keepalive) return;
+  st.progress_sent_key = key;
+  st.progress_sent = st.now();
   wire::outgoing out;
   auto p = out.envelope.initRoundProgress();
   p.setFragment(st.cfg.fragment);

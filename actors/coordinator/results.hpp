@@ -29,6 +29,8 @@ struct released_round {
 // `provisional`: the round's result went out provisional (round_commit::settle).
 released_round report_release(self_ptr self, const std::vector<std::string>& contributors, bool provisional);
 void send_released(self_ptr self, const released_round& r);
+// Each tick: the round's phase, participants and keepers to the registry, when they changed
+// or coordinator_config::progress_keepalive passed since it last heard.
 void report_progress(self_ptr self);
 // The last committed round's result, whole (fp32 theta_global), to a worker whose late
 // contribution to it was folded into the open round.

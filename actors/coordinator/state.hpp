@@ -63,6 +63,11 @@ struct coordinator_config {
   // run.data_cursor: reports carry the data their rounds took, so the registry must apply
   // every one, in order (one on its way at a time); without it only the latest is kept.
   bool reports_carry_data = false;
+  // RoundProgress goes to the registry at a tick when it changed, and otherwise this often:
+  // under the 3 s after which `atollctl explain` says a coordinator is not reporting
+  // (actors/decisions/round_explain.hpp), and a tick's message apart from that. With S slices
+  // per fragment the head hears P x S coordinators, most of them unchanged most ticks.
+  std::chrono::milliseconds progress_keepalive{2000};
 };
 
 // The coordinator of `fragment` for a run configured by `run`.
@@ -147,6 +152,8 @@ struct coordinator_state {
   std::uint64_t round_bytes = 0;
   std::string progress_key;  // phase, round and contributor count of the last RoundProgress
   std::chrono::steady_clock::time_point progress_since;  // when progress_key last changed
+  std::string progress_sent_key;  // what the registry last heard, and when
+  std::chrono::steady_clock::time_point progress_sent;
   static inline const char* name = "coordinator";
 };
 
