@@ -20,7 +20,7 @@ inline std::string fragment_name(const coordinator_state& st) {
 // The epoch a refusal carries: the open round's, so a worker refused as stale_epoch can
 // send the same contribution again in the right epoch.
 inline std::uint64_t refusal_epoch(const coordinator_state& st) {
-  return st.rounds->current_phase() == round_tracker::phase::collecting ? st.rounds->open_epoch() : st.epoch;
+  return st.rounds->current_phase() == round_tracker::phase::collecting ? st.rounds->open_epoch() : st.epoch();
 }
 
 }  // namespace atl::coordinator_detail

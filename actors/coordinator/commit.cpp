@@ -16,7 +16,7 @@ round_record record_of_round(const coordinator_state& st, std::uint64_t theta_di
   round_record r;
   r.fragment = st.cfg.fragment;
   r.round = st.rounds->committed_round();
-  r.epoch = st.epoch;
+  r.epoch = st.epoch();
   r.count = st.rounds->theta().size();
   r.theta_digest = theta_digest;
   r.rule = st.rounds->rule_of_rounds();
@@ -111,7 +111,7 @@ void send_commit_to(coordinator_state& st, const std::string& keeper) {
   req.setFragment(st.cfg.fragment);
   req.setRound(frames.round);
   out.tensors = full ? (frames.record ? committing_full_state(st) : frames.tensors) : frames.tensors;
-  st.mail->send(keeper, st.epoch, out);
+  st.mail->send(keeper, st.epoch(), out);
 }
 
 }  // namespace
@@ -125,7 +125,7 @@ round_commit::effects start_commit(coordinator_state& st) {
   // A DiLoCo round past the seed may send its result while the keepers write it.
   const bool early = st.cfg.early_results && round > 0 && st.rounds->rule() == round_tracker::update_rule::nesterov;
   log_debug(fragment_name(st) + ": committing round " + std::to_string(round) + ", " +
-            std::to_string(std::chrono::duration<double>(st.now() - st.last_contribution).count()) +
+            std::to_string(std::chrono::duration<double>(st.now() - st.collect->last_contribution()).count()) +
             " s after the last contribution arrived");
   return st.commit.start(round, frames_to_commit(st).bytes, early, st.now());
 }

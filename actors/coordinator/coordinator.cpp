@@ -6,9 +6,7 @@
 
 #include <caf/all.hpp>
 
-#include "actors/coordinator/closing.hpp"
 #include "actors/coordinator/commit.hpp"
-#include "actors/coordinator/facts.hpp"
 #include "actors/coordinator/results.hpp"
 #include "actors/coordinator/startup.hpp"
 #include "actors/decisions/held_requests.hpp"
@@ -29,50 +27,28 @@ namespace {
 void on_contribution(self_ptr self, const wire::message_ptr& msg);
 void act_on(self_ptr self, const round_commit::effects& effects);
 
-// In phase ready with enough members: open the next round, give the committed state to
-// the held requests of its participants (the others wait for a round that includes them:
-// a worker that is not a participant could not contribute; but see actors/decisions/held_requests.hpp),
-// then replay contributions that came before the round opened.
-void advance(self_ptr self) {
-  auto& st = self->state;
-  if (st.rounds->current_phase() != round_tracker::phase::ready || !membership_ready(st)) return;
-  if (auto err = st.rounds->open(st.epoch, st.members)) {
-    log_warn(fragment_name(st) + ": cannot open round: " + err.describe());
-    return;
-  }
-  st.round_bytes = 0;
-  st.left_out.clear();
-  st.round_inputs.clear();
-  std::vector<wire::message_ptr> still_waiting;
-  for (const auto& req : st.waiting) {
-    const auto verdict = held_requests::decide(state_request_facts_of(st, *req, membership_ready(st)));
-    if (verdict == held_requests::state_verdict::answer_in_round) {
-      send_state(self, req->sender(), held_digest_of(*req));
-      continue;
-    }
-    // The others wait on, and one that skips this round is left out of it (opened with no
-    // contribution yet, it cannot complete here).
-    if (verdict == held_requests::state_verdict::skip_and_hold) (void)leave_out(self, *req);
-    still_waiting.push_back(req);
-  }
-  if (st.announce_on_open) {
-    for (const auto& worker : st.members)
-      if (std::none_of(st.waiting.begin(), st.waiting.end(),
-                       [&](const wire::message_ptr& held) { return held->sender() == worker; }))
-        send_state(self, worker, 0);
-    st.announce_on_open = false;
-  }
-  st.waiting = std::move(still_waiting);
-  auto early = std::move(st.early);
-  st.early.clear();
-  for (const auto& [_, msg] : early) on_contribution(self, msg);
+// The round's machine's policy, from the coordinator's configuration.
+round_collect::options round_collect_options_of(const coordinator_config& cfg) {
+  round_collect::options opt;
+  opt.quorum = {cfg.min_workers, cfg.round_deadline};
+  opt.quorum.adaptive = cfg.adaptive_close;
+  opt.quorum.grace_k = cfg.grace_k;
+  opt.quorum.grace_min = cfg.grace_min;
+  opt.quorum.grace_max = cfg.grace_max;
+  opt.keep_late_work = cfg.keep_late_work;
+  return opt;
+}
+
+std::uint64_t held_digest_of(const wire::message& state_request) {
+  return state_request.envelope().getStateRequest().getHeldDigest();
 }
 
 // An unseeded run: the first held request that carries parameters becomes round 0.
 void seed_from_waiting(self_ptr self) {
   auto& st = self->state;
   if (!st.loaded() || st.rounds->current_phase() != round_tracker::phase::unseeded) return;
-  for (const auto& req : st.waiting) {
+  for (const auto& held : st.collect->waiting()) {
+    const auto req = std::static_pointer_cast<const wire::message>(held.message);
     if (req->tensors().size() != 1 || req->tensors()[0].dtype != schema::DType::FLOAT32) continue;
     if (auto err = st.rounds->seed(req->tensors()[0].to_floats())) {
       log_warn(fragment_name(st) + ": cannot seed from " + req->sender() + ": " + err.describe());
@@ -83,17 +59,50 @@ void seed_from_waiting(self_ptr self) {
   }
 }
 
+void on_round_complete(self_ptr self);
+
+// What the round's machine asked for (actors/decisions/round_collect.hpp), in its order.
+// `msg`: the contribution the effects are about, if any.
+void act_on(self_ptr self, round_collect::effects fx, const wire::message_ptr& msg = nullptr) {
+  auto& st = self->state;
+  for (const auto& note : fx.notes) log_warn(fragment_name(st) + ": " + note);
+  if (fx.opened) {
+    st.round_bytes = 0;
+    st.round_inputs.clear();
+  }
+  for (const auto& [worker, held_digest] : fx.answer) send_state(self, worker, held_digest);
+  if (fx.arm_deadline) self->delayed_send(self, st.cfg.round_deadline, deadline_atom::value, *fx.arm_deadline);
+  if (fx.recheck) {
+    const auto wait = std::chrono::ceil<std::chrono::milliseconds>(fx.recheck->second - st.now());
+    self->delayed_send(self, std::max(wait, std::chrono::milliseconds(1)), grace_atom::value, fx.recheck->first);
+  }
+  if (msg && fx.refused) {
+    log_warn(fragment_name(st) + ": refused contribution of " + msg->sender() + ": " + fx.refused->describe());
+    st.mail->refuse(*msg, *fx.refused, refusal_epoch(st));
+  }
+  if (msg && fx.taken_as) {
+    st.round_inputs[*fx.taken_as] = msg;
+    st.round_bytes += msg->wire_bytes();
+    if (round_tracker::is_late_name(*fx.taken_as))
+      log_info(fragment_name(st) + ": round " + std::to_string(msg->envelope().getContribution().getRound()) + " of " +
+               msg->sender() + ", late, folded into round " + std::to_string(st.rounds->open_round()));
+  }
+  if (msg && fx.send_missed_result) send_missed_result(self, msg->sender());
+  if (fx.complete) on_round_complete(self);
+  for (const auto& held : fx.replay) on_contribution(self, std::static_pointer_cast<const wire::message>(held));
+}
+
 // The state is loaded (or none was found): seed a new run, or open the next round.
 void on_started(self_ptr self) {
   seed_from_waiting(self);
-  advance(self);
+  act_on(self, self->state.collect->advance());
 }
 
 // A released round: reported, then the next round opened (its results carry that round's
 // epoch), then the results sent (a confirmation only, if they went out `provisional`).
 void release(self_ptr self, const std::vector<std::string>& contributors, bool provisional) {
   const auto released = report_release(self, contributors, provisional);
-  advance(self);  // it resets the round's counters
+  act_on(self, self->state.collect->advance());  // it resets the round's counters
   send_released(self, released);
 }
 
@@ -110,63 +119,32 @@ void on_round_complete(self_ptr self) {
   release(self, contributors, false);
 }
 
+// Held, taken late, or taken (actors/decisions/round_collect.hpp decides): decoded here.
 void on_contribution(self_ptr self, const wire::message_ptr& msg) {
   auto& st = self->state;
   const auto c = msg->envelope().getContribution();
-  // Held, one per sender, until the next round opens: for the round about to open (its
-  // membership is not ready yet; a worker that got the last result contributes at once), or
-  // anything before this coordinator has loaded its state (a re-placed one, receiving
-  // resends). actors/decisions/held_requests.hpp decides.
-  auto facts = contribution_facts_of(st, *msg);
-  bool late = false;
-  switch (held_requests::decide(facts)) {
-    case held_requests::contribution_verdict::hold_early: st.early[msg->sender()] = msg; return;
-    case held_requests::contribution_verdict::skip_open_round:
-      if (skip_open_round(self, msg)) on_round_complete(self);
-      return;
-    case held_requests::contribution_verdict::take_late: late = true; break;
-    case held_requests::contribution_verdict::take: break;
-  }
+  auto admitted = st.collect->admit({msg->sender(), c.getRound(), msg});
+  using verdict = held_requests::contribution_verdict;
+  if (admitted.verdict == verdict::hold_early || admitted.verdict == verdict::skip_open_round)
+    return act_on(self, std::move(admitted.then), msg);
   const auto arrived = st.now();
   // int8 and fp4 stay encoded: the outer step decodes them block by block (a quarter or an
   // eighth of the bytes to hold, and no fp32 pass over each on the round's critical path).
-  const bool keep_encoded = has_scales(static_cast<codec_kind>(c.getCodec()));
-  std::vector<float> values;
-  encoded_values encoded;
-  if (keep_encoded) encoded = st.rounds->encoded_buffer();
-  else values = st.rounds->contribution_buffer();
+  round_collect::contribution_values values;
+  values.epoch = msg->epoch();
+  values.weight = c.getWeight();
+  values.is_encoded = has_scales(static_cast<codec_kind>(c.getCodec()));
+  if (values.is_encoded) values.encoded = st.rounds->encoded_buffer();
+  else values.decoded = st.rounds->contribution_buffer();
   const std::size_t count = st.rounds->theta().size();
-  if (auto err =
-          keep_encoded ? take_encoded_contribution(*msg, count, encoded) : take_contribution(*msg, count, values)) {
+  if (auto err = values.is_encoded ? take_encoded_contribution(*msg, count, values.encoded)
+                                   : take_contribution(*msg, count, values.decoded)) {
     log_warn(fragment_name(st) + ": refused contribution of " + msg->sender() + ": " + err.describe());
     st.mail->refuse(*msg, err, refusal_epoch(st));
     return;
   }
-  if (late) {
-    if (take_late_work(self, msg, std::move(values), std::move(encoded))) on_round_complete(self);
-    return;
-  }
-  if (st.rounds->contributors().empty()) {
-    st.round_started = st.now();
-    st.arrivals.clear();
-    if (st.cfg.round_deadline.count() > 0)
-      self->delayed_send(self, st.cfg.round_deadline, deadline_atom::value, st.rounds->open_round());
-  }
-  auto done = keep_encoded
-                  ? st.rounds->add_encoded(msg->sender(), msg->epoch(), c.getRound(), std::move(encoded), c.getWeight())
-                  : st.rounds->add(msg->sender(), msg->epoch(), c.getRound(), std::move(values), c.getWeight());
-  if (done) st.round_inputs[msg->sender()] = msg;
-  if (!done) {
-    if (done.err().code == errc::not_participant) st.left_out.insert(msg->sender());
-    log_warn(fragment_name(st) + ": refused contribution of " + msg->sender() + ": " + done.err().describe());
-    st.mail->refuse(*msg, done.err(), refusal_epoch(st));
-    return;
-  }
-  st.round_bytes += msg->wire_bytes();
-  st.last_contribution = arrived;
-  st.arrivals.push_back(arrived - st.round_started);
-  if (*done) return on_round_complete(self);
-  if (st.cfg.adaptive_close && close_or_wait(self, st.rounds->open_round())) on_round_complete(self);
+  const bool late = admitted.verdict == verdict::take_late;
+  act_on(self, st.collect->take(msg->sender(), c.getRound(), std::move(values), late, arrived), msg);
 }
 
 // A delta that left a gap: the whole Membership is asked for, at most once this often (the
@@ -186,11 +164,8 @@ void on_membership(self_ptr self, const wire::message_ptr& msg) {
     case held_membership::verdict::changed: break;
   }
   const auto& view = st.membership.view();
-  st.epoch = view.epoch;
-  st.members = view.workers;
-  st.quorum = view.quorum;
   const bool first = !st.has_membership();
-  if (first) st.started_as = coordinator_state::startup::loading;
+  st.collect->membership({view.epoch, view.workers, view.quorum});
   // The keepers a commit needs. A keeper removed (its node died) no longer holds a round
   // up; one added gets the committing round at the next tick.
   auto keepers = view.keepers;
@@ -202,19 +177,7 @@ void on_membership(self_ptr self, const wire::message_ptr& msg) {
   // One removed may have been the last the committing round waited for, or the one not
   // yet writing it.
   act_on(self, commit_effects);
-  if (st.rounds->current_phase() == round_tracker::phase::collecting) {
-    const auto participants = st.rounds->participants();
-    for (const auto& p : participants) {
-      if (std::find(st.members.begin(), st.members.end(), p) != st.members.end()) continue;
-      log_warn(fragment_name(st) + ": " + p + " left; round " + std::to_string(st.rounds->open_round()) +
-               " goes on without it");
-      auto done = st.rounds->drop(p);
-      if (done && *done) on_round_complete(self);
-    }
-    // Fewer participants, a smaller majority: it may be in, and its grace may have passed.
-    if (st.cfg.adaptive_close && close_or_wait(self, st.rounds->open_round())) on_round_complete(self);
-  }
-  advance(self);
+  act_on(self, st.collect->members_changed(st.now()));
 }
 
 // Every keeper has the committing round on disk: it is committed. Round 0 (the seed) opens
@@ -230,7 +193,7 @@ void finish_commit(self_ptr self) {
   if (round == 0) {
     st.commit_frames.reset();  // no result shares the seed's frames
     log_info(fragment_name(st) + ": seeded round 0 (" + std::to_string(st.rounds->theta().size()) + " parameters)");
-    advance(self);
+    act_on(self, st.collect->advance());
     return;
   }
   release(self, contributors, provisional);
@@ -250,35 +213,25 @@ void act_on(self_ptr self, const round_commit::effects& effects) {
 void say_held(self_ptr self, const wire::message& request) {
   auto& st = self->state;
   const bool seeded = st.loaded() && st.rounds->current_phase() != round_tracker::phase::unseeded;
-  const bool parameters_held = std::any_of(st.waiting.begin(), st.waiting.end(),
-                                           [](const wire::message_ptr& held) { return !held->tensors().empty(); });
   wire::outgoing out;
   auto held = out.envelope.initStateHeld();
   held.setFragment(st.cfg.fragment);
-  held.setSeedHeld(seeded || parameters_held);
-  st.mail->send(request.sender(), st.epoch, out);
+  held.setSeedHeld(seeded || st.collect->holds_parameters());
+  st.mail->send(request.sender(), st.epoch(), out);
 }
 
 void on_state_request(self_ptr self, const wire::message_ptr& msg) {
   auto& st = self->state;
   // Answered now if the worker can contribute to the open round, or must train to reach
-  // another fragment's (actors/decisions/held_requests.hpp); otherwise held until a round opens that
-  // includes it, so a joiner or a resyncing worker is never refused as not_participant in
-  // a loop.
-  const auto verdict = held_requests::decide(state_request_facts_of(st, *msg, membership_ready(st)));
-  if (verdict == held_requests::state_verdict::answer_in_round ||
-      verdict == held_requests::state_verdict::answer_outside_round) {
-    send_state(self, msg->sender(), held_digest_of(*msg));
-    return;
+  // another fragment's; otherwise held until a round opens that includes it, so a joiner or
+  // a resyncing worker is never refused as not_participant in a loop.
+  const auto skips = msg->envelope().getStateRequest().getSkipsRound();
+  auto answer = st.collect->request({msg->sender(), skips, held_digest_of(*msg), msg->tensors().size(), msg});
+  if (answer.held) {
+    seed_from_waiting(self);
+    say_held(self, *msg);
   }
-  // One held request per worker: its retries replace it, so it is answered once.
-  auto same = std::find_if(st.waiting.begin(), st.waiting.end(),
-                           [&](const wire::message_ptr& held) { return held->sender() == msg->sender(); });
-  if (same == st.waiting.end()) st.waiting.push_back(msg);
-  else if (msg->tensors().size() >= (*same)->tensors().size()) *same = msg;  // keep the one with parameters
-  seed_from_waiting(self);
-  say_held(self, *msg);
-  if (verdict == held_requests::state_verdict::skip_and_hold && leave_out(self, *msg)) on_round_complete(self);
+  act_on(self, std::move(answer.then));
 }
 
 }  // namespace
@@ -297,6 +250,7 @@ caf::behavior coordinator_actor(caf::stateful_actor<coordinator_state>* self, tr
       cfg.fragment, cfg.outer,
       cfg.average_only ? round_tracker::update_rule::average_only : round_tracker::update_rule::nesterov);
   st.rounds->encode_results(cfg.result_codec, cfg.result_chunk);
+  st.collect = std::make_unique<round_collect>(*st.rounds, round_collect_options_of(cfg));
   request_startup_state(self);
   self->delayed_send(self, cfg.commit_retry, tick_atom::value);
   return {
@@ -313,15 +267,13 @@ caf::behavior coordinator_actor(caf::stateful_actor<coordinator_state>* self, tr
         else if (env.isRefusal()) {
           log_warn(fragment_name(st) + ": refusal from " + msg->sender() + ": " + env.getRefusal().getMessage().cStr());
         } else {
-          st.mail->refuse(*msg, make_error(errc::unexpected_message, wire::kind_name(msg->kind())), st.epoch);
+          st.mail->refuse(*msg, make_error(errc::unexpected_message, wire::kind_name(msg->kind())), st.epoch());
         }
       },
       [=](deadline_atom, std::uint64_t round) {
-        if (on_deadline(self, round)) on_round_complete(self);
+        act_on(self, self->state.collect->deadline(round, self->state.now()));
       },
-      [=](grace_atom, std::uint64_t round) {
-        if (close_or_wait(self, round)) on_round_complete(self);
-      },
+      [=](grace_atom, std::uint64_t round) { act_on(self, self->state.collect->grace(round, self->state.now())); },
       [=](confirm_atom) { request_membership(self); },  // placed again: a restarted head learns we run
       [=](resend_atom) { resend_round_report(self); },  // the node's link to the head came back
       [=](tick_atom) {  // every commit_retry: startup requests until answered, commit retries

@@ -50,19 +50,20 @@
 // Every participant receives the same bytes of theta_global, which makes S1 hold by
 // construction; the keepers commit those bytes before anyone applies them (S2, S4).
 //
+// Two pure machines decide; the shell decodes each message, asks the one it concerns and
+// does what the effects say, in their order (act_on):
+//   actors/decisions/round_collect.hpp  the round from its members to its close: the
+//                           start, held requests and contributions, rounds opened, taken
+//                           contributions, closes without every participant
+//   actors/decisions/round_commit.hpp   the committing round: the round to keepers, the
+//                           provisional result, the release
 // Its files are layered, top down; each calls only the layers below it, never a file
-// beside it (tools/check/layering.sh holds every include to this drawing). A function
-// below that completes a round or loads the state says so; the shell acts on it:
-//   coordinator.cpp         the shell: each message to its handler; rounds opened,
-//                           completed, committed and released; state requests
-//   closing.cpp startup.cpp rounds closed without every participant; the start
+// beside it (tools/check/layering.sh holds every include to this drawing):
+//   coordinator.cpp         the shell: each message to its machine, and their effects run
+//   startup.cpp             the requests a start needs (members, then the committed state)
 //   results.cpp             results, committed state, reports and progress sent
-//   commit.cpp facts.cpp    a round's commit to its keepers, and their answers; what
-//                           the pure decisions are asked (held_requests.hpp)
+//   commit.cpp              a round's commit to its keepers, and their answers
 //   base.hpp, state.hpp     the actor pointer and log name; configuration and state
-// The committing round has one home, actors/decisions/round_commit.hpp: a pure machine
-// whose edges return what to send (the round to keepers, the provisional result, the
-// release), which the shell runs (act_on).
 #include <string>
 
 #include <caf/stateful_actor.hpp>

@@ -41,7 +41,7 @@ void send_report(coordinator_state& st, const coordinator_state::round_report& r
     ties[i].setRound(r.ties[i].round);
     put_data_pieces(ties[i].initPieces(static_cast<unsigned>(r.ties[i].pieces.size())), r.ties[i].pieces);
   }
-  st.mail->send(st.cfg.registry, st.epoch, out);
+  st.mail->send(st.cfg.registry, st.epoch(), out);
 }
 
 // One report at a time, the oldest unacknowledged: the registry applies a fragment's
@@ -91,9 +91,9 @@ void report_round(self_ptr self, const std::vector<std::string>& contributors, s
     r.late.push_back(round_tracker::worker_of_late_name(name));
     r.late_weights.push_back(weight);
   }
-  r.duration_s = static_cast<float>(std::chrono::duration<double>(st.now() - st.round_started).count());
+  r.duration_s = static_cast<float>(std::chrono::duration<double>(st.now() - st.collect->round_started()).count());
   r.since_last_contribution_s =
-      static_cast<float>(std::chrono::duration<double>(st.now() - st.last_contribution).count());
+      static_cast<float>(std::chrono::duration<double>(st.now() - st.collect->last_contribution()).count());
   r.bytes = st.round_bytes;
   r.ties = ties_of_inputs(st);
   if (!st.cfg.reports_carry_data) st.unacked_reports.clear();  // only the latest matters (views, metrics)
@@ -150,7 +150,7 @@ void resend_round_report_if_due(self_ptr self) {
 void on_round_report_ack(self_ptr self, const wire::message_ptr& msg) {
   auto& st = self->state;
   if (msg->sender() != st.cfg.registry) {
-    st.mail->refuse(*msg, make_error(errc::unknown_peer, "round_report_ack from " + msg->sender()), st.epoch);
+    st.mail->refuse(*msg, make_error(errc::unknown_peer, "round_report_ack from " + msg->sender()), st.epoch());
     return;
   }
   const auto acked = msg->envelope().getRoundReportAck().getRound();
@@ -194,7 +194,7 @@ void send_state(self_ptr self, const std::string& worker, std::uint64_t held_dig
   }
   // The fragment's other members: a joiner may take its inner-optimizer state from one.
   std::vector<std::string> donors;
-  for (const auto& m : st.members)
+  for (const auto& m : st.collect->members())
     if (m != worker && donors.size() < max_donors) donors.push_back(m);
   auto listed = fs.initDonors(static_cast<unsigned>(donors.size()));
   for (unsigned i = 0; i < donors.size(); ++i) listed.set(i, donors[i]);
@@ -217,8 +217,9 @@ void send_missed_result(self_ptr self, const std::string& worker) {
 void send_provisional_results(self_ptr self) {
   auto& st = self->state;
   const auto update = released_update_frames(st);
-  send_results(st, st.rounds->contributors(), st.rounds->committed_round(), st.epoch, frames_to_commit(st).theta_digest,
-               update ? nullptr : &committing_theta(st), update, result_form::provisional);
+  send_results(st, st.rounds->contributors(), st.rounds->committed_round(), st.epoch(),
+               frames_to_commit(st).theta_digest, update ? nullptr : &committing_theta(st), update,
+               result_form::provisional);
   ATL_FAULT_POINT("coordinator.provisional");
 }
 
@@ -292,14 +293,14 @@ void report_progress(self_ptr self) {
     fill_names(p.initParticipants(static_cast<unsigned>(st.rounds->participants().size())), st.rounds->participants());
     fill_names(p.initContributors(static_cast<unsigned>(contributors.size())), contributors);
     if (!contributors.empty())
-      p.setOpenForS(static_cast<float>(std::chrono::duration<double>(st.now() - st.round_started).count()));
+      p.setOpenForS(static_cast<float>(std::chrono::duration<double>(st.now() - st.collect->round_started()).count()));
   }
   if (committing) {
     fill_names(p.initKeepers(static_cast<unsigned>(st.commit.keepers().size())), st.commit.keepers());
     fill_names(p.initAcked(static_cast<unsigned>(st.commit.acknowledged().size())), st.commit.acknowledged());
   }
   p.setPhaseForS(static_cast<float>(std::chrono::duration<double>(st.now() - st.progress_since).count()));
-  st.mail->send(st.cfg.registry, st.epoch, out);
+  st.mail->send(st.cfg.registry, st.epoch(), out);
 }
 
 }  // namespace atl::coordinator_detail

@@ -19,8 +19,8 @@ namespace {
 // then seeds or opens the next round.
 void resume_from(self_ptr self, const wire::message& msg) {
   auto& st = self->state;
-  st.started_as = coordinator_state::startup::started;
   st.load_replies.clear();
+  bool resumed = false;
   const auto reply = msg.envelope().getLoadReply();
   const auto& t = msg.tensors();
   if (reply.getFound() && (t.size() == 2 || t.size() == 3)) {
@@ -30,9 +30,10 @@ void resume_from(self_ptr self, const wire::message& msg) {
     else {
       log_info(fragment_name(st) + ": resumed at committed round " + std::to_string(reply.getRound()) + " from " +
                msg.sender());
-      st.announce_on_open = true;
+      resumed = true;
     }
   }
+  st.collect->loaded(resumed);
 }
 
 }  // namespace
@@ -57,7 +58,7 @@ bool resume_when_every_keeper_answered(self_ptr self) {
 
 bool on_load_reply(self_ptr self, const wire::message_ptr& msg) {
   auto& st = self->state;
-  if (st.started_as != coordinator_state::startup::loading) return false;  // not asked, or started
+  if (st.collect->started_as() != round_collect::startup::loading) return false;  // not asked, or started
   if (!st.cfg.load_from_every_keeper) {
     resume_from(self, *msg);
     return true;
@@ -75,7 +76,7 @@ void request_membership(self_ptr self) {
   auto& st = self->state;
   wire::outgoing out;
   out.envelope.initMembershipRequest().setFragment(st.cfg.fragment);
-  st.mail->send(st.cfg.registry, st.epoch, out);
+  st.mail->send(st.cfg.registry, st.epoch(), out);
 }
 
 // The membership comes first: the LoadRequest carries its epoch, from which on the keeper
@@ -90,7 +91,7 @@ void request_startup_state(self_ptr self) {
       if (st.load_replies.count(keeper)) continue;
       wire::outgoing out;
       out.envelope.initLoadRequest().setFragment(st.cfg.fragment);
-      st.mail->send(keeper, st.epoch, out);
+      st.mail->send(keeper, st.epoch(), out);
     }
   }
 }

@@ -13,6 +13,7 @@
 #include <caf/actor_clock.hpp>
 
 #include "actors/decisions/data_cursor.hpp"
+#include "actors/decisions/round_collect.hpp"
 #include "actors/decisions/round_commit.hpp"
 #include "actors/decisions/round_tracker.hpp"
 #include "actors/shared/membership_delta.hpp"
@@ -77,37 +78,20 @@ struct coordinator_state {
   std::unique_ptr<mailer> mail;
   std::unique_ptr<round_tracker> rounds;
   coordinator_config cfg;
-  // How far the coordinator has started: the members come first (the LoadRequest carries
-  // their epoch, the keepers' fence), then the committed state from the keepers.
-  //   asking_members --Membership--> loading --LoadReply (or every keeper's)--> started
-  enum class startup { asking_members, loading, started };
-  startup started_as = startup::asking_members;
-  bool loaded() const { return started_as == startup::started; }
-  bool has_membership() const { return started_as != startup::asking_members; }
+  // The round from its members to its close (actors/decisions/round_collect.hpp): the
+  // startup phase, the members, held requests and contributions, and the open round's times.
+  std::unique_ptr<round_collect> collect;
+  bool loaded() const { return collect->loaded(); }
+  bool has_membership() const { return collect->has_membership(); }
+  std::uint64_t epoch() const { return collect->epoch(); }  // of the current membership
   std::map<std::string, wire::message_ptr> load_replies;  // so far, by keeper (load_from_every_keeper)
-  // Resumed from the keeper (re-placed, or a restarted head): when the first round opens,
-  // every member gets the committed state, so workers still waiting on the old
-  // coordinator's result resync at once instead of after diloco.result_timeout_ms.
-  bool announce_on_open = false;
-  std::size_t quorum = 0;  // participants a round needs, from the registry (0: cfg.min_workers)
-  std::uint64_t epoch = 0;  // current membership epoch
-  std::vector<std::string> members;  // workers of the current epoch
-  // The Membership as the registry's deltas built it (quorum, epoch and members above are
-  // its view), and when the whole one was last asked for after a gap.
+  // The Membership as the registry's deltas built it (round_collect has its view), and
+  // when the whole one was last asked for after a gap.
   held_membership membership;
   std::optional<std::chrono::steady_clock::time_point> membership_asked;
-  std::vector<wire::message_ptr> waiting;  // StateRequests held until a round includes them
-  // Members left out of the open round at their word (a contribution refused as
-  // not_participant, or a StateRequest that skips it): their StateRequests are held until
-  // a round includes them.
-  std::set<std::string> left_out;
-  std::map<std::string, wire::message_ptr> early;  // contributions for the round about to open
   // The open round's accepted contributions as received: the round log's record forwards
   // their frames to the keepers.
   std::map<std::string, wire::message_ptr> round_inputs;
-  std::chrono::steady_clock::time_point round_started;
-  std::chrono::steady_clock::time_point last_contribution;  // arrival of the round's latest one
-  std::vector<std::chrono::steady_clock::duration> arrivals;  // of the open round's contributions, from its first
   std::vector<std::pair<std::string, float>> released_inputs;  // the releasing round's (round_tracker::inputs)
   // Committed rounds for the registry not acknowledged yet (RoundReportAck), oldest first;
   // only the oldest is on its way, sent again after the node's link to the head comes back

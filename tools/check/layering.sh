@@ -94,10 +94,10 @@ worker_layers=(
   "state:strategy:done:replica:sliced_replica:data_feed"  # what it holds, and how it steps
 )
 coordinator_layers=(
-  "coordinator"  # the shell: dispatch, rounds opened, completed, committed, released
-  "closing startup"  # rounds closed without every participant; the start
+  "coordinator"  # the shell: each message to its machine, the effects run
+  "startup"  # the requests a start needs
   "results"  # results, state, reports, progress sent
-  "commit facts"  # a round's commit to its keepers; what the decisions are asked
+  "commit"  # a round's commit to its keepers
   "base"  # the actor pointer, the log name
   "state"  # configuration and state
 )
