@@ -396,11 +396,17 @@ TEST(RoundCollect, Edge7ClosesAtTheDeadlineOrTheGraceOnlyWithAMajority) {
          w.contribute("a");
        },
        [](world& w) { return w.machine.deadline(6, t0 + 2s); }, "deadline(6)"},
-      {"a deadline of a round that is no longer open: armed again, nothing closed", with_deadline(),
+      {"the deadline of a round that completed: nothing (no timer left behind)", with_deadline(),
+       [](world& w) {
+         w.open_with({"a"});
+         w.contribute("a");
+       },
+       [](world& w) { return w.machine.deadline(6, t0 + 2s); }, ""},
+      {"the deadline of an earlier round while the next one collects: nothing", with_deadline(),
        [](world& w) {
          w.open_with({"a", "b"});
        },
-       [](world& w) { return w.machine.deadline(4, t0 + 2s); }, "deadline(4)"},
+       [](world& w) { return w.machine.deadline(4, t0 + 2s); }, ""},
       {"grace not over yet: looked at again at its end", adaptive(),
        [](world& w) {
          w.open_with({"a", "b", "c"});

@@ -170,7 +170,12 @@ round_collect::request_answer round_collect::request(const state_request& r) {
 round_collect::effects round_collect::deadline(std::uint64_t round, time_point now) {
   effects fx;
   close_or_wait(round, now, fx);
-  if (!fx.complete) fx.arm_deadline = round;  // looked at again a deadline later
+  // Looked at again a deadline later while that round is still open: a round that
+  // completed or closed needs no timer (one re-armed for ever per round added a timer per
+  // round to a long run).
+  const bool still_open =
+      rounds_->current_phase() == round_tracker::phase::collecting && rounds_->open_round() == round;
+  if (!fx.complete && still_open) fx.arm_deadline = round;
   return fx;
 }
 

@@ -34,6 +34,7 @@
 //                           leaves it (it may complete)
 //   (7) deadline/grace      quorum.hpp decides: closed with a majority (complete), looked
 //                           at again at the grace's end, or (deadline) a deadline later
+//                           while that round is still open
 //   (8) released            the round was committed and released: (3)
 //
 // `complete`: the open round has every contribution it will take (the tracker is
