@@ -46,10 +46,23 @@ struct world {
   explicit world(round_collect::options opt) : machine(tracker, std::move(opt)) {
     EXPECT_FALSE(tracker.restore(5, std::vector<float>(4, 1.f), std::vector<float>(4, 0.f)));
   }
-  // The members, the state loaded, round 6 open with them.
-  void open_with(std::vector<std::string> members) {
-    machine.membership({epoch, std::move(members), 0});
+  // The members (and the quorum the registry published with them), the state loaded.
+  void start(std::vector<std::string> members, std::size_t quorum = 0) {
+    machine.membership({epoch, std::move(members), quorum});
     machine.loaded(false);
+  }
+  // The same, and round 6 open with them.
+  void open_with(std::vector<std::string> members) {
+    start(std::move(members));
+    EXPECT_TRUE(machine.advance().opened);
+  }
+  // Round 6 of a, b and c closed at its deadline without c, committed, and round 7 open.
+  void close_six_without_c() {
+    open_with({"a", "b", "c"});
+    contribute("a");
+    contribute("b");
+    ASSERT_TRUE(machine.deadline(6, t0 + 2s).complete);
+    ASSERT_FALSE(tracker.committed());
     EXPECT_TRUE(machine.advance().opened);
   }
   effects contribute(const std::string& worker, std::uint64_t round = 6, std::chrono::milliseconds at = 0ms) {
@@ -83,6 +96,11 @@ round_collect::options adaptive() {
   opt.quorum.adaptive = true;
   opt.quorum.grace_min = 200ms;
   opt.quorum.grace_max = 200ms;
+  return opt;
+}
+round_collect::options needing_three() {
+  auto opt = plain();
+  opt.quorum.min_workers = 3;
   return opt;
 }
 round_collect::options keeping_late_work() {
@@ -155,32 +173,19 @@ TEST(RoundCollect, Edge1MembersThatLeaveAreDroppedFromTheOpenRound) {
 
 TEST(RoundCollect, Edge3OpensTheNextRoundWithTheMembersAndAnswersWhatWasHeld) {
   run({
-      {"too few members for run.min_workers: no round",
-       [] {
-         auto opt = plain();
-         opt.quorum.min_workers = 3;
-         return opt;
-       }(),
+      {"too few members for run.min_workers: no round", needing_three(),
        [](world& w) {
-         w.machine.membership({epoch, {"a", "b"}, 0});
-         w.machine.loaded(false);
+         w.start({"a", "b"});
        },
        [](world& w) { return w.machine.advance(); }, ""},
-      {"the published quorum counts, not run.min_workers",
-       [] {
-         auto opt = plain();
-         opt.quorum.min_workers = 3;
-         return opt;
-       }(),
+      {"the published quorum counts, not run.min_workers", needing_three(),
        [](world& w) {
-         w.machine.membership({epoch, {"a", "b"}, 2});
-         w.machine.loaded(false);
+         w.start({"a", "b"}, 2);
        },
        [](world& w) { return w.machine.advance(); }, "opened"},
       {"a held request of a participant is answered with its digest; a stranger's stays held", plain(),
        [](world& w) {
-         w.machine.membership({epoch, {"a"}, 0});
-         w.machine.loaded(false);
+         w.start({"a"});
          w.machine.request({"a", 0, 77, 0, note("req a")});
          w.machine.request({"x", 0, 0, 0, note("req x")});
        },
@@ -286,23 +291,11 @@ TEST(RoundCollect, Edge5TakesAContributionAndSaysWhenTheRoundIsComplete) {
        },
        [](world& w) { return w.contribute("b", 6, 100ms); }, "recheck(6 at +200ms) taken(b)"},
       {"late work: folded in as its late name, and its sender gets the result it missed", keeping_late_work(),
-       [](world& w) {
-         w.open_with({"a", "b", "c"});
-         w.contribute("a");
-         w.contribute("b");
-         ASSERT_TRUE(w.machine.deadline(6, t0 + 2s).complete);
-         ASSERT_FALSE(w.tracker.committed());
-         EXPECT_TRUE(w.machine.advance().opened);
-       },
-       [](world& w) { return w.late("c", 6); }, "taken(c#late) missed_result"},
+       [](world& w) { w.close_six_without_c(); }, [](world& w) { return w.late("c", 6); },
+       "taken(c#late) missed_result"},
       {"late work sent again: only the result it missed, again", keeping_late_work(),
        [](world& w) {
-         w.open_with({"a", "b", "c"});
-         w.contribute("a");
-         w.contribute("b");
-         ASSERT_TRUE(w.machine.deadline(6, t0 + 2s).complete);
-         ASSERT_FALSE(w.tracker.committed());
-         EXPECT_TRUE(w.machine.advance().opened);
+         w.close_six_without_c();
          w.late("c", 6);
        },
        [](world& w) { return w.late("c", 6); }, "missed_result"},
