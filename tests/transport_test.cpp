@@ -93,6 +93,53 @@ TEST(ZmqTransport, ALargeTensorArrivesWholeDeliveredAndRelayed) {
     for (const auto& id : dir->ids()) caf::anon_send_exit(dir->find(id), caf::exit_reason::user_shutdown);
 }
 
+// The head counts its link's bytes by payload kind: what came in over the socket and what
+// its actors handed to it; a delivery inside the head's process is neither.
+TEST(ZmqTransport, TheLinkIsCountedByPayloadKindInAndOut) {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  cluster_identity cluster("c");
+  kept_messages at_head, at_a;
+  directory head_dir, a_dir;
+  head_dir.add("registry", sys.spawn(keeping_actor, &at_head));
+  head_dir.add("keeper/0", sys.spawn(keeping_actor, &at_head));
+  a_dir.add("worker/1.0", sys.spawn(keeping_actor, &at_a));
+  zmq_transport head(zmq_transport::role::server, "tcp://127.0.0.1:0", head_dir, cluster);
+  zmq_transport a(zmq_transport::role::client, head.bound_endpoint(), a_dir, cluster);
+  const auto slot = [](schema::Envelope::Which kind) { return traffic_counters::kind_slot(kind); };
+  mailer worker(a, "worker/1.0", "c");
+  wire::outgoing request;
+  request.envelope.initStateRequest().setFragment(0);
+  const auto request_bytes = worker.send("registry", 1, request);
+  ASSERT_TRUE(testing::eventually([&] { return at_head.size() == 1; }));
+  EXPECT_EQ(head.counters().kind_bytes_in[slot(schema::Envelope::STATE_REQUEST)].load(), request_bytes);
+  EXPECT_EQ(a.counters().kind_bytes_out[slot(schema::Envelope::STATE_REQUEST)].load(), request_bytes);
+
+  mailer registry(head, "registry", "c");
+  wire::outgoing held;
+  held.envelope.initStateHeld().setFragment(0);
+  const auto held_bytes = registry.send("worker/1.0", 1, held);
+  ASSERT_TRUE(testing::eventually([&] { return at_a.size() == 1; }));
+  EXPECT_EQ(head.counters().kind_bytes_out[slot(schema::Envelope::STATE_HELD)].load(), held_bytes);
+  EXPECT_EQ(a.counters().kind_bytes_in[slot(schema::Envelope::STATE_HELD)].load(), held_bytes);
+
+  wire::outgoing local;
+  local.envelope.initStateHeld().setFragment(1);
+  registry.send("keeper/0", 1, local);  // in the head's process: not on its link
+  ASSERT_TRUE(testing::eventually([&] { return at_head.size() == 2; }));
+  EXPECT_EQ(head.counters().kind_bytes_out[slot(schema::Envelope::STATE_HELD)].load(), held_bytes);
+  std::uint64_t other = 0;
+  for (std::size_t k = 0; k < traffic_counters::kinds; ++k)
+    if (k != slot(schema::Envelope::STATE_REQUEST) && k != slot(schema::Envelope::STATE_HELD))
+      other += head.counters().kind_bytes_in[k].load() + head.counters().kind_bytes_out[k].load();
+  EXPECT_EQ(other, 0u);
+
+  a.stop();
+  head.stop();
+  for (auto* dir : {&head_dir, &a_dir})
+    for (const auto& id : dir->ids()) caf::anon_send_exit(dir->find(id), caf::exit_reason::user_shutdown);
+}
+
 // A head that watches node connections hears, by node id, that the connection a node
 // last spoke from closed (the client transport gone, as with a killed process), and only
 // for nodes: a worker's or a control client's closed connection is not reported.

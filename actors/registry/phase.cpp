@@ -10,6 +10,7 @@
 #include "actors/registry/cursor.hpp"
 #include "actors/registry/placements.hpp"
 #include "actors/registry/queries.hpp"
+#include "actors/registry/views.hpp"
 #include "runtime/process/log.hpp"
 
 namespace atl::registry_detail {
@@ -60,6 +61,7 @@ void finish_run(self_ptr self) {
     summary["head_relayed_tensor_bytes"] = c->tensor_bytes_relayed.load();
     // Tensors the head's own actors took in or sent (its keeper's commits and loads).
     summary["head_tensor_bytes"] = c->tensor_bytes_in.load() + c->tensor_bytes_out.load();
+    summary["head_link_by_kind"] = views::head_link_by_kind(*c);
   }
   st.metrics.write("summary", summary);
 }

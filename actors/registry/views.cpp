@@ -102,6 +102,19 @@ json security(const registry_state& st) {
   return out;
 }
 
+}  // namespace
+
+json head_link_by_kind(const traffic_counters& c) {
+  json kinds = json::object();
+  for (std::size_t k = 0; k < traffic_counters::kinds; ++k) {
+    const auto in = c.kind_bytes_in[k].load(), out = c.kind_bytes_out[k].load();
+    if (in + out > 0) kinds[wire::kind_name(static_cast<schema::Envelope::Which>(k))] = {{"in", in}, {"out", out}};
+  }
+  return kinds;
+}
+
+namespace {
+
 // The head's own link: bytes its actors received and sent, of which tensor frames (the
 // commits to keeper/0 and its loads; zero with storage.keepers = nodes while both replicas
 // run), and bytes it relayed between nodes, of which tensor frames (those of nodes that do
@@ -114,7 +127,8 @@ json head_link(const registry_state& st) {
           {"tensor_bytes_in", c.tensor_bytes_in.load()},
           {"tensor_bytes_out", c.tensor_bytes_out.load()},
           {"bytes_relayed", c.bytes_relayed.load()},
-          {"tensor_bytes_relayed", c.tensor_bytes_relayed.load()}};
+          {"tensor_bytes_relayed", c.tensor_bytes_relayed.load()},
+          {"by_kind", head_link_by_kind(c)}};
 }
 
 // Where each keeper runs (the head's, the replicas' nodes), and whether commits wait for it

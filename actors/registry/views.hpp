@@ -30,6 +30,9 @@ json members(const registry_state& st, time_point now);
 // The members a query picks (actors/decisions/member_query.hpp: "state=dead,limit=50,offset=0";
 // "" is every member); a bad query is refused.
 expected<json> members(const registry_state& st, time_point now, const std::string& query);
+// What the head's link carried by payload kind: {"round_report": {"in": B, "out": B}, ...},
+// the kinds with any bytes (runtime/transport/transport.hpp, traffic_counters::kind_bytes_in).
+json head_link_by_kind(const traffic_counters& c);
 json fragments(const registry_state& st, bool with_keeper);  // with_keeper: digests, keeper's round
 json actors(const registry_state& st);
 expected<json> checkpoints(const registry_state& st);

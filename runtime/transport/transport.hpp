@@ -74,6 +74,12 @@ struct traffic_counters {
   // Client: TCP connections made to the head. More than one means the link dropped and
   // came back (a restarted head): messages in flight then may be lost.
   std::atomic<std::uint64_t> connections{0};
+  // Per payload kind (schema::Envelope::Which), the bytes of the messages that came in over
+  // this process's link and that its actors handed to the link (in-process deliveries and
+  // relayed bytes apart): what a head's link is made of, and what grows with what.
+  static constexpr std::size_t kinds = 64;  // room for every payload kind
+  std::array<std::atomic<std::uint64_t>, kinds> kind_bytes_in{}, kind_bytes_out{};
+  static std::size_t kind_slot(unsigned kind) { return kind % kinds; }
   static constexpr std::size_t reasons = 32;  // room for every errc code
   std::array<std::atomic<std::uint64_t>, reasons> refused{};
   void count_refusal(errc code) { refused[static_cast<std::size_t>(code) % refused.size()]++; }

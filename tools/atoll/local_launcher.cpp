@@ -125,6 +125,19 @@ std::string human_bytes(double b) {
   return buf;
 }
 
+// The `count` payload kinds that carried the most bytes (in + out) on the head's link, largest
+// first: "round_report 120.3 kB, heartbeat 80.1 kB, ...".
+std::string largest_kinds(const json& by_kind, std::size_t count) {
+  std::vector<std::pair<double, std::string>> kinds;
+  for (const auto& [kind, bytes] : by_kind.items())
+    kinds.emplace_back(bytes.value("in", 0.0) + bytes.value("out", 0.0), kind);
+  std::sort(kinds.begin(), kinds.end(), std::greater<>());
+  std::string out;
+  for (std::size_t i = 0; i < kinds.size() && i < count; ++i)
+    out += (i ? ", " : "") + kinds[i].second + " " + human_bytes(kinds[i].first);
+  return out;
+}
+
 // Rounds committed by each fragment, and its slices: with diloco.shards each slice is a unit
 // of its own (entries with "fragment" and "slice"), and a fragment is at round r when all
 // its slices are.
@@ -192,6 +205,8 @@ void print_summary(const json& s, double wall, const std::string& run_dir, const
     std::cout << "  head link: " << human_bytes(in + relayed + out) << " (tensors to and from the head's keeper "
               << human_bytes(tensors) << "; relayed between nodes " << human_bytes(relayed) << ", of which tensors "
               << human_bytes(link["tensor_bytes_relayed"].get<double>()) << ")\n";
+    if (const auto& kinds = link.value("by_kind", json::object()); !kinds.empty())
+      std::cout << "  head link by kind: " << largest_kinds(kinds, 5) << "\n";
   }
   std::cout << "  run dir: " << run_dir << "\n  metrics: " << metrics << "\n";
 }
