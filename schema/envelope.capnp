@@ -385,8 +385,9 @@ struct RoundReportAck {
   round    @1 :UInt64;
 }
 
-# coordinator -> registry, every tick (about a second): where its round is, for
-# `atollctl explain`. A coordinator that stops sending is itself part of the answer.
+# coordinator -> registry, when it changed and otherwise every 2 s: where its round is, for
+# `atollctl explain`, and the Membership it holds. A coordinator that stops sending is
+# itself part of the answer.
 struct RoundProgress {
   fragment     @0 :UInt32;
   round        @1 :UInt64;        # collecting: the open round; committing: the one being committed
@@ -397,6 +398,10 @@ struct RoundProgress {
   openForS     @6 :Float32;       # collecting: seconds since the first contribution (0 before it)
   keepers      @7 :List(Text);    # committing: every keeper that must acknowledge
   acked        @8 :List(Text);    # committing: those that have
+  # The Membership it holds (epoch and digest, actors/shared/membership_delta.hpp): the
+  # registry sends a version check only to a coordinator that names another one.
+  membershipEpoch  @9 :UInt64;
+  membershipDigest @10 :UInt64;
 }
 
 # node agent -> registry, as the node leaves (atoll leave, SIGTERM, atoll down): its

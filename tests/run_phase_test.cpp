@@ -22,7 +22,7 @@ run_facts facts(run_phase phase, std::size_t live, std::size_t training, bool an
   f.live_workers = live;
   f.live_training = training;
   f.any_finished = any_finished;
-  f.merged_round_unreported = unreported;
+  f.committed_round_unreported = unreported;
   f.all_done_for = all_done_for;
   return f;
 }

@@ -300,6 +300,8 @@ void report_progress(self_ptr self) {
     fill_names(p.initAcked(static_cast<unsigned>(st.commit.acknowledged().size())), st.commit.acknowledged());
   }
   p.setPhaseForS(static_cast<float>(std::chrono::duration<double>(st.now() - st.progress_since).count()));
+  p.setMembershipEpoch(st.membership.view().epoch);
+  p.setMembershipDigest(st.membership.digest());
   st.mail->send(st.cfg.registry, st.epoch(), out);
 }
 

@@ -22,7 +22,7 @@ run_step decide_run_step(const run_facts& f) {
   if (f.live_training > 0) return run_step::restart_clock;
   if (!f.any_finished) return run_step::stay;
   const bool grace_passed = f.all_done_for && *f.all_done_for >= unreported_round_grace;
-  if (f.merged_round_unreported && !grace_passed) return run_step::wait_for_reports;
+  if (f.committed_round_unreported && !grace_passed) return run_step::wait_for_reports;
   return run_step::finish;
 }
 

@@ -4,8 +4,8 @@
 //
 //   waiting --(1) live workers >= run.min_workers--> training (coordinators placed)
 //   training --(2) no live worker trains, and one finished--> finishing:
-//       (3) a round some worker merged is not reported yet, within the grace --> wait
-//       (4) every merged round reported, or the grace passed                --> finished
+//       (3) a round committed is not reported yet, within the grace --> wait
+//       (4) every committed round reported, or the grace passed     --> finished
 //   training --(5) a live worker still trains--> stay (the finishing clock restarts)
 //   finished --> stays
 #include <chrono>
@@ -26,7 +26,9 @@ struct run_facts {
   std::size_t live_workers = 0;  // workers of nodes that take part
   std::size_t live_training = 0;  // of those, not finished
   bool any_finished = false;  // some worker finished (its node may have left since)
-  bool merged_round_unreported = false;  // a worker acknowledged a round whose report has not come
+  // A round that may be committed has not been reported: a worker acknowledged it, its
+  // coordinator's progress says so, or a coordinator has not said where it is yet.
+  bool committed_round_unreported = false;
   // How long no live worker has trained (since the registry first saw it); nullopt: the
   // registry sees it now for the first time.
   std::optional<std::chrono::steady_clock::duration> all_done_for;

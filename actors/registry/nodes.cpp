@@ -10,6 +10,7 @@
 #include "actors/registry/lifecycle.hpp"
 #include "actors/registry/phase.hpp"
 #include "actors/registry/placements.hpp"
+#include "actors/registry/queries.hpp"
 #include "actors/shared/messages.hpp"
 #include "runtime/core/actor_id.hpp"
 #include "runtime/core/model_signature.hpp"
@@ -263,6 +264,9 @@ void on_leave_request(self_ptr self, const wire::message_ptr& msg) {
 void on_keeper_ready(self_ptr self, const wire::message_ptr& msg) {
   auto& st = self->state;
   const auto ready = msg->envelope().getKeeperReady();
+  // It runs where it is placed: its placement is no longer repeated each tick.
+  for (const auto& [number, host] : placed_replicas(st))
+    if (msg->sender() == keeper_id(number)) st.keepers_confirmed[msg->sender()] = host;
   if (st.snap.incoming_for == 0 || msg->sender() != keeper_id(st.snap.incoming_keeper_number))
     return;  // not (or no longer) a hand-over's incoming replica: nothing waits on it
   const auto rounds = ready.getRounds();

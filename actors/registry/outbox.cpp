@@ -88,20 +88,31 @@ void send_membership_now(self_ptr self) {
   auto& st = self->state;
   st.membership_sending.sent(st.now());
   auto now = membership_of(st);
-  // What changed since the last published (a version check if nothing did), the same to
-  // every coordinator; a coordinator placed since gets the whole one (one that holds another
-  // Membership all the same, a delta lost, asks for the whole).
+  // What changed since the last published, the same to every coordinator; a coordinator
+  // placed since gets the whole one (one that holds another Membership all the same, a
+  // delta lost, asks for the whole). Nothing to one that holds it when nothing changed: its
+  // RoundProgress names what it holds (check_membership_held).
+  const bool unchanged = st.published_members && *st.published_members == now;
   std::optional<membership_delta> change, whole;
   for (std::size_t f = 0; f < st.fragments.size(); ++f) {
     auto& unit = st.fragments[f];
     if (unit.placed_on.empty()) continue;
     const bool delta = unit.holds_membership && st.published_members;
+    if (delta && unchanged) continue;
     auto& d = delta ? change : whole;
     if (!d) d = delta ? diff_membership(*st.published_members, now) : whole_membership(now);
     send_membership(self, coordinator_id(static_cast<std::uint32_t>(f)), *d);
     unit.holds_membership = true;
   }
+  st.published_members_digest = members_digest(now);
   st.published_members = std::move(now);
+}
+
+void check_membership_held(self_ptr self, std::uint32_t unit, std::uint64_t epoch, std::uint64_t digest) {
+  auto& st = self->state;
+  if (!st.published_members || unit >= st.fragments.size() || !st.fragments[unit].holds_membership) return;
+  if (epoch == st.published_members->epoch && digest == st.published_members_digest) return;
+  send_membership(self, coordinator_id(unit), diff_membership(*st.published_members, *st.published_members));
 }
 
 void send_shutdown(self_ptr self, std::uint32_t node, const std::string& reason) {
@@ -131,8 +142,14 @@ void send_placements(self_ptr self) {
 
 void send_keeper_placement(self_ptr self) {
   auto& st = self->state;
+  const auto pending = pending_handover(st);
   for (const auto& [number, host] : placed_replicas(st)) {
     const auto id = keeper_id(number);
+    // Confirmed where it is placed: nothing to ask, unless it is a hand-over's incoming
+    // replica the hand-over still waits on (each repeat asks whether it caught up).
+    const auto confirmed = st.keepers_confirmed.find(id);
+    const bool awaited = pending && pending->incoming.number == number && !st.incoming_ready;
+    if (confirmed != st.keepers_confirmed.end() && confirmed->second == host && !awaited) continue;
     auto source = st.keeper_sources.find(id);
     wire::outgoing out;
     auto place = out.envelope.initPlaceKeeper();

@@ -37,7 +37,8 @@ void stop_every_node(self_ptr self, const std::string& reason);
 inline constexpr const char* run_finished_reason = "run finished";
 
 // PlaceCoordinator to the host of every coordinator not yet confirmed, and PlaceKeeper to
-// the host of every replica keeper (repeated each tick: a repeat asks if it is ready).
+// the host of every replica keeper, repeated each tick until it says it runs there (and, to
+// a hand-over's incoming replica, until it has caught up: a repeat asks if it is ready).
 void send_placements(self_ptr self);
 void send_keeper_placement(self_ptr self);
 
@@ -50,5 +51,9 @@ void send_whole_routes(self_ptr self, std::uint32_t node);  // the table last pu
 // A heartbeat said node `node` holds the table of `epoch` with `digest`: a version check
 // if that is not the one published (the node then asks for the whole table), else nothing.
 void check_routes_held(self_ptr self, std::uint32_t node, std::uint64_t epoch, std::uint64_t digest);
+// The same for the Membership: coordinator `unit`'s RoundProgress said it holds the one of
+// `epoch` with `digest`; a version check if that is not the one published (it then asks for
+// the whole), else nothing.
+void check_membership_held(self_ptr self, std::uint32_t unit, std::uint64_t epoch, std::uint64_t digest);
 
 }  // namespace atl::registry_detail

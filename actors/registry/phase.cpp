@@ -27,12 +27,21 @@ void set_run_phase(self_ptr self, run_phase to) {
   persist(self);
 }
 
-// A round some worker merged (it acked it) whose RoundReport has not come: the report
-// travels from the coordinator's node on its own link and may arrive after the WorkerDone.
-bool a_merged_round_is_unreported(const registry_state& st) {
-  for (const auto& f : st.fragments)
+// A round that may be committed and whose RoundReport has not come: one some worker merged
+// (it acked it), or one its coordinator's progress says is committed (its round, open or
+// committing, is past the next), or any while a placed coordinator has not said where it is
+// (a head that restarted lost what was in its mailbox: a report among it is sent again). The
+// report travels from the coordinator's node on its own link and may arrive after the
+// WorkerDone; and a round whose result no worker merged (lost, and the workers' steps ran
+// out first) still trained on its contributions' data, which the data cursor must learn
+// from its report. The seeded fault tier found the last two (a report lost with a head).
+bool a_committed_round_is_unreported(const registry_state& st) {
+  for (const auto& f : st.fragments) {
     for (const auto& [worker, acked] : f.worker_digests)
       if (acked.first > f.round) return true;
+    if (!f.placed_on.empty() && !f.progress) return true;
+    if (f.progress && f.progress->round > f.round + 1) return true;
+  }
   return false;
 }
 
@@ -80,7 +89,7 @@ void update_run_phase(self_ptr self) {
     return it == st.workers.end() || !it->second.done;
   }));
   facts.any_finished = any_worker_done(st);
-  facts.merged_round_unreported = a_merged_round_is_unreported(st);
+  facts.committed_round_unreported = a_committed_round_is_unreported(st);
   if (st.workers_done_at) facts.all_done_for = st.now() - *st.workers_done_at;
   switch (decide_run_step(facts)) {
     case run_step::stay: return;

@@ -106,10 +106,11 @@ caf::behavior registry_actor(caf::stateful_actor<registry_state>* self, registry
       },
       [=](tick_atom) {
         send_placements(self);
-        send_keeper_placement(self);  // repeated until it runs there (a repeat asks if it is ready)
+        send_keeper_placement(self);  // to a replica until it says it runs there (a repeat asks if it is ready)
         advance_handover(self);  // a hand-over that timed out lets its node go
         publish_routes(self);
-        publish_membership(self);  // again each tick: one lost with a dropped link is repaired
+        publish_membership(
+            self);  // what changed (a lost one is repaired when the coordinator's progress names another)
         update_run_phase(self);  // a summary waiting for a RoundReport gives up in time
         self->delayed_send(self, std::chrono::milliseconds(self->state.cfg.heartbeat_ms), tick_atom::value);
       },

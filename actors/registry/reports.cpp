@@ -183,6 +183,7 @@ void on_round_progress(self_ptr self, const wire::message_ptr& msg) {
   auto& f = st.fragments[r.getFragment()];
   f.progress = std::move(p);
   f.progress_at = st.now();
+  check_membership_held(self, r.getFragment(), r.getMembershipEpoch(), r.getMembershipDigest());
 }
 
 }  // namespace atl::registry_detail

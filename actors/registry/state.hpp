@@ -148,6 +148,10 @@ struct registry_state {
   std::vector<new_node> admitting;
   // The Membership last sent to every coordinator: the next is sent as what changed since.
   std::optional<membership_view> published_members;
+  std::uint64_t published_members_digest = 0;  // members_digest(*published_members)
+  // Replica keepers that said they run (KeeperReady), by id, with the host they ran on then:
+  // PlaceKeeper is repeated each tick only to a replica not confirmed where it is placed.
+  std::map<std::string, std::string> keepers_confirmed;
   // The run's data cursor (actors/registry/cursor.cpp): none until a worker first leases data.
   // A stored one that does not load is kept out, and every lease refused with its error.
   std::optional<data::data_cursor> data;

@@ -1,15 +1,18 @@
 #pragma once
 // The Membership as what changed (pure): the registry sends each coordinator the workers
-// added and removed since the Membership it published last, and each tick only a version
-// check, instead of every worker (about 16 bytes each: 16 KB at a thousand nodes) to every
-// coordinator every tick and on every change (issue 45). The PeerTable's deltas
-// (runtime/transport/route_delta.hpp) work the same way.
+// added and removed since the Membership it published last, and a version check only to a
+// coordinator that names another one, instead of every worker (about 16 bytes each: 16 KB
+// at a thousand nodes) to every coordinator every tick and on every change (issue 45). The
+// PeerTable's deltas (runtime/transport/route_delta.hpp) work the same way.
 //
 //   registry: M(e0) published ... changes ... M(e1):
 //               each placed coordinator <- delta(base e0): workers added, workers removed,
 //                                          quorum and keepers (always whole: a few words),
 //                                          digest of M(e1)
-//               every tick               <- delta(base e1, nothing changed): the version check
+//               a RoundProgress naming   <- delta(base e1, nothing changed): the version
+//                 another Membership        check (each coordinator names the one it holds
+//                                           at least every 2 s; one that holds e1 hears
+//                                           nothing while nothing changes)
 //               a MembershipRequest      <- the whole Membership
 //
 //   coordinator: holds M(b) --delta of base b--> applied; its digest is the sender's --> M(e1)
@@ -21,7 +24,7 @@
 //                              whole one from before deltas carries no digest: none is checked)
 //
 // A coordinator that needs the whole Membership keeps its own and asks (MembershipRequest);
-// a lost delta is so repaired by the next tick's version check. Workers are held sorted, so
+// a lost delta is so repaired once its next RoundProgress names what it holds. Workers are held sorted, so
 // a Membership reached by deltas equals the whole one of its epoch, element for element.
 #include <cstdint>
 #include <string>
