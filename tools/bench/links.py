@@ -20,7 +20,7 @@ a step computes faster than one fp32 copy of the model crosses a 100 Mbit/s link
 
 Writes DIR/summary.json {"runs": [{name, mode, fragments, codec, link_mbit, wall_s,
 compute_utilisation, val_loss, bytes_sent_per_worker, bytes_received_per_worker,
-head_link_bytes, head_tensor_bytes, keepers}], ...} and DIR/links.png, each node's link throughput over time in the
+head_link_bytes, head_tensor_bytes, head_link_by_kind, keepers}], ...} and DIR/links.png, each node's link throughput over time in the
 shaped runs. Needs root (namespaces, tc): exits 2 with a message otherwise.
 """
 import argparse
@@ -118,7 +118,8 @@ def run_one(atoll, keys, out, name, extra, steps, mbit, keepers):
             "bytes_received_per_worker": sum(d["bytes_received"] for d in done) / len(done),
             "head_link_bytes": summary.get("head_link_bytes", 0),
             "head_tensor_bytes": summary.get("head_tensor_bytes", 0),
-            "head_relayed_tensor_bytes": summary.get("head_relayed_tensor_bytes", 0), "keepers": keepers}, watch.samples
+            "head_relayed_tensor_bytes": summary.get("head_relayed_tensor_bytes", 0),
+            "head_link_by_kind": summary.get("head_link_by_kind", {}), "keepers": keepers}, watch.samples
 
 
 def plot(traces, path):
