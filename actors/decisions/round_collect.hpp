@@ -8,7 +8,8 @@
 // asks this machine, and does what the effects say, in their order.
 //
 //   startup: asking_members --(1) first Membership--> loading (ask the keepers)
-//            loading --(2) loaded (resumed or not)--> started
+//            loading --(2) loaded(resumed)--> started (resumed: the first round announces
+//                                                   the committed state to every member)
 //
 //   (1) membership(view)    the epoch, members and quorum; then (after the shell gave the
 //                           commit its keepers) members_changed(now): a participant of the
@@ -24,12 +25,13 @@
 //                           sender), skip_open_round (held, its sender dropped from the
 //                           open round: it may complete), or to be taken: the shell
 //                           decodes it, then
-//   (5) take(values, now)   the tracker fences and adds it: refused (a participant no
-//                           longer is one: left out), or taken; the round's first arms its
-//                           deadline; the last completes it; adaptive: it may close (7)
+//   (5) take(values, now)   the tracker fences and adds it: refused with its typed error
+//                           (one refused as not_participant is left out of the round), or
+//                           taken; the round's first arms its deadline; the last completes
+//                           it; adaptive: it may close (7)
 //       take late           diloco.late_work = keep: folded into the open round and the
 //                           sender sent the result it missed (also for a resend of it)
-//   (6) state_request(r)    answered in the round, outside it, or held (one per sender,
+//   (6) request(r)          answered in the round, outside it, or held (one per sender,
 //                           the one with parameters kept); one that skips the open round
 //                           leaves it (it may complete)
 //   (7) deadline/grace      quorum.hpp decides: closed with a majority (complete), looked
