@@ -29,11 +29,8 @@ round_collect::effects round_collect::members_changed(time_point now) {
     // Fewer participants, a smaller majority: it may be in, and its grace may have passed.
     if (opt_.quorum.adaptive) close_or_wait(rounds_->open_round(), now, fx);
   }
-  auto opened = advance();
-  opened.notes.insert(opened.notes.begin(), fx.notes.begin(), fx.notes.end());
-  opened.complete = opened.complete || fx.complete;
-  if (!opened.recheck) opened.recheck = fx.recheck;
-  return opened;
+  open_next(fx);
+  return fx;
 }
 
 void round_collect::loaded(bool resumed) {
@@ -43,10 +40,15 @@ void round_collect::loaded(bool resumed) {
 
 round_collect::effects round_collect::advance() {
   effects fx;
-  if (!loaded() || rounds_->current_phase() != round_tracker::phase::ready || !members_suffice()) return fx;
+  open_next(fx);
+  return fx;
+}
+
+void round_collect::open_next(effects& fx) {
+  if (!loaded() || rounds_->current_phase() != round_tracker::phase::ready || !members_suffice()) return;
   if (auto err = rounds_->open(epoch_, members_)) {
     fx.notes.push_back("cannot open round: " + err.describe());
-    return fx;
+    return;
   }
   fx.opened = true;
   left_out_.clear();
@@ -60,7 +62,7 @@ round_collect::effects round_collect::advance() {
       fx.answer.emplace_back(req.sender, req.held_digest);
       continue;
     }
-    if (verdict == held_requests::state_verdict::skip_and_hold) fx.complete |= leave_out(req.sender, "starts past", fx);
+    if (verdict == held_requests::state_verdict::skip_and_hold) fx.complete |= leave_out(req.sender, fx);
     still_waiting.push_back(std::move(req));
   }
   // Resumed: every member gets the committed state, so workers still waiting on the old
@@ -74,7 +76,6 @@ round_collect::effects round_collect::advance() {
   waiting_ = std::move(still_waiting);
   for (auto& [_, msg] : early_) fx.replay.push_back(std::move(msg));
   early_.clear();
-  return fx;
 }
 
 round_collect::admission round_collect::admit(const contribution& c) {
@@ -107,7 +108,7 @@ round_collect::effects round_collect::take(const std::string& sender, std::uint6
 
 void round_collect::take_on_time(const std::string& sender, std::uint64_t round, contribution_values values,
                                  time_point now, effects& fx) {
-  if (rounds_->contributors().empty()) {
+  if (rounds_->contributor_count() == 0) {  // the round's first (no list built)
     round_started_ = now;
     arrivals_.clear();
     if (opt_.quorum.round_deadline.count() > 0) fx.arm_deadline = rounds_->open_round();
@@ -162,8 +163,7 @@ round_collect::request_answer round_collect::request(const state_request& r) {
       std::find_if(waiting_.begin(), waiting_.end(), [&](const state_request& w) { return w.sender == r.sender; });
   if (same == waiting_.end()) waiting_.push_back(r);
   else if (r.tensors >= same->tensors) *same = r;
-  if (verdict == held_requests::state_verdict::skip_and_hold)
-    a.then.complete = leave_out(r.sender, "starts past", a.then);
+  if (verdict == held_requests::state_verdict::skip_and_hold) a.then.complete = leave_out(r.sender, a.then);
   return a;
 }
 
@@ -250,9 +250,9 @@ held_requests::contribution_facts round_collect::facts_of(const contribution& c)
 // A participant of the collecting round said, asking for the state, that it starts past
 // this round: the round goes on without it; its requests are held until a round that
 // includes it opens.
-bool round_collect::leave_out(const std::string& worker, const char* why, effects& fx) {
+bool round_collect::leave_out(const std::string& worker, effects& fx) {
   const auto round = std::to_string(rounds_->open_round());
-  fx.notes.push_back(worker + " " + why + " round " + round + "; round " + round + " goes on without it");
+  fx.notes.push_back(worker + " starts past round " + round + "; round " + round + " goes on without it");
   left_out_.insert(worker);
   return completes(rounds_->drop(worker));
 }

@@ -158,7 +158,8 @@ class round_collect {
   held_requests::state_request_facts facts_of(const state_request& r) const;
   held_requests::contribution_facts facts_of(const contribution& c) const;
   // The open round without `worker` (it skips it); true: complete.
-  bool leave_out(const std::string& worker, const char* why, effects& fx);
+  bool leave_out(const std::string& worker, effects& fx);
+  void open_next(effects& fx);  // (3), into the effects of the edge that asked
   void close_or_wait(std::uint64_t round, time_point now, effects& fx);
   void take_on_time(const std::string& sender, std::uint64_t round, contribution_values values, time_point now,
                     effects& fx);
