@@ -328,6 +328,7 @@ struct PlaceCoordinator { fragment @0 :UInt32; }
 struct PlaceKeeper {
   keeper @0 :Text;
   source @1 :Text;
+  units  @2 :List(UInt32);  # the sync units its keeper group keeps; empty: every unit
 }
 # replica keeper -> registry: the newest round it holds of each fragment (a hand-over's
 # new replica reports it; the leaving node may go once it holds every released round).
@@ -352,6 +353,9 @@ struct Membership {
   baseEpoch      @5 :UInt64;
   removedWorkers @6 :List(Text);
   digest         @7 :UInt64;
+  # Keeper groups (unit u is kept by group u mod G): `keepers` lists each group's in turn,
+  # this many for each. Empty: one group, every keeper listed.
+  keeperGroups   @8 :List(UInt32);
 }
 # coordinator -> registry: send me the current Membership (on start, or when its deltas
 # left a gap).

@@ -14,6 +14,31 @@ std::string member_key(std::uint32_t node_id) {
   return buf;
 }
 
+nlohmann::json keeper_groups_json(const std::vector<keeper_group_record>& groups) {
+  auto out = nlohmann::json::array();
+  for (const auto& g : groups)
+    out.push_back({{"replica_keeper", g.replica_keeper},
+                   {"replica_keeper_number", g.replica_keeper_number},
+                   {"second_replica_keeper", g.second_replica_keeper},
+                   {"second_replica_keeper_number", g.second_replica_keeper_number},
+                   {"incoming_keeper", g.incoming_keeper},
+                   {"incoming_keeper_number", g.incoming_keeper_number},
+                   {"incoming_for", g.incoming_for}});
+  return out;
+}
+
+keeper_group_record keeper_group_of(const nlohmann::json& j) {
+  keeper_group_record g;
+  g.replica_keeper = j.value("replica_keeper", std::string());
+  g.second_replica_keeper = j.value("second_replica_keeper", std::string());
+  g.replica_keeper_number = j.value("replica_keeper_number", std::uint32_t{1});
+  g.second_replica_keeper_number = j.value("second_replica_keeper_number", std::uint32_t{2});
+  g.incoming_keeper = j.value("incoming_keeper", std::string());
+  g.incoming_keeper_number = j.value("incoming_keeper_number", std::uint32_t{0});
+  g.incoming_for = j.value("incoming_for", std::uint32_t{0});
+  return g;
+}
+
 }  // namespace
 
 status registry_store::save(const registry_snapshot& snap, std::size_t* members_written) {
@@ -24,13 +49,7 @@ status registry_store::save(const registry_snapshot& snap, std::size_t* members_
                          {"run_state", snap.run_state},
                          {"placements", snap.placements},
                          {"finished", snap.finished},
-                         {"replica_keeper", snap.replica_keeper},
-                         {"replica_keeper_number", snap.replica_keeper_number},
-                         {"second_replica_keeper", snap.second_replica_keeper},
-                         {"second_replica_keeper_number", snap.second_replica_keeper_number},
-                         {"incoming_keeper", snap.incoming_keeper},
-                         {"incoming_keeper_number", snap.incoming_keeper_number},
-                         {"incoming_for", snap.incoming_for},
+                         {"keeper_groups", keeper_groups_json(snap.keeper_groups)},
                          {"next_keeper_number", snap.next_keeper_number}};
   std::vector<kv_write> batch;
   batch.push_back({column::meta, "registry", meta.dump()});
@@ -112,14 +131,15 @@ expected<std::optional<registry_snapshot>> registry_store::load() {
     snap.run_state = j.at("run_state").get<std::string>();
     if (j.contains("placements")) snap.placements = j.at("placements").get<std::vector<std::string>>();
     if (j.contains("finished")) snap.finished = j.at("finished").get<std::vector<std::string>>();
-    snap.replica_keeper = j.value("replica_keeper", std::string());
-    snap.second_replica_keeper = j.value("second_replica_keeper", std::string());
-    // Snapshots from before hand-overs have no numbers: the places were keeper/1 and /2.
-    snap.replica_keeper_number = j.value("replica_keeper_number", std::uint32_t{1});
-    snap.second_replica_keeper_number = j.value("second_replica_keeper_number", std::uint32_t{2});
-    snap.incoming_keeper = j.value("incoming_keeper", std::string());
-    snap.incoming_keeper_number = j.value("incoming_keeper_number", std::uint32_t{0});
-    snap.incoming_for = j.value("incoming_for", std::uint32_t{0});
+    // A store from before keeper groups has one group's fields at the top level, and one
+    // from before hand-overs no numbers (the places were keeper/1 and /2).
+    if (j.contains("keeper_groups")) {
+      snap.keeper_groups.clear();
+      for (const auto& g : j.at("keeper_groups")) snap.keeper_groups.push_back(keeper_group_of(g));
+      if (snap.keeper_groups.empty()) return make_error(errc::storage_failure, "registry record without keeper groups");
+    } else {
+      snap.keeper_groups = {keeper_group_of(j)};
+    }
     snap.next_keeper_number = j.value("next_keeper_number", std::uint32_t{3});
     auto data = store_.get(column::meta, "registry.data");
     if (!data) return data.err();

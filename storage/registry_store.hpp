@@ -36,6 +36,27 @@ struct member_record {
   bool operator!=(const member_record& o) const { return !(*this == o); }
 };
 
+// One keeper group's places: keeper/<number> on "node/N" ("" while none), the second used
+// with storage.keepers = nodes. A hand-over gives a place a new number, since the old and
+// the new replica run side by side for a while.
+struct keeper_group_record {
+  std::string replica_keeper;
+  std::uint32_t replica_keeper_number = 1;
+  std::string second_replica_keeper;
+  std::uint32_t second_replica_keeper_number = 2;
+  // A hand-over in progress: keeper/<incoming_keeper_number> on incoming_keeper takes place
+  // incoming_for (1: the first, 2: the second) once caught up. incoming_for 0: none.
+  std::string incoming_keeper;
+  std::uint32_t incoming_keeper_number = 0;
+  std::uint32_t incoming_for = 0;
+  bool operator==(const keeper_group_record& o) const {
+    return replica_keeper == o.replica_keeper && replica_keeper_number == o.replica_keeper_number &&
+           second_replica_keeper == o.second_replica_keeper &&
+           second_replica_keeper_number == o.second_replica_keeper_number && incoming_keeper == o.incoming_keeper &&
+           incoming_keeper_number == o.incoming_keeper_number && incoming_for == o.incoming_for;
+  }
+};
+
 struct registry_snapshot {
   std::string cluster_id;
   std::string config_toml;
@@ -47,18 +68,11 @@ struct registry_snapshot {
   // head finds its coordinators where they run instead of placing a second one.
   std::vector<std::string> placements;
   std::vector<std::string> finished;  // workers that finished their steps: no round waits for them
-  // The two replica keepers' places (the second with storage.keepers = nodes): "node/N"
-  // hosting keeper/<number>; "" while none. A hand-over gives a place a new number.
-  std::string replica_keeper;
-  std::uint32_t replica_keeper_number = 1;
-  std::string second_replica_keeper;
-  std::uint32_t second_replica_keeper_number = 2;
-  // A hand-over in progress: keeper/<incoming_keeper_number> on incoming_keeper takes place
-  // incoming_for (1: the first, 2: the second) once caught up. incoming_for 0: none.
-  std::string incoming_keeper;
-  std::uint32_t incoming_keeper_number = 0;
-  std::uint32_t incoming_for = 0;
-  std::uint32_t next_keeper_number = 3;  // a hand-over's new replica takes this one
+  // The replica keepers' places, a group of two per share of the sync units (unit u is kept
+  // by group u mod keeper_groups.size()); one group unless the head sized them at the run's
+  // start (actors/decisions/keeper_groups.hpp). Numbers are unique across groups.
+  std::vector<keeper_group_record> keeper_groups = {keeper_group_record{}};
+  std::uint32_t next_keeper_number = 3;  // the next replica placed (a hand-over's, a new group's) takes this one
   std::vector<member_record> members;
   // run.example = external: the first node's model signature, which every later node must
   // match (runtime/core/model_signature.hpp); empty until a node brings one.

@@ -302,8 +302,8 @@ TEST_F(FencingTest, AMembershipDeltaWithAGapAsksForTheWholeAndKeepsTheMembers) {
     write_membership(diff_membership(from, to), out.envelope.initMembership());
     as_registry.send("coord/0", to.epoch, out);
   };
-  const membership_view e1{1, {"worker/x"}, 0, {}}, e2{2, {"worker/x", "worker/w"}, 0, {}};
-  const membership_view e3{3, {"worker/w", "worker/x", "worker/y"}, 0, {}};
+  const membership_view e1{1, {"worker/x"}, 0, {}, {}}, e2{2, {"worker/x", "worker/w"}, 0, {}, {}};
+  const membership_view e3{3, {"worker/w", "worker/x", "worker/y"}, 0, {}, {}};
   send_delta(e2, e3);  // the delta to epoch 2 was lost
   settle(std::chrono::milliseconds(10));
   EXPECT_EQ(asked(), asked_before + 1);

@@ -35,9 +35,10 @@ using testing::shut_down;
 using testing::subprocess;
 using namespace std::chrono_literals;
 
-// Fragment 0's rounds in each keeper store that exists under `paths`, read after the
+// Unit `unit`'s rounds in each keeper store that exists under `paths`, read after the
 // processes are gone: round -> store -> digest.
-std::map<std::uint64_t, std::map<std::string, std::string>> fragment0_copies(const std::vector<std::string>& paths) {
+std::map<std::uint64_t, std::map<std::string, std::string>> unit_copies(const std::vector<std::string>& paths,
+                                                                        std::uint32_t unit) {
   std::map<std::uint64_t, std::map<std::string, std::string>> copies;
   for (const auto& path : paths) {
     auto db = open_rocksdb_store(path);
@@ -47,9 +48,13 @@ std::map<std::uint64_t, std::map<std::string, std::string>> fragment0_copies(con
     EXPECT_TRUE(stored) << path;
     if (!stored) continue;
     for (const auto& c : *stored)
-      if (c.fragment == 0) copies[c.round][path] = digest_hex(c.digest);
+      if (c.fragment == unit) copies[c.round][path] = digest_hex(c.digest);
   }
   return copies;
+}
+
+std::map<std::uint64_t, std::map<std::string, std::string>> fragment0_copies(const std::vector<std::string>& paths) {
+  return unit_copies(paths, 0);
 }
 
 // Rounds 1 to `last` of fragment 0 are each on two machines at least, every copy of a
@@ -184,6 +189,75 @@ TEST(Failover, KillingTheHostOfOneSliceReplacesThatSliceAloneAndTheRunFinishes) 
     EXPECT_EQ(agreeing, 2) << unit.dump();
   }
   shut_down(ep, head);
+}
+
+// Keeper groups: a fragment in four slices is kept by two groups of two replicas (keeper/1
+// and /2 keep units 0 and 2, keeper/3 and /4 units 1 and 3; the run starts on two of the
+// three nodes, so the groups share them). SIGKILL keeper/3's node: keeper/3 is placed anew
+// on a survivor (never beside keeper/4, from which it catches up), as is the other group's
+// replica that shared the node, and the run finishes. Read after the processes are gone, every store holds only
+// its group's units, and every round of every unit is on two machines with one digest.
+TEST(Failover, KillingAKeeperGroupsHostReplacesItsReplicaAndEveryStoreHoldsOnlyItsGroupsUnits) {
+  testing::temp_dir dir;
+  const std::string head_dir = dir.sub("head");
+  subprocess head(mlp_head(head_dir, 600,
+                           {"--set", "model.width=4096", "--set", "diloco.sync_every=25", "--set", "diloco.shards=4",
+                            "--set", "storage.keepers=nodes", "--set", "cluster.heartbeat_ms=300", "--set",
+                            "cluster.lease_ms=2000", "--set", "storage.keep_rounds=100"}),
+                  dir.sub("head.log"));
+  const std::string ep = testing::wait_for_endpoint(head_dir, head);
+  ASSERT_FALSE(ep.empty()) << head.output();
+  auto nodes = testing::join_nodes(ATOLL_BIN, ep, 3, dir, true);
+  ASSERT_TRUE(testing::wait_for_round(ep, 3)) << head.output();
+  const auto keeper = [&](const std::string& id) {
+    const json status = ask(ep, "status");
+    for (const auto& k : status["keepers"])
+      if (k["id"] == id) return k;
+    return json();
+  };
+  const json third = keeper("keeper/3");
+  ASSERT_FALSE(third.is_null()) << ask(ep, "status")["keepers"].dump();
+  EXPECT_EQ(third["group"], 1) << third.dump();
+  EXPECT_EQ(third["units"], json::array({1, 3})) << third.dump();
+  EXPECT_EQ(keeper("keeper/2")["units"], json::array({0, 2}));
+  const std::string victim_host = third["on"];
+  subprocess* victim = testing::process_of(ep, victim_host, nodes);
+  ASSERT_NE(victim, nullptr) << "no process for " << victim_host;
+  victim->signal(SIGKILL);
+  EXPECT_EQ(victim->wait(5s), 128 + SIGKILL);
+  for (auto& n : nodes) {
+    if (n.get() == victim) continue;
+    ASSERT_EQ(n->wait(120s), 0) << nodes[0]->output() << nodes[1]->output() << nodes[2]->output() << head.output();
+  }
+  EXPECT_EQ(ask(ep, "status")["state"], "finished");
+  const std::string moved_to = keeper("keeper/3")["on"];
+  EXPECT_NE(moved_to, victim_host);
+  EXPECT_FALSE(moved_to.empty());
+  EXPECT_NE(moved_to, keeper("keeper/4")["on"]) << "two copies of a group on one machine are one";
+  const json units = ask(ep, "fragments");
+  ASSERT_EQ(units.size(), 4u) << units.dump();
+  std::map<std::uint32_t, std::string> final_digest;
+  for (const auto& unit : units) {
+    EXPECT_EQ(unit["round"], 24) << unit.dump();  // 600 steps, a round every 25
+    int agreeing = 0;
+    for (const auto& w : unit["workers"])
+      if (w["round"] == unit["round"] && w["digest"] == unit["keeper_digest"]) ++agreeing;
+    EXPECT_EQ(agreeing, 2) << unit.dump();
+    final_digest[unit["id"].get<std::uint32_t>()] = unit["keeper_digest"];
+  }
+  shut_down(ep, head);
+
+  const auto stores = keeper_stores(dir, head_dir, nodes.size());
+  for (std::uint32_t unit = 0; unit < 4; ++unit) {
+    const auto copies = unit_copies(stores, unit);
+    expect_every_round_on_two_machines(copies, 24, final_digest[unit]);
+    for (const auto& [round, held] : copies)
+      for (const auto& [path, digest] : held) {
+        if (path == head_dir + "/db") continue;  // the head's keeper stands in for any group
+        const bool group0 = path.find("keeper-1") != std::string::npos || path.find("keeper-2") != std::string::npos;
+        EXPECT_EQ(group0, unit % 2 == 0) << path << " holds unit " << unit << " round " << round;
+      }
+  }
 }
 
 // `atoll leave` and SIGTERM drain a node: it says goodbye, its coordinator moves at once,

@@ -38,6 +38,19 @@ TEST(KeeperMachine, ALoadReplyIsStoredOnceFromTheSourceAndRefusedFromAnyoneElse)
   EXPECT_TRUE(m.can_report_ready()) << "(5)";
 }
 
+// A replica of one keeper group catches up only the group's units, and reports (5) once it
+// holds them; the run's other units are another group's.
+TEST(KeeperMachine, AGroupsReplicaCatchesUpOnlyItsGroupsUnits) {
+  keeper_machine m("keeper/1", 4, {1, 3, 9});  // unit 9 is not the run's
+  EXPECT_EQ(m.missing(), (std::set<std::uint32_t>{1, 3}));
+  EXPECT_EQ(m.fragments(), 4u) << "KeeperReady still names every unit of the run";
+  EXPECT_EQ(m.on_load_reply("keeper/1", 0), keeper_machine::catch_up::ignore) << "another group's unit";
+  EXPECT_EQ(m.on_load_reply("keeper/1", 1), keeper_machine::catch_up::store_if_newer);
+  EXPECT_FALSE(m.can_report_ready());
+  EXPECT_EQ(m.on_load_reply("keeper/1", 3), keeper_machine::catch_up::store_if_newer);
+  EXPECT_TRUE(m.can_report_ready());
+}
+
 TEST(KeeperMachine, TheHeadsKeeperHasNothingToCatchUpAndNothingToReport) {
   keeper_machine m;
   EXPECT_FALSE(m.is_replica());

@@ -16,8 +16,9 @@ TEST_F(ProtocolTest, AReplicaKeeperCatchesUpFromItsSource) {
   storage->db = make_memory_store();
   storage->checkpoints = std::make_unique<checkpoint_store>(*storage->db, 10);
   const auto* replica_store = storage->checkpoints.get();
-  dir_.add("keeper/1", sys_.spawn(keeper_replica_actor, static_cast<transport*>(&net_), std::string("keeper/1"),
-                                  cluster_.get(), storage, std::string("keeper/0"), std::uint32_t{2}));
+  dir_.add("keeper/1",
+           sys_.spawn(keeper_replica_actor, static_cast<transport*>(&net_), std::string("keeper/1"), cluster_.get(),
+                      storage, std::string("keeper/0"), std::uint32_t{2}, std::vector<std::uint32_t>{}));
   const bool caught_up = run_until([&] {
     auto latest = replica_store->latest(0);
     return latest && latest->has_value() && (*latest)->round == 3;
@@ -52,8 +53,9 @@ TEST_F(ProtocolTest, AReplicaStopsAskingItsSourceForAFragmentCommittedToIt) {
   auto storage = std::make_shared<keeper_storage>();
   storage->db = make_memory_store();
   storage->checkpoints = std::make_unique<checkpoint_store>(*storage->db, 10);
-  dir_.add("keeper/1", sys_.spawn(keeper_replica_actor, static_cast<transport*>(&net_), std::string("keeper/1"),
-                                  cluster_.get(), storage, std::string("keeper/9"), std::uint32_t{2}));
+  dir_.add("keeper/1",
+           sys_.spawn(keeper_replica_actor, static_cast<transport*>(&net_), std::string("keeper/1"), cluster_.get(),
+                      storage, std::string("keeper/9"), std::uint32_t{2}, std::vector<std::uint32_t>{}));
   const auto asked = [&](std::uint32_t fragment) {  // LoadRequests so far; source_obs.mu held
     std::size_t n = 0;
     for (const auto& m : source_obs.received)

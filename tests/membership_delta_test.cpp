@@ -138,6 +138,45 @@ TEST(MembershipDelta, TheMessageCarriesEveryField) {
   EXPECT_EQ(got.digest, sent.digest);
 }
 
+// Keeper groups: the Membership lists each group's keepers in turn; a coordinator takes its
+// unit's group's (unit mod groups), and a change of the groups changes the digest.
+TEST(MembershipDelta, EachUnitCommitsToItsKeeperGroupsKeepers) {
+  membership_view v = three_workers();
+  v.keepers = {"keeper/1", "keeper/2", "keeper/3", "keeper/0", "keeper/4"};
+  v.keeper_group_sizes = {2, 3};  // group 1 has a hand-over's incoming replica beside keeper/0
+  struct row {
+    const char* name;
+    std::uint32_t unit;
+    std::vector<std::string> expected;
+  };
+  const row rows[] = {
+      {"unit 0: group 0", 0, {"keeper/1", "keeper/2"}},
+      {"unit 1: group 1", 1, {"keeper/3", "keeper/0", "keeper/4"}},
+      {"unit 6: group 0", 6, {"keeper/1", "keeper/2"}},
+      {"unit 7: group 1", 7, {"keeper/3", "keeper/0", "keeper/4"}},
+  };
+  for (const auto& r : rows) EXPECT_EQ(keepers_of_unit(v, r.unit), r.expected) << r.name;
+
+  auto one_group = v;
+  one_group.keeper_group_sizes.clear();
+  EXPECT_EQ(keepers_of_unit(one_group, 1), one_group.keepers) << "one group: every keeper";
+  EXPECT_NE(members_digest(one_group), members_digest(v));
+  auto short_list = v;
+  short_list.keeper_group_sizes = {2, 4};
+  EXPECT_TRUE(keepers_of_unit(short_list, 1).empty()) << "sizes past the list: the head's keeper";
+
+  // Carried by the message and by a delta, and reached by the coordinator.
+  capnp::MallocMessageBuilder builder;
+  write_membership(whole_membership(v), builder.initRoot<schema::Membership>());
+  EXPECT_EQ(read_membership(builder.getRoot<schema::Membership>().asReader()).view.keeper_group_sizes,
+            v.keeper_group_sizes);
+  auto held = holding(one_group);
+  auto next = v;
+  next.epoch = one_group.epoch + 1;
+  EXPECT_EQ(held.apply(diff_membership(one_group, next)), held_membership::verdict::changed);
+  EXPECT_EQ(held.view(), next);
+}
+
 // The registry publishes a random sequence of Memberships as deltas to one coordinator over
 // a link that drops, duplicates and reorders; the coordinator asks for the whole one when it
 // must (answered with the registry's current). Once the faults stop, the next tick's version

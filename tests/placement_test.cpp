@@ -142,6 +142,39 @@ TEST(Placement, AReplicaKeeperGoesToTheNewestNodeThatCanKeepAndDoesNotHostTheOth
   }
 }
 
+TEST(Placement, KeeperGroupsSplitTheUnitsAndTheirReplicasSpreadOverTheNodes) {
+  struct count_row {
+    std::size_t shards, groups;
+  };
+  const count_row counts[] = {{1, 1}, {2, 1}, {3, 2}, {4, 2}, {5, 3}, {8, 4}};
+  for (const auto& r : counts) EXPECT_EQ(keeper_group_count(r.shards), r.groups) << r.shards << " slices";
+  EXPECT_EQ(units_of_group(1, 2, 7), (std::vector<std::uint32_t>{1, 3, 5}));
+  EXPECT_EQ(units_of_group(0, 1, 3), (std::vector<std::uint32_t>{0, 1, 2}));
+  EXPECT_EQ(keeper_group_of(5, 1), 0u);
+
+  using S = member_state;
+  const node_facts four = {{1, S::active, true}, {2, S::active, true}, {3, S::active, true}, {4, S::active, true}};
+  struct row {
+    const char* name;
+    std::vector<std::string> avoid, rather_not;
+    node_facts nodes;
+    std::string expected;  // host chosen for keeper/3, new
+  };
+  const row rows[] = {
+      {"a node no group uses", {"node/4"}, {"node/4", "node/3"}, four, "node/2"},
+      {"every other node used: one another group uses", {"node/4"}, {"node/3", "node/2", "node/1"}, four, "node/3"},
+      {"never the group's other replica's host",
+       {"node/4"},
+       {"node/1", "node/2", "node/3"},
+       {{4, S::active, true}},
+       ""},
+  };
+  for (const auto& r : rows) {
+    const auto got = choose_replica_keeper(3, "", r.avoid, r.nodes, true, r.rather_not);
+    EXPECT_EQ(got.host, r.expected) << r.name;
+  }
+}
+
 TEST(Placement, CommitsGoToTwoMachinesAndOnNodesLeaveTheHeadOutOnceTwoCanKeep) {
   struct row {
     bool on_nodes;

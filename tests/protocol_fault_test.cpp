@@ -74,9 +74,10 @@ constexpr int fragments = 2;
 constexpr int min_workers = 2;  // run.min_workers: a deadline may close a round with two
 constexpr auto time_limit = std::chrono::minutes(10);  // simulated
 // Parameters of the fake model, and with slices: a slice is whole outer-step blocks
-// (16 Ki values), so each fragment needs two or more.
+// (16 Ki values), so each fragment needs two or more (three in three slices).
 constexpr std::size_t model_values = 97;
 constexpr std::size_t sliced_model_values = 2 * 40000;
+constexpr std::size_t three_slice_model_values = 2 * 50000;
 constexpr std::uint64_t data_units = 400;  // of a leasing task: an epoch is about 60 steps of three workers
 
 struct fault_plan {
@@ -108,9 +109,10 @@ fault_plan plan_for(std::mt19937_64& rng) {
     plan.head_down = std::chrono::milliseconds(100 + rng() % 4000);
   }
   plan.data_cursor = rng() % 2;
-  // Sliced rounds (diloco.shards = 2) for one seed in sixteen (their larger model makes a
-  // seed about ten times as long), one in two with ATOLL_FAULT_SHARDS=1.
-  if (rng() % (std::getenv("ATOLL_FAULT_SHARDS") ? 2 : 16) == 0) plan.shards = 2;
+  // Sliced rounds for one seed in sixteen (their larger model makes a seed about ten times
+  // as long), one in two with ATOLL_FAULT_SHARDS=1: half in two slices, half in three,
+  // whose six units two keeper groups keep, each with a replica of its own.
+  if (rng() % (std::getenv("ATOLL_FAULT_SHARDS") ? 2 : 16) == 0) plan.shards = rng() % 2 ? 3 : 2;
   if (rng() % 4 == 0) plan.leave_after = 100 + rng() % 1500;
   return plan;
 }
@@ -271,7 +273,8 @@ struct seed_outcome {
   bool left = false;  // a node left (SIGTERM: a keeper replica it hosts is handed over first)
   bool leased_data = false;  // the workers leased the run's data: D1 was checked
   std::uint64_t warm_starts = 0;  // joiners that installed a donor's inner-optimizer state
-  bool sliced = false;  // rounds reduced in slices (diloco.shards = 2)
+  bool sliced = false;  // rounds reduced in slices (diloco.shards = 2 or 3)
+  bool grouped = false;  // units kept by two keeper groups (diloco.shards = 3)
   std::uint64_t skipped_rounds = 0;  // a worker's rounds it said it skips, past their sync point
   double simulated_s = 0;
   std::uint64_t trace = 0;  // every delivery, in order (faulty_transport::trace)
@@ -453,8 +456,11 @@ seed_outcome run_seed(std::uint64_t seed) {
       replica_stores.push_back({name, std::shared_ptr<kv_store>(make_memory_store())});
       return std::unique_ptr<kv_store>(std::make_unique<shared_store>(replica_stores.back().db));
     };
-    nc.factory = [ledger, leasing = plan.data_cursor, values = plan.shards > 1 ? sliced_model_values : model_values](
-                     const run_config&, const replica_spec& s) -> std::unique_ptr<replica> {
+    nc.factory = [ledger, leasing = plan.data_cursor,
+                  values = plan.shards == 3 ? three_slice_model_values
+                           : plan.shards > 1
+                               ? sliced_model_values
+                               : model_values](const run_config&, const replica_spec& s) -> std::unique_ptr<replica> {
       if (leasing) return std::make_unique<testing::leasing_replica>(s.rank, data_units, fragments, ledger, values);
       return std::make_unique<testing::fake_replica>(s.rank, fragments, ledger, values);
     };
@@ -586,6 +592,7 @@ seed_outcome run_seed(std::uint64_t seed) {
 
   out.leased_data = plan.data_cursor;
   out.sliced = plan.shards > 1;
+  out.grouped = plan.shards == 3;
   out.skipped_rounds = rec.skipped.size();
   // A node that dies or leaves stops its coordinators with the reports they still hold.
   if (out.failure.empty() && plan.data_cursor) out.failure = check_data(*registry_db, rec, out.killed || out.left);
@@ -642,7 +649,7 @@ TEST(ProtocolFaults, ASeedRunTwiceDeliversTheSameMessagesInTheSameOrder) {
 
 TEST(ProtocolFaults, EverySeedFinishesAgreesAndKeepsEveryRound) {
   std::uint64_t dropped = 0, duplicated = 0, delayed = 0, kills = 0, head_kills = 0, leaves = 0, leasing = 0,
-                failures = 0, warm_starts = 0, sliced = 0, skipped_rounds = 0;
+                failures = 0, warm_starts = 0, sliced = 0, grouped = 0, skipped_rounds = 0;
   double longest = 0;
   const auto seeds = seeds_to_run();
   for (const auto seed : seeds) {
@@ -656,6 +663,7 @@ TEST(ProtocolFaults, EverySeedFinishesAgreesAndKeepsEveryRound) {
     leasing += out.leased_data;
     warm_starts += out.warm_starts;
     sliced += out.sliced;
+    grouped += out.grouped;
     skipped_rounds += out.skipped_rounds;
     longest = std::max(longest, out.simulated_s);
     if (!out.failure.empty()) {
@@ -666,9 +674,9 @@ TEST(ProtocolFaults, EverySeedFinishesAgreesAndKeepsEveryRound) {
   }
   std::cout << seeds.size() << " seeds: " << dropped << " dropped, " << duplicated << " duplicated, " << delayed
             << " delayed, " << kills << " nodes and " << head_kills << " heads killed, " << leaves << " nodes left, "
-            << leasing << " runs leasing data, " << warm_starts << " warm joiners, " << sliced << " runs in slices, "
-            << skipped_rounds << " rounds said skipped; longest run " << longest << " simulated s; " << failures
-            << " failed\n";
+            << leasing << " runs leasing data, " << warm_starts << " warm joiners, " << sliced << " runs in slices ("
+            << grouped << " in keeper groups), " << skipped_rounds << " rounds said skipped; longest run " << longest
+            << " simulated s; " << failures << " failed\n";
   // The schedule must have injected faults at all, or the test proves nothing.
   if (seeds.size() >= 50) {
     EXPECT_GT(dropped, 0u);

@@ -14,6 +14,7 @@
 #include "actors/registry/nodes.hpp"
 #include "actors/registry/registry.hpp"
 #include "actors/shared/data_pieces.hpp"
+#include "actors/shared/membership_delta.hpp"
 #include "actors/shared/messages.hpp"
 #include "runtime/core/actor_id.hpp"
 #include "runtime/transport/route_delta.hpp"
@@ -45,8 +46,9 @@ class RegistryProtocol : public ::testing::Test {
     snap.cluster_id = "cluster-registry";
     snap.config_toml = to_toml(run);
     const auto probe = sys_.spawn(recorder, &seen_);
-    for (const auto* id : {"node/pending-a", "node/pending-b", "node/pending-c", "node/pending-d", "node/1", "node/2",
-                           "node/3", "node/4", "coord/0", "coord/1", "keeper/3", "ctl/t", "worker/1.0", "worker/2.0"})
+    for (const auto* id :
+         {"node/pending-a", "node/pending-b", "node/pending-c", "node/pending-d", "node/1", "node/2", "node/3",
+          "node/4", "coord/0", "coord/1", "coord/2", "coord/3", "keeper/3", "ctl/t", "worker/1.0", "worker/2.0"})
       dir_.add(id, probe);
     deps_.net = &net_;
     deps_.store = &store_;
@@ -1036,8 +1038,8 @@ TEST_F(RegistryProtocol, ALeavingReplicaHostIsStoppedOnlyOnceItsSuccessorCaughtU
   for (const auto* pending : {"node/pending-a", "node/pending-b", "node/pending-c", "node/pending-d"})
     hello(pending, true);
   ASSERT_EQ(stored().run_state, "training");
-  ASSERT_EQ(stored().replica_keeper, "node/2");
-  ASSERT_EQ(stored().second_replica_keeper, "node/1");
+  ASSERT_EQ(stored().keeper_groups[0].replica_keeper, "node/2");
+  ASSERT_EQ(stored().keeper_groups[0].second_replica_keeper, "node/1");
   send_as("coord/0", [](auto e) {
     auto r = e.initRoundReport();
     r.setFragment(0);
@@ -1080,8 +1082,8 @@ TEST_F(RegistryProtocol, ALeavingReplicaHostIsStoppedOnlyOnceItsSuccessorCaughtU
   ASSERT_FALSE(placed.empty());
   EXPECT_STREQ(placed[0]->envelope().getPlaceKeeper().getKeeper().cStr(), "keeper/3");
   EXPECT_STREQ(placed[0]->envelope().getPlaceKeeper().getSource().cStr(), "keeper/1");
-  EXPECT_EQ(stored().incoming_keeper, "node/4");
-  EXPECT_EQ(stored().incoming_for, 1u);
+  EXPECT_EQ(stored().keeper_groups[0].incoming_keeper, "node/4");
+  EXPECT_EQ(stored().keeper_groups[0].incoming_for, 1u);
   run_for(1s, all);
   EXPECT_EQ(keepers_in_membership(), (std::vector<std::string>{"keeper/1", "keeper/2", "keeper/3"}));
   EXPECT_TRUE(take(E::SHUTDOWN, "node/2").empty()) << "stopped before keeper/3 caught up";
@@ -1102,9 +1104,9 @@ TEST_F(RegistryProtocol, ALeavingReplicaHostIsStoppedOnlyOnceItsSuccessorCaughtU
   EXPECT_FALSE(take(E::PLACE_KEEPER, "node/4").empty()) << "the hand-over waits on keeper/3: asked again";
   keeper_ready("keeper/3", 5);
   ASSERT_EQ(take(E::SHUTDOWN, "node/2").size(), 1u);
-  EXPECT_EQ(stored().replica_keeper, "node/4");
-  EXPECT_EQ(stored().replica_keeper_number, 3u);
-  EXPECT_EQ(stored().incoming_for, 0u);
+  EXPECT_EQ(stored().keeper_groups[0].replica_keeper, "node/4");
+  EXPECT_EQ(stored().keeper_groups[0].replica_keeper_number, 3u);
+  EXPECT_EQ(stored().keeper_groups[0].incoming_for, 0u);
   EXPECT_EQ(keepers_in_membership(), (std::vector<std::string>{"keeper/3", "keeper/2"}));
   // The last table that changed the placements names the promoted replica's host.
   std::optional<route_delta> placing;
@@ -1128,11 +1130,90 @@ TEST_F(RegistryProtocol, ALeavingReplicaHostIsStoppedOnlyOnceItsSuccessorCaughtU
     l.setReason("SIGTERM");
   });
   ASSERT_FALSE(take(E::PLACE_KEEPER, "node/3").empty());
-  EXPECT_EQ(stored().incoming_keeper_number, 4u);
+  EXPECT_EQ(stored().keeper_groups[0].incoming_keeper_number, 4u);
   run_for(2s, all);
   EXPECT_TRUE(take(E::SHUTDOWN, "node/4").empty()) << "stopped before cluster.handover_ms";
   run_for(2s, all);
   EXPECT_EQ(take(E::SHUTDOWN, "node/4").size(), 1u) << "held past cluster.handover_ms";
+}
+
+// Keeper groups: a fragment in four slices (units 0 to 3) is kept by two groups of two
+// replicas, group 0 the units 0 and 2 and group 1 the units 1 and 3, on four distinct nodes.
+// Each coordinator hears every group's keepers and takes its own; each replica is placed with
+// its group's units. A host of group 1 that dies has only group 1's replica placed anew (on a
+// node group 0 uses, the only ones left, never on its group's other host), catching up from
+// its group's other replica; group 0 is not touched. A restarted head finds the same groups.
+class KeeperGroupsProtocol : public RegistryProtocol {
+ protected:
+  void adjust(run_config& run) override {
+    run.fragments = 1;
+    run.shards = 4;
+    run.min_workers = 4;  // the run starts with the four nodes (groups are placed then)
+  }
+};
+
+TEST_F(KeeperGroupsProtocol, EachGroupKeepsItsUnitsAndALostHostMovesOnlyItsGroupsReplica) {
+  using E = schema::Envelope;
+  for (const auto* pending : {"node/pending-a", "node/pending-b", "node/pending-c", "node/pending-d"})
+    hello(pending, true);
+  ASSERT_EQ(stored().run_state, "training");
+  const auto groups = stored().keeper_groups;
+  ASSERT_EQ(groups.size(), 2u);
+  EXPECT_EQ(groups[0].replica_keeper_number, 1u);
+  EXPECT_EQ(groups[0].second_replica_keeper_number, 2u);
+  EXPECT_EQ(groups[1].replica_keeper_number, 3u);
+  EXPECT_EQ(groups[1].second_replica_keeper_number, 4u);
+  const std::set<std::string> hosts = {groups[0].replica_keeper, groups[0].second_replica_keeper,
+                                       groups[1].replica_keeper, groups[1].second_replica_keeper};
+  EXPECT_EQ(hosts.size(), 4u) << "the groups spread over the four nodes";
+  EXPECT_EQ(hosts.count(""), 0u);
+
+  const auto units_placed = [&](const std::string& host, const char* keeper) {
+    std::vector<std::uint32_t> units;
+    std::string source;
+    for (const auto& m : take(E::PLACE_KEEPER, host)) {
+      const auto place = m->envelope().getPlaceKeeper();
+      if (std::string(place.getKeeper().cStr()) != keeper) continue;
+      units.clear();
+      for (const auto u : place.getUnits()) units.push_back(u);
+      source = place.getSource().cStr();
+    }
+    return std::make_pair(units, source);
+  };
+  EXPECT_EQ(units_placed(groups[0].replica_keeper, "keeper/1").first, (std::vector<std::uint32_t>{0, 2}));
+  EXPECT_EQ(units_placed(groups[1].second_replica_keeper, "keeper/4").first, (std::vector<std::uint32_t>{1, 3}));
+
+  const auto keepers_of = [&](const char* coordinator, std::uint32_t unit) {
+    const auto m = take(E::MEMBERSHIP, coordinator);
+    if (m.empty()) return std::vector<std::string>{"none"};
+    return keepers_of_unit(read_membership(m.back()->envelope().getMembership()).view, unit);
+  };
+  run_for(500ms, {1, 2, 3, 4});  // the Membership goes out within route_publish_gap
+  EXPECT_EQ(keepers_of("coord/2", 2), (std::vector<std::string>{"keeper/1", "keeper/2"}));
+  EXPECT_EQ(keepers_of("coord/3", 3), (std::vector<std::string>{"keeper/3", "keeper/4"}));
+
+  // keeper/3's host dies: the other three heartbeat on.
+  const auto lost = node_of(groups[1].replica_keeper);
+  ASSERT_TRUE(lost);
+  std::vector<std::uint32_t> alive;
+  for (std::uint32_t n = 1; n <= 4; ++n)
+    if (n != *lost) alive.push_back(n);
+  seen_.clear();
+  run_for(3s, alive);
+  const auto after = stored().keeper_groups;
+  ASSERT_EQ(after.size(), 2u);
+  EXPECT_EQ(after[0], groups[0]) << "group 0 is not touched";
+  EXPECT_EQ(after[1].second_replica_keeper, groups[1].second_replica_keeper);
+  EXPECT_NE(after[1].replica_keeper, groups[1].replica_keeper);
+  EXPECT_NE(after[1].replica_keeper, "") << "a node group 0 uses keeps it rather than nobody";
+  EXPECT_NE(after[1].replica_keeper, after[1].second_replica_keeper) << "two copies on one machine are one";
+  const auto [units, source] = units_placed(after[1].replica_keeper, "keeper/3");
+  EXPECT_EQ(units, (std::vector<std::uint32_t>{1, 3}));
+  EXPECT_EQ(source, "keeper/4") << "it catches up from its group's other replica";
+  EXPECT_EQ(keepers_of("coord/1", 1), (std::vector<std::string>{"keeper/3", "keeper/4"}));
+
+  restart_registry();
+  EXPECT_EQ(stored().keeper_groups, after) << "a restarted head keeps the run's groups";
 }
 
 }  // namespace

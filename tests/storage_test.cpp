@@ -420,13 +420,14 @@ TEST(RegistryStore, TheSnapshotSurvivesAReopen) {
   snap.run_state = "training";
   snap.placements = {"node/1", ""};
   snap.finished = {"worker/1.0"};
-  snap.replica_keeper = "node/1";
-  snap.second_replica_keeper = "node/2";
-  snap.second_replica_keeper_number = 4;  // after a hand-over
-  snap.incoming_keeper = "node/3";
-  snap.incoming_keeper_number = 5;
-  snap.incoming_for = 1;
-  snap.next_keeper_number = 6;
+  snap.keeper_groups[0].replica_keeper = "node/1";
+  snap.keeper_groups[0].second_replica_keeper = "node/2";
+  snap.keeper_groups[0].second_replica_keeper_number = 4;  // after a hand-over
+  snap.keeper_groups[0].incoming_keeper = "node/3";
+  snap.keeper_groups[0].incoming_keeper_number = 5;
+  snap.keeper_groups[0].incoming_for = 1;
+  snap.keeper_groups.push_back({"node/2", 7, "node/3", 8, "", 0, 0});  // a second keeper group
+  snap.next_keeper_number = 9;
   snap.members.push_back(
       {1, "active", "host", 42, {"cpu"}, {"worker/1.0"}, {1}, true, "tcp://10.0.0.2:7071", "node-key"});
   snap.data_cursor = std::string("ATDC\0\x01binary", 12);  // opaque bytes, NULs included
@@ -447,14 +448,15 @@ TEST(RegistryStore, TheSnapshotSurvivesAReopen) {
   EXPECT_EQ((*loaded)->run_state, "training");
   EXPECT_EQ((*loaded)->placements, (std::vector<std::string>{"node/1", ""}));
   EXPECT_EQ((*loaded)->finished, std::vector<std::string>{"worker/1.0"});
-  EXPECT_EQ((*loaded)->replica_keeper, "node/1");
-  EXPECT_EQ((*loaded)->second_replica_keeper, "node/2");
-  EXPECT_EQ((*loaded)->replica_keeper_number, 1u);
-  EXPECT_EQ((*loaded)->second_replica_keeper_number, 4u);
-  EXPECT_EQ((*loaded)->incoming_keeper, "node/3");
-  EXPECT_EQ((*loaded)->incoming_keeper_number, 5u);
-  EXPECT_EQ((*loaded)->incoming_for, 1u);
-  EXPECT_EQ((*loaded)->next_keeper_number, 6u);
+  EXPECT_EQ((*loaded)->keeper_groups[0].replica_keeper, "node/1");
+  EXPECT_EQ((*loaded)->keeper_groups[0].second_replica_keeper, "node/2");
+  EXPECT_EQ((*loaded)->keeper_groups[0].replica_keeper_number, 1u);
+  EXPECT_EQ((*loaded)->keeper_groups[0].second_replica_keeper_number, 4u);
+  EXPECT_EQ((*loaded)->keeper_groups[0].incoming_keeper, "node/3");
+  EXPECT_EQ((*loaded)->keeper_groups[0].incoming_keeper_number, 5u);
+  EXPECT_EQ((*loaded)->keeper_groups[0].incoming_for, 1u);
+  EXPECT_EQ((*loaded)->keeper_groups, snap.keeper_groups);
+  EXPECT_EQ((*loaded)->next_keeper_number, 9u);
   EXPECT_TRUE((*loaded)->members[0].can_keep);
   ASSERT_EQ((*loaded)->members.size(), 1u);
   EXPECT_EQ((*loaded)->members[0].workers, std::vector<std::string>{"worker/1.0"});
@@ -557,9 +559,9 @@ TEST(RegistryStore, ASnapshotFromBeforeHandOversReadsItsReplicasAsKeeperOneAndTw
                       R"("run_state":"training","replica_keeper":"node/1","second_replica_keeper":"node/2"})"}}));
   auto loaded = registry_store(**db).load();
   ASSERT_TRUE(loaded && loaded->has_value());
-  EXPECT_EQ((*loaded)->replica_keeper_number, 1u);
-  EXPECT_EQ((*loaded)->second_replica_keeper_number, 2u);
-  EXPECT_EQ((*loaded)->incoming_for, 0u);
+  EXPECT_EQ((*loaded)->keeper_groups[0].replica_keeper_number, 1u);
+  EXPECT_EQ((*loaded)->keeper_groups[0].second_replica_keeper_number, 2u);
+  EXPECT_EQ((*loaded)->keeper_groups[0].incoming_for, 0u);
   EXPECT_EQ((*loaded)->next_keeper_number, 3u);
 }
 

@@ -166,9 +166,9 @@ void on_membership(self_ptr self, const wire::message_ptr& msg) {
   const auto& view = st.membership.view();
   const bool first = !st.has_membership();
   st.collect->membership({view.epoch, view.workers, view.quorum});
-  // The keepers a commit needs. A keeper removed (its node died) no longer holds a round
-  // up; one added gets the committing round at the next tick.
-  auto keepers = view.keepers;
+  // The keepers a commit needs (its unit's keeper group's). A keeper removed (its node
+  // died) no longer holds a round up; one added gets the committing round at the next tick.
+  auto keepers = keepers_of_unit(view, st.cfg.fragment);
   if (keepers.empty()) keepers.push_back(st.cfg.keeper);
   const auto commit_effects = st.commit.set_keepers(std::move(keepers));
   if (first) request_startup_state(self);  // now the keepers

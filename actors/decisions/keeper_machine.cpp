@@ -5,9 +5,12 @@
 
 namespace atl {
 
-keeper_machine::keeper_machine(std::string source, std::uint32_t fragments)
+keeper_machine::keeper_machine(std::string source, std::uint32_t fragments, const std::vector<std::uint32_t>& kept)
     : source_(std::move(source)), fragments_(fragments) {
-  for (std::uint32_t f = 0; f < fragments; ++f) missing_.insert(f);
+  if (kept.empty())
+    for (std::uint32_t f = 0; f < fragments; ++f) missing_.insert(f);
+  for (const auto f : kept)
+    if (f < fragments) missing_.insert(f);
 }
 
 keeper_machine::catch_up keeper_machine::on_load_reply(const std::string& sender, std::uint32_t fragment) {

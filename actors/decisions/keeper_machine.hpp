@@ -3,7 +3,7 @@
 // (actors/keeper/keeper.hpp is the shell): the writer-epoch fence, the catch-up of a
 // replica, the records waiting to be followed, and the one snapshot being written.
 //
-//   catch-up (a replica; fragments F, source S):
+//   catch-up (a replica; fragments F: its keeper group's units, source S):
 //     catching_up(missing = F) --(1) LoadReply(p) from S, p missing--> missing - {p}:
 //                                     store it if newer than the store's round of p
 //     catching_up --(2) LoadReply from another sender--> refused (unexpected_message)
@@ -67,8 +67,9 @@ class keeper_machine {
 
   // The head's keeper: nothing to catch up.
   keeper_machine() = default;
-  // A replica catching up `fragments` fragments from `source`.
-  keeper_machine(std::string source, std::uint32_t fragments);
+  // A replica of a run with `fragments` sync units catching up from `source` the units its
+  // keeper group keeps (`kept`, each below `fragments`; empty: every unit).
+  keeper_machine(std::string source, std::uint32_t fragments, const std::vector<std::uint32_t>& kept = {});
 
   // Catch-up.
   enum class catch_up { store_if_newer, refuse, ignore };

@@ -69,9 +69,13 @@ std::vector<coordinator_move> replace_orphans(const std::vector<std::string>& pl
 }
 
 keeper_choice choose_replica_keeper(std::uint32_t number, const std::string& current,
-                                    const std::vector<std::string>& avoid, const node_facts& nodes, bool training) {
+                                    const std::vector<std::string>& avoid, const node_facts& nodes, bool training,
+                                    const std::vector<std::string>& rather_not) {
   if (!training || (!current.empty() && host_alive(current, nodes))) return {};
-  const auto chosen = newest_keeping_node(nodes, avoid);
+  auto spread = avoid;
+  spread.insert(spread.end(), rather_not.begin(), rather_not.end());
+  auto chosen = newest_keeping_node(nodes, spread);
+  if (chosen.empty()) chosen = newest_keeping_node(nodes, avoid);
   if (chosen == current) return {};
   const auto keeper = keeper_id(number);
   if (chosen.empty())
@@ -79,6 +83,17 @@ keeper_choice choose_replica_keeper(std::uint32_t number, const std::string& cur
             current + " is gone and no other live node can keep; " + keeper_id(head_keeper_number) + " stands in for " +
                 keeper + " in commits"};
   return {true, chosen, keeper + " placed on " + chosen + (current.empty() ? "" : " (was on " + current + ")")};
+}
+
+std::size_t keeper_group_count(std::size_t shards) { return shards <= 2 ? 1 : (shards + 1) / 2; }
+
+std::size_t keeper_group_of(std::size_t unit, std::size_t groups) { return groups <= 1 ? 0 : unit % groups; }
+
+std::vector<std::uint32_t> units_of_group(std::size_t group, std::size_t groups, std::size_t units) {
+  std::vector<std::uint32_t> out;
+  for (std::size_t u = 0; u < units; ++u)
+    if (keeper_group_of(u, groups) == group) out.push_back(static_cast<std::uint32_t>(u));
+  return out;
 }
 
 std::vector<std::string> commit_keepers(bool on_nodes, const std::vector<replica_slot>& slots,

@@ -73,8 +73,22 @@ struct keeper_choice {
 // its place) while training: `current` is its host now ("" if none), `avoid` the hosts of
 // the other replicas, a hand-over's new one included (two copies on one machine are one
 // copy).
+// `rather_not`: hosts taken by other keeper groups, chosen only when no other node can keep,
+// so that the groups spread over the nodes.
 keeper_choice choose_replica_keeper(std::uint32_t number, const std::string& current,
-                                    const std::vector<std::string>& avoid, const node_facts& nodes, bool training);
+                                    const std::vector<std::string>& avoid, const node_facts& nodes, bool training,
+                                    const std::vector<std::string>& rather_not = {});
+
+// Keeper groups: group g of G keeps the sync units u with u mod G == g, each with two
+// replicas of its own, so a keeper host receives about 1/G of a round's records instead of
+// all of them. G is fixed for a run (each group's stores hold its units' round logs).
+// One group up to two slices (the run's two replicas, as before groups), else ceil(S/2):
+// with a slice per member, 2G replicas are about one per node, each receiving about what a
+// slice host sends its keepers (2/S of a fragment a round).
+std::size_t keeper_group_count(std::size_t shards);
+std::size_t keeper_group_of(std::size_t unit, std::size_t groups);
+// The units group `group` keeps, of `units`, in order.
+std::vector<std::uint32_t> units_of_group(std::size_t group, std::size_t groups, std::size_t units);
 
 // A replica keeper's place: keeper/<number> on `host` ("" while none). The registry has
 // two such slots (the second used with storage.keepers = nodes); a hand-over gives a slot

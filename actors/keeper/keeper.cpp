@@ -292,13 +292,13 @@ caf::behavior keeper_actor(caf::stateful_actor<keeper_state>* self, transport* n
 
 caf::behavior keeper_replica_actor(caf::stateful_actor<keeper_state>* self, transport* net, std::string id,
                                    std::string cluster_id, std::shared_ptr<keeper_storage> storage, std::string source,
-                                   std::uint32_t fragments) {
+                                   std::uint32_t fragments, std::vector<std::uint32_t> kept) {
   auto& st = self->state;
   st.mail = std::make_unique<mailer>(*net, id, cluster_id);
   st.owned = std::move(storage);
   st.store = st.owned->checkpoints.get();
   st.clock = &self->clock();
-  st.machine = keeper_machine(std::move(source), fragments);
+  st.machine = keeper_machine(std::move(source), fragments, kept);
   request_missing(self);
   self->delayed_send(self, std::chrono::seconds(1), tick_atom::value);
   return keeper_behavior(self);

@@ -100,9 +100,10 @@ struct keeper_state {
 caf::behavior keeper_actor(caf::stateful_actor<keeper_state>* self, transport* net, std::string id,
                            std::string cluster_id, checkpoint_store* store);
 
-// A replica keeper on `storage`, catching up the `fragments` fragments from `source`.
+// A replica keeper on `storage` of a run with `fragments` sync units, catching up from
+// `source` the units of its keeper group (`kept`; empty: every unit).
 caf::behavior keeper_replica_actor(caf::stateful_actor<keeper_state>* self, transport* net, std::string id,
                                    std::string cluster_id, std::shared_ptr<keeper_storage> storage, std::string source,
-                                   std::uint32_t fragments);
+                                   std::uint32_t fragments, std::vector<std::uint32_t> kept);
 
 }  // namespace atl

@@ -103,8 +103,10 @@ void on_place_keeper(self_ptr self, const wire::message_ptr& msg) {
   const auto keeper = parse_actor_id(id);
   if (st.current != phase::running || st.cfg.data_dir.empty() || !keeper || keeper->kind != actor_kind::keeper)
     return st.mail->refuse(*msg, make_error(errc::unexpected_message, "cannot host " + id + " here"), st.epoch);
-  if (auto err = st.placed.start_keeper(self, at, id, keeper->number, std::string(place.getSource()), st.cfg.data_dir,
-                                        st.cfg.open_keeper_store))
+  std::vector<std::uint32_t> units;
+  for (const auto u : place.getUnits()) units.push_back(u);
+  if (auto err = st.placed.start_keeper(self, at, id, keeper->number, std::string(place.getSource()), units,
+                                        st.cfg.data_dir, st.cfg.open_keeper_store))
     st.mail->refuse(*msg, err, st.epoch);
 }
 

@@ -27,7 +27,8 @@ void placed_actors::start_coordinator(caf::event_based_actor* self, const host& 
 }
 
 status placed_actors::start_keeper(caf::event_based_actor* self, const host& at, const std::string& id,
-                                   std::uint32_t number, const std::string& source, const std::string& data_dir,
+                                   std::uint32_t number, const std::string& source,
+                                   const std::vector<std::uint32_t>& units, const std::string& data_dir,
                                    const store_opener& open) {
   const std::string path = data_dir + "/keeper-" + std::to_string(number);
   auto db = open ? open(path) : open_rocksdb_store(path);
@@ -40,10 +41,11 @@ status placed_actors::start_keeper(caf::event_based_actor* self, const host& at,
   storage->checkpoints = std::make_unique<checkpoint_store>(*storage->db, static_cast<std::size_t>(at.run->keep_rounds),
                                                             log_options_for(*at.run));
   auto k = self->spawn(keeper_replica_actor, at.net, id, at.cluster, storage, source,
-                       static_cast<std::uint32_t>(sync_units(*at.run)));
+                       static_cast<std::uint32_t>(sync_units(*at.run)), units);
   at.local->add(id, k);
   keepers_.push_back(k);
-  log_info("hosting " + id + " in " + path + ", catching up from " + source);
+  log_info("hosting " + id + " in " + path + ", catching up from " + source +
+           (units.empty() ? std::string() : " (" + std::to_string(units.size()) + " units of its keeper group)"));
   return {};
 }
 

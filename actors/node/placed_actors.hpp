@@ -40,9 +40,11 @@ class placed_actors {
 
   void start_coordinator(caf::event_based_actor* self, const host& at, std::uint32_t fragment);
   // Keeper replica `number` (its id `id`) on a store at data_dir/keeper-<number>, catching
-  // up from `source`. The store's error if it does not open (nothing is hosted then).
+  // up from `source` the units its keeper group keeps (`units`; empty: every unit). The
+  // store's error if it does not open (nothing is hosted then).
   status start_keeper(caf::event_based_actor* self, const host& at, const std::string& id, std::uint32_t number,
-                      const std::string& source, const std::string& data_dir, const store_opener& open);
+                      const std::string& source, const std::vector<std::uint32_t>& units, const std::string& data_dir,
+                      const store_opener& open);
 
   // Takes them out of the directory first, so nothing more reaches or leaves them under
   // their ids once the registry may place them elsewhere, then stops them.

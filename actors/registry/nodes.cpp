@@ -265,24 +265,28 @@ void on_keeper_ready(self_ptr self, const wire::message_ptr& msg) {
   auto& st = self->state;
   const auto ready = msg->envelope().getKeeperReady();
   // It runs where it is placed: its placement is no longer repeated each tick.
-  for (const auto& [number, host] : placed_replicas(st))
-    if (msg->sender() == keeper_id(number)) st.keepers_confirmed[msg->sender()] = host;
-  if (st.snap.incoming_for == 0 || msg->sender() != keeper_id(st.snap.incoming_keeper_number))
-    return;  // not (or no longer) a hand-over's incoming replica: nothing waits on it
+  for (const auto& r : placed_replicas(st))
+    if (msg->sender() == keeper_id(r.number)) st.keepers_confirmed[msg->sender()] = r.host;
+  std::optional<std::size_t> group;  // whose hand-over's incoming replica it is
+  for (std::size_t g = 0; g < keeper_groups(st); ++g) {
+    const auto& record = st.snap.keeper_groups[g];
+    if (record.incoming_for != 0 && msg->sender() == keeper_id(record.incoming_keeper_number)) group = g;
+  }
+  if (!group) return;  // not (or no longer) a hand-over's incoming replica: nothing waits on it
   const auto rounds = ready.getRounds();
   const auto held = ready.getHeld();
   if (rounds.size() != st.fragments.size() || held.size() != st.fragments.size()) {
     st.mail->refuse(*msg, make_error(errc::malformed_frame, "keeper_ready: one round per fragment"), st.snap.epoch);
     return;
   }
-  // Ready once it holds, for every fragment, the round released last: the leaving
+  // Ready once it holds, for every unit of its group, the round released last: the leaving
   // replica's copy adds nothing then.
-  for (unsigned f = 0; f < st.fragments.size(); ++f) {
+  for (const auto f : placement::units_of_group(*group, keeper_groups(st), st.fragments.size())) {
     const auto& view = st.fragments[f];
     if (!view.released_digest && view.round == 0) continue;  // nothing committed that we know of
     if (!held[f] || rounds[f] < view.round) return;
   }
-  st.incoming_ready = true;
+  st.handovers[*group].incoming_ready = true;
   advance_handover(self);
 }
 

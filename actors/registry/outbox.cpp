@@ -35,7 +35,13 @@ membership_view membership_of(registry_state& st) {
   std::sort(view.workers.begin(), view.workers.end());
   view.quorum = static_cast<std::uint32_t>(quorum::required_participants(static_cast<std::size_t>(st.cfg.min_workers),
                                                                          view.workers.size(), any_worker_done(st)));
-  view.keepers = commit_keepers_of(st);
+  // Every group's commit keepers, in group order; a coordinator takes its unit's group's
+  // (keepers_of_unit).
+  for (std::size_t g = 0; g < keeper_groups(st); ++g) {
+    const auto keepers = commit_keepers_of(st, g);
+    view.keepers.insert(view.keepers.end(), keepers.begin(), keepers.end());
+    if (keeper_groups(st) > 1) view.keeper_group_sizes.push_back(static_cast<std::uint32_t>(keepers.size()));
+  }
   return view;
 }
 
@@ -142,20 +148,25 @@ void send_placements(self_ptr self) {
 
 void send_keeper_placement(self_ptr self) {
   auto& st = self->state;
-  const auto pending = pending_handover(st);
-  for (const auto& [number, host] : placed_replicas(st)) {
-    const auto id = keeper_id(number);
+  for (const auto& r : placed_replicas(st)) {
+    const auto id = keeper_id(r.number);
     // Confirmed where it is placed: nothing to ask, unless it is a hand-over's incoming
     // replica the hand-over still waits on (each repeat asks whether it caught up).
     const auto confirmed = st.keepers_confirmed.find(id);
-    const bool awaited = pending && pending->incoming.number == number && !st.incoming_ready;
-    if (confirmed != st.keepers_confirmed.end() && confirmed->second == host && !awaited) continue;
+    const auto pending = pending_handover(st, r.group);
+    const bool awaited = pending && pending->incoming.number == r.number && !st.handovers[r.group].incoming_ready;
+    if (confirmed != st.keepers_confirmed.end() && confirmed->second == r.host && !awaited) continue;
     auto source = st.keeper_sources.find(id);
     wire::outgoing out;
     auto place = out.envelope.initPlaceKeeper();
     place.setKeeper(id);
     place.setSource(source == st.keeper_sources.end() ? keeper_id(head_keeper_number) : source->second);
-    st.mail->send(host, st.snap.epoch, out);
+    if (keeper_groups(st) > 1) {  // one group keeps every unit: nothing to list
+      const auto units = placement::units_of_group(r.group, keeper_groups(st), st.fragments.size());
+      auto list = place.initUnits(static_cast<unsigned>(units.size()));
+      for (unsigned i = 0; i < units.size(); ++i) list.set(i, units[i]);
+    }
+    st.mail->send(r.host, st.snap.epoch, out);
   }
 }
 
@@ -169,8 +180,8 @@ route_table routes_of(const registry_state& st) {
   for (std::size_t f = 0; f < st.fragments.size(); ++f)
     if (auto host = node_of(st.fragments[f].placed_on))
       table.placed[coordinator_id(static_cast<std::uint32_t>(f))] = *host;
-  for (const auto& [number, host] : placed_replicas(st))
-    if (auto node = node_of(host)) table.placed[keeper_id(number)] = *node;
+  for (const auto& r : placed_replicas(st))
+    if (auto node = node_of(r.host)) table.placed[keeper_id(r.number)] = *node;
   return table;
 }
 

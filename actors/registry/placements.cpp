@@ -3,6 +3,8 @@
 // tick until the placed actor runs (actors/registry/outbox.hpp).
 #include "actors/registry/placements.hpp"
 
+#include <algorithm>
+
 #include "actors/registry/queries.hpp"
 #include "runtime/core/actor_id.hpp"
 #include "runtime/process/log.hpp"
@@ -50,54 +52,75 @@ void publish_keeper_change(self_ptr self) {
   publish_membership(self);  // coordinators commit to the new set of keepers
 }
 
-// One step of a hand-over (placement::decide_handover) applied; true if it changed the
-// places, so that the next step can be decided at once.
+// One step of each group's hand-over (placement::decide_handover) applied; true if it
+// changed a group's places, so that the next step can be decided at once. A draining node
+// leaves once no group holds it.
 bool apply_handover_step(self_ptr self) {
   auto& st = self->state;
-  auto& snap = st.snap;
-  const bool timed_out = st.now() - st.handover_since > std::chrono::milliseconds(st.cfg.handover_ms);
-  const auto d = placement::decide_handover(replica_slots(st), pending_handover(st), node_facts(st),
-                                            st.phase == run_phase::training, st.incoming_ready, timed_out);
-  using step = placement::handover_decision::step;
-  auto& slot_host = snap.incoming_for == 1 ? snap.replica_keeper : snap.second_replica_keeper;
-  auto& slot_number = snap.incoming_for == 1 ? snap.replica_keeper_number : snap.second_replica_keeper_number;
-  switch (d.what) {
-    case step::start: {
-      const auto leaving = d.slot == 0 ? snap.replica_keeper_number : snap.second_replica_keeper_number;
-      snap.incoming_for = static_cast<std::uint32_t>(d.slot + 1);
-      snap.incoming_keeper = d.host;
-      snap.incoming_keeper_number = snap.next_keeper_number++;
-      st.keeper_sources[keeper_id(snap.incoming_keeper_number)] = keeper_id(leaving);  // it holds every round
-      st.handover_since = st.now();
-      st.incoming_ready = false;
-      break;
+  const auto facts = node_facts(st);
+  const bool training = st.phase == run_phase::training;
+  bool changed = false;
+  std::vector<std::string> release;  // draining hosts every group lets go
+  std::string release_reason;
+  for (std::size_t group = 0; group < keeper_groups(st); ++group) {
+    auto& g = st.snap.keeper_groups[group];
+    auto& progress = st.handovers[group];
+    const bool timed_out = st.now() - progress.since > std::chrono::milliseconds(st.cfg.handover_ms);
+    const auto d = placement::decide_handover(replica_slots(st, group), pending_handover(st, group), facts, training,
+                                              progress.incoming_ready, timed_out);
+    using step = placement::handover_decision::step;
+    auto& slot_host = g.incoming_for == 1 ? g.replica_keeper : g.second_replica_keeper;
+    auto& slot_number = g.incoming_for == 1 ? g.replica_keeper_number : g.second_replica_keeper_number;
+    switch (d.what) {
+      case step::start: {
+        const auto leaving = d.slot == 0 ? g.replica_keeper_number : g.second_replica_keeper_number;
+        g.incoming_for = static_cast<std::uint32_t>(d.slot + 1);
+        g.incoming_keeper = d.host;
+        g.incoming_keeper_number = st.snap.next_keeper_number++;
+        st.keeper_sources[keeper_id(g.incoming_keeper_number)] = keeper_id(leaving);  // it holds every round
+        progress.since = st.now();
+        progress.incoming_ready = false;
+        break;
+      }
+      case step::promote:
+        slot_host = g.incoming_keeper;
+        slot_number = g.incoming_keeper_number;
+        [[fallthrough]];
+      case step::cancel:
+        g.incoming_for = 0;
+        g.incoming_keeper.clear();
+        g.incoming_keeper_number = 0;
+        progress.incoming_ready = false;
+        break;
+      case step::none: break;
     }
-    case step::promote:
-      slot_host = snap.incoming_keeper;
-      slot_number = snap.incoming_keeper_number;
-      [[fallthrough]];
-    case step::cancel:
-      snap.incoming_for = 0;
-      snap.incoming_keeper.clear();
-      snap.incoming_keeper_number = 0;
-      st.incoming_ready = false;
-      break;
-    case step::none: break;
+    if (group == 0) release = d.release;
+    else
+      release.erase(std::remove_if(release.begin(), release.end(),
+                                   [&](const std::string& host) {
+                                     return std::find(d.release.begin(), d.release.end(), host) == d.release.end();
+                                   }),
+                    release.end());
+    if (d.what != step::none) {
+      log_info("registry: " + d.reason);
+      changed = true;
+    } else if (!d.reason.empty()) {
+      release_reason = d.reason;
+    }
   }
   bool released = false;
-  for (const auto& host : d.release) {
+  for (const auto& host : release) {
     const auto id = node_of(host);
     if (!id || !st.nodes.count(*id) || st.nodes.at(*id).shutdown_sent) continue;
     st.nodes.at(*id).shutdown_sent = true;
     send_shutdown(self, *id, "atoll leave");
     released = true;
   }
-  if (d.what != step::none) {
-    log_info("registry: " + d.reason);
+  if (changed) {
     publish_keeper_change(self);
     return true;
   }
-  if (released && !d.reason.empty()) log_warn("registry: " + d.reason);
+  if (released && !release_reason.empty()) log_warn("registry: " + release_reason);
   return false;
 }
 
@@ -109,42 +132,53 @@ void advance_handover(self_ptr self) {
   for (int steps = 0; steps < 4 && apply_handover_step(self); ++steps) {}
 }
 
-// Keeper replication: with a node that can keep (`atoll join --run-dir`), keeper/1 runs
-// there and every commit needs its acknowledgement as well as the head's, so a round
-// acknowledged as committed is on two machines. With storage.keepers = nodes, keeper/2 runs
-// on a second such node, and the head's keeper leaves the commits while both run. A new
-// replica catches up from the other one if that kept its host (it held every commit since
-// it was placed, and the head's link stays free of tensors), else from the head's keeper.
+// Keeper replication: with a node that can keep (`atoll join --run-dir`), each keeper
+// group's first replica runs there and every commit of the group's units needs its
+// acknowledgement as well as the head's, so a round acknowledged as committed is on two
+// machines. With storage.keepers = nodes, the group's second replica runs on another such
+// node, and the head's keeper leaves the group's commits while both run. A new replica
+// catches up from the other one if that kept its host (it held every commit of the group
+// since it was placed, and the head's link stays free of tensors), else from the head's
+// keeper. Groups spread: a replica goes to a node no other group uses while there is one.
 void place_replica_keepers(self_ptr self) {
   advance_handover(self);  // first: a hand-over's incoming replica takes a place whose host died
   auto& st = self->state;
   const bool training = st.phase == run_phase::training;
   const auto facts = node_facts(st);
-  auto& first = st.snap.replica_keeper;
-  auto& second = st.snap.second_replica_keeper;
-  const auto first_number = st.snap.replica_keeper_number;
-  const auto second_number = st.snap.second_replica_keeper_number;
-  const auto& incoming = st.snap.incoming_keeper;  // a hand-over's new replica, if any
-  const auto first_choice = placement::choose_replica_keeper(first_number, first, {second, incoming}, facts, training);
-  const auto first_host = first_choice.changed ? first_choice.host : first;
-  const auto second_choice =
-      st.cfg.keepers == "nodes"
-          ? placement::choose_replica_keeper(second_number, second, {first_host, incoming}, facts, training)
-          : placement::keeper_choice{};
-  if (!first_choice.changed && !second_choice.changed) return;
-  const bool first_kept = !first_choice.changed && !first.empty();
-  const bool second_kept = !second_choice.changed && !second.empty();
-  const auto apply = [&](std::uint32_t number, const placement::keeper_choice& choice, std::string& host,
-                         bool other_kept, std::uint32_t other) {
-    if (!choice.changed) return;
-    host = choice.host;
-    st.keeper_sources[keeper_id(number)] = keeper_id(other_kept ? other : head_keeper_number);
-    if (host.empty()) log_warn("registry: " + choice.reason);
-    else log_info("registry: " + choice.reason);
-  };
-  apply(first_number, first_choice, first, second_kept, second_number);
-  apply(second_number, second_choice, second, first_kept, first_number);
-  publish_keeper_change(self);
+  bool changed = false;
+  for (std::size_t group = 0; group < keeper_groups(st); ++group) {
+    auto& g = st.snap.keeper_groups[group];
+    std::vector<std::string> elsewhere;  // hosts of the other groups' replicas
+    for (const auto& r : placed_replicas(st))
+      if (r.group != group) elsewhere.push_back(r.host);
+    auto& first = g.replica_keeper;
+    auto& second = g.second_replica_keeper;
+    const auto first_number = g.replica_keeper_number;
+    const auto second_number = g.second_replica_keeper_number;
+    const auto& incoming = g.incoming_keeper;  // a hand-over's new replica, if any
+    const auto first_choice =
+        placement::choose_replica_keeper(first_number, first, {second, incoming}, facts, training, elsewhere);
+    const auto first_host = first_choice.changed ? first_choice.host : first;
+    const auto second_choice = st.cfg.keepers == "nodes"
+                                   ? placement::choose_replica_keeper(second_number, second, {first_host, incoming},
+                                                                      facts, training, elsewhere)
+                                   : placement::keeper_choice{};
+    if (!first_choice.changed && !second_choice.changed) continue;
+    const bool first_kept = !first_choice.changed && !first.empty();
+    const bool second_kept = !second_choice.changed && !second.empty();
+    const auto apply = [&](std::uint32_t number, const placement::keeper_choice& choice, std::string& host,
+                           bool other_kept, std::uint32_t other) {
+      if (!choice.changed) return;
+      host = choice.host;
+      st.keeper_sources[keeper_id(number)] = keeper_id(other_kept ? other : head_keeper_number);
+      if (host.empty()) log_warn("registry: " + choice.reason);
+      else log_info("registry: " + choice.reason);
+    };
+    apply(first_number, first_choice, first, second_kept, second_number);
+    apply(second_number, second_choice, second, first_kept, first_number);
+    changed = true;
+  }
+  if (changed) publish_keeper_change(self);
 }
 
 }  // namespace atl::registry_detail

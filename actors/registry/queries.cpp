@@ -23,28 +23,55 @@ placement::node_facts node_facts(const registry_state& st) {
   return facts;
 }
 
-std::vector<placement::replica_slot> replica_slots(const registry_state& st) {
-  return {{st.snap.replica_keeper_number, st.snap.replica_keeper},
-          {st.snap.second_replica_keeper_number, st.snap.second_replica_keeper}};
+std::size_t keeper_groups(const registry_state& st) { return st.snap.keeper_groups.size(); }
+
+std::vector<placement::replica_slot> replica_slots(const registry_state& st, std::size_t group) {
+  const auto& g = st.snap.keeper_groups.at(group);
+  return {{g.replica_keeper_number, g.replica_keeper}, {g.second_replica_keeper_number, g.second_replica_keeper}};
 }
 
-std::optional<placement::replica_handover> pending_handover(const registry_state& st) {
-  if (st.snap.incoming_for == 0) return std::nullopt;
-  return placement::replica_handover{st.snap.incoming_for - 1,
-                                     {st.snap.incoming_keeper_number, st.snap.incoming_keeper}};
+std::optional<placement::replica_handover> pending_handover(const registry_state& st, std::size_t group) {
+  const auto& g = st.snap.keeper_groups.at(group);
+  if (g.incoming_for == 0) return std::nullopt;
+  return placement::replica_handover{g.incoming_for - 1, {g.incoming_keeper_number, g.incoming_keeper}};
 }
 
-std::vector<std::string> commit_keepers_of(const registry_state& st) {
-  return placement::commit_keepers(st.cfg.keepers == "nodes", replica_slots(st), pending_handover(st));
+std::vector<std::string> commit_keepers_of(const registry_state& st, std::size_t group) {
+  return placement::commit_keepers(st.cfg.keepers == "nodes", replica_slots(st, group), pending_handover(st, group));
 }
 
-std::vector<std::pair<std::uint32_t, std::string>> placed_replicas(const registry_state& st) {
-  std::vector<std::pair<std::uint32_t, std::string>> out;
-  for (const auto& slot : replica_slots(st))
-    if (!slot.host.empty()) out.emplace_back(slot.number, slot.host);
-  if (auto pending = pending_handover(st); pending && !pending->incoming.host.empty())
-    out.emplace_back(pending->incoming.number, pending->incoming.host);
+bool commits_to(const registry_state& st, const std::string& keeper) {
+  for (std::size_t g = 0; g < keeper_groups(st); ++g) {
+    const auto keepers = commit_keepers_of(st, g);
+    if (std::find(keepers.begin(), keepers.end(), keeper) != keepers.end()) return true;
+  }
+  return false;
+}
+
+std::vector<placed_replica> placed_replicas(const registry_state& st) {
+  std::vector<placed_replica> out;
+  for (std::size_t g = 0; g < keeper_groups(st); ++g) {
+    for (const auto& slot : replica_slots(st, g))
+      if (!slot.host.empty()) out.push_back({slot.number, slot.host, g});
+    if (auto pending = pending_handover(st, g); pending && !pending->incoming.host.empty())
+      out.push_back({pending->incoming.number, pending->incoming.host, g});
+  }
   return out;
+}
+
+void size_keeper_groups(registry_state& st) {
+  auto& snap = st.snap;
+  const auto wanted = placement::keeper_group_count(static_cast<std::size_t>(shards_of(st.cfg)));
+  const bool none_placed =
+      snap.keeper_groups.size() == 1 && snap.keeper_groups[0] == keeper_group_record{} && snap.next_keeper_number == 3;
+  if (none_placed && wanted > 1) {
+    snap.keeper_groups.resize(wanted);
+    for (std::size_t g = 1; g < wanted; ++g) {
+      snap.keeper_groups[g].replica_keeper_number = snap.next_keeper_number++;
+      snap.keeper_groups[g].second_replica_keeper_number = snap.next_keeper_number++;
+    }
+  }
+  st.handovers.resize(snap.keeper_groups.size());
 }
 
 }  // namespace atl::registry_detail

@@ -13,6 +13,7 @@
 #include "actors/registry/nodes.hpp"
 #include "actors/registry/phase.hpp"
 #include "actors/registry/placements.hpp"
+#include "actors/registry/queries.hpp"
 #include "actors/registry/reports.hpp"
 #include "actors/shared/messages.hpp"
 #include "runtime/core/actor_id.hpp"
@@ -57,7 +58,7 @@ void restore(self_ptr self) {
   }
   for (const auto& [id, n] : st.nodes)  // a full lease for each node that hosts anything
     if (hosts_placed(n.state)) watch_lease(self, id);
-  st.handover_since = now;  // a hand-over in progress gets a full cluster.handover_ms again
+  for (auto& h : st.handovers) h.since = now;  // a hand-over in progress gets a full cluster.handover_ms again
   replace_orphaned_coordinators(self);  // hosts that left or died before the restart
   place_replica_keepers(self);
   restore_data_cursor(self);
@@ -78,6 +79,7 @@ caf::behavior registry_actor(caf::stateful_actor<registry_state>* self, registry
   if (cfg) st.cfg = *cfg;
   else log_error("registry: " + cfg.err().describe());
   st.fragments.resize(static_cast<std::size_t>(sync_units(st.cfg)));  // a coordinator each
+  size_keeper_groups(st);
   if (!deps.metrics_path.empty()) st.metrics = metrics_writer(deps.metrics_path);
   self->set_down_handler([=](caf::down_msg& down) { on_proxy_down(self, down); });
   restore(self);

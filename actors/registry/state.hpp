@@ -123,10 +123,14 @@ struct registry_state {
   // A replica keeper placed since the head started -> the keeper it catches up from (a
   // restarted head sends keeper/0: by then the replica runs and ignores the repeat).
   std::map<std::string, std::string> keeper_sources;
-  // The hand-over in progress (snap.incoming_*): when it started, and whether its incoming
-  // replica reported every released round (KeeperReady).
-  std::chrono::steady_clock::time_point handover_since;
-  bool incoming_ready = false;
+  // Each keeper group's hand-over in progress (snap.keeper_groups[g].incoming_*): when it
+  // started, and whether its incoming replica reported its units' released rounds
+  // (KeeperReady). One per keeper group.
+  struct handover_progress {
+    std::chrono::steady_clock::time_point since;
+    bool incoming_ready = false;
+  };
+  std::vector<handover_progress> handovers;
   // The route table the nodes were last sent (runtime/transport/route_delta.hpp): each
   // change goes out as the difference from it, and heartbeats are checked against it.
   // Changes within route_publish_gap of the last sending wait for the next one (a burst of

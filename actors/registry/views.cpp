@@ -132,16 +132,21 @@ json head_link(const registry_state& st) {
 }
 
 // Where each keeper runs (the head's, the replicas' nodes), and whether commits wait for it
-// (with storage.keepers = nodes the head's keeper does not while both replicas run).
+// (with storage.keepers = nodes the head's keeper does not while both replicas of every
+// group run); with keeper groups, each replica's group and the units it keeps.
 json keepers(const registry_state& st) {
-  const auto committing = registry_detail::commit_keepers_of(st);
-  const auto commits = [&](const std::string& id) {
-    return std::find(committing.begin(), committing.end(), id) != committing.end();
-  };
   const auto head = keeper_id(head_keeper_number);
-  json out = json::array({{{"id", head}, {"on", "head"}, {"commits", commits(head)}}});
-  for (const auto& [number, host] : registry_detail::placed_replicas(st))
-    out.push_back({{"id", keeper_id(number)}, {"on", host}, {"commits", commits(keeper_id(number))}});
+  json out = json::array({{{"id", head}, {"on", "head"}, {"commits", registry_detail::commits_to(st, head)}}});
+  const auto groups = registry_detail::keeper_groups(st);
+  for (const auto& r : registry_detail::placed_replicas(st)) {
+    const auto id = keeper_id(r.number);
+    json entry = {{"id", id}, {"on", r.host}, {"commits", registry_detail::commits_to(st, id)}};
+    if (groups > 1) {
+      entry["group"] = r.group;
+      entry["units"] = placement::units_of_group(r.group, groups, st.fragments.size());
+    }
+    out.push_back(entry);
+  }
   return out;
 }
 
@@ -257,8 +262,8 @@ json actors(const registry_state& st) {
       out.push_back({{"id", coordinator_id(static_cast<std::uint32_t>(f))},
                      {"process", st.fragments[f].placed_on},
                      {"state", "placed"}});
-  for (const auto& [number, host] : registry_detail::placed_replicas(st))
-    out.push_back({{"id", keeper_id(number)}, {"process", host}, {"state", "placed"}});
+  for (const auto& r : registry_detail::placed_replicas(st))
+    out.push_back({{"id", keeper_id(r.number)}, {"process", r.host}, {"state", "placed"}});
   for (const auto& [id, n] : st.nodes) {
     const std::string process = n.record.hostname + ":" + std::to_string(n.record.pid);
     const std::string state = stored_member_state(n.state);

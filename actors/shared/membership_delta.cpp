@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <iterator>
 
+#include "actors/decisions/placement.hpp"
 #include "runtime/core/digest.hpp"
 
 namespace atl {
@@ -16,10 +17,11 @@ std::uint64_t workers_sum(const std::vector<std::string>& workers) {
   return sum;
 }
 
-// Epoch, the workers' hash sum, quorum and keepers (a few: hashed in order).
+// Epoch, the workers' hash sum, quorum and keepers with their groups (a few: hashed in order).
 std::uint64_t mix(const membership_view& view, std::uint64_t worker_sum) {
   std::uint64_t keepers = 0;
   for (const auto& k : view.keepers) keepers = keepers * 1099511628211ull + text_hash(k);
+  for (const auto size : view.keeper_group_sizes) keepers = keepers * 1099511628211ull + size;  // none: one group
   const std::uint64_t words[4] = {view.epoch, worker_sum, view.quorum, keepers};
   return digest64(words, sizeof words);
 }
@@ -61,6 +63,7 @@ membership_delta diff_membership(const membership_view& from, const membership_v
   d.view.epoch = to.epoch;
   d.view.quorum = to.quorum;
   d.view.keepers = to.keepers;
+  d.view.keeper_group_sizes = to.keeper_group_sizes;
   std::set_difference(to.workers.begin(), to.workers.end(), from.workers.begin(), from.workers.end(),
                       std::back_inserter(d.view.workers));
   std::set_difference(from.workers.begin(), from.workers.end(), to.workers.begin(), to.workers.end(),
@@ -89,6 +92,7 @@ held_membership::verdict held_membership::apply(const membership_delta& d) {
   next.epoch = d.view.epoch;
   next.quorum = d.view.quorum;
   next.keepers = d.view.keepers;
+  next.keeper_group_sizes = d.view.keeper_group_sizes;
   auto sum = worker_sum_;
   auto removed = d.removed;
   sort_unique(removed);
@@ -117,6 +121,8 @@ void write_membership(const membership_delta& d, schema::Membership::Builder out
   out.setBaseEpoch(d.base_epoch);
   fill(out.initRemovedWorkers(static_cast<unsigned>(d.removed.size())), d.removed);
   out.setDigest(d.digest);
+  auto groups = out.initKeeperGroups(static_cast<unsigned>(d.view.keeper_group_sizes.size()));
+  for (unsigned i = 0; i < d.view.keeper_group_sizes.size(); ++i) groups.set(i, d.view.keeper_group_sizes[i]);
 }
 
 membership_delta read_membership(schema::Membership::Reader in) {
@@ -129,7 +135,19 @@ membership_delta read_membership(schema::Membership::Reader in) {
   d.base_epoch = in.getBaseEpoch();
   d.removed = texts(in.getRemovedWorkers());
   d.digest = in.getDigest();
+  for (const auto size : in.getKeeperGroups()) d.view.keeper_group_sizes.push_back(size);
   return d;
+}
+
+std::vector<std::string> keepers_of_unit(const membership_view& view, std::uint32_t unit) {
+  const auto& sizes = view.keeper_group_sizes;
+  if (sizes.empty()) return view.keepers;
+  const auto group = placement::keeper_group_of(unit, sizes.size());
+  std::size_t first = 0;
+  for (std::size_t g = 0; g < group; ++g) first += sizes[g];
+  if (first + sizes[group] > view.keepers.size()) return {};  // sizes that do not add up: the head's
+  return {view.keepers.begin() + static_cast<std::ptrdiff_t>(first),
+          view.keepers.begin() + static_cast<std::ptrdiff_t>(first + sizes[group])};
 }
 
 }  // namespace atl

@@ -39,8 +39,11 @@ struct membership_view {
   std::vector<std::string> workers;  // sorted, no duplicates
   std::uint32_t quorum = 0;  // participants a round needs; 0: the coordinator's min_workers
   std::vector<std::string> keepers;  // every one must acknowledge a commit; empty: the head's
+  // Keeper groups: `keepers` lists each group's in turn, this many each; empty: one group.
+  std::vector<std::uint32_t> keeper_group_sizes;
   bool operator==(const membership_view& o) const {
-    return epoch == o.epoch && workers == o.workers && quorum == o.quorum && keepers == o.keepers;
+    return epoch == o.epoch && workers == o.workers && quorum == o.quorum && keepers == o.keepers &&
+           keeper_group_sizes == o.keeper_group_sizes;
   }
 };
 
@@ -79,6 +82,11 @@ class held_membership {
   std::uint64_t worker_sum_ = 0;
   bool holds_ = false;
 };
+
+// The keepers that acknowledge unit `unit`'s commits: its keeper group's
+// (placement::keeper_group_of), or every one listed with one group. Empty: the head's (as
+// an empty list always meant), also for sizes that do not add up to the list.
+std::vector<std::string> keepers_of_unit(const membership_view& view, std::uint32_t unit);
 
 // The Membership message: write and read (reading never fails; a list it lacks is empty).
 void write_membership(const membership_delta& d, schema::Membership::Builder out);

@@ -136,8 +136,13 @@ void print_human(const std::string& command, const json& body) {
               << (sliced ? "fragments in " + str(units[0]["shards"]) + " slices, a unit each" : "fragments") << "\n";
     if (sliced) print_table(units, {"id", "fragment", "slice", "round", "coordinator", "placed_on"});
     else print_table(units, {"id", "round", "coordinator"});
-    std::cout << "\nkeepers (commits: whether every commit waits for it)\n";
-    print_table(body["keepers"], {"id", "on", "commits"});
+    // With keeper groups each replica keeps the units of its group (unit mod groups).
+    const auto& keepers = body["keepers"];
+    const bool grouped = keepers.size() > 1 && keepers[1].contains("group");
+    std::cout << "\nkeepers (commits: whether every commit waits for it" << (grouped ? "; group: unit mod groups" : "")
+              << ")\n";
+    if (grouped) print_table(keepers, {"id", "on", "commits", "group"});
+    else print_table(keepers, {"id", "on", "commits"});
     if (const auto& link = body.value("head_link", json::object()); link.contains("bytes_in"))
       std::cout << "\nhead link: in " << str(link["bytes_in"]) << " B, out " << str(link["bytes_out"])
                 << " B (tensor frames in " << str(link.value("tensor_bytes_in", json(0))) << " B, out "
