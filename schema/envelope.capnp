@@ -57,6 +57,7 @@ struct Envelope {
     dataLease         @45 :DataLease;
     dataTie           @46 :DataTie;
     roundReportAck    @47 :RoundReportAck;
+    dropKeeper        @48 :DropKeeper;
   }
 }
 
@@ -330,6 +331,10 @@ struct PlaceKeeper {
   source @1 :Text;
   units  @2 :List(UInt32);  # the sync units its keeper group keeps; empty: every unit
 }
+# registry -> node agent: stop hosting keeper replica `keeper` (the registry placed it
+# elsewhere; the node stays). Its store stays on disk. Sent a few ticks over; a node that
+# does not host it ignores it.
+struct DropKeeper { keeper @0 :Text; }
 # replica keeper -> registry: the newest round it holds of each fragment (a hand-over's
 # new replica reports it; the leaving node may go once it holds every released round).
 # The keeper is the envelope's sender.

@@ -23,7 +23,8 @@ nlohmann::json keeper_groups_json(const std::vector<keeper_group_record>& groups
                    {"second_replica_keeper_number", g.second_replica_keeper_number},
                    {"incoming_keeper", g.incoming_keeper},
                    {"incoming_keeper_number", g.incoming_keeper_number},
-                   {"incoming_for", g.incoming_for}});
+                   {"incoming_for", g.incoming_for},
+                   {"incoming_spreading", g.incoming_spreading}});
   return out;
 }
 
@@ -36,6 +37,7 @@ keeper_group_record keeper_group_of(const nlohmann::json& j) {
   g.incoming_keeper = j.value("incoming_keeper", std::string());
   g.incoming_keeper_number = j.value("incoming_keeper_number", std::uint32_t{0});
   g.incoming_for = j.value("incoming_for", std::uint32_t{0});
+  g.incoming_spreading = j.value("incoming_spreading", false);
   return g;
 }
 

@@ -49,11 +49,13 @@ struct keeper_group_record {
   std::string incoming_keeper;
   std::uint32_t incoming_keeper_number = 0;
   std::uint32_t incoming_for = 0;
+  bool incoming_spreading = false;  // it moves the place off a node another group uses
   bool operator==(const keeper_group_record& o) const {
     return replica_keeper == o.replica_keeper && replica_keeper_number == o.replica_keeper_number &&
            second_replica_keeper == o.second_replica_keeper &&
            second_replica_keeper_number == o.second_replica_keeper_number && incoming_keeper == o.incoming_keeper &&
-           incoming_keeper_number == o.incoming_keeper_number && incoming_for == o.incoming_for;
+           incoming_keeper_number == o.incoming_keeper_number && incoming_for == o.incoming_for &&
+           incoming_spreading == o.incoming_spreading;
   }
 };
 

@@ -10,6 +10,7 @@
 #include "actors/shared/messages.hpp"
 #include "runtime/core/actor_id.hpp"
 #include "runtime/transport/route_delta.hpp"
+#include "storage/kv_store.hpp"
 #include "tests/deterministic.hpp"
 
 namespace atl {
@@ -25,6 +26,10 @@ class NodeAgentProtocol : public ::testing::Test {
     dir_.add(registry_id(), sys_.spawn(recorder, &to_registry_));
     node_agent_config cfg;
     cfg.devices = {};  // no workers: the placements are what this test is about
+    cfg.data_dir = "memory";  // it may host a keeper replica, on a store in memory
+    cfg.open_keeper_store = [](const std::string&) -> expected<std::unique_ptr<kv_store>> {
+      return make_memory_store();
+    };
     cfg.on_routes = [this](const routes_update& update) { routes_seen_.push_back(update.table); };
     agent_ = sys_.spawn(node_agent_actor, static_cast<transport*>(&net_), &dir_, &cluster_, cfg);
     sched_.run();
@@ -105,6 +110,35 @@ TEST_F(NodeAgentProtocol, PlacementsFromAHeadBelowTheEpochItHasSeenAreRefused) {
 
   place_coordinator(1, 7);  // the leader's own placement still works
   EXPECT_TRUE(dir_.contains("coord/1"));
+}
+
+// A keeper replica the registry placed elsewhere (a spreading hand-over promoted another,
+// a cancelled one's incoming) is stopped on DropKeeper; the node stays. A drop of one it
+// does not host, or from anyone but the registry, changes nothing.
+TEST_F(NodeAgentProtocol, ADroppedKeeperReplicaStopsAndTheNodeStays) {
+  welcome(5);
+  wire::outgoing place;
+  auto p = place.envelope.initPlaceKeeper();
+  p.setKeeper("keeper/3");
+  p.setSource("keeper/4");
+  p.initUnits(2).set(1, 3);  // units 0 and 3 of its group
+  from_registry("node/1", 5, place);
+  ASSERT_TRUE(dir_.contains("keeper/3")) << "the replica runs";
+  const auto drop = [&](const char* keeper, const std::string& sender) {
+    wire::outgoing out;
+    out.envelope.initDropKeeper().setKeeper(keeper);
+    mailer as(net_, sender, "cluster-n");
+    as.send("node/1", 5, out);
+    sched_.run();
+  };
+  drop("keeper/7", registry_id());
+  drop("keeper/3", "node/2");
+  EXPECT_TRUE(dir_.contains("keeper/3")) << "a drop of another keeper, or from a node, stopped it";
+  drop("keeper/3", registry_id());
+  EXPECT_FALSE(dir_.contains("keeper/3"));
+  EXPECT_TRUE(dir_.contains("node/1")) << "the node stays";
+  drop("keeper/3", registry_id());  // repeated: nothing left to stop
+  EXPECT_TRUE(refusals().empty());
 }
 
 // PeerTables come as deltas (runtime/transport/route_delta.hpp): the node hands its links a

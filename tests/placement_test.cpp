@@ -326,7 +326,13 @@ TEST(Placement, AReplicasHostThatLeavesHandsItOverFirst) {
        true,
        true,
        false,
-       {step::cancel, 0, "", {}, "hand-over of keeper/1 on node/1 cancelled: node/1 takes part again"}},
+       {step::cancel,
+        0,
+        "",
+        {},
+        "hand-over of keeper/1 on node/1 cancelled: node/1 takes part again",
+        false,
+        replica_slot{3, "node/3"}}},
       {"both hosts drain: the second waits its turn",
        both,
        to_three,
@@ -359,6 +365,114 @@ TEST(Placement, AReplicasHostThatLeavesHandsItOverFirst) {
     EXPECT_EQ(got.host, r.expected.host) << r.name;
     EXPECT_EQ(got.release, r.expected.release) << r.name;
     EXPECT_EQ(got.reason, r.expected.reason) << r.name;
+    EXPECT_EQ(got.drop, r.expected.drop) << r.name;
+    EXPECT_FALSE(got.spreading) << r.name << ": one group, nothing to spread";
+  }
+}
+
+// Keeper groups placed while few nodes could keep share them; a node that keeps nothing,
+// joined since, takes one of a crowded group's replicas by a hand-over ("spreading"), and
+// the old replica stops on its host, which stays.
+TEST(Placement, AReplicaThatSharesANodeWithAnotherGroupMovesToANodeThatKeepsNothing) {
+  using S = member_state;
+  using step = handover_decision::step;
+  struct row {
+    const char* name;
+    std::optional<replica_handover> pending;
+    node_facts nodes;
+    bool ready, timed_out;
+    std::vector<std::string> other_groups;
+    handover_decision expected;
+  };
+  const std::vector<replica_slot> group = {{3, "node/1"}, {4, "node/2"}};
+  const node_facts four = {{1, S::active, true}, {2, S::active, true}, {3, S::active, true}, {4, S::active, true}};
+  const replica_handover spreading{0, {7, "node/4"}, true};
+  const std::vector<std::string> crowd = {"node/1", "node/2"};  // the other group's replicas
+  const std::vector<row> rows = {
+      {"no node keeps nothing: nothing moves", {}, four, false, false, {"node/1", "node/2", "node/3", "node/4"}, {}},
+      {"no other group on its nodes: nothing moves", {}, four, false, false, {"node/3", "node/4"}, {}},
+      {"a node keeps nothing: the first crowded place moves to the newest such",
+       {},
+       four,
+       false,
+       false,
+       crowd,
+       {step::start,
+        0,
+        "node/4",
+        {},
+        "keeper/3 on node/1 shares its node with another keeper group; handed over to node/4, which keeps nothing",
+        true}},
+      {"a node that cannot keep takes none",
+       {},
+       {{1, S::active, true}, {2, S::active, true}, {3, S::active, false}},
+       false,
+       false,
+       crowd,
+       {}},
+      {"spreading, not caught up: nothing yet, nobody held", spreading, four, false, false, crowd, {}},
+      {"spreading, caught up: the new replica takes the place, the old one stops",
+       spreading,
+       four,
+       true,
+       false,
+       crowd,
+       {step::promote,
+        0,
+        "",
+        {},
+        "keeper/7 on node/4 caught up and takes the place of keeper/3 on node/1, which stops there",
+        false,
+        replica_slot{3, "node/1"}}},
+      {"spreading, the old host died: the new replica takes the place as it is",
+       spreading,
+       {{1, S::dead, true}, {2, S::active, true}, {3, S::active, true}, {4, S::active, true}},
+       false,
+       false,
+       crowd,
+       {step::promote,
+        0,
+        "",
+        {},
+        "node/1 is gone while spreading; keeper/7 on node/4 takes the place of keeper/3 and catches up from the "
+        "commits"}},
+      {"spreading timed out: cancelled, the incoming one stops",
+       spreading,
+       four,
+       false,
+       true,
+       crowd,
+       {step::cancel,
+        0,
+        "",
+        {},
+        "spreading keeper/3 on node/1 to node/4 timed out (cluster.handover_ms)",
+        false,
+        replica_slot{7, "node/4"}}},
+      {"spreading, the incoming host left: cancelled",
+       spreading,
+       {{1, S::active, true}, {2, S::active, true}, {3, S::active, true}, {4, S::dead, true}},
+       true,
+       false,
+       crowd,
+       {step::cancel, 0, "", {}, "hand-over of keeper/3 on node/1 cancelled: node/4 no longer takes part"}},
+      {"spreading, the old host begins to leave: it waits for the new replica",
+       spreading,
+       {{1, S::draining, true}, {2, S::active, true}, {3, S::active, true}, {4, S::active, true}},
+       false,
+       false,
+       crowd,
+       {}},
+  };
+  for (const auto& r : rows) {
+    const auto got = decide_handover(group, r.pending, r.nodes, true, r.ready, r.timed_out, r.other_groups);
+    EXPECT_EQ(static_cast<int>(got.what), static_cast<int>(r.expected.what)) << r.name;
+    EXPECT_EQ(got.slot, r.expected.slot) << r.name;
+    EXPECT_EQ(got.host, r.expected.host) << r.name;
+    EXPECT_EQ(got.release, r.expected.release) << r.name;
+    EXPECT_EQ(got.reason, r.expected.reason) << r.name;
+    EXPECT_EQ(got.spreading, r.expected.spreading) << r.name;
+    EXPECT_EQ(got.drop, r.expected.drop) << r.name;
   }
 }
 

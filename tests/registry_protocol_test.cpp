@@ -1216,5 +1216,63 @@ TEST_F(KeeperGroupsProtocol, EachGroupKeepsItsUnitsAndALostHostMovesOnlyItsGroup
   EXPECT_EQ(stored().keeper_groups, after) << "a restarted head keeps the run's groups";
 }
 
+// Keeper groups placed while two nodes could keep share them; each node that joins since
+// and keeps nothing takes one crowded replica by a hand-over (spreading): the new replica
+// catches up from the old one, takes its place once it reports its group's units, and the
+// old one is dropped from its host (DropKeeper), which stays. With four nodes the four
+// replicas end on four nodes.
+class KeeperGroupsJoiningProtocol : public RegistryProtocol {
+ protected:
+  void adjust(run_config& run) override {
+    run.fragments = 1;
+    run.shards = 4;
+  }
+};
+
+TEST_F(KeeperGroupsJoiningProtocol, NodesThatJoinLaterTakeTheReplicasOfCrowdedGroups) {
+  using E = schema::Envelope;
+  hello("node/pending-a", true);
+  hello("node/pending-b", true);
+  ASSERT_EQ(stored().run_state, "training");
+  const auto hosts = [&] {
+    std::set<std::string> out;
+    for (const auto& g : stored().keeper_groups)
+      for (const auto* h : {&g.replica_keeper, &g.second_replica_keeper})
+        if (!h->empty()) out.insert(*h);
+    return out;
+  };
+  ASSERT_EQ(hosts(), (std::set<std::string>{"node/1", "node/2"})) << "two nodes keep both groups";
+  hello("node/pending-c", true);
+  hello("node/pending-d", true);
+  std::vector<std::uint32_t> all = {1, 2, 3, 4};
+  std::set<std::string> dropped;  // "keeper/N@node/M"
+  for (int step = 0; step < 10; ++step) {
+    run_for(500ms, all);
+    for (const auto& g : stored().keeper_groups) {
+      if (g.incoming_for == 0) continue;
+      send_as(keeper_id(g.incoming_keeper_number).c_str(), [](auto e) {
+        auto r = e.initKeeperReady();  // nothing committed yet: ready at once
+        r.initRounds(4);
+        r.initHeld(4);
+      });
+    }
+    for (const auto* host : {"node/1", "node/2", "node/3", "node/4"})
+      for (const auto& m : take(E::DROP_KEEPER, host))
+        dropped.insert(std::string(m->envelope().getDropKeeper().getKeeper().cStr()) + "@" + host);
+  }
+  EXPECT_EQ(hosts().size(), 4u) << "the replicas spread over the four nodes";
+  for (const auto& g : stored().keeper_groups) EXPECT_EQ(g.incoming_for, 0u) << "a hand-over still pending";
+  EXPECT_EQ(dropped.size(), 3u) << "three replicas moved; each old one dropped where it ran";
+  for (const auto& d : dropped) {
+    const auto number = static_cast<std::uint32_t>(std::stoul(d.substr(d.find('/') + 1)));
+    for (const auto& g : stored().keeper_groups)
+      EXPECT_TRUE(g.replica_keeper_number != number && g.second_replica_keeper_number != number)
+          << d << " is dropped but still placed";
+  }
+  EXPECT_EQ(stored().keeper_groups.size(), 2u);
+  for (const auto* node : {"node/1", "node/2", "node/3", "node/4"})
+    EXPECT_TRUE(take(E::SHUTDOWN, node).empty()) << node << " was told to stop";
+}
+
 }  // namespace
 }  // namespace atl

@@ -42,6 +42,53 @@ std::string newest_keeping_node(const node_facts& nodes, const std::vector<std::
   return "";
 }
 
+// A spreading hand-over's next step (the diagram's last rows): the incoming replica on a
+// node that takes part.
+handover_decision decide_spreading(const replica_slot& slot, const replica_slot& incoming, const node_facts& nodes,
+                                   bool incoming_ready, bool timed_out) {
+  handover_decision d;
+  const auto moving = keeper_id(slot.number) + " on " + slot.host;
+  const auto taking = keeper_id(incoming.number) + " on " + incoming.host;
+  if (!host_alive(slot.host, nodes)) {
+    d.what = handover_decision::step::promote;
+    d.reason = slot.host + " is gone while spreading; " + taking + " takes the place of " + keeper_id(slot.number) +
+               " and catches up from the commits";
+  } else if (incoming_ready) {
+    d.what = handover_decision::step::promote;
+    d.drop = slot;
+    d.reason = taking + " caught up and takes the place of " + moving + ", which stops there";
+  } else if (timed_out) {
+    d.what = handover_decision::step::cancel;
+    d.drop = incoming;
+    d.reason = "spreading " + moving + " to " + incoming.host + " timed out (cluster.handover_ms)";
+  }
+  return d;
+}
+
+// No hand-over pending: a slot whose live host another group's replica shares moves to a
+// node that keeps nothing, if one takes part. `d` is the decision so far (its releases).
+handover_decision start_spreading(const std::vector<replica_slot>& slots, const node_facts& nodes,
+                                  const std::vector<std::string>& other_groups, handover_decision d) {
+  std::vector<std::string> keeping = other_groups;
+  for (const auto& s : slots)
+    if (!s.host.empty()) keeping.push_back(s.host);
+  for (std::size_t i = 0; i < slots.size(); ++i) {
+    const auto& host = slots[i].host;
+    if (host.empty() || !host_alive(host, nodes) || host_draining(host, nodes)) continue;
+    if (std::find(other_groups.begin(), other_groups.end(), host) == other_groups.end()) continue;
+    const auto to = newest_keeping_node(nodes, keeping);
+    if (to.empty()) break;
+    d.what = handover_decision::step::start;
+    d.slot = i;
+    d.host = to;
+    d.spreading = true;
+    d.reason = keeper_id(slots[i].number) + " on " + host + " shares its node with another keeper group; " +
+               "handed over to " + to + ", which keeps nothing";
+    break;
+  }
+  return d;
+}
+
 }  // namespace
 
 std::vector<coordinator_move> place_coordinators(std::size_t fragments, const node_facts& nodes) {
@@ -109,7 +156,8 @@ std::vector<std::string> commit_keepers(bool on_nodes, const std::vector<replica
 
 handover_decision decide_handover(const std::vector<replica_slot>& slots,
                                   const std::optional<replica_handover>& pending, const node_facts& nodes,
-                                  bool training, bool incoming_ready, bool timed_out) {
+                                  bool training, bool incoming_ready, bool timed_out,
+                                  const std::vector<std::string>& other_groups) {
   handover_decision d;
   // Draining nodes that host a slot wait for the hand-over; `held` collects them.
   std::vector<std::string> held;
@@ -126,8 +174,16 @@ handover_decision decide_handover(const std::vector<replica_slot>& slots,
       d.what = handover_decision::step::cancel;
       d.reason = "hand-over of " + moving + " cancelled: " + incoming.host + " no longer takes part";
       held.push_back(slot.host);  // the next decision hands it to another node, or lets it go
+    } else if (pending->spreading) {
+      const auto spread = decide_spreading(slot, incoming, nodes, incoming_ready, timed_out);
+      d.what = spread.what;
+      d.drop = spread.drop;
+      d.reason = spread.reason;
+      if (host_draining(slot.host, nodes) && d.what == handover_decision::step::none && !timed_out)
+        held.push_back(slot.host);  // it began to leave meanwhile: the incoming one is nearly there
     } else if (host_alive(slot.host, nodes) && !host_draining(slot.host, nodes)) {
       d.what = handover_decision::step::cancel;  // it came back as a member (a head restart)
+      d.drop = incoming;  // the replica that was to take its place stops
       d.reason = "hand-over of " + moving + " cancelled: " + slot.host + " takes part again";
     } else if (!host_alive(slot.host, nodes)) {
       d.what = handover_decision::step::promote;
@@ -163,6 +219,7 @@ handover_decision decide_handover(const std::vector<replica_slot>& slots,
     for (std::size_t i = 0; i < slots.size(); ++i)  // the other slot's host waits its turn
       if (d.what == handover_decision::step::start && i != d.slot && host_draining(slots[i].host, nodes))
         held.push_back(slots[i].host);
+    if (d.what == handover_decision::step::none) d = start_spreading(slots, nodes, other_groups, std::move(d));
   }
   for (const auto& n : nodes) {
     const auto host = node_actor_id(n.id);

@@ -28,6 +28,18 @@
 //   pending --the old host takes part again (it said Hello to a restarted head)--> cancel
 //   pending --cluster.handover_ms passed--> the old host is released; promoted at its Goodbye
 //
+// With keeper groups, a replica on a node another group's replica uses moves to a node
+// that keeps nothing, when one takes part (one that joined after the groups were placed),
+// by the same hand-over without a draining host ("spreading"):
+//
+//   slot's host also hosts another group's replica, a node keeps nothing --> start
+//        (spreading): keeper/M on that node, catching up from the slot's replica
+//   spreading --incoming caught up--> promote: keeper/M takes the slot; the old replica
+//                                     is dropped from its host (which stays)
+//   spreading --the old host is gone--> promote, as above
+//   spreading --the incoming host is gone or draining--> cancel
+//   spreading --cluster.handover_ms passed--> cancel (the next decision may start again)
+//
 // Hosts are "node/N" ids (runtime/core/actor_id.hpp); a stored placement that is not one (a
 // damaged snapshot) counts as gone.
 #include <cstdint>
@@ -100,9 +112,11 @@ struct replica_slot {
 };
 
 // A hand-over in progress: `incoming` takes slot `slot` (0 or 1) once it has caught up.
+// `spreading`: it moves the slot off a node another keeper group uses (its host stays).
 struct replica_handover {
   std::size_t slot = 0;
   replica_slot incoming;
+  bool spreading = false;
 };
 
 // The keepers every commit needs, given the two slots and a hand-over in progress.
@@ -120,18 +134,25 @@ struct handover_decision {
   std::string host;  // start: the incoming replica's host
   std::vector<std::string> release;  // draining nodes that may leave now ("node/N")
   std::string reason;  // for the log; empty with step::none
+  bool spreading = false;  // start: to a node that keeps nothing, the slot's host staying
+  // A replica to stop on its host, which stays: the old one at a spreading promotion, the
+  // incoming one at a cancel whose incoming host still takes part.
+  std::optional<replica_slot> drop = std::nullopt;
   bool operator==(const handover_decision& o) const {
-    return what == o.what && slot == o.slot && host == o.host && release == o.release && reason == o.reason;
+    return what == o.what && slot == o.slot && host == o.host && spreading == o.spreading && drop == o.drop &&
+           release == o.release && reason == o.reason;
   }
 };
 
 // The next step of the hand-over (see the diagram above). `incoming_ready`: the pending
 // incoming replica reported every fragment at its released round; `timed_out`: the
-// pending hand-over is older than cluster.handover_ms. Outside training nothing is handed
-// over and every draining node is released.
+// pending hand-over is older than cluster.handover_ms; `other_groups`: the hosts of the
+// other keeper groups' replicas (their incoming ones included). Outside training nothing is
+// handed over and every draining node is released.
 handover_decision decide_handover(const std::vector<replica_slot>& slots,
                                   const std::optional<replica_handover>& pending, const node_facts& nodes,
-                                  bool training, bool incoming_ready, bool timed_out);
+                                  bool training, bool incoming_ready, bool timed_out,
+                                  const std::vector<std::string>& other_groups = {});
 
 // A starting coordinator that asks every keeper it commits to (storage.keepers = nodes,
 // where keeper/0 may be behind): `answered` maps each keeper that replied to the round it

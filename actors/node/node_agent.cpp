@@ -291,7 +291,10 @@ caf::behavior node_agent_actor(caf::stateful_actor<node_agent_state>* self, tran
         if (env.isWelcome()) on_welcome(self, msg);
         else if (env.isPlaceCoordinator()) on_place_coordinator(self, msg);
         else if (env.isPlaceKeeper()) on_place_keeper(self, msg);
-        else if (env.isPeerTable()) on_peer_table(self, msg);
+        else if (env.isDropKeeper()) {
+          if (msg->sender() == registry_id())
+            self->state.placed.stop_keeper(self, *self->state.local, env.getDropKeeper().getKeeper().cStr());
+        } else if (env.isPeerTable()) on_peer_table(self, msg);
         else if (env.isHeartbeatRequest()) {  // the head lost our connection: we are alive
           if (msg->sender() == registry_id() && self->state.current == phase::running) send_heartbeat(self);
         } else if (env.isShutdown()) {

@@ -24,6 +24,8 @@
 //   running, hosting a keeper replica --SIGTERM--> LeaveRequest to the registry, which hands
 //            the replica over and then sends Shutdown (or, after cluster.handover_ms, stops)
 //   running --PlaceKeeper(k) again, k hosted--> keeper k reports KeeperReady once caught up
+//   running --DropKeeper(k), k hosted--> keeper k stops (placed elsewhere; its store stays);
+//            not hosted: nothing (the registry sends it a few times)
 //   any --Shutdown or SIGTERM--> Goodbye to the registry, local actors stopped, quits normally
 // CAF 0.17 has no supervisor: this actor monitors its workers and installs its own down
 // handler (without one CAF drops down messages).

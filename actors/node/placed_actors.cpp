@@ -43,17 +43,27 @@ status placed_actors::start_keeper(caf::event_based_actor* self, const host& at,
   auto k = self->spawn(keeper_replica_actor, at.net, id, at.cluster, storage, source,
                        static_cast<std::uint32_t>(sync_units(*at.run)), units);
   at.local->add(id, k);
-  keepers_.push_back(k);
+  keepers_[id] = k;
   log_info("hosting " + id + " in " + path + ", catching up from " + source +
            (units.empty() ? std::string() : " (" + std::to_string(units.size()) + " units of its keeper group)"));
   return {};
+}
+
+bool placed_actors::stop_keeper(caf::event_based_actor* self, directory& local, const std::string& id) {
+  const auto it = keepers_.find(id);
+  if (it == keepers_.end()) return false;
+  local.remove(id);
+  self->send_exit(it->second, caf::exit_reason::user_shutdown);
+  keepers_.erase(it);
+  log_info("stopped " + id + ": the registry placed it elsewhere (its store stays)");
+  return true;
 }
 
 void placed_actors::stop_all(caf::event_based_actor* self, directory& local) {
   for (const auto& id : local.ids())
     if (is_kind(id, actor_kind::coordinator) || is_kind(id, actor_kind::keeper)) local.remove(id);
   for (auto& c : coordinators_) self->send_exit(c, caf::exit_reason::user_shutdown);
-  for (auto& k : keepers_) self->send_exit(k, caf::exit_reason::user_shutdown);
+  for (auto& [_, k] : keepers_) self->send_exit(k, caf::exit_reason::user_shutdown);
   coordinators_.clear();
   keepers_.clear();
 }

@@ -6,6 +6,7 @@
 // stops them all.
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -46,6 +47,10 @@ class placed_actors {
                       const std::string& source, const std::vector<std::uint32_t>& units, const std::string& data_dir,
                       const store_opener& open);
 
+  // Stops keeper replica `id` (the registry placed it elsewhere; its store stays on disk),
+  // out of the directory first. False if it does not run here.
+  bool stop_keeper(caf::event_based_actor* self, directory& local, const std::string& id);
+
   // Takes them out of the directory first, so nothing more reaches or leaves them under
   // their ids once the registry may place them elsewhere, then stops them.
   void stop_all(caf::event_based_actor* self, directory& local);
@@ -56,7 +61,7 @@ class placed_actors {
 
  private:
   std::vector<caf::actor> coordinators_;
-  std::vector<caf::actor> keepers_;  // a keeper replica placed here
+  std::map<std::string, caf::actor> keepers_;  // the keeper replicas placed here, by id
 };
 
 }  // namespace atl

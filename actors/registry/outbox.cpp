@@ -170,6 +170,24 @@ void send_keeper_placement(self_ptr self) {
   }
 }
 
+void send_keeper_drops(self_ptr self) {
+  auto& st = self->state;
+  for (auto it = st.dropping.begin(); it != st.dropping.end();) {
+    auto& [id, drop] = *it;
+    const auto node = node_of(drop.host);
+    if (drop.sends_left <= 0 || !node || !st.nodes.count(*node) || !hosts_placed(st.nodes.at(*node).state)) {
+      it = st.dropping.erase(it);
+      continue;
+    }
+    --drop.sends_left;
+    st.keepers_confirmed.erase(id);
+    wire::outgoing out;
+    out.envelope.initDropKeeper().setKeeper(id);
+    st.mail->send(drop.host, st.snap.epoch, out);
+    ++it;
+  }
+}
+
 // Where tensors go: the nodes that host anything, with their data endpoints and keys, and
 // the hosts of the coordinators and of the keeper replicas.
 route_table routes_of(const registry_state& st) {

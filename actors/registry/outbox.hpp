@@ -41,6 +41,9 @@ inline constexpr const char* run_finished_reason = "run finished";
 // a hand-over's incoming replica, until it has caught up: a repeat asks if it is ready).
 void send_placements(self_ptr self);
 void send_keeper_placement(self_ptr self);
+// DropKeeper to the host of each replica in `dropping`, a few ticks over (drop_sends).
+inline constexpr int drop_sends = 5;
+void send_keeper_drops(self_ptr self);
 
 // Changes closer together than this go to the nodes as one delta (placements excepted).
 constexpr std::chrono::milliseconds route_publish_gap{100};

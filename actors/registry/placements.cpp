@@ -66,8 +66,11 @@ bool apply_handover_step(self_ptr self) {
     auto& g = st.snap.keeper_groups[group];
     auto& progress = st.handovers[group];
     const bool timed_out = st.now() - progress.since > std::chrono::milliseconds(st.cfg.handover_ms);
+    std::vector<std::string> other_groups;  // hosts of the other groups' replicas
+    for (const auto& r : placed_replicas(st))
+      if (r.group != group) other_groups.push_back(r.host);
     const auto d = placement::decide_handover(replica_slots(st, group), pending_handover(st, group), facts, training,
-                                              progress.incoming_ready, timed_out);
+                                              progress.incoming_ready, timed_out, other_groups);
     using step = placement::handover_decision::step;
     auto& slot_host = g.incoming_for == 1 ? g.replica_keeper : g.second_replica_keeper;
     auto& slot_number = g.incoming_for == 1 ? g.replica_keeper_number : g.second_replica_keeper_number;
@@ -77,6 +80,7 @@ bool apply_handover_step(self_ptr self) {
         g.incoming_for = static_cast<std::uint32_t>(d.slot + 1);
         g.incoming_keeper = d.host;
         g.incoming_keeper_number = st.snap.next_keeper_number++;
+        g.incoming_spreading = d.spreading;
         st.keeper_sources[keeper_id(g.incoming_keeper_number)] = keeper_id(leaving);  // it holds every round
         progress.since = st.now();
         progress.incoming_ready = false;
@@ -90,10 +94,12 @@ bool apply_handover_step(self_ptr self) {
         g.incoming_for = 0;
         g.incoming_keeper.clear();
         g.incoming_keeper_number = 0;
+        g.incoming_spreading = false;
         progress.incoming_ready = false;
         break;
       case step::none: break;
     }
+    if (d.drop) st.dropping[keeper_id(d.drop->number)] = {d.drop->host, drop_sends};
     if (group == 0) release = d.release;
     else
       release.erase(std::remove_if(release.begin(), release.end(),
@@ -118,6 +124,7 @@ bool apply_handover_step(self_ptr self) {
   }
   if (changed) {
     publish_keeper_change(self);
+    send_keeper_drops(self);  // after the routes and commits left them
     return true;
   }
   if (released && !release_reason.empty()) log_warn("registry: " + release_reason);

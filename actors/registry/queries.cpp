@@ -33,7 +33,8 @@ std::vector<placement::replica_slot> replica_slots(const registry_state& st, std
 std::optional<placement::replica_handover> pending_handover(const registry_state& st, std::size_t group) {
   const auto& g = st.snap.keeper_groups.at(group);
   if (g.incoming_for == 0) return std::nullopt;
-  return placement::replica_handover{g.incoming_for - 1, {g.incoming_keeper_number, g.incoming_keeper}};
+  return placement::replica_handover{
+      g.incoming_for - 1, {g.incoming_keeper_number, g.incoming_keeper}, g.incoming_spreading};
 }
 
 std::vector<std::string> commit_keepers_of(const registry_state& st, std::size_t group) {

@@ -109,6 +109,7 @@ caf::behavior registry_actor(caf::stateful_actor<registry_state>* self, registry
       [=](tick_atom) {
         send_placements(self);
         send_keeper_placement(self);  // to a replica until it says it runs there (a repeat asks if it is ready)
+        send_keeper_drops(self);
         advance_handover(self);  // a hand-over that timed out lets its node go
         publish_routes(self);
         publish_membership(

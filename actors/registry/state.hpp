@@ -156,6 +156,15 @@ struct registry_state {
   // Replica keepers that said they run (KeeperReady), by id, with the host they ran on then:
   // PlaceKeeper is repeated each tick only to a replica not confirmed where it is placed.
   std::map<std::string, std::string> keepers_confirmed;
+  // Replicas the registry no longer places whose host stays (a spreading hand-over's old
+  // replica, a cancelled one's incoming): DropKeeper to the host this many more ticks. A
+  // drop that never arrives leaves an idle actor that nothing sends to (a restarted head
+  // forgets them for that reason).
+  struct keeper_drop {
+    std::string host;
+    int sends_left = 0;
+  };
+  std::map<std::string, keeper_drop> dropping;
   // The run's data cursor (actors/registry/cursor.cpp): none until a worker first leases data.
   // A stored one that does not load is kept out, and every lease refused with its error.
   std::optional<data::data_cursor> data;

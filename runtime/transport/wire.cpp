@@ -252,6 +252,7 @@ const char* kind_name(schema::Envelope::Which kind) {
     case E::DATA_LEASE: return "data_lease";
     case E::DATA_TIE: return "data_tie";
     case E::ROUND_REPORT_ACK: return "round_report_ack";
+    case E::DROP_KEEPER: return "drop_keeper";
   }
   return "unknown";
 }
