@@ -82,6 +82,22 @@ std::vector<std::string> keeper_stores(const testing::temp_dir& dir, const std::
   return paths;
 }
 
+// SIGKILL the process of node `host` and wait for every other node to finish the run.
+void kill_host_and_let_the_rest_finish(const std::string& ep, const std::string& host,
+                                       std::vector<std::unique_ptr<subprocess>>& nodes, subprocess& head,
+                                       std::chrono::seconds finish_within) {
+  subprocess* victim = testing::process_of(ep, host, nodes);
+  ASSERT_NE(victim, nullptr) << "no process for " << host;
+  victim->signal(SIGKILL);
+  EXPECT_EQ(victim->wait(5s), 128 + SIGKILL);
+  for (auto& n : nodes) {
+    if (n.get() == victim) continue;
+    std::string outputs;
+    for (auto& m : nodes) outputs += m->output();
+    ASSERT_EQ(n->wait(finish_within), 0) << outputs << head.output();
+  }
+}
+
 // SIGKILL the node hosting coord/0 mid-run. Its lease expires, the registry re-places the
 // coordinator on a survivor, which reloads the committed state from the keeper; the
 // survivors resync and finish, and no committed round is lost or repeated.
@@ -96,17 +112,9 @@ TEST(Failover, KillingTheNodeOfACoordinatorReplacesItAndTheRunFinishes) {
   ASSERT_TRUE(testing::wait_for_round(ep, 3)) << head.output();
   const std::string host = testing::coordinator_host(ep);
   ASSERT_FALSE(host.empty());
-  subprocess* victim = testing::process_of(ep, host, nodes);
-  ASSERT_NE(victim, nullptr) << "no process for " << host;
   const int killed_at = testing::round_of(ep);
-  victim->signal(SIGKILL);
-  EXPECT_EQ(victim->wait(5s), 128 + SIGKILL);
-
   // The survivors finish on their own.
-  for (auto& n : nodes) {
-    if (n.get() == victim) continue;
-    ASSERT_EQ(n->wait(90s), 0) << nodes[0]->output() << nodes[1]->output() << nodes[2]->output() << head.output();
-  }
+  ASSERT_NO_FATAL_FAILURE(kill_host_and_let_the_rest_finish(ep, host, nodes, head, 90s));
 
   const json status = ask(ep, "status");
   ASSERT_TRUE(status.is_object());
@@ -155,15 +163,8 @@ TEST(Failover, KillingTheHostOfOneSliceReplacesThatSliceAloneAndTheRunFinishes) 
   const std::string slice1_host = testing::coordinator_host(ep, "coord/1");
   ASSERT_FALSE(slice0_host.empty());
   ASSERT_NE(slice0_host, slice1_host) << "the slices' coordinators share a node";
-  subprocess* victim = testing::process_of(ep, slice1_host, nodes);
-  ASSERT_NE(victim, nullptr) << "no process for " << slice1_host;
   const int killed_at = testing::round_of(ep);
-  victim->signal(SIGKILL);
-  EXPECT_EQ(victim->wait(5s), 128 + SIGKILL);
-  for (auto& n : nodes) {
-    if (n.get() == victim) continue;
-    ASSERT_EQ(n->wait(120s), 0) << nodes[0]->output() << nodes[1]->output() << nodes[2]->output() << head.output();
-  }
+  ASSERT_NO_FATAL_FAILURE(kill_host_and_let_the_rest_finish(ep, slice1_host, nodes, head, 120s));
   EXPECT_EQ(ask(ep, "status")["state"], "finished");
   // The kill moves slice 1's coordinator alone (a survivor that finishes and leaves moves
   // what it hosts later, as without shards).
@@ -224,14 +225,7 @@ TEST(Failover, KillingAKeeperGroupsHostReplacesItsReplicaAndEveryStoreHoldsOnlyI
   const auto group1 = hosts_of_group(1);
   ASSERT_GE(group1.size(), 2u);
   const std::string victim_host = group1[0];
-  subprocess* victim = testing::process_of(ep, victim_host, nodes);
-  ASSERT_NE(victim, nullptr) << "no process for " << victim_host;
-  victim->signal(SIGKILL);
-  EXPECT_EQ(victim->wait(5s), 128 + SIGKILL);
-  for (auto& n : nodes) {
-    if (n.get() == victim) continue;
-    ASSERT_EQ(n->wait(120s), 0) << nodes[0]->output() << nodes[1]->output() << nodes[2]->output() << head.output();
-  }
+  ASSERT_NO_FATAL_FAILURE(kill_host_and_let_the_rest_finish(ep, victim_host, nodes, head, 120s));
   EXPECT_EQ(ask(ep, "status")["state"], "finished");
   for (int group = 0; group < 2; ++group) {
     const auto hosts = hosts_of_group(group);
