@@ -13,6 +13,10 @@ namespace atl::registry_detail {
 void apply_coordinator_moves(self_ptr self, const std::vector<placement::coordinator_move>& moves, bool warn);
 void replace_orphaned_coordinators(self_ptr self);
 void place_replica_keepers(self_ptr self);
+// A run that has placed no replica yet gets the keeper groups its slices call for (one
+// stays one otherwise: a group's stores hold its units' round logs); one hand-over record
+// per group either way. At the registry's start, before anything is placed.
+void size_keeper_groups(registry_state& st);
 // The next steps of a replica's hand-over off a draining node (placement::decide_handover),
 // and Shutdown to the draining nodes that may go.
 void advance_handover(self_ptr self);

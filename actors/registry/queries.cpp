@@ -60,19 +60,4 @@ std::vector<placed_replica> placed_replicas(const registry_state& st) {
   return out;
 }
 
-void size_keeper_groups(registry_state& st) {
-  auto& snap = st.snap;
-  const auto wanted = placement::keeper_group_count(static_cast<std::size_t>(shards_of(st.cfg)));
-  const bool none_placed =
-      snap.keeper_groups.size() == 1 && snap.keeper_groups[0] == keeper_group_record{} && snap.next_keeper_number == 3;
-  if (none_placed && wanted > 1) {
-    snap.keeper_groups.resize(wanted);
-    for (std::size_t g = 1; g < wanted; ++g) {
-      snap.keeper_groups[g].replica_keeper_number = snap.next_keeper_number++;
-      snap.keeper_groups[g].second_replica_keeper_number = snap.next_keeper_number++;
-    }
-  }
-  st.handovers.resize(snap.keeper_groups.size());
-}
-
 }  // namespace atl::registry_detail

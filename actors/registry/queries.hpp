@@ -32,9 +32,4 @@ struct placed_replica {
   std::size_t group = 0;
 };
 std::vector<placed_replica> placed_replicas(const registry_state& st);
-// A run that has placed no replica yet gets the keeper groups its slices call for (one
-// stays one otherwise: a group's stores hold its units' round logs); one hand-over record
-// per group either way.
-void size_keeper_groups(registry_state& st);
-
 }  // namespace atl::registry_detail

@@ -13,7 +13,6 @@
 #include "actors/registry/nodes.hpp"
 #include "actors/registry/phase.hpp"
 #include "actors/registry/placements.hpp"
-#include "actors/registry/queries.hpp"
 #include "actors/registry/reports.hpp"
 #include "actors/shared/messages.hpp"
 #include "runtime/core/actor_id.hpp"
