@@ -1219,8 +1219,8 @@ TEST_F(KeeperGroupsProtocol, EachGroupKeepsItsUnitsAndALostHostMovesOnlyItsGroup
 // Keeper groups placed while two nodes could keep share them; each node that joins since
 // and keeps nothing takes one crowded replica by a hand-over (spreading): the new replica
 // catches up from the old one, takes its place once it reports its group's units, and the
-// old one is dropped from its host (DropKeeper), which stays. With four nodes the four
-// replicas end on four nodes.
+// old one is dropped from its host (DropKeeper), which stays; a head restarted mid-way
+// resumes the spreading from its store. With four nodes the four replicas end on four nodes.
 class KeeperGroupsJoiningProtocol : public RegistryProtocol {
  protected:
   void adjust(run_config& run) override {
@@ -1246,8 +1246,15 @@ TEST_F(KeeperGroupsJoiningProtocol, NodesThatJoinLaterTakeTheReplicasOfCrowdedGr
   hello("node/pending-d", true);
   std::vector<std::uint32_t> all = {1, 2, 3, 4};
   std::set<std::string> dropped;  // "keeper/N@node/M"
+  bool restarted = false;
   for (int step = 0; step < 10; ++step) {
     run_for(500ms, all);
+    const auto groups = stored().keeper_groups;
+    if (!restarted && std::any_of(groups.begin(), groups.end(), [](const auto& g) { return g.incoming_spreading; })) {
+      restart_registry();  // a head restarted mid-spreading resumes it from its store
+      restarted = true;
+      run_for(500ms, all);
+    }
     for (const auto& g : stored().keeper_groups) {
       if (g.incoming_for == 0) continue;
       send_as(keeper_id(g.incoming_keeper_number).c_str(), [](auto e) {
@@ -1260,6 +1267,7 @@ TEST_F(KeeperGroupsJoiningProtocol, NodesThatJoinLaterTakeTheReplicasOfCrowdedGr
       for (const auto& m : take(E::DROP_KEEPER, host))
         dropped.insert(std::string(m->envelope().getDropKeeper().getKeeper().cStr()) + "@" + host);
   }
+  EXPECT_TRUE(restarted) << "no spreading hand-over was ever stored";
   EXPECT_EQ(hosts().size(), 4u) << "the replicas spread over the four nodes";
   for (const auto& g : stored().keeper_groups) EXPECT_EQ(g.incoming_for, 0u) << "a hand-over still pending";
   EXPECT_EQ(dropped.size(), 3u) << "three replicas moved; each old one dropped where it ran";

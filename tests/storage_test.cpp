@@ -426,8 +426,9 @@ TEST(RegistryStore, TheSnapshotSurvivesAReopen) {
   snap.keeper_groups[0].incoming_keeper = "node/3";
   snap.keeper_groups[0].incoming_keeper_number = 5;
   snap.keeper_groups[0].incoming_for = 1;
-  snap.keeper_groups.push_back({"node/2", 7, "node/3", 8, "", 0, 0});  // a second keeper group
-  snap.next_keeper_number = 9;
+  // A second keeper group, spreading its first replica to node/4.
+  snap.keeper_groups.push_back({"node/2", 7, "node/3", 8, "node/4", 9, 1, true});
+  snap.next_keeper_number = 10;
   snap.members.push_back(
       {1, "active", "host", 42, {"cpu"}, {"worker/1.0"}, {1}, true, "tcp://10.0.0.2:7071", "node-key"});
   snap.data_cursor = std::string("ATDC\0\x01binary", 12);  // opaque bytes, NULs included
@@ -456,7 +457,7 @@ TEST(RegistryStore, TheSnapshotSurvivesAReopen) {
   EXPECT_EQ((*loaded)->keeper_groups[0].incoming_keeper_number, 5u);
   EXPECT_EQ((*loaded)->keeper_groups[0].incoming_for, 1u);
   EXPECT_EQ((*loaded)->keeper_groups, snap.keeper_groups);
-  EXPECT_EQ((*loaded)->next_keeper_number, 9u);
+  EXPECT_EQ((*loaded)->next_keeper_number, 10u);
   EXPECT_TRUE((*loaded)->members[0].can_keep);
   ASSERT_EQ((*loaded)->members.size(), 1u);
   EXPECT_EQ((*loaded)->members[0].workers, std::vector<std::string>{"worker/1.0"});

@@ -66,11 +66,8 @@ bool apply_handover_step(self_ptr self) {
     auto& g = st.snap.keeper_groups[group];
     auto& progress = st.handovers[group];
     const bool timed_out = st.now() - progress.since > std::chrono::milliseconds(st.cfg.handover_ms);
-    std::vector<std::string> other_groups;  // hosts of the other groups' replicas
-    for (const auto& r : placed_replicas(st))
-      if (r.group != group) other_groups.push_back(r.host);
     const auto d = placement::decide_handover(replica_slots(st, group), pending_handover(st, group), facts, training,
-                                              progress.incoming_ready, timed_out, other_groups);
+                                              progress.incoming_ready, timed_out, hosts_of_other_groups(st, group));
     using step = placement::handover_decision::step;
     auto& slot_host = g.incoming_for == 1 ? g.replica_keeper : g.second_replica_keeper;
     auto& slot_number = g.incoming_for == 1 ? g.replica_keeper_number : g.second_replica_keeper_number;
@@ -155,9 +152,7 @@ void place_replica_keepers(self_ptr self) {
   bool changed = false;
   for (std::size_t group = 0; group < keeper_groups(st); ++group) {
     auto& g = st.snap.keeper_groups[group];
-    std::vector<std::string> elsewhere;  // hosts of the other groups' replicas
-    for (const auto& r : placed_replicas(st))
-      if (r.group != group) elsewhere.push_back(r.host);
+    const auto elsewhere = hosts_of_other_groups(st, group);
     auto& first = g.replica_keeper;
     auto& second = g.second_replica_keeper;
     const auto first_number = g.replica_keeper_number;

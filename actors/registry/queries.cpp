@@ -60,4 +60,11 @@ std::vector<placed_replica> placed_replicas(const registry_state& st) {
   return out;
 }
 
+std::vector<std::string> hosts_of_other_groups(const registry_state& st, std::size_t group) {
+  std::vector<std::string> hosts;
+  for (const auto& r : placed_replicas(st))
+    if (r.group != group) hosts.push_back(r.host);
+  return hosts;
+}
+
 }  // namespace atl::registry_detail

@@ -32,4 +32,6 @@ struct placed_replica {
   std::size_t group = 0;
 };
 std::vector<placed_replica> placed_replicas(const registry_state& st);
+// The hosts of every replica of the groups other than `group` (their incoming ones included).
+std::vector<std::string> hosts_of_other_groups(const registry_state& st, std::size_t group);
 }  // namespace atl::registry_detail
