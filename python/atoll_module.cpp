@@ -214,7 +214,7 @@ PYBIND11_MODULE(_atoll, m) {
   py::register_exception<python_error>(m, "Error");
   m.def("error_names", [] {
     std::vector<std::string> names;
-    for (int c = 1; c <= static_cast<int>(errc::model_mismatch); ++c) names.push_back(to_string(static_cast<errc>(c)));
+    for (int c = 1; c <= static_cast<int>(last_errc); ++c) names.push_back(to_string(static_cast<errc>(c)));
     return names;
   });
 

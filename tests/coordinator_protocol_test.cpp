@@ -2,6 +2,7 @@
 // as its workers, registry and keepers (FencingTest): fencing, held requests, deadlines,
 // early results, its loads, and the order it releases results in.
 #include "tests/protocol_fixture.hpp"
+#include "tests/throw_point.hpp"
 
 namespace atl {
 namespace {
@@ -819,6 +820,45 @@ TEST_F(FencingTest, AMessageFromAnotherClusterNeverReachesTheCoordinator) {
   req.envelope.initStateRequest().setFragment(0);
   stranger.send("coord/0", 0, req);
   EXPECT_EQ(net_.counters().refused[static_cast<std::size_t>(errc::cluster_mismatch)].load(), 1u);
+}
+
+// No message may kill an actor (actors/shared/guarded_handler.hpp): a contribution its
+// handler threw on is refused as unreadable and counted; the coordinator stays, and the same
+// contribution sent again closes the round.
+TEST_F(FencingTest, AHandlerThatThrowsRefusesItsMessageAndTheCoordinatorGoesOn) {
+  ATL_SKIP_WITHOUT_THROW_POINTS();
+  spawn_coordinator(1, {1.0f, 0.0f});
+  send_membership(1, {"worker/x"});
+  request_state_with({1.0f, 2.0f, 3.0f});
+  ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.received.size() == 1; }));
+  const testing::armed_throw_point armed("coordinator.handler");
+  contribute(1, 1, {0.5f, -1.0f, 0.0f});
+  ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.refusals.size() == 1; }));
+  EXPECT_EQ(worker_obs_.refusals[0], errc::malformed_frame);
+  EXPECT_EQ(net_.counters().refused[static_cast<std::size_t>(errc::malformed_frame)].load(), 1u);
+  contribute(1, 1, {0.5f, -1.0f, 0.0f});
+  ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.received.size() == 2; })) << "no round after the throw";
+  std::lock_guard<std::mutex> lock(worker_obs_.mu);
+  ASSERT_TRUE(worker_obs_.received[1]->envelope().isRoundResult());
+  EXPECT_EQ(worker_obs_.received[1]->tensors()[0].to_floats(), (std::vector<float>{0.5f, 3.0f, 3.0f}));
+}
+
+// ... and the keeper: a LoadRequest it threw on is refused; the next is answered.
+TEST_F(FencingTest, AHandlerThatThrowsRefusesItsMessageAndTheKeeperGoesOn) {
+  ATL_SKIP_WITHOUT_THROW_POINTS();
+  const testing::armed_throw_point armed("keeper.handler");
+  wire::outgoing load;
+  load.envelope.initLoadRequest().setFragment(0);
+  as_worker_.send("keeper/0", 1, load);
+  ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.refusals.size() == 1; }));
+  EXPECT_EQ(worker_obs_.refusals[0], errc::malformed_frame);
+  wire::outgoing again;
+  again.envelope.initLoadRequest().setFragment(0);
+  as_worker_.send("keeper/0", 1, again);
+  ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.received.size() == 1; })) << "the keeper did not answer";
+  std::lock_guard<std::mutex> lock(worker_obs_.mu);
+  ASSERT_TRUE(worker_obs_.received[0]->envelope().isLoadReply());
+  EXPECT_FALSE(worker_obs_.received[0]->envelope().getLoadReply().getFound());
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "runtime/transport/route_delta.hpp"
 #include "storage/kv_store.hpp"
 #include "tests/deterministic.hpp"
+#include "tests/throw_point.hpp"
 
 namespace atl {
 namespace {
@@ -110,6 +111,22 @@ TEST_F(NodeAgentProtocol, PlacementsFromAHeadBelowTheEpochItHasSeenAreRefused) {
 
   place_coordinator(1, 7);  // the leader's own placement still works
   EXPECT_TRUE(dir_.contains("coord/1"));
+}
+
+// No message may kill an actor (actors/shared/guarded_handler.hpp): a placement the node
+// agent's handler threw on is refused as unreadable; the node takes the next.
+TEST_F(NodeAgentProtocol, AHandlerThatThrowsRefusesItsMessageAndTheNodeAgentGoesOn) {
+  ATL_SKIP_WITHOUT_THROW_POINTS();
+  welcome(5);
+  {
+    const testing::armed_throw_point armed("node.handler");
+    place_coordinator(0, 5);
+    EXPECT_FALSE(dir_.contains("coord/0"));
+    EXPECT_EQ(refusals(), std::vector<errc>{errc::malformed_frame});
+  }
+  place_coordinator(0, 5);
+  EXPECT_TRUE(dir_.contains("coord/0")) << "the node agent did not go on";
+  EXPECT_EQ(refusals().size(), 1u);
 }
 
 // A keeper replica the registry placed elsewhere (a spreading hand-over promoted another,

@@ -22,6 +22,7 @@
 #include "storage/registry_store.hpp"
 #include "tests/deterministic.hpp"
 #include "tests/refusing_store.hpp"
+#include "tests/throw_point.hpp"
 
 namespace atl {
 namespace {
@@ -884,6 +885,33 @@ TEST_F(RegistryProtocol, ControlRequestsAnswerFromItsViewsAndRefuseUnknownComman
   const auto again = ask("leave", "1");
   EXPECT_FALSE(again.first);
   EXPECT_NE(again.second.find("is draining"), std::string::npos) << again.second;
+}
+
+// No message may kill an actor (actors/shared/guarded_handler.hpp): before, a handler that
+// threw ended the registry, and the head with it. The request it threw on is refused as
+// unreadable and counted; the registry answers the next.
+TEST_F(RegistryProtocol, AHandlerThatThrowsRefusesItsMessageAndTheRegistryGoesOn) {
+  ATL_SKIP_WITHOUT_THROW_POINTS();
+  hello("node/pending-a");
+  {
+    const testing::armed_throw_point armed("registry.handler");
+    seen_.clear();
+    mailer mail(net_, "ctl/t", "");
+    wire::outgoing out;
+    out.envelope.initControlRequest().setCommand("members");
+    mail.send(registry_id(), 0, out);
+    sched_.run();
+    EXPECT_TRUE(take(schema::Envelope::CONTROL_REPLY, "ctl/t").empty());
+    const auto refusals = take(schema::Envelope::REFUSAL, "ctl/t");
+    ASSERT_EQ(refusals.size(), 1u);
+    EXPECT_EQ(static_cast<errc>(refusals[0]->envelope().getRefusal().getCode()), errc::malformed_frame);
+    EXPECT_EQ(net_.counters().refused[static_cast<std::size_t>(errc::malformed_frame)].load(), 1u);
+  }
+  const auto members = ask("members", "");
+  EXPECT_TRUE(members.first) << "the registry did not answer after the throw";
+  EXPECT_NE(members.second.find("\"state\":\"joining\""), std::string::npos) << members.second;
+  const auto status = nlohmann::json::parse(ask("status", "").second);
+  EXPECT_EQ(status["refused"]["head"]["malformed_frame"], 1) << status["refused"].dump();
 }
 
 // A WorkerDone can overtake the RoundReport of the round its worker merged last (they come

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <capnp/any.h>
+#include <kj/exception.h>
 #include "runtime/core/digest.hpp"
 
 #include "runtime/transport/wire.hpp"
@@ -204,6 +205,47 @@ TEST(Wire, AHugeListOfEmptyStructsIsRefusedBeforeItIsWalked) {
     EXPECT_TRUE(r.err().code == errc::too_many_frames || r.err().message.find("max_list_elements") != std::string::npos)
         << r.err().describe();
   }
+}
+
+// Validation walks a message twice with limits::traversal_limit_words, and each call of a
+// list's getter spends the list's words again. The handler reads on a reader of its own:
+// before, a valid envelope whose walks left little budget threw in its handler, outside
+// decode's try (the head died at a thousand nodes, issue 67).
+TEST(Wire, AHandlerCanReadAValidEnvelopeAsOftenAsItNeeds) {
+  wire::outgoing out;
+  auto progress = out.envelope.initRoundProgress();
+  constexpr unsigned workers = 1000;
+  auto participants = progress.initParticipants(workers);
+  for (unsigned i = 0; i < workers; ++i) participants.set(i, "worker/" + std::to_string(i) + ".0");
+  auto frames = wire::encode(out);
+  const std::uint64_t words = frames[0].size() / sizeof(capnp::word);
+  wire::limits lim;
+  lim.traversal_limit_words = 2 * words + 64;  // the two validation walks, and nothing to spare
+  auto decoded = wire::decode(std::move(frames), lim);
+  ASSERT_TRUE(decoded) << decoded.err().describe();
+  std::size_t read = 0;
+  EXPECT_NO_THROW({
+    for (int pass = 0; pass < 10; ++pass)
+      for (auto name : (*decoded)->envelope().getRoundProgress().getParticipants()) read += name.size() > 0;
+  });
+  EXPECT_EQ(read, 10u * workers);
+}
+
+// The handler's own budget is bounded too: a handler that reads without end throws (into its
+// actor's guard, actors/shared/guarded_handler.hpp) rather than spinning.
+TEST(Wire, AHandlersReadsAreBoundedByItsOwnBudget) {
+  wire::outgoing out;
+  auto participants = out.envelope.initRoundProgress().initParticipants(100);
+  for (unsigned i = 0; i < 100; ++i) participants.set(i, "worker/" + std::to_string(i) + ".0");
+  wire::limits lim;
+  lim.handler_traversal_limit_words = 10000;
+  auto decoded = wire::decode(wire::encode(out), lim);
+  ASSERT_TRUE(decoded) << decoded.err().describe();
+  EXPECT_THROW(
+      {
+        for (int pass = 0; pass < 1000; ++pass) (void)(*decoded)->envelope().getRoundProgress().getParticipants();
+      },
+      kj::Exception);
 }
 
 TEST(Wire, ClusterFencingAdmitsBootstrapMessagesOnly) {

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "tests/protocol_fixture.hpp"
+#include "tests/throw_point.hpp"
 
 namespace atl {
 namespace {
@@ -176,6 +177,22 @@ TEST_F(WorkerRecoveryTest, AnOverdueResultResendsTheContributionAndAClosedRoundR
     const auto& last = coord_obs_.received.back();
     return last->envelope().isContribution() && last->envelope().getContribution().getRound() == 2;
   })) << "training did not go on from round 1";
+}
+
+// No message may kill an actor (actors/shared/guarded_handler.hpp): the state its handler
+// threw on is refused as unreadable, counted, and the worker takes the same state sent again.
+TEST_F(WorkerRecoveryTest, AHandlerThatThrowsRefusesItsMessageAndTheWorkerGoesOn) {
+  ATL_SKIP_WITHOUT_THROW_POINTS();
+  spawn_worker(60000);
+  ASSERT_TRUE(coord_obs_.wait_for([&] { return coord_obs_.received.size() >= 1; }));
+  const testing::armed_throw_point armed("worker.handler");
+  send_state(0);
+  ASSERT_TRUE(coord_obs_.wait_for([&] { return coord_obs_.refusals.size() == 1; }));
+  EXPECT_EQ(coord_obs_.refusals[0], errc::malformed_frame);
+  EXPECT_EQ(net_.counters().refused[static_cast<std::size_t>(errc::malformed_frame)].load(), 1u);
+  EXPECT_EQ(seen().second, 0) << "the state it threw on was not taken";
+  send_state(0);
+  ASSERT_TRUE(coord_obs_.wait_for([&] { return seen_locked().second >= 1; })) << "the worker did not go on";
 }
 
 // diloco.weighting = samples: a contribution weighs the samples its worker trained since it

@@ -12,6 +12,7 @@
 #include "actors/decisions/held_requests.hpp"
 #include "actors/decisions/placement.hpp"
 #include "actors/decisions/quorum.hpp"
+#include "actors/shared/guarded_handler.hpp"
 #include "actors/shared/messages.hpp"
 #include "actors/shared/pseudo_gradient.hpp"
 #include "actors/shared/slicing.hpp"
@@ -255,20 +256,22 @@ caf::behavior coordinator_actor(caf::stateful_actor<coordinator_state>* self, tr
   self->delayed_send(self, cfg.commit_retry, tick_atom::value);
   return {
       [=](const wire::message_ptr& msg) {
-        auto& st = self->state;
-        const auto env = msg->envelope();
-        if (env.isStateRequest()) on_state_request(self, msg);
-        else if (env.isContribution()) on_contribution(self, msg);
-        else if (env.isCommitAck()) act_on(self, on_commit_ack(st, *msg));
-        else if (env.isLoadReply()) {
-          if (on_load_reply(self, msg)) on_started(self);
-        } else if (env.isMembership()) on_membership(self, msg);
-        else if (env.isRoundReportAck()) on_round_report_ack(self, msg);
-        else if (env.isRefusal()) {
-          log_warn(fragment_name(st) + ": refusal from " + msg->sender() + ": " + env.getRefusal().getMessage().cStr());
-        } else {
-          st.mail->refuse(*msg, make_error(errc::unexpected_message, wire::kind_name(msg->kind())), st.epoch());
-        }
+        guarded(*self->state.mail, *msg, self->state.epoch(), "coordinator.handler", [&] {
+          auto& st = self->state;
+          const auto env = msg->envelope();
+          if (env.isStateRequest()) on_state_request(self, msg);
+          else if (env.isContribution()) on_contribution(self, msg);
+          else if (env.isCommitAck()) act_on(self, on_commit_ack(st, *msg));
+          else if (env.isLoadReply()) {
+            if (on_load_reply(self, msg)) on_started(self);
+          } else if (env.isMembership()) on_membership(self, msg);
+          else if (env.isRoundReportAck()) on_round_report_ack(self, msg);
+          else if (env.isRefusal()) {
+            log_warn(fragment_name(st) + ": refusal from " + msg->sender() + ": " + env.getRefusal().getMessage().cStr());
+          } else {
+            st.mail->refuse(*msg, make_error(errc::unexpected_message, wire::kind_name(msg->kind())), st.epoch());
+          }
+        });
       },
       [=](deadline_atom, std::uint64_t round) {
         act_on(self, self->state.collect->deadline(round, self->state.now()));

@@ -8,6 +8,7 @@
 #include "actors/keeper/follow.hpp"
 #include "actors/keeper/keeper_messages.hpp"
 #include "actors/shared/commit_record.hpp"
+#include "actors/shared/guarded_handler.hpp"
 #include "actors/shared/messages.hpp"
 #include "runtime/core/actor_id.hpp"
 #include "runtime/core/digest.hpp"
@@ -230,44 +231,46 @@ void report_ready(self_ptr self) {
 caf::behavior keeper_behavior(self_ptr self) {
   return {
       [=](const wire::message_ptr& msg) {
-        auto& st = self->state;
-        const auto env = msg->envelope();
-        // Anything but the next record reads or replaces the followed state: bring it up to date.
-        if (!(env.isCommitRequest() && env.getCommitRequest().getLogged())) follow_pending(self);
-        if (env.isLoadReply() && st.machine.is_replica()) {
-          on_catch_up(self, msg);
-        } else if (env.isChunkRequest()) {
-          on_chunk_request(self, msg);
-        } else if (env.isRefusal()) {
-          // Never answered: two actors refusing each other's refusals would never stop.
-          log_warn("keeper: refusal from " + msg->sender() + ": " + env.getRefusal().getMessage().cStr());
-        } else if (env.isCommitRequest()) {
-          if (env.getCommitRequest().getLogged()) on_logged_commit(self, msg);
-          else on_full_commit(self, msg);
-        } else if (env.isLoadRequest()) {
-          const auto fragment = env.getLoadRequest().getFragment();
-          // A coordinator starting in this epoch: commits from older ones are refused now.
-          if (is_kind(msg->sender(), actor_kind::coordinator)) st.machine.coordinator_loading(fragment, msg->epoch());
-          auto cp = latest_state(self, fragment);
-          if (!cp) {
-            st.mail->refuse(*msg, cp.err(), msg->epoch());
-            return;
+        guarded(*self->state.mail, *msg, msg->epoch(), "keeper.handler", [&] {
+          auto& st = self->state;
+          const auto env = msg->envelope();
+          // Anything but the next record reads or replaces the followed state: bring it up to date.
+          if (!(env.isCommitRequest() && env.getCommitRequest().getLogged())) follow_pending(self);
+          if (env.isLoadReply() && st.machine.is_replica()) {
+            on_catch_up(self, msg);
+          } else if (env.isChunkRequest()) {
+            on_chunk_request(self, msg);
+          } else if (env.isRefusal()) {
+            // Never answered: two actors refusing each other's refusals would never stop.
+            log_warn("keeper: refusal from " + msg->sender() + ": " + env.getRefusal().getMessage().cStr());
+          } else if (env.isCommitRequest()) {
+            if (env.getCommitRequest().getLogged()) on_logged_commit(self, msg);
+            else on_full_commit(self, msg);
+          } else if (env.isLoadRequest()) {
+            const auto fragment = env.getLoadRequest().getFragment();
+            // A coordinator starting in this epoch: commits from older ones are refused now.
+            if (is_kind(msg->sender(), actor_kind::coordinator)) st.machine.coordinator_loading(fragment, msg->epoch());
+            auto cp = latest_state(self, fragment);
+            if (!cp) {
+              st.mail->refuse(*msg, cp.err(), msg->epoch());
+              return;
+            }
+            wire::outgoing out;
+            auto reply = out.envelope.initLoadReply();
+            reply.setFragment(fragment);
+            reply.setFound(cp->has_value());
+            if (*cp) {
+              reply.setRound((*cp)->round);
+              out.tensors.push_back(wire::tensor::from_floats((*cp)->theta.data(), (*cp)->theta.size()));
+              out.tensors.push_back(wire::tensor::from_floats((*cp)->momentum.data(), (*cp)->momentum.size()));
+              if (!(*cp)->residual.empty())
+                out.tensors.push_back(wire::tensor::from_floats((*cp)->residual.data(), (*cp)->residual.size()));
+            }
+            st.mail->send(msg->sender(), msg->epoch(), out);
+          } else {
+            st.mail->refuse(*msg, make_error(errc::unexpected_message, wire::kind_name(msg->kind())), msg->epoch());
           }
-          wire::outgoing out;
-          auto reply = out.envelope.initLoadReply();
-          reply.setFragment(fragment);
-          reply.setFound(cp->has_value());
-          if (*cp) {
-            reply.setRound((*cp)->round);
-            out.tensors.push_back(wire::tensor::from_floats((*cp)->theta.data(), (*cp)->theta.size()));
-            out.tensors.push_back(wire::tensor::from_floats((*cp)->momentum.data(), (*cp)->momentum.size()));
-            if (!(*cp)->residual.empty())
-              out.tensors.push_back(wire::tensor::from_floats((*cp)->residual.data(), (*cp)->residual.size()));
-          }
-          st.mail->send(msg->sender(), msg->epoch(), out);
-        } else {
-          st.mail->refuse(*msg, make_error(errc::unexpected_message, wire::kind_name(msg->kind())), msg->epoch());
-        }
+        });
       },
       [=](follow_atom) { follow_pending(self, true); },
       [=](ready_atom) { report_ready(self); },

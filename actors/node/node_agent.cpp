@@ -4,6 +4,7 @@
 
 #include "actors/node/node_messages.hpp"
 #include "actors/node/node_workers.hpp"
+#include "actors/shared/guarded_handler.hpp"
 #include "actors/shared/messages.hpp"
 #include "runtime/core/actor_id.hpp"
 #include "runtime/process/log.hpp"
@@ -286,35 +287,37 @@ caf::behavior node_agent_actor(caf::stateful_actor<node_agent_state>* self, tran
   self->delayed_send(self, std::chrono::milliseconds(1000), tick_atom::value);
   return {
       [=](const wire::message_ptr& msg) {
-        const auto env = msg->envelope();
-        if (msg->sender() == registry_id() && fenced_as_stale(self, *msg)) return;
-        if (env.isWelcome()) on_welcome(self, msg);
-        else if (env.isPlaceCoordinator()) on_place_coordinator(self, msg);
-        else if (env.isPlaceKeeper()) on_place_keeper(self, msg);
-        else if (env.isDropKeeper()) {
-          if (msg->sender() == registry_id())
-            self->state.placed.stop_keeper(self, *self->state.local, env.getDropKeeper().getKeeper().cStr());
-        } else if (env.isPeerTable()) on_peer_table(self, msg);
-        else if (env.isHeartbeatRequest()) {  // the head lost our connection: we are alive
-          if (msg->sender() == registry_id() && self->state.current == phase::running) send_heartbeat(self);
-        } else if (env.isShutdown()) {
-          log_info("shutdown requested by " + msg->sender() + ": " + env.getShutdown().getReason().cStr());
-          stop_all(self, env.getShutdown().getReason().cStr());
-        } else if (env.isRefusal()) {
-          const auto r = env.getRefusal();
-          log_warn("refused by " + msg->sender() + ": " + r.getMessage().cStr());
-          if (msg->sender() == registry_id() && self->state.leave_requested) {
-            stop_all(self, "leaving (the registry refused: nothing to hand over)");
-            return;
+        guarded(*self->state.mail, *msg, self->state.epoch, "node.handler", [&] {
+          const auto env = msg->envelope();
+          if (msg->sender() == registry_id() && fenced_as_stale(self, *msg)) return;
+          if (env.isWelcome()) on_welcome(self, msg);
+          else if (env.isPlaceCoordinator()) on_place_coordinator(self, msg);
+          else if (env.isPlaceKeeper()) on_place_keeper(self, msg);
+          else if (env.isDropKeeper()) {
+            if (msg->sender() == registry_id())
+              self->state.placed.stop_keeper(self, *self->state.local, env.getDropKeeper().getKeeper().cStr());
+          } else if (env.isPeerTable()) on_peer_table(self, msg);
+          else if (env.isHeartbeatRequest()) {  // the head lost our connection: we are alive
+            if (msg->sender() == registry_id() && self->state.current == phase::running) send_heartbeat(self);
+          } else if (env.isShutdown()) {
+            log_info("shutdown requested by " + msg->sender() + ": " + env.getShutdown().getReason().cStr());
+            stop_all(self, env.getShutdown().getReason().cStr());
+          } else if (env.isRefusal()) {
+            const auto r = env.getRefusal();
+            log_warn("refused by " + msg->sender() + ": " + r.getMessage().cStr());
+            if (msg->sender() == registry_id() && self->state.leave_requested) {
+              stop_all(self, "leaving (the registry refused: nothing to hand over)");
+              return;
+            }
+            if (msg->sender() == registry_id() && static_cast<errc>(r.getCode()) == errc::model_mismatch) {
+              give_up(self, make_error(errc::model_mismatch, r.getMessage().cStr()), "model mismatch");
+              return;
+            }
+            if (msg->sender() == registry_id() && static_cast<errc>(r.getCode()) == errc::stale_epoch &&
+                self->state.current == phase::running)
+              rejoin(self, r.getMessage().cStr());
           }
-          if (msg->sender() == registry_id() && static_cast<errc>(r.getCode()) == errc::model_mismatch) {
-            give_up(self, make_error(errc::model_mismatch, r.getMessage().cStr()), "model mismatch");
-            return;
-          }
-          if (msg->sender() == registry_id() && static_cast<errc>(r.getCode()) == errc::stale_epoch &&
-              self->state.current == phase::running)
-            rejoin(self, r.getMessage().cStr());
-        }
+        });
       },
       [=](tick_atom) {
         auto& st = self->state;

@@ -109,12 +109,13 @@ void on_hello(self_ptr self, const wire::message_ptr& msg) {
   node.provisional_id = msg->sender();
   node.last_seen = node.since = st.now();
   std::vector<worker_view> workers;
-  for (unsigned k = 0; k < hello.getDevices().size(); ++k) {
+  const auto devices = hello.getDevices();  // read once: each getter call spends the list's words
+  for (unsigned k = 0; k < devices.size(); ++k) {
     worker_view w;
     w.id = worker_id(node.record.node_id, k);
     w.node_id = node.record.node_id;
     w.rank = st.snap.next_rank++ % static_cast<std::uint32_t>(st.cfg.min_workers);
-    w.device = hello.getDevices()[k];
+    w.device = devices[k];
     node.record.devices.push_back(w.device);
     node.record.workers.push_back(w.id);
     node.record.ranks.push_back(w.rank);

@@ -14,6 +14,7 @@
 #include "actors/registry/phase.hpp"
 #include "actors/registry/placements.hpp"
 #include "actors/registry/reports.hpp"
+#include "actors/shared/guarded_handler.hpp"
 #include "actors/shared/messages.hpp"
 #include "runtime/core/actor_id.hpp"
 #include "runtime/process/log.hpp"
@@ -85,25 +86,27 @@ caf::behavior registry_actor(caf::stateful_actor<registry_state>* self, registry
   self->delayed_send(self, std::chrono::milliseconds(st.cfg.heartbeat_ms), tick_atom::value);
   return {
       [=](const wire::message_ptr& msg) {
-        auto& st = self->state;
-        const auto env = msg->envelope();
-        if (env.isHello()) on_hello(self, msg);
-        else if (env.isHeartbeat()) on_heartbeat(self, msg);
-        else if (env.isControlRequest()) on_control(self, msg);
-        else if (env.isProgress() || env.isEvalReport() || env.isWorkerDone() || env.isRoundAck())
-          on_worker_report(self, msg);
-        else if (env.isRoundReport()) on_round_report(self, msg);
-        else if (env.isRoundProgress()) on_round_progress(self, msg);
-        else if (env.isGoodbye()) on_goodbye(self, msg);
-        else if (env.isLeaveRequest()) on_leave_request(self, msg);
-        else if (env.isKeeperReady()) on_keeper_ready(self, msg);
-        else if (env.isMembershipRequest()) on_membership_request(self, msg);
-        else if (env.isPeerTableRequest()) on_peer_table_request(self, msg);
-        else if (env.isDataLeaseRequest()) on_data_lease_request(self, msg);
-        else if (env.isDataTie()) on_data_tie(self, msg);
-        else if (env.isRefusal())
-          log_warn("registry: refusal from " + msg->sender() + ": " + env.getRefusal().getMessage().cStr());
-        else st.mail->refuse(*msg, make_error(errc::unexpected_message, wire::kind_name(msg->kind())), st.snap.epoch);
+        guarded(*self->state.mail, *msg, self->state.snap.epoch, "registry.handler", [&] {
+          auto& st = self->state;
+          const auto env = msg->envelope();
+          if (env.isHello()) on_hello(self, msg);
+          else if (env.isHeartbeat()) on_heartbeat(self, msg);
+          else if (env.isControlRequest()) on_control(self, msg);
+          else if (env.isProgress() || env.isEvalReport() || env.isWorkerDone() || env.isRoundAck())
+            on_worker_report(self, msg);
+          else if (env.isRoundReport()) on_round_report(self, msg);
+          else if (env.isRoundProgress()) on_round_progress(self, msg);
+          else if (env.isGoodbye()) on_goodbye(self, msg);
+          else if (env.isLeaveRequest()) on_leave_request(self, msg);
+          else if (env.isKeeperReady()) on_keeper_ready(self, msg);
+          else if (env.isMembershipRequest()) on_membership_request(self, msg);
+          else if (env.isPeerTableRequest()) on_peer_table_request(self, msg);
+          else if (env.isDataLeaseRequest()) on_data_lease_request(self, msg);
+          else if (env.isDataTie()) on_data_tie(self, msg);
+          else if (env.isRefusal())
+            log_warn("registry: refusal from " + msg->sender() + ": " + env.getRefusal().getMessage().cStr());
+          else st.mail->refuse(*msg, make_error(errc::unexpected_message, wire::kind_name(msg->kind())), st.snap.epoch);
+        });
       },
       [=](tick_atom) {
         send_placements(self);

@@ -92,12 +92,15 @@ void record_round_report(self_ptr self, const wire::message& msg) {
   nlohmann::json weights = nlohmann::json::array();
   for (auto w : r.getWeights()) weights.push_back(w);
   nlohmann::json late = nlohmann::json::object();
-  for (unsigned i = 0; i < r.getLateWorkers().size() && i < r.getLateWeights().size(); ++i)
-    late[std::string(r.getLateWorkers()[i].cStr())] = r.getLateWeights()[i];
+  // Each list read once: every getter call spends the list's words of the reader's budget.
+  const auto late_workers = r.getLateWorkers();
+  const auto late_weights = r.getLateWeights();
+  for (unsigned i = 0; i < late_workers.size() && i < late_weights.size(); ++i)
+    late[std::string(late_workers[i].cStr())] = late_weights[i];
   st.metrics.write("round", {{"fragment", r.getFragment()},
                              {"round", r.getRound()},
                              {"epoch", r.getEpoch()},
-                             {"participants", r.getParticipants().size()},
+                             {"participants", names.size()},
                              {"workers", names},
                              {"weights", weights},
                              {"late", late},

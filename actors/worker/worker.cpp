@@ -5,6 +5,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/shared/guarded_handler.hpp"
 #include "actors/shared/messages.hpp"
 #include "actors/shared/pseudo_gradient.hpp"
 #include "actors/worker/data.hpp"
@@ -267,19 +268,21 @@ caf::behavior worker_actor(caf::stateful_actor<worker_state>* self, transport* n
   });
   return {
       [=](const wire::message_ptr& msg) {
-        auto& st = self->state;
-        st.bytes_received += msg->wire_bytes();
-        const auto env = msg->envelope();
-        if (env.isFragmentState() || env.isRoundResult()) on_global(self, msg);
-        else if (env.isChunkReply()) {
-          if (on_chunk(self, msg)) resume_if_synced(self);
-        } else if (env.isRefusal()) on_refusal(self, msg);
-        else if (env.isStateHeld()) on_held(self, *msg);
-        else if (env.isInnerStateRequest()) lend_inner_state(self, *msg);
-        else if (env.isInnerStateReply()) {
-          if (on_inner_state_reply(self, msg)) resume_if_synced(self);
-        } else if (env.isDataLease()) on_data_lease(self, msg);
-        else if (env.isShutdown()) self->quit();
+        guarded(*self->state.mail, *msg, self->state.epoch, "worker.handler", [&] {
+          auto& st = self->state;
+          st.bytes_received += msg->wire_bytes();
+          const auto env = msg->envelope();
+          if (env.isFragmentState() || env.isRoundResult()) on_global(self, msg);
+          else if (env.isChunkReply()) {
+            if (on_chunk(self, msg)) resume_if_synced(self);
+          } else if (env.isRefusal()) on_refusal(self, msg);
+          else if (env.isStateHeld()) on_held(self, *msg);
+          else if (env.isInnerStateRequest()) lend_inner_state(self, *msg);
+          else if (env.isInnerStateReply()) {
+            if (on_inner_state_reply(self, msg)) resume_if_synced(self);
+          } else if (env.isDataLease()) on_data_lease(self, msg);
+          else if (env.isShutdown()) self->quit();
+        });
       },
       [=](step_atom) {
         if (self->state.current == phase::training) self->state.steps->step(self);

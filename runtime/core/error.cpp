@@ -31,6 +31,7 @@ const char* to_string(errc code) {
     case errc::bad_model: return "bad_model";
     case errc::bad_data: return "bad_data";
     case errc::model_mismatch: return "model_mismatch";
+    case errc::handler_failed: return "handler_failed";
   }
   return "unknown_error";
 }

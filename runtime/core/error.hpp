@@ -34,7 +34,9 @@ enum class errc : std::uint16_t {
   bad_model = 24,  // a model file that cannot be loaded or breaks the model contract
   bad_data = 25,  // a token file that is missing, empty, too short or wrongly sized
   model_mismatch = 26,  // a node whose model differs from the head's
+  handler_failed = 27,  // the actor's handler threw on a valid message: dropped, the actor goes on
 };
+constexpr errc last_errc = errc::handler_failed;  // the highest code (keep it the last one)
 
 // Short stable name, e.g. "stale_epoch".
 const char* to_string(errc code);

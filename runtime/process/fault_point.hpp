@@ -26,7 +26,24 @@
 //   worker.replica          the worker cannot build its replica (supervision and its
 //                           restart budget, past the start-up checks that would refuse a
 //                           real cause before any worker starts)
+// Throwing points, for a handler that throws (no message may kill an actor):
+//
+//   ATOLL_THROW_POINT=NAME[@N]   the N-th pass (default 1) through NAME throws a
+//                                kj::Exception, as a message read past its reader's budget
+//                                would; the passes before and after it do not
+//
+//   registry.handler, coordinator.handler, keeper.handler, worker.handler, node.handler
+//                           inside each role's message handler, before it reads the message
+//                           (actors/shared/guarded_handler.hpp catches it)
+#include <string>
+
 namespace atl {
+
+// Throws if NAME is the armed throwing point and this is its N-th pass.
+void pass_throw_point(const char* name);
+// Arms a throwing point from a test in this process (replacing ATOLL_THROW_POINT's; an empty
+// name disarms), its pass count from zero.
+void arm_throw_point(const std::string& name, long at = 1);
 
 // Kills the process if NAME is the armed point and this is its N-th pass.
 void hit_fault_point(const char* name);
@@ -38,7 +55,9 @@ bool fail_point_armed(const char* name);
 #ifdef ATOLL_FAULT_POINTS
 #define ATL_FAULT_POINT(name) ::atl::hit_fault_point(name)
 #define ATL_FAIL_POINT(name) ::atl::fail_point_armed(name)
+#define ATL_THROW_POINT(name) ::atl::pass_throw_point(name)
 #else
 #define ATL_FAULT_POINT(name) ((void)0)
 #define ATL_FAIL_POINT(name) false
+#define ATL_THROW_POINT(name) ((void)0)
 #endif

@@ -139,6 +139,8 @@ class mailer {
   std::size_t send(const std::string& receiver, std::uint64_t epoch, wire::outgoing& msg);
   // Replies to `msg` with a typed Refusal and counts it in the transport's counters.
   void refuse(const wire::message& msg, const error& err, std::uint64_t epoch);
+  // Counts a refusal without answering (a Refusal is never answered with another).
+  void count_refusal(errc code) { transport_->counters().count_refusal(code); }
 
   const std::string& self() const { return self_; }
   void set_self(std::string id) { self_ = std::move(id); }

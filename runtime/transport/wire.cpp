@@ -176,6 +176,13 @@ expected<message_ptr> decode(frames&& in, const limits& lim, std::string peer_ke
                                                    std::to_string(in.size() - 1) + " tensor frames");
     std::size_t list_budget = lim.max_list_elements;
     read_every_field(capnp::DynamicStruct::Reader(msg->root_), list_budget);
+    // Validation spent its reader's budget; the handler gets a fresh reader over the same
+    // words, with a budget of its own (limits::handler_traversal_limit_words). Without it a
+    // valid envelope near the cap failed in its handler, outside this try (the head died
+    // at a thousand nodes, issue 67).
+    options.traversalLimitInWords = lim.handler_traversal_limit_words;
+    msg->reader_ = std::make_unique<capnp::FlatArrayMessageReader>(msg->words_.asPtr(), options);
+    msg->root_ = msg->reader_->getRoot<schema::Envelope>();
     msg->sender_ = msg->root_.getSender();
     msg->receiver_ = msg->root_.getReceiver();
     msg->cluster_id_ = msg->root_.getClusterId();

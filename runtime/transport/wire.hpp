@@ -33,7 +33,15 @@ struct limits {
   std::size_t max_envelope_bytes = 1u << 20;  // 1 MiB: envelopes carry no tensor data
   std::size_t max_tensor_bytes = std::size_t{1} << 30;  // 1 GiB per raw frame
   std::size_t max_tensors = 8;  // raw frames behind one envelope
+  // Validation's budget: decode walks the whole message twice (totalSize, then every
+  // field) with this many words of pointer-reachable data, so amplification (pointers that
+  // share their targets) is bounded here, before any actor reads.
   std::uint64_t traversal_limit_words = 1u << 18;  // 2 MiB of pointer-reachable data
+  // The handler's budget, on a reader of its own: a message that passed validation is read
+  // again by its handler, as often as it needs (a list's getter spends the list's words each
+  // call). 64 whole walks of the largest valid message: a handler that reads more than that
+  // is a defect, and throws into its actor's guard (actors/shared/guarded_handler.hpp).
+  std::uint64_t handler_traversal_limit_words = std::uint64_t{64} << 18;
   int nesting_limit = 16;  // our schema nests at most 4 deep
   // Elements of pointer lists (structs, text) read per message: zero-sized list elements
   // cost no bytes, so without this a 200-byte frame could make decode walk 100k structs.
