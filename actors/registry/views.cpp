@@ -108,7 +108,12 @@ json head_link_by_kind(const traffic_counters& c) {
   json kinds = json::object();
   for (std::size_t k = 0; k < traffic_counters::kinds; ++k) {
     const auto in = c.kind_bytes_in[k].load(), out = c.kind_bytes_out[k].load();
-    if (in + out > 0) kinds[wire::kind_name(static_cast<schema::Envelope::Which>(k))] = {{"in", in}, {"out", out}};
+    if (in + out > 0)
+      kinds[wire::kind_name(static_cast<schema::Envelope::Which>(k))] = {
+          {"in", in},
+          {"out", out},
+          {"largest_envelope_in", c.kind_largest_envelope_in[k].load()},
+          {"largest_envelope_out", c.kind_largest_envelope_out[k].load()}};
   }
   return kinds;
 }
@@ -223,10 +228,13 @@ json fragments(const registry_state& st, bool with_keeper) {
       entry["shards"] = shards;
     }
     if (with_keeper) {
-      json workers = json::array();
-      for (const auto& [w, rd] : view.worker_digests)
+      json workers = json::array();  // at most status_rows: the reply stays far below the envelope cap
+      for (const auto& [w, rd] : view.worker_digests) {
+        if (workers.size() == status_rows) break;
         workers.push_back({{"id", w}, {"round", rd.first}, {"digest", digest_hex(rd.second)}});
+      }
       entry["workers"] = workers;
+      entry["workers_total"] = view.worker_digests.size();
       const auto head = keeper_id(head_keeper_number);
       if (st.cfg.keepers == "nodes" && view.released_digest) {
         // The head's store may be behind (it takes commits only while standing in for a
@@ -397,15 +405,33 @@ json status_without_lists(const registry_state& st, time_point now) {
 }
 
 json status(const registry_state& st, time_point now) {
-  json members = json::array();
-  for (const auto& [id, n] : st.nodes)
-    members.push_back({{"node_id", id},
-                       {"state", stored_member_state(n.state)},
-                       {"workers", n.record.workers},
-                       {"batch_job", n.batch_job}});
+  // The reply stays far below the envelope cap at ten thousand nodes (docs/design.md,
+  // "Message sizes"): the first status_rows members and workers, every one counted;
+  // `atollctl members` pages through the rest.
+  json members = json::array(), member_states = json::object();
+  for (const auto& [id, n] : st.nodes) {
+    const std::string state = stored_member_state(n.state);
+    member_states[state] = member_states.value(state, std::size_t{0}) + 1;
+    if (members.size() < status_rows)
+      members.push_back({{"node_id", id}, {"state", state}, {"workers", n.record.workers}, {"batch_job", n.batch_job}});
+  }
+  auto every_worker = workers(st);
+  json steps = {{"least", nullptr}, {"most", nullptr}, {"done", 0}};
+  for (const auto& w : every_worker) {
+    const auto step = w["step"].get<std::uint64_t>();
+    if (steps["least"].is_null() || step < steps["least"].get<std::uint64_t>()) steps["least"] = step;
+    if (steps["most"].is_null() || step > steps["most"].get<std::uint64_t>()) steps["most"] = step;
+    if (w["done"].get<bool>()) steps["done"] = steps["done"].get<std::size_t>() + 1;
+  }
+  const auto workers_total = every_worker.size();
+  if (every_worker.size() > status_rows) every_worker.erase(every_worker.begin() + status_rows, every_worker.end());
   auto out = status_without_lists(st, now);
   out["members"] = members;
-  out["workers"] = workers(st);
+  out["members_total"] = st.nodes.size();
+  out["member_states"] = member_states;
+  out["workers"] = every_worker;
+  out["workers_total"] = workers_total;
+  out["worker_steps"] = steps;
   out["fragments"] = fragments(st, false);
   return out;
 }

@@ -14,7 +14,11 @@ namespace atl::views {
 using json = nlohmann::json;
 using time_point = std::chrono::steady_clock::time_point;
 
+// The run at a glance (`atollctl status`): the status without lists, each fragment, the
+// members counted by state (`member_states`, `members_total`) and the workers' steps
+// (`worker_steps`, `workers_total`), with at most `status_rows` members and workers listed.
 json status(const registry_state& st, time_point now);
+constexpr std::size_t status_rows = 256;
 // The status without its lists of members, workers and fragments (each a row per node or
 // worker: a thousand at a thousand nodes).
 json status_without_lists(const registry_state& st, time_point now);

@@ -22,7 +22,8 @@ class metrics_writer {
     fields["type"] = type;
     fields["time"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     fields["unix_s"] = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-    out_ << fields.dump() << '\n';
+    // Peers' strings need not be UTF-8: replaced, never thrown on.
+    out_ << fields.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
     out_.flush();
   }
 

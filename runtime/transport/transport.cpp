@@ -81,8 +81,12 @@ std::size_t mailer::send(const std::string& receiver, std::uint64_t epoch, wire:
   std::size_t size = 0;
   for (const auto& f : frames) size += f.size();
   bytes_sent_ += size;
-  if (!transport_->delivers_in_process(receiver))
-    transport_->counters().kind_bytes_out[traffic_counters::kind_slot(msg.envelope.which())] += size;
+  if (!transport_->delivers_in_process(receiver)) {
+    auto& counters = transport_->counters();
+    const auto slot = traffic_counters::kind_slot(msg.envelope.which());
+    counters.kind_bytes_out[slot] += size;
+    traffic_counters::note_largest(counters.kind_largest_envelope_out[slot], frames[0].size());
+  }
   transport_->send(receiver, std::move(frames));
   return size;
 }

@@ -80,6 +80,15 @@ struct traffic_counters {
   static constexpr std::size_t kinds = 64;  // room for every payload kind
   std::array<std::atomic<std::uint64_t>, kinds> kind_bytes_in{}, kind_bytes_out{};
   static std::size_t kind_slot(unsigned kind) { return kind % kinds; }
+  // Per payload kind, the largest envelope frame (the Cap'n Proto part, tensors apart) that
+  // came in and that went out over the link: how close each kind comes to
+  // wire::limits::max_envelope_bytes (docs/design.md, "Message sizes").
+  std::array<std::atomic<std::uint64_t>, kinds> kind_largest_envelope_in{}, kind_largest_envelope_out{};
+  static void note_largest(std::atomic<std::uint64_t>& largest, std::uint64_t size) {
+    auto seen = largest.load();
+    while (size > seen && !largest.compare_exchange_weak(seen, size)) {
+    }
+  }
   static constexpr std::size_t reasons = 32;  // room for every errc code
   std::array<std::atomic<std::uint64_t>, reasons> refused{};
   void count_refusal(errc code) { refused[static_cast<std::size_t>(code) % refused.size()]++; }

@@ -297,6 +297,8 @@ void zmq_transport::on_network_message(std::vector<zmq::message_t>& parts) {
     counters_->bytes_in += size;
     counters_->tensor_bytes_in += size - parts[first].size();  // the frames behind the envelope
     counters_->kind_bytes_in[traffic_counters::kind_slot(msg.kind())] += size;
+    traffic_counters::note_largest(counters_->kind_largest_envelope_in[traffic_counters::kind_slot(msg.kind())],
+                                   parts[first].size());
     caf::anon_send(target, *decoded);
     return;
   }

@@ -90,19 +90,13 @@ void print_members_and_workers(const json& body) {
     print_table(workers, {"id", "rank", "step", "loss", "tokens_per_s", "threads", "bytes_sent", "done"});
     return;
   }
-  std::map<std::string, std::size_t> by_state;
-  for (const auto& m : members) by_state[str(m["state"])]++;
-  std::cout << "\nmembers: " << members.size();
-  for (const auto& [state, n] : by_state) std::cout << "  " << state << " " << n;
-  long least = -1, most = -1, done = 0;
-  for (const auto& w : workers) {
-    const long step = w.value("step", 0L);
-    least = least < 0 ? step : std::min(least, step);
-    most = std::max(most, step);
-    done += w.value("done", false) ? 1 : 0;
-  }
-  std::cout << "\nworkers: " << workers.size() << "  steps " << least << " to " << most << "  done " << done
-            << "\n(atollctl members --state S --limit N --offset K lists them; --json has every row)\n";
+  // Counted by the head (the reply lists at most views::status_rows of each).
+  std::cout << "\nmembers: " << str(body["members_total"]);
+  for (const auto& [state, n] : body["member_states"].items()) std::cout << "  " << state << " " << str(n);
+  const auto& steps = body["worker_steps"];
+  std::cout << "\nworkers: " << str(body["workers_total"]) << "  steps " << str(steps["least"]) << " to "
+            << str(steps["most"]) << "  done " << str(steps["done"])
+            << "\n(atollctl members --state S --limit N --offset K lists them)\n";
 }
 
 // The run's progress through its data (the data cursor at the head).

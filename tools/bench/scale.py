@@ -29,9 +29,12 @@ registry's own writes (`atollctl status`: registry_writes) and the epochs it wen
 
 Writes DIR/results.json: a list of rows {nodes, churn, registry, epochs,
 registry_writes_per_epoch, registry_bytes_per_epoch (None without a new epoch), head_cpu, head_rss_mb,
+largest_envelope (per payload kind, the largest envelope the head sent or received, bytes), actor_deaths,
 control_bytes_per_node_s_in, control_bytes_per_node_s_out (the head's view: what it received
 and sent), join_s_median, join_s_p99, kill_s_median, silence_s_median, leave_s_median,
 status_s, rounds_per_s, ramp_s, harness_cpu, joined, lease_ms, heartbeat_ms} and prints a table.
+A row whose head died, whose status did not answer, or with a figure missing or negative fails
+the bench (exit status 1) instead of being written.
 """
 import argparse
 import json
@@ -178,6 +181,7 @@ def run_size(args, nodes, churn):
         time.sleep(2)  # the last joins' tables settle
 
         def window(seconds):
+            require_alive(head, out)
             cpu0, sims0, bytes0, t0 = cpu_seconds(head.pid), sum(cpu_seconds(s.pid) for s in sims), \
                 head_socket_bytes(port), time.monotonic()
             rounds0 = count_rounds(os.path.join(out, "metrics.jsonl"))
@@ -186,6 +190,9 @@ def run_size(args, nodes, churn):
             elapsed = time.monotonic() - t0
             bytes1 = head_socket_bytes(port)
             status1 = status_of(args.atollctl, endpoint)
+            require_alive(head, out)
+            if not status0 or not status1:
+                sys.exit(f"scale: `atollctl status` did not answer around the window; logs in {out}")
             return {**writes_per_epoch(status0, status1),
                     "head_cpu": (cpu_seconds(head.pid) - cpu0) / elapsed,
                     "harness_cpu": (sum(cpu_seconds(s.pid) for s in sims) - sims0) / elapsed,
@@ -212,8 +219,14 @@ def run_size(args, nodes, churn):
                         "kill_s_median": median(of("kill")), "silence_s_median": median(of("silence")),
                         "leave_s_median": median(of("leave")),
                         "churn_events": {k: len(of(k)) for k in ("joined", "kill", "silence", "leave")}})
+        require_alive(head, out)
         row["head_rss_mb"] = rss_mb(head.pid)
         row["status_s"] = time_status(args.atollctl, endpoint)
+        final = status_of(args.atollctl, endpoint)
+        row["largest_envelope"] = largest_envelopes(final)
+        row["actor_deaths"] = actor_deaths(os.path.join(out, "head.log"))
+        require_alive(head, out)
+        check_row(row, out)
         return row
     finally:
         for s in sims:
@@ -233,6 +246,38 @@ def run_size(args, nodes, churn):
         head_log.close()
         if etcd:
             etcd.stop()
+
+
+def require_alive(head, out):
+    """A bench whose head died measured nothing: say so and fail, never write its figures."""
+    if head.poll() is not None:
+        sys.exit(f"scale: the head exited ({head.returncode}) during the run; see {out}/head.log")
+
+
+def actor_deaths(head_log):
+    """Lines where an actor of the head died (CAF's unhandled exception) or a handler threw."""
+    with open(head_log, errors="replace") as f:
+        return sum(1 for line in f if "unhandled exception" in line or "the actor goes on" in line)
+
+
+def largest_envelopes(status):
+    """The largest envelope (bytes, tensors apart) of each payload kind the head sent or received."""
+    kinds = status.get("head_link", {}).get("by_kind", {})
+    return {kind: max(v.get("largest_envelope_in", 0), v.get("largest_envelope_out", 0)) for kind, v in kinds.items()}
+
+
+def check_row(row, out):
+    """The invariants the figures rest on: every figure present, finite and non-negative."""
+    bad = [k for k in ("head_cpu", "harness_cpu", "control_bytes_per_node_s_in", "control_bytes_per_node_s_out",
+                       "rounds_per_s", "epochs", "status_s", "head_rss_mb", "ramp_s")
+           if not isinstance(row.get(k), (int, float)) or not math.isfinite(row[k]) or row[k] < 0]
+    if row["joined"] < row["nodes"]:
+        bad.append(f"joined {row['joined']} of {row['nodes']}")
+    if row["actor_deaths"]:
+        bad.append(f"{row['actor_deaths']} actor deaths or handler failures in the head's log")
+    if bad:
+        sys.exit(f"scale: the row of {row['nodes']} nodes{' under churn' if row['churn'] else ''} is not valid "
+                 f"({', '.join(map(str, bad))}); logs in {out}\n{json.dumps(row)}")
 
 
 def status_of(atollctl, endpoint):
