@@ -7,7 +7,9 @@ namespace {
 
 // What a peer said (a hostname, a batch job) need not be UTF-8: replaced as it is saved, so
 // that one node's bytes cannot make every later save of the registry throw.
-std::string stored_json(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+std::string stored_json(const nlohmann::json& j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
 
 // The data cursor's parts, each under its own key beside its header ("registry.data").
 const std::string data_part_prefix = "registry.data/";
@@ -63,9 +65,8 @@ status registry_store::save(const registry_snapshot& snap, std::size_t* members_
   const bool run_changed =
       !stored_run_ || stored_run_->first != snap.config_toml || stored_run_->second != snap.model_signature;
   if (run_changed)
-    batch.push_back(
-        {column::meta, "registry.run",
-         stored_json({{"config_toml", snap.config_toml}, {"model_signature", snap.model_signature}})});
+    batch.push_back({column::meta, "registry.run",
+                     stored_json({{"config_toml", snap.config_toml}, {"model_signature", snap.model_signature}})});
   // The data cursor (its own records, as it grows with the chunks leased): its header and
   // each part when they changed, and the parts it no longer has erased.
   const bool cursor_changed = snap.data_cursor != stored_data_cursor_;

@@ -14,9 +14,9 @@
 #include <limits>
 #include <random>
 
-#include <gtest/gtest.h>
 #include <capnp/dynamic.h>
 #include <capnp/schema.h>
+#include <gtest/gtest.h>
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
 
@@ -112,7 +112,9 @@ class hostile_payloads {
         s.set(field, capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(t.data()), t.size()));
         break;
       }
-      case T::ENUM: s.set(field, capnp::DynamicEnum(type.asEnum(), static_cast<std::uint16_t>(pick({0, 1, 4, 999})))); break;
+      case T::ENUM:
+        s.set(field, capnp::DynamicEnum(type.asEnum(), static_cast<std::uint16_t>(pick({0, 1, 4, 999}))));
+        break;
       case T::STRUCT:
         if (depth < 3) fill_struct(s.init(field).as<capnp::DynamicStruct>(), depth + 1);
         break;

@@ -267,7 +267,8 @@ caf::behavior coordinator_actor(caf::stateful_actor<coordinator_state>* self, tr
           } else if (env.isMembership()) on_membership(self, msg);
           else if (env.isRoundReportAck()) on_round_report_ack(self, msg);
           else if (env.isRefusal()) {
-            log_warn(fragment_name(st) + ": refusal from " + msg->sender() + ": " + env.getRefusal().getMessage().cStr());
+            log_warn(fragment_name(st) + ": refusal from " + msg->sender() + ": " +
+                     env.getRefusal().getMessage().cStr());
           } else {
             st.mail->refuse(*msg, make_error(errc::unexpected_message, wire::kind_name(msg->kind())), st.epoch());
           }

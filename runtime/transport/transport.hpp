@@ -86,8 +86,7 @@ struct traffic_counters {
   std::array<std::atomic<std::uint64_t>, kinds> kind_largest_envelope_in{}, kind_largest_envelope_out{};
   static void note_largest(std::atomic<std::uint64_t>& largest, std::uint64_t size) {
     auto seen = largest.load();
-    while (size > seen && !largest.compare_exchange_weak(seen, size)) {
-    }
+    while (size > seen && !largest.compare_exchange_weak(seen, size)) {}
   }
   static constexpr std::size_t reasons = 32;  // room for every errc code
   std::array<std::atomic<std::uint64_t>, reasons> refused{};
