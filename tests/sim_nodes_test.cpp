@@ -138,8 +138,10 @@ TEST(SimulatedNodes, AThousandNodesSteadyThenChurningKeepTheHeadUpAndItsStatusWi
     rounds += json::parse(line, nullptr, false).value("type", "") == "round";
   EXPECT_GT(rounds, 0u) << "no round committed";
   const std::string log = head.output();
-  EXPECT_EQ(log.find("unhandled exception"), std::string::npos) << "an actor died";
-  EXPECT_EQ(log.find("the actor goes on"), std::string::npos) << "a handler failed";
+  const auto line_at = [&](std::size_t at) { return log.substr(log.rfind('\n', at) + 1, 400); };
+  const auto died = log.find("unhandled exception"), failed = log.find("the actor goes on");
+  EXPECT_EQ(died, std::string::npos) << "an actor died: " << line_at(died);
+  EXPECT_EQ(failed, std::string::npos) << "a handler failed: " << line_at(failed);
   testing::shut_down(ep, head);
 }
 
