@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include <capnp/any.h>
 #include <capnp/dynamic.h>
 #include <kj/exception.h>
 
@@ -100,6 +101,12 @@ status check_tensor(schema::TensorDesc::Reader desc, const bytes& frame, const l
   return {};
 }
 
+// Whether a list of structs encodes its elements in no words at all (no data, no pointers).
+bool occupies_no_words(const capnp::DynamicList::Reader& list) {
+  const auto first = list.as<capnp::AnyList>().as<capnp::List<capnp::AnyStruct>>()[0];
+  return first.getDataSection().size() == 0 && first.getPointerSection().size() == 0;
+}
+
 // Cap'n Proto checks a field's type only when it is read. Read every field the schema
 // knows, so that a pointer of the wrong kind (a bit flip turning a list of structs into
 // a list of bytes, say) throws here, inside decode's try, and never in an actor.
@@ -122,11 +129,18 @@ void read_every_field(const capnp::DynamicValue::Reader& value, std::size_t& bud
       const auto list = value.as<capnp::DynamicList>();
       switch (list.getSchema().whichElementType()) {
         case capnp::schema::Type::STRUCT:
+          // Zero-sized structs cost no bytes: they alone are counted against the budget.
+          // Every other element is at least a word the traversal limit already charged,
+          // so a list of thousands of workers walks in proportion to its bytes.
+          if (list.size() > 0 && occupies_no_words(list)) {
+            KJ_REQUIRE(list.size() <= budget, "more zero-sized elements than limits::max_list_elements", list.size());
+            budget -= list.size();
+          }
+          for (auto element : list) read_every_field(element, budget);
+          break;
         case capnp::schema::Type::LIST:
         case capnp::schema::Type::TEXT:
         case capnp::schema::Type::DATA:
-          KJ_REQUIRE(list.size() <= budget, "more list elements than limits::max_list_elements", list.size());
-          budget -= list.size();
           for (auto element : list) read_every_field(element, budget);
           break;
         default: break;

@@ -43,8 +43,11 @@ struct limits {
   // is a defect, and throws into its actor's guard (actors/shared/guarded_handler.hpp).
   std::uint64_t handler_traversal_limit_words = std::uint64_t{64} << 18;
   int nesting_limit = 16;  // our schema nests at most 4 deep
-  // Elements of pointer lists (structs, text) read per message: zero-sized list elements
-  // cost no bytes, so without this a 200-byte frame could make decode walk 100k structs.
+  // Zero-sized list elements (structs with no data and no pointers) walked per message:
+  // they cost no bytes, so without this a 200-byte frame could make decode walk 100k
+  // structs. Other elements are bounded by the traversal limit, in proportion to their
+  // bytes: a Membership of ten thousand workers decodes (until 2026-12-07 every pointer
+  // list's elements counted, and such lists past 4096 were refused).
   std::size_t max_list_elements = 4096;
 };
 
