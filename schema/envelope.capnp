@@ -411,6 +411,11 @@ struct RoundProgress {
   # registry sends a version check only to a coordinator that names another one.
   membershipEpoch  @9 :UInt64;
   membershipDigest @10 :UInt64;
+  # The round's size, whatever the lists name: `participants` then holds only those that have
+  # not contributed, and each list at most 256 names (a round of ten thousand would be 640 KB).
+  # Both 0 (a coordinator from before them): the lists are whole and these are their sizes.
+  participantCount @11 :UInt32;
+  contributorCount @12 :UInt32;
 }
 
 # node agent -> registry, as the node leaves (atoll leave, SIGTERM, atoll down): its

@@ -545,8 +545,10 @@ TEST_F(RegistryProtocol, TheDataCursorLeasesTiesConsumesAndReturnsAcrossAHeadRes
   ASSERT_EQ(stored().run_state, "training");
   auto view = data();
   EXPECT_FALSE(view["leasing"].get<bool>());
-  for (const auto* key : {"epoch", "units", "consumed", "in_flight", "returned"})
+  for (const auto* key : {"epoch", "units", "consumed", "in_flight", "returned", "epoch_limit", "epochs_completed"})
     EXPECT_TRUE(view.contains(key)) << key << ": the same keys before any lease";
+  EXPECT_FALSE(view.contains("epochs")) << "the bound is epoch_limit: `epochs` read as the epochs done";
+  EXPECT_EQ(view["epochs_completed"], 0);
 
   // The first lease sets the run's data: 100 units, 10 a chunk; chunks go out in order.
   using chunk = std::array<std::uint64_t, 4>;  // epoch, index, begin, end

@@ -16,6 +16,8 @@ explain_input collecting(std::vector<std::string> contributors, double deadline_
   p.phase = "collecting";
   p.participants = {"worker/1.0", "worker/2.0", "worker/3.0"};
   p.contributors = std::move(contributors);
+  p.participant_count = 3;
+  p.contributor_count = p.contributors.size();
   p.phase_for_s = 4;
   p.open_for_s = open_for_s;
   in.progress = p;
@@ -124,6 +126,8 @@ TEST(ExplainRound, TheTextNamesTheFirstMissingParticipantsAndCountsTheRest) {
     in.facts.push_back({w, static_cast<std::uint32_t>(i), "active", 0.1, 10, false});
   }
   in.progress->contributors = {"worker/5.0"};
+  in.progress->participant_count = 1000;
+  in.progress->contributor_count = 1;
   const auto e = explain_round(in);
   EXPECT_EQ(e.missing.size(), 999u);
   EXPECT_EQ(e.missing[0].node_id, 0u) << "the facts were not found by name";
@@ -131,6 +135,24 @@ TEST(ExplainRound, TheTextNamesTheFirstMissingParticipantsAndCountsTheRest) {
   EXPECT_EQ(e.text.find("worker/11.0"), std::string::npos) << e.text;
   EXPECT_NE(e.text.find("and 989 more"), std::string::npos) << e.text;
   EXPECT_LT(e.text.size(), 2000u);
+}
+
+// A round of ten thousand: the RoundProgress names at most progress_names of the awaited
+// participants and of the contributors, and counts them all; the text says the round's counts.
+TEST(ExplainRound, ARoundLargerThanItsNamedListsIsCountedFromItsCounts) {
+  auto in = collecting({});
+  in.progress->participants.clear();
+  in.facts.clear();
+  for (std::size_t i = 0; i < progress_names; ++i)
+    in.progress->participants.push_back("worker/" + std::to_string(i) + ".0");
+  for (std::size_t i = 0; i < progress_names; ++i)
+    in.progress->contributors.push_back("worker/" + std::to_string(5000 + i) + ".0");
+  in.progress->participant_count = 10000;
+  in.progress->contributor_count = 4000;
+  const auto e = explain_round(in);
+  EXPECT_EQ(e.missing.size(), progress_names) << "the awaited it was told of";
+  EXPECT_NE(e.text.find("has 4000 of 10000 contributions"), std::string::npos) << e.text;
+  EXPECT_NE(e.text.find("and 5990 more"), std::string::npos) << e.text;  // 6000 awaited, 10 named
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include <capnp/any.h>
 #include <kj/exception.h>
+#include "actors/decisions/round_explain.hpp"
 #include "runtime/core/digest.hpp"
 
 #include "runtime/transport/wire.hpp"
@@ -291,12 +292,15 @@ TEST(Wire, TheMessagesThatGrowWithTheClusterDecodeWholeAtFiveThousandNodes) {
     }
     messages.emplace_back("round_report", wire::encode(out));
   }
-  {
+  {  // as a coordinator sends it: the round counted, at most progress_names named in each list
     wire::outgoing out;
     auto p = out.envelope.initRoundProgress();
-    auto participants = p.initParticipants(n);
-    auto contributors = p.initContributors(n);
-    for (unsigned i = 0; i < n; ++i) participants.set(i, worker(i)), contributors.set(i, worker(i));
+    const auto named = static_cast<unsigned>(std::min<std::size_t>(n, progress_names));
+    auto participants = p.initParticipants(named);
+    auto contributors = p.initContributors(named);
+    for (unsigned i = 0; i < named; ++i) participants.set(i, worker(i)), contributors.set(i, worker(n - 1 - i));
+    p.setParticipantCount(n);
+    p.setContributorCount(n / 2);
     messages.emplace_back("round_progress", wire::encode(out));
   }
   {

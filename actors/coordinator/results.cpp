@@ -5,10 +5,12 @@
 #include "actors/coordinator/results.hpp"
 
 #include <algorithm>
+#include <unordered_set>
 
 #include <caf/all.hpp>
 
 #include "actors/coordinator/commit.hpp"
+#include "actors/decisions/round_explain.hpp"
 #include "actors/shared/data_pieces.hpp"
 #include "runtime/core/digest.hpp"
 #include "runtime/process/fault_point.hpp"
@@ -290,8 +292,20 @@ void report_progress(self_ptr self) {
   p.setRound(round);
   p.setPhase(to_string(phase));
   if (collecting) {
-    fill_names(p.initParticipants(static_cast<unsigned>(st.rounds->participants().size())), st.rounds->participants());
-    fill_names(p.initContributors(static_cast<unsigned>(contributors.size())), contributors);
+    // Bounded whatever the round's size (docs/design.md, "Message sizes"): the participants
+    // still awaited and the contributors, at most progress_names of each, with the counts.
+    const std::unordered_set<std::string> contributed(contributors.begin(), contributors.end());
+    std::vector<std::string> awaited;
+    for (const auto& w : st.rounds->participants()) {
+      if (awaited.size() == progress_names) break;
+      if (!contributed.count(w)) awaited.push_back(w);
+    }
+    const std::vector<std::string> named(contributors.begin(),
+                                         contributors.begin() + std::min(contributors.size(), progress_names));
+    fill_names(p.initParticipants(static_cast<unsigned>(awaited.size())), awaited);
+    fill_names(p.initContributors(static_cast<unsigned>(named.size())), named);
+    p.setParticipantCount(static_cast<std::uint32_t>(st.rounds->participants().size()));
+    p.setContributorCount(static_cast<std::uint32_t>(contributors.size()));
     if (!contributors.empty())
       p.setOpenForS(static_cast<float>(std::chrono::duration<double>(st.now() - st.collect->round_started()).count()));
   }

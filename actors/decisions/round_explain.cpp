@@ -121,12 +121,13 @@ explanation explain_round(const explain_input& in) {
     const auto fact = facts.find(worker);
     out.missing.push_back(fact != facts.end() ? *fact->second : participant_facts{worker, 0, "unknown", -1, 0, false});
   }
-  out.rule = collecting_rule(in, p.participants.size(), p.contributors.size(), out.missing);
+  const auto still_missing = p.participant_count - std::min(p.participant_count, p.contributor_count);
+  out.rule = collecting_rule(in, p.participant_count, p.contributor_count, out.missing);
   std::string who;
   for (std::size_t i = 0; i < out.missing.size() && i < named_in_text; ++i)
     who += (who.empty() ? "" : "; ") + describe(out.missing[i]);
-  if (out.missing.size() > named_in_text) who += " and " + std::to_string(out.missing.size() - named_in_text) + " more";
-  out.text = round + " has " + std::to_string(p.contributors.size()) + " of " + std::to_string(p.participants.size()) +
+  if (still_missing > named_in_text) who += " and " + std::to_string(still_missing - named_in_text) + " more";
+  out.text = round + " has " + std::to_string(p.contributor_count) + " of " + std::to_string(p.participant_count) +
              " contributions" + (p.open_for_s > 0 ? " (first " + seconds(p.open_for_s) + " ago)" : "") +
              " and has waited " + seconds(out.since_s) + " for " + (who.empty() ? "nothing" : who) + ". " + out.rule +
              ".";

@@ -25,7 +25,10 @@ namespace atl {
 struct round_progress {
   std::uint64_t round = 0;
   std::string phase;  // unseeded | ready | collecting | committing
+  // Collecting: at most progress_names of each; `participants` may name only those that have
+  // not contributed. The counts are the round's, whatever the lists name.
   std::vector<std::string> participants, contributors, keepers, acked;
+  std::size_t participant_count = 0, contributor_count = 0;
   double phase_for_s = 0;  // as the coordinator reported it
   double open_for_s = 0;
 };
@@ -65,6 +68,9 @@ struct explanation {
   std::string rule;  // what ends the wait, and when
   std::string text;  // one paragraph for people
 };
+
+// Names a RoundProgress carries in each list: what `explain` shows, bounded whatever the round's size.
+constexpr std::size_t progress_names = 256;
 
 // The missing participants the text names (every one is in `missing`); "and N more" after.
 constexpr std::size_t named_in_text = 10;

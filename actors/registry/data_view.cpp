@@ -10,7 +10,10 @@ json data_progress(const registry_state& st) {
               {"epoch", 0},
               {"units", 0},
               {"chunk", 0},
-              {"epochs", st.cfg.data_epochs},
+              // The configured bound (run.data_epochs, 0: no end) and the passes ended: until
+              // 2026-12-07 the bound was `epochs`, which a script read as the epochs done.
+              {"epoch_limit", st.cfg.data_epochs},
+              {"epochs_completed", 0},
               {"consumed", 0},
               {"in_flight", 0},
               {"returned", 0},
@@ -20,6 +23,8 @@ json data_progress(const registry_state& st) {
   if (!st.data) return out;
   const auto p = st.data->progress_now();
   out["epoch"] = p.epoch;
+  out["epochs_completed"] =
+      p.finished && st.cfg.data_epochs > 0 ? static_cast<std::uint64_t>(st.cfg.data_epochs) : p.epoch;
   out["units"] = p.units;
   out["chunk"] = st.data->config().chunk;
   out["consumed"] = p.consumed;

@@ -97,7 +97,13 @@ void record_round_report(self_ptr self, const wire::message& msg) {
   const auto late_weights = r.getLateWeights();
   for (unsigned i = 0; i < late_workers.size() && i < late_weights.size(); ++i)
     late[std::string(late_workers[i].cStr())] = late_weights[i];
+  // With sharded rounds each slice of a fragment's round is a line of its own, with the same
+  // workers and weights: `slice` and `shards` say which, so that a reader counts a round's
+  // samples once (the stragglers bench counted them once a slice, issue 68).
+  const auto shards = static_cast<std::uint32_t>(shards_of(st.cfg));
   st.metrics.write("round", {{"fragment", r.getFragment()},
+                             {"slice", r.getFragment() % shards},
+                             {"shards", shards},
                              {"round", r.getRound()},
                              {"epoch", r.getEpoch()},
                              {"participants", names.size()},
@@ -180,6 +186,9 @@ void on_round_progress(self_ptr self, const wire::message_ptr& msg) {
   p.participants = names(r.getParticipants());
   p.contributors = names(r.getContributors());
   p.keepers = names(r.getKeepers());
+  // A coordinator from before the counts sends whole lists and no counts.
+  p.participant_count = std::max<std::size_t>(r.getParticipantCount(), p.participants.size());
+  p.contributor_count = std::max<std::size_t>(r.getContributorCount(), p.contributors.size());
   p.acked = names(r.getAcked());
   p.phase_for_s = r.getPhaseForS();
   p.open_for_s = r.getOpenForS();

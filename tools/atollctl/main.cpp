@@ -106,7 +106,7 @@ void print_data(const json& body) {
     std::cout << "no worker has leased data yet\n";
     return;
   }
-  const auto epochs = body.value("epochs", 0L);
+  const auto epochs = body.value("epoch_limit", 0L);
   std::cout << "epoch " << str(body["epoch"]) << (epochs > 0 ? " of " + std::to_string(epochs) : std::string(""))
             << "  units " << str(body["units"]) << " (leased " << str(body["chunk"]) << " at a time)\n"
             << "consumed " << str(body["consumed"]) << "  in flight " << str(body["in_flight"]) << "  returned "

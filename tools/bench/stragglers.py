@@ -33,6 +33,9 @@ round's phase (diloco.overlap), so a round's latency is not time blocked. Time-b
 training; step rows run the steps that take a full-speed worker about --seconds (wait-for-
 all then takes longer: it is slower).
 
+A row whose committed samples pass its trained samples (2% for the estimate's rounding), or
+whose goodput passes the higher of the two bounds by 5%, fails the bench (exit status 1).
+
 Writes OUT/results.json: a list of rows with name, goodput_samples_s, bound_samples_s,
 samples (committed), trained (all trained), held_out_loss, wall_s, rounds, and per worker
 its tokens. Usage:
@@ -172,8 +175,15 @@ def throttle_nodes(args, endpoint, hosts):
     return {pid: (share, throttle.start(pid, share, 100 * args.seconds)) for pid, share in zip(free, slow)}
 
 
+def fragment_rounds(lines):
+    """The round lines, one per fragment round: with sharded rounds each slice writes a line of
+    its own with the same workers and weights (`slice`, `shards`), so only slice 0's count. Until
+    2026-12-07 every slice's line counted: committed samples were S times what was trained."""
+    return [j for j in lines if j["type"] == "round" and j.get("slice", 0) == 0]
+
+
 def summarise(name, lines, ddp=False):
-    rounds = [j for j in lines if j["type"] == "round"]
+    rounds = fragment_rounds(lines)
     kills = next((j["kills"] for j in lines if j["type"] == "kills"), 0)
     done = [j for j in lines if j["type"] == "worker_done"]
     summary = next((j for j in lines if j["type"] == "summary"), {})
@@ -187,6 +197,22 @@ def summarise(name, lines, ddp=False):
             "trained": sum(trained.values()), "trained_by_worker": trained,
             "goodput_samples_s": round(committed / wall, 1) if wall else 0,
             "held_out_loss": summary.get("val_loss"), "kills": kills}
+
+
+def check_row(row, bound_max):
+    """The invariants the figures rest on; a row that breaks one fails the bench, unwritten."""
+    bad = []
+    if row["samples"] > 1.02 * row["trained"]:  # trained is tokens/s x wall: 2% for its rounding
+        bad.append(f"committed {row['samples']} samples of {row['trained']} trained")
+    if bound_max and not row["name"].startswith("bound") and row["goodput_samples_s"] > 1.05 * bound_max:
+        bad.append(f"goodput {row['goodput_samples_s']} above the bound ({bound_max}, the higher of its two runs)")
+    for key in ("wall_s", "samples", "trained", "goodput_samples_s"):
+        if not isinstance(row.get(key), (int, float)) or row[key] < 0:
+            bad.append(f"{key} {row.get(key)}")
+    if row["name"] != "bound" and row["wall_s"] <= 0:
+        bad.append("no worker finished")
+    if bad:
+        sys.exit(f"stragglers: row {row['name']} is not valid: {'; '.join(bad)}")
 
 
 def main():
@@ -281,6 +307,9 @@ def main():
             record(dict(row, bound_samples_s=None))
         else:
             print("stragglers: homogeneous-equal-samples needs the time-boxed and homogeneous rows", file=sys.stderr)
+    bound_max = max(bound["goodput_samples_s"], after["goodput_samples_s"])
+    for row in results:
+        check_row(row, bound_max)
 
 
 if __name__ == "__main__":
