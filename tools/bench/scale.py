@@ -49,6 +49,7 @@ import sys
 import threading
 import time
 
+import provenance  # tools/bench/provenance.py, next to this script
 from etcd import Etcd  # tools/bench/etcd.py, next to this script
 
 NODES_PER_PROCESS = 250
@@ -341,6 +342,7 @@ def main():
     if args.pin_head and (os.cpu_count() or 1) < 2:
         sys.exit("scale: --pin-head needs 2 CPUs or more")
     os.makedirs(args.out, exist_ok=True)
+    provenance.write(args.out, "scale")  # tools/bench/report.py scale DIR renders the table
     rows = []
     for nodes in [int(n) for n in args.nodes.split(",")]:
         for churn in ([False, True] if args.churn else [False]):

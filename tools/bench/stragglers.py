@@ -52,6 +52,7 @@ import subprocess
 import sys
 import time
 
+import provenance  # tools/bench/provenance.py, next to this script
 import throttle  # tools/bench/throttle.py, next to this script
 
 # run.min_workers = 3: training starts with three of the four (they start together), and a
@@ -231,6 +232,7 @@ def main():
     if unknown or args.seconds <= 0 or args.round_s < TICK_S:
         ap.error(f"unknown rows {unknown}" if unknown else "--seconds must be positive, --round-s at least 0.05")
     os.makedirs(args.out, exist_ok=True)
+    provenance.write(args.out, "stragglers")  # tools/bench/report.py stragglers DIR renders the table
     ticks = int(args.seconds / TICK_S)
     per_round = max(1, int(round(args.round_s / TICK_S)))
     ticks -= ticks % per_round  # the run ends on a sync point: its last samples count
