@@ -34,7 +34,7 @@ training; step rows run the steps that take a full-speed worker about --seconds 
 all then takes longer: it is slower).
 
 A row whose committed samples pass its trained samples (2% for the estimate's rounding), or
-whose goodput passes the higher of the two bounds by 5%, fails the bench (exit status 1).
+whose goodput passes the higher of the two bounds by a quarter, fails the bench (exit 1).
 
 Writes OUT/results.json: a list of rows with name, goodput_samples_s, bound_samples_s,
 samples (committed), trained (all trained), held_out_loss, wall_s, rounds, and per worker
@@ -194,6 +194,14 @@ def summarise(name, lines, ddp=False):
     if ddp:  # every contribution is one step (its weight is 1)
         committed = sum(len(r["workers"]) for r in rounds) * TOKENS_PER_STEP
     trained = {d["worker"]: round(d["tokens_per_s"] * d["wall_s"]) for d in done}
+    # A killed worker sends no worker_done: its samples are its last reported step's (until
+    # 2026-12-07 they were left out, and kill rows committed more than they "trained").
+    last_step = {}
+    for j in lines:
+        if j["type"] == "step":
+            last_step[j["worker"]] = max(last_step.get(j["worker"], 0), j["step"])
+    for worker, step in last_step.items():
+        trained.setdefault(worker, step * TOKENS_PER_STEP)
     return {"name": name, "wall_s": round(wall, 1), "rounds": len(rounds), "samples": round(committed),
             "trained": sum(trained.values()), "trained_by_worker": trained,
             "goodput_samples_s": round(committed / wall, 1) if wall else 0,
@@ -205,7 +213,11 @@ def check_row(row, bound_max):
     bad = []
     if row["samples"] > 1.02 * row["trained"]:  # trained is tokens/s x wall: 2% for its rounding
         bad.append(f"committed {row['samples']} samples of {row['trained']} trained")
-    if bound_max and not row["name"].startswith("bound") and row["goodput_samples_s"] > 1.05 * bound_max:
+    # Only rows measured against the bound (throttled ones; not the bound's own, nor the
+    # unthrottled homogeneous rows). The bound drifts with the machine between its two runs
+    # (up to 25% seen): a quarter over the higher of them, where a count per slice is 2x or more.
+    if bound_max and row.get("bound_samples_s") and not row["name"].startswith("bound") \
+            and row["goodput_samples_s"] > 1.25 * bound_max:
         bad.append(f"goodput {row['goodput_samples_s']} above the bound ({bound_max}, the higher of its two runs)")
     for key in ("wall_s", "samples", "trained", "goodput_samples_s"):
         if not isinstance(row.get(key), (int, float)) or row[key] < 0:
