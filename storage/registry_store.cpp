@@ -2,14 +2,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/process/json_text.hpp"
+
 namespace atl {
 namespace {
-
-// What a peer said (a hostname, a batch job) need not be UTF-8: replaced as it is saved, so
-// that one node's bytes cannot make every later save of the registry throw.
-std::string stored_json(const nlohmann::json& j) {
-  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
 
 // The data cursor's parts, each under its own key beside its header ("registry.data").
 const std::string data_part_prefix = "registry.data/";
@@ -60,13 +56,13 @@ status registry_store::save(const registry_snapshot& snap, std::size_t* members_
                          {"keeper_groups", keeper_groups_json(snap.keeper_groups)},
                          {"next_keeper_number", snap.next_keeper_number}};
   std::vector<kv_write> batch;
-  batch.push_back({column::meta, "registry", stored_json(meta)});
+  batch.push_back({column::meta, "registry", json_text(meta)});
   // The run's config and model signature (kilobytes, set once) only when they changed.
   const bool run_changed =
       !stored_run_ || stored_run_->first != snap.config_toml || stored_run_->second != snap.model_signature;
   if (run_changed)
     batch.push_back({column::meta, "registry.run",
-                     stored_json({{"config_toml", snap.config_toml}, {"model_signature", snap.model_signature}})});
+                     json_text({{"config_toml", snap.config_toml}, {"model_signature", snap.model_signature}})});
   // The data cursor (its own records, as it grows with the chunks leased): its header and
   // each part when they changed, and the parts it no longer has erased.
   const bool cursor_changed = snap.data_cursor != stored_data_cursor_;
@@ -99,7 +95,7 @@ status registry_store::save(const registry_snapshot& snap, std::size_t* members_
                         {"can_keep", m.can_keep},
                         {"data_endpoint", m.data_endpoint},
                         {"public_key", m.public_key}};
-    batch.push_back({column::members, member_key(m.node_id), stored_json(j)});
+    batch.push_back({column::members, member_key(m.node_id), json_text(j)});
   }
   if (auto st = store_.commit(batch)) return st;
   for (const auto* m : changed) stored_[m->node_id] = *m;

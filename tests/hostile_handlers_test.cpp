@@ -27,6 +27,7 @@
 #include "storage/checkpoint_store.hpp"
 #include "storage/registry_store.hpp"
 #include "tests/deterministic.hpp"
+#include "tests/registry_testing.hpp"
 
 namespace atl {
 namespace {
@@ -167,12 +168,7 @@ class HostileHandlers : public ::testing::Test {
     const auto probe = sys_.spawn(recorder, &seen_);
     for (const auto* id : {"node/1", "node/2", "worker/1.0", "worker/x", "keeper/1", "ctl/t", "coord/1"})
       dir_.add(id, probe);
-    deps_.net = &net_;
-    deps_.store = &store_;
-    deps_.checkpoints = &checkpoints_;
-    deps_.local_actors = &dir_;
-    deps_.counters = &net_.counters();
-    deps_.listen_endpoint = "inproc://hostile";
+    deps_ = testing::in_process_registry(net_, store_, checkpoints_, dir_, "inproc://hostile");
     deps_.lease_from_arrival = false;
     dir_.add(registry_id(), sys_.spawn(registry_actor, deps_, snap));
     dir_.add("keeper/0", sys_.spawn(keeper_actor, static_cast<transport*>(&net_), std::string("keeper/0"),

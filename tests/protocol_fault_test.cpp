@@ -65,6 +65,7 @@
 #include "storage/registry_store.hpp"
 #include "tests/deterministic.hpp"
 #include "tests/fake_replica.hpp"
+#include "tests/registry_testing.hpp"
 
 namespace atl {
 namespace {
@@ -413,13 +414,7 @@ seed_outcome run_seed(std::uint64_t seed) {
     registry_saves.push_back(std::make_unique<registry_store>(*registry_db));
     auto snap = first_snapshot;
     if (auto saved = registry_saves.back()->load(); saved && *saved) snap = **saved;  // a restart
-    registry_deps deps;
-    deps.net = &net;
-    deps.store = registry_saves.back().get();
-    deps.checkpoints = checkpoints.back().get();
-    deps.local_actors = &head;
-    deps.counters = &net.counters();
-    deps.listen_endpoint = "inproc://faults";
+    auto deps = testing::in_process_registry(net, *registry_saves.back(), *checkpoints.back(), head, "inproc://faults");
     deps.lease_from_arrival = false;
     head.add(keeper_id(head_keeper_number),
              sys.spawn(keeper_actor, static_cast<transport*>(&net), keeper_id(head_keeper_number), cluster_id,

@@ -22,6 +22,7 @@
 #include "storage/registry_store.hpp"
 #include "tests/deterministic.hpp"
 #include "tests/refusing_store.hpp"
+#include "tests/registry_testing.hpp"
 #include "tests/throw_point.hpp"
 
 namespace atl {
@@ -51,12 +52,7 @@ class RegistryProtocol : public ::testing::Test {
          {"node/pending-a", "node/pending-b", "node/pending-c", "node/pending-d", "node/1", "node/2", "node/3",
           "node/4", "coord/0", "coord/1", "coord/2", "coord/3", "keeper/3", "ctl/t", "worker/1.0", "worker/2.0"})
       dir_.add(id, probe);
-    deps_.net = &net_;
-    deps_.store = &store_;
-    deps_.checkpoints = &checkpoints_;
-    deps_.local_actors = &dir_;
-    deps_.counters = &net_.counters();
-    deps_.listen_endpoint = "inproc://test";
+    deps_ = testing::in_process_registry(net_, store_, checkpoints_, dir_, "inproc://test");
     deps_.stop_when_unsaved = fenced();
     dir_.add(registry_id(), sys_.spawn(registry_actor, deps_, snap));
     sched_.run();
@@ -172,8 +168,8 @@ class RegistryProtocol : public ::testing::Test {
     });
   }
 
-  // An atollctl command: (ok, the reply's JSON).
-  std::pair<bool, std::string> ask(const char* command, const char* argument = "") {
+  // An atollctl command sent as ctl/t; what comes back is in seen_, cleared first.
+  void send_control(const char* command, const char* argument = "") {
     seen_.clear();
     mailer mail(net_, "ctl/t", "");
     wire::outgoing out;
@@ -182,6 +178,11 @@ class RegistryProtocol : public ::testing::Test {
     c.setArgument(argument);
     mail.send(registry_id(), 0, out);
     sched_.run();
+  }
+
+  // An atollctl command: (ok, the reply's JSON).
+  std::pair<bool, std::string> ask(const char* command, const char* argument = "") {
+    send_control(command, argument);
     const auto replies = take(schema::Envelope::CONTROL_REPLY, "ctl/t");
     EXPECT_EQ(replies.size(), 1u) << command;
     if (replies.empty()) return {false, {}};
@@ -476,12 +477,7 @@ TEST_F(FencedRegistryProtocol, ARegistryWhoseSaveIsRefusedFallsSilentAndStops) {
     EXPECT_EQ(m->envelope().getPlaceCoordinator().getFragment(), 0u) << "fragment 1's coordinator is not re-placed";
   registry_db_.refuse = false;
   EXPECT_EQ(stored().epoch, epoch) << "the store kept what the last leader saved";
-  seen_.clear();
-  mailer mail(net_, "ctl/t", "");
-  wire::outgoing out;
-  out.envelope.initControlRequest().setCommand("status");
-  mail.send(registry_id(), 0, out);
-  sched_.run();
+  send_control("status");
   EXPECT_TRUE(take(E::CONTROL_REPLY, "ctl/t").empty()) << "the registry has stopped";
 }
 
@@ -897,12 +893,7 @@ TEST_F(RegistryProtocol, AHandlerThatThrowsRefusesItsMessageAndTheRegistryGoesOn
   hello("node/pending-a");
   {
     const testing::armed_throw_point armed("registry.handler");
-    seen_.clear();
-    mailer mail(net_, "ctl/t", "");
-    wire::outgoing out;
-    out.envelope.initControlRequest().setCommand("members");
-    mail.send(registry_id(), 0, out);
-    sched_.run();
+    send_control("members");
     EXPECT_TRUE(take(schema::Envelope::CONTROL_REPLY, "ctl/t").empty());
     const auto refusals = take(schema::Envelope::REFUSAL, "ctl/t");
     ASSERT_EQ(refusals.size(), 1u);

@@ -10,6 +10,7 @@
 #include "actors/registry/views.hpp"
 #include "actors/shared/messages.hpp"
 #include "runtime/core/actor_id.hpp"
+#include "runtime/process/json_text.hpp"
 #include "runtime/process/log.hpp"
 #include "runtime/transport/model_transfer.hpp"
 
@@ -78,11 +79,7 @@ std::pair<bool, std::string> answer(self_ptr self, const std::string& command, c
   else if (command == "dashboard") body = views::dashboard(st, st.now(), argument);
   else if (command == "data") body = views::data(st);
   else known = false;
-  // Peers' strings (a command, a hostname, a thread layout) need not be UTF-8: replaced, never
-  // thrown on (a hostile ControlRequest's bytes made every dump throw, found by
-  // tests/hostile_handlers_test.cpp).
-  const auto dump = [](const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); };
-  return {known && body.has_value(), body ? dump(*body) : dump(json{{"error", body.err().describe()}})};
+  return {known && body.has_value(), body ? json_text(*body) : json_text(json{{"error", body.err().describe()}})};
 }
 
 void on_control(self_ptr self, const wire::message_ptr& msg) {

@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/process/json_text.hpp"
+
 namespace atl {
 
 class metrics_writer {
@@ -22,8 +24,7 @@ class metrics_writer {
     fields["type"] = type;
     fields["time"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     fields["unix_s"] = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-    // Peers' strings need not be UTF-8: replaced, never thrown on.
-    out_ << fields.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
+    out_ << json_text(fields) << '\n';  // peers' strings need not be UTF-8
     out_.flush();
   }
 
