@@ -10,7 +10,6 @@
 
 #include "actors/node/node_agent.hpp"
 #include "actors/shared/messages.hpp"
-#include "examples/tasks.hpp"
 #include "node/lifecycle.hpp"
 #include "node/node_process.hpp"
 #include "runtime/device/codec_cuda.hpp"
@@ -19,6 +18,7 @@
 #include "runtime/process/log.hpp"
 #include "runtime/transport/model_transfer.hpp"
 #include "runtime/transport/node_links.hpp"
+#include "training/tasks.hpp"
 
 namespace atl {
 namespace {

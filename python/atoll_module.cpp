@@ -1,6 +1,6 @@
 // The compiled half of `import atoll` (python/atoll/__init__.py is the other): a node of an
 // Atoll run inside the user's Python process, the same node as `atoll join` (run_node), whose
-// one worker syncs the user's own parameter tensors (examples/external_replica.hpp).
+// one worker syncs the user's own parameter tensors (training/external_replica.hpp).
 //
 // Tensors cross as (data pointer, shape, dtype, device): the module wraps the user's storage
 // without a copy and without linking PyTorch's Python bindings, so it works with any
@@ -21,10 +21,10 @@
 
 #include <torch/torch.h>
 
-#include "examples/external_replica.hpp"
-#include "examples/task.hpp"
 #include "node/node_process.hpp"
 #include "runtime/core/error.hpp"
+#include "training/external_replica.hpp"
+#include "training/task.hpp"
 
 namespace py = pybind11;
 

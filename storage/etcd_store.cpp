@@ -2,7 +2,7 @@
 
 #include <mutex>
 
-#include "runtime/head/etcd_client.hpp"
+#include "runtime/etcd/etcd_client.hpp"
 
 namespace atl {
 namespace {

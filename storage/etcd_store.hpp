@@ -1,6 +1,6 @@
 #pragma once
 // The registry's durable state in etcd (`atoll up --registry etcd://...`), behind the same
-// kv_store interface as RocksDB, so a head elected later (runtime/head/head_election.hpp) on
+// kv_store interface as RocksDB, so a head elected later (head/head_election.hpp) on
 // another machine resumes exactly where the lost one left off. Tensors never come here:
 // only the registry's small records do.
 //

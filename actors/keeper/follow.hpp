@@ -8,7 +8,7 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/stateful_actor.hpp>
 
-#include "actors/keeper/keeper.hpp"
+#include "actors/keeper/state.hpp"
 
 namespace atl::keeper_detail {
 

@@ -45,57 +45,17 @@
 // Chunks (a worker resyncing a large fragment): ChunkRequest(fragment, round, offset,
 // count) -> ChunkReply(found; the values, at most 4M of them). The round's record is
 // decoded once and kept while it is asked for.
-#include <chrono>
-#include <map>
+#include <cstdint>
 #include <memory>
-#include <optional>
+#include <string>
+#include <vector>
 
-#include <caf/actor_clock.hpp>
 #include <caf/fwd.hpp>
 #include <caf/stateful_actor.hpp>
 
-#include "actors/decisions/keeper_machine.hpp"
-#include "runtime/transport/transport.hpp"
-#include "storage/checkpoint_store.hpp"
-#include "storage/kv_store.hpp"
-#include "storage/round_record.hpp"
+#include "actors/keeper/state.hpp"
 
 namespace atl {
-
-// A replica's own database, owned by its keeper actor for as long as it runs.
-struct keeper_storage {
-  std::unique_ptr<kv_store> db;
-  std::unique_ptr<checkpoint_store> checkpoints;
-};
-
-// A fragment's state as this keeper last reached it, kept to apply the next record to.
-struct followed_fragment {
-  std::uint64_t round = 0;
-  std::uint64_t epoch = 0;
-  outer_state state;
-};
-
-struct keeper_state {
-  std::unique_ptr<mailer> mail;
-  checkpoint_store* store = nullptr;
-  std::shared_ptr<keeper_storage> owned;  // a replica's storage; empty for the head's keeper
-  // The fence, the catch-up, the follow queue and the snapshot's turn
-  // (actors/decisions/keeper_machine.hpp; its diagram there).
-  keeper_machine machine;
-  std::optional<fragment_checkpoint> served;  // the round whose chunks were asked for last
-  std::map<std::uint32_t, followed_fragment> followed;
-  // The records the machine queued to follow, in its order, each with the message whose
-  // frames it points into: applied follow_delay after the first, or before anything that
-  // reads the followed state, so that the apply's CPU does not compete with the round's release.
-  std::vector<std::pair<wire::message_ptr, round_record>> to_follow;
-  std::shared_ptr<snapshot_job> snapshot_writing;  // by a detached writer, one at a time
-  record_scratch scratch;
-  // The actor system's clock: steady time in production, simulated under the deterministic
-  // scheduler.
-  const caf::actor_clock* clock = nullptr;
-  std::chrono::steady_clock::time_point now() const { return clock->now(); }
-  static inline const char* name = "keeper";
-};
 
 caf::behavior keeper_actor(caf::stateful_actor<keeper_state>* self, transport* net, std::string id,
                            std::string cluster_id, checkpoint_store* store);

@@ -7,7 +7,7 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/stateful_actor.hpp>
 
-#include "actors/node/node_agent.hpp"
+#include "actors/node/state.hpp"
 
 namespace atl::node_workers {
 

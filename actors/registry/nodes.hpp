@@ -10,7 +10,7 @@
 #include <caf/fwd.hpp>
 
 #include "actors/registry/outbox.hpp"
-#include "runtime/head/etcd_client.hpp"
+#include "runtime/etcd/etcd_client.hpp"
 
 namespace atl::registry_detail {
 

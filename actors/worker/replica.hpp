@@ -1,7 +1,7 @@
 #pragma once
 // What a worker trains: a model replica with its inner optimizer and data shard, seen
 // through fp32 fragments. This header is free of LibTorch on purpose: the actors compile
-// without it, and tests can train a fake replica. examples/torch_replica implements it.
+// without it, and tests can train a fake replica. training/torch_replica.cpp implements it.
 //
 // The outer-sync side (adopt_global, merge_global, encode_pseudo_gradient,
 // evaluate_global) has host implementations here, over read_fragment/write_fragment: the

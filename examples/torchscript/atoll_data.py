@@ -1,7 +1,7 @@
 """Atoll's data layout and digest, in Python: for checking exports and for baselines.
 
 held_out_windows() gives the held-out batches every Atoll worker evaluates on
-(examples/token_data.cpp): the last 10% of the tokens, `eval_batches * batch` windows of
+(training/token_data.cpp): the last 10% of the tokens, `eval_batches * batch` windows of
 context + 1 tokens at evenly spaced starts. digest64() is runtime/core/digest.cpp's hash, the
 one `atollctl fragments` and `atoll export --json` print.
 """

@@ -10,7 +10,7 @@
 // the outer step's blocks, so even a block whose change overflows (the step then keeps that
 // block's exact theta: runtime/algorithm/outer_round.hpp) falls inside one slice. A round
 // reduced in slices and the same round reduced whole reach identical theta_global, momentum
-// and residual, bit for bit (tests/slices_test.cpp).
+// and residual, bit for bit (tests/decisions/slices_test.cpp).
 #include <cstddef>
 #include <vector>
 

@@ -2,7 +2,7 @@
 // The devices a node's workers train on (`atoll join --devices cpu,cuda:0,...`): parsing
 // and the start-up decision whether this build and machine can run them. Pure: the
 // caller gathers what LibTorch and the driver report, so the decision is tested
-// table-driven on machines without a GPU (tests/device_test.cpp).
+// table-driven on machines without a GPU (tests/unit/device_test.cpp).
 #include <cstddef>
 #include <string>
 #include <vector>

@@ -1,6 +1,6 @@
 #pragma once
 // A node (or atollctl) given several heads (`atoll join --head A,B`): only the leading head
-// listens (the others stand by, runtime/head/head_election.hpp), so connecting to all of them
+// listens (the others stand by, head/head_election.hpp), so connecting to all of them
 // and sending only over connections that completed (ZMQ_IMMEDIATE) reaches the leader,
 // whichever it is, and the next one once it takes over.
 #include <string>

@@ -188,7 +188,7 @@ void apply_server_security(zmq::socket_t& sock, const link_security& sec) {
   // ZMQ_ZAP_ENFORCE_DOMAIN (93) is a draft option in 4.3.4 that cppzmq and zmq.h hide
   // unless ZMQ_BUILD_DRAFT_API; Debian's libzmq accepts it (checked with getsockopt). A
   // library that refuses it still asks our handler for every CURVE client, so unknown
-  // keys stay out either way (tests/security_test.cpp).
+  // keys stay out either way (tests/unit/security_test.cpp).
   constexpr int zap_enforce_domain_option = 93;
   const int one = 1;
   if (zmq_setsockopt(sock.handle(), zap_enforce_domain_option, &one, sizeof one) != 0)

@@ -1,5 +1,5 @@
 // Writes the fuzzers' structured seeds into DIR/<target>/: valid envelopes of several
-// kinds, the hostile frames of tests/hostile_frames.hpp, and configs. Run once after a
+// kinds, the hostile frames of tests/support/hostile_frames.hpp, and configs. Run once after a
 // schema change and commit the output: ./build-fuzz/tests/fuzz/fuzz_seed_corpus tests/fuzz/corpus
 #include <filesystem>
 #include <fstream>
@@ -7,7 +7,7 @@
 
 #include "runtime/process/config.hpp"
 #include "runtime/transport/wire.hpp"
-#include "tests/hostile_frames.hpp"
+#include "tests/support/hostile_frames.hpp"
 
 namespace {
 

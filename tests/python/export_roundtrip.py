@@ -44,7 +44,7 @@ def check(cond, what):
 
 
 def layer_groups(module):
-    """Atoll's layer groups of a TorchScript module (examples/torchscript_task.cpp)."""
+    """Atoll's layer groups of a TorchScript module (training/torchscript_task.cpp)."""
     seen, groups = set(), []
 
     def add(params):

@@ -15,15 +15,15 @@
 
 #include "actors/shared/cursor_record.hpp"
 #include "actors/shared/data_ledger.hpp"
-#include "examples/tasks.hpp"
+#include "head/head_election.hpp"
 #include "runtime/core/digest.hpp"
 #include "runtime/core/model_signature.hpp"
-#include "runtime/head/head_election.hpp"
 #include "runtime/transport/model_transfer.hpp"
 #include "storage/checkpoint_rounds.hpp"
 #include "storage/etcd_store.hpp"
 #include "storage/registry_store.hpp"
 #include "tools/atoll/processes.hpp"
+#include "training/tasks.hpp"
 
 namespace atl {
 namespace {

@@ -18,10 +18,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "examples/tasks.hpp"
 #include "runtime/process/config.hpp"
 #include "runtime/transport/control_client.hpp"
 #include "tools/atoll/processes.hpp"
+#include "training/tasks.hpp"
 
 namespace atl {
 namespace {

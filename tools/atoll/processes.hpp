@@ -1,33 +1,18 @@
 #pragma once
-// The processes `atoll` starts. Each returns the process exit code. A node's is a library
-// of its own (node/node_process.hpp), which the Python module runs too.
+// The processes `atoll` starts. Each returns the process exit code. A node's and the head's
+// are libraries of their own (node/node_process.hpp, which the Python module runs too, and
+// head/head_process.hpp).
 #include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "head/head_process.hpp"
 #include "node/lifecycle.hpp"
 #include "node/node_process.hpp"
 
 namespace atl {
-
-struct head_options {
-  std::string listen = "tcp://127.0.0.1:7070";
-  std::string run_dir;
-  std::string config_file;
-  std::vector<std::string> overrides;  // "key=value"
-  std::string metrics_file;  // default: RUN_DIR/metrics.jsonl
-  std::string keys_dir;  // CURVE keys (`atoll keygen`); empty: plain TCP
-  bool insecure = false;  // allow plain TCP on a non-loopback address
-  std::string model_file;  // a TorchScript model to train (copied to RUN_DIR/model.pt)
-  std::string http;  // "tcp://HOST:PORT": /metrics and the dashboard (tools/atoll/head_http.hpp); empty: none
-  // "etcd://HOST:PORT[,HOST:PORT...][/NAME]": the registry lives in etcd and heads fail over
-  // (tools/atoll/head_failover.cpp); empty: in RUN_DIR's RocksDB, one head.
-  std::string registry;
-  int election_ttl_s = 3;  // the leading head's etcd lease: a lost head is replaced after about this long
-};
-int run_head(const head_options& opt);
 
 struct local_options {
   int nodes = 2;

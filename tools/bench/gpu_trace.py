@@ -2,7 +2,7 @@
 """Where a GPU step's time goes: PyTorch profiler (Kineto) traces of the Atoll worker and
 of PyTorch eager, the same window of steady-state steps of the same GPT, side by side.
 
-The worker traces itself (ATOLL_TORCH_PROFILE=FIRST:COUNT:FILE, examples/step_profile.hpp)
+The worker traces itself (ATOLL_TORCH_PROFILE=FIRST:COUNT:FILE, training/step_profile.hpp)
 in `atoll local --nodes 1 --devices cuda:0` with no round; eager is gpu_step.py's loop
 (loss read one step late, as the worker does) under torch.profiler. Both traces count:
 

@@ -19,9 +19,9 @@
 #include <CLI/CLI.hpp>
 
 #include "actors/worker/data_feed.hpp"
-#include "examples/tasks.hpp"
 #include "runtime/device/compute_env.hpp"
 #include "runtime/process/config.hpp"
+#include "training/tasks.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"Atoll's inner step in a bare loop (see tools/bench/step.py)"};

@@ -1,4 +1,4 @@
-"""The default example's GPT (examples/shakespeare.cpp) in PyTorch, for the benchmarks'
+"""The default example's GPT (training/shakespeare.cpp) in PyTorch, for the benchmarks'
 PyTorch eager baselines (tools/bench/step.py, tools/bench/gpu_step.py).
 
 Same architecture, parameter order and initialisation as the C++ model: token and
@@ -73,7 +73,7 @@ def from_atoll_export(path, layers=4, width=128, heads=4, context=64):
 
 
 def lr_at(step, steps, lr, warmup, min_lr_ratio):
-    """The inner learning rate of examples/torch_replica.cpp: linear warm-up, then cosine
+    """The inner learning rate of training/torch_replica.cpp: linear warm-up, then cosine
     decay to min_lr_ratio * lr at the last step."""
     if step < warmup:
         return lr * (step + 1) / warmup

@@ -2,17 +2,20 @@
 # Layering guard: the folders are the architecture (docs/design.md §2), and this checks that
 # every include of our own headers points sideways within a folder or down the drawing:
 #
+#   head                                 the head's process (a library tools/atoll runs)
+#   node                                 a node's process and how a process lives (signals, CAF)
+#   training                             the LibTorch side: tasks, the replica, token data
 #   actors/node                          the node agent, above the roles it spawns
 #   actors/{coordinator,keeper,registry,worker}   the roles: none includes another
 #   actors/shared                        the messages and payloads every role speaks
 #   actors/decisions                     pure decisions
 #   storage                              durable state
-#   runtime/{process,transport,head,device}   the runtime (schema/ for the wire)
+#   runtime/{process,transport,etcd,device}   the runtime (schema/ for the wire)
 #   runtime/{core,algorithm}             pure core
 #
 # Also:
 # - runtime/, storage/ and actors/ never include LibTorch (torch, ATen, c10), so everything
-#   but examples/ and tools/ builds and tests without it;
+#   but training/, head/, node/, python/ and tools/ builds and tests without it;
 # - the pure parts (runtime/core, runtime/algorithm, actors/decisions, and the round record's
 #   codec in storage/round_record, pure but built with the store) include no CAF, ZeroMQ,
 #   RocksDB or Cap'n Proto, none of our headers outside the pure parts, and never read the
@@ -23,13 +26,13 @@ set -euo pipefail
 cd "${1:-$(dirname "${BASH_SOURCE[0]}")/../..}"
 hits=$(grep -rnE '^\s*#\s*include\s*[<"](torch|ATen|c10)/' runtime storage actors || true)
 if [ -n "$hits" ]; then
-  echo "LibTorch included below examples/ (workers train through actors/worker/replica.hpp):" >&2
+  echo "LibTorch included below training/ (workers train through actors/worker/replica.hpp):" >&2
   echo "$hits" >&2
   exit 1
 fi
 
 pure="runtime/core runtime/algorithm actors/decisions"
-runtime_parts="runtime/process runtime/transport runtime/head runtime/device"
+runtime_parts="runtime/process runtime/transport runtime/etcd runtime/device"
 roles="actors/coordinator actors/keeper actors/registry actors/worker"
 # The folders a folder's files may include from (besides its own).
 may_include() {
@@ -41,10 +44,13 @@ may_include() {
     actors/shared) echo "runtime storage actors/decisions" ;;
     actors/node) echo "runtime storage actors/decisions actors/shared $roles" ;;
     actors/*) echo "runtime storage actors/decisions actors/shared" ;;
+    training) echo "runtime storage actors" ;;
+    node) echo "runtime storage actors training" ;;
+    head) echo "runtime storage actors training node" ;;
     *) return 1 ;;
   esac
 }
-folders="$pure $runtime_parts storage actors/shared $roles actors/node"
+folders="$pure $runtime_parts storage actors/shared $roles actors/node training node head"
 bad=""
 checked=0
 for folder in $folders; do
@@ -72,7 +78,8 @@ if [ -n "$bad" ]; then
 fi
 
 # Inside a role the files are layered too (the drawings at the top of coordinator.hpp,
-# registry.hpp and worker.hpp in their folders), top down: a file includes headers of its
+# registry.hpp and worker.hpp in their folders; the keeper's and the node agent's shells over
+# the files beside them, over their state.hpp), top down: a file includes headers of its
 # own unit (stems joined by ':', such as an interface and the files that implement it) and
 # of the layers below, never one beside it, so that no handler calls another handler's
 # file and nothing below calls up.
@@ -100,6 +107,17 @@ coordinator_layers=(
   "commit"  # a round's commit to its keepers
   "base"  # the actor pointer, the log name
   "state"  # configuration and state
+)
+keeper_layers=(
+  "keeper"  # the shell: each message handled, the store read and written
+  "follow"  # the followed copies, applied, and their snapshots
+  "state:keeper_messages"  # what it holds; the payloads it builds
+)
+node_layers=(
+  "node_agent"  # the shell: registering, heartbeats, placements, the routes
+  "node_workers"  # the node's workers spawned, watched, restarted
+  "node_messages"  # the payloads it sends
+  "state:placed_actors:node_config"  # what it holds, what was placed here, its configuration
 )
 # check_layers FOLDER LAYER...: the includes of FOLDER's files against its layers.
 check_layers() {
@@ -129,6 +147,8 @@ check_layers() {
 check_layers actors/registry "${registry_layers[@]}"
 check_layers actors/worker "${worker_layers[@]}"
 check_layers actors/coordinator "${coordinator_layers[@]}"
+check_layers actors/keeper "${keeper_layers[@]}"
+check_layers actors/node "${node_layers[@]}"
 if [ -n "$bad" ]; then
   echo "an include inside a role points up or across its layers:" >&2
   printf '%s' "$bad" >&2
@@ -143,5 +163,5 @@ if [ -n "$hits" ]; then
   echo "$hits" >&2
   exit 1
 fi
-echo "layering ok: $checked files include only sideways or down, the coordinator's, the registry's and the worker's by their layers; no LibTorch in runtime/, storage/, actors/;" \
+echo "layering ok: $checked files include only sideways or down, the coordinator's, the registry's, the worker's, the keeper's and the node agent's by their layers; no LibTorch in runtime/, storage/, actors/;" \
   "$(echo "$pure_files" | wc -w) pure files free of CAF, transports and clocks"
