@@ -33,6 +33,25 @@ def numbers(value, path):
             yield from numbers(v, f"{path}[{i}]")
 
 
+def check_rows(rows, fields, signed=(), below=None, zero=()):
+    """What is wrong with a bench's rows, as sentences; [] when nothing is."""
+    problems = []
+    if not rows:
+        problems.append("no rows")
+    for i, row in enumerate(rows):
+        name = row.get("name", row.get("way", i)) if isinstance(row, dict) else i
+        problems += [f"row {name}: no {f}" for f in fields if f not in row]
+        problems += [f"row {name}: {f} = {row.get(f)}, not under {v}" for f, v in (below or {}).items()
+                     if not isinstance(row.get(f), (int, float)) or row[f] >= float(v)]
+        problems += [f"row {name}: {f} = {row.get(f)}, not 0" for f in zero if row.get(f) != 0]
+        for path, v in numbers(row, ""):
+            if not math.isfinite(v):
+                problems.append(f"row {name}: {path} = {v}")
+            elif v < 0 and path.lstrip(".").split(".")[0].split("[")[0] not in signed:
+                problems.append(f"row {name}: {path} = {v} is negative")
+    return problems
+
+
 def main():
     if "--" not in sys.argv:
         sys.exit(__doc__)
@@ -52,20 +71,7 @@ def main():
         data = json.load(f)
     rows = data[rows_key] if rows_key else data
     rows = rows if isinstance(rows, list) else [rows]
-    problems = []
-    if not rows:
-        problems.append("no rows")
-    for i, row in enumerate(rows):
-        name = row.get("name", row.get("way", i)) if isinstance(row, dict) else i
-        problems += [f"row {name}: no {f}" for f in fields if f not in row]
-        problems += [f"row {name}: {f} = {row.get(f)}, not under {v}" for f, v in below.items()
-                     if not isinstance(row.get(f), (int, float)) or row[f] >= float(v)]
-        problems += [f"row {name}: {f} = {row.get(f)}, not 0" for f in zero if row.get(f) != 0]
-        for path, v in numbers(row, ""):
-            if not math.isfinite(v):
-                problems.append(f"row {name}: {path} = {v}")
-            elif v < 0 and path.lstrip(".").split(".")[0].split("[")[0] not in signed:
-                problems.append(f"row {name}: {path} = {v} is negative")
+    problems = check_rows(rows, fields, signed, below, zero)
     if problems:
         sys.exit("bench_smoke: " + "; ".join(problems))
     print(f"bench_smoke: {len(rows)} row(s), every field present, every number finite")

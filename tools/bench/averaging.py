@@ -40,7 +40,7 @@ replicated,fsync` runs each row in both durability modes (default: replicated), 
 `--keepers nodes,head` with both placements of the keepers (default: nodes).
 
 Shaped links (`--mbit R`, needs root): the head and each node in a network namespace of its
-own, each node's link shaped to R Mbit/s both ways with tc tbf (tools/bench/netns.py, as
+own, each node's link shaped to R Mbit/s both ways with tc tbf (tools/bench/benchlib/netns.py, as
 `bench links`), started with `atoll up` and `atoll join` instead of `atoll local`. Each row
 then also has bytes_per_node: bytes sent + received per round through the busiest node's
 link (the star's centre; bytes_per_node_mean averages the nodes), from the kernel's counters
@@ -79,16 +79,10 @@ import subprocess
 import sys
 import time
 
-import netns
+from benchlib import netns, provenance  # tools/bench/benchlib, next to this script
+from benchlib.cluster import free_port
 
 MIB = 1 << 20
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 # ---- raw TCP bound ------------------------------------------------------------------
 
@@ -331,7 +325,7 @@ def launch_local(atoll, run_dir, workers, links, settings):
 
 def launch_shaped(atoll, run_dir, workers, links, settings, mbit):
     """A head and `workers` nodes, each in its own network namespace with its link shaped to
-    `mbit` (tools/bench/netns.py); returns each node's link bytes (in + out) over the run."""
+    `mbit` (tools/bench/benchlib/netns.py); returns each node's link bytes (in + out) over the run."""
     netns.shape(workers, mbit)
     head_ep = f"tcp://{netns.HEAD_IP}:7070"
     keys = []
@@ -459,7 +453,7 @@ def main():
                          "and/or off (results after the commit), e.g. on,off for both, run by run")
     ap.add_argument("--mbit", type=int, default=0,
                     help="shape each node's link to this many Mbit/s both ways, each node and the head in a network "
-                         "namespace of its own (tools/bench/netns.py; needs root); 0: loopback, unshaped")
+                         "namespace of its own (tools/bench/benchlib/netns.py; needs root); 0: loopback, unshaped")
     ap.add_argument("--shards", default="auto",
                     help="diloco.shards: slices the fragment's round is reduced in, each by its own coordinator; "
                          "a number and/or auto (one slice per worker, the default's choice here), e.g. 1,auto")
@@ -467,6 +461,7 @@ def main():
     if not 1 <= args.warmup_rounds < args.rounds:
         sys.exit(f"averaging.py: --warmup-rounds must be at least 1 and below --rounds ({args.rounds})")
     os.makedirs(args.out, exist_ok=True)
+    provenance.write(args.out, "averaging")  # run.json: command, date, machine, revision
     if args.mbit:
         netns.require_root("averaging")
         netns.setup_or_exit("averaging", max(int(w) for w in args.workers.split(",")))
@@ -543,31 +538,39 @@ def measure(args):
     return results
 
 
-def print_tables(results):
-    print("\n| MiB | M | codec | links | early results | sync | keepers | shards | commit MiB/keeper | Atoll GB/s "
-          "| Gloo GB/s | TCP bound GB/s | commit disk bound GB/s | Atoll / Gloo | Atoll / TCP |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+def markdown(results):
+    """The tables of results.json's rows (tools/bench/report.py averaging DIR)."""
+    out = []
+    out.append("| MiB | M | codec | links | early results | sync | keepers | shards | commit MiB/keeper | Atoll GB/s "
+               "| Gloo GB/s | TCP bound GB/s | commit disk bound GB/s | Atoll / Gloo | Atoll / TCP |")
+    out.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         mib = "?" if r["commit_bytes_per_keeper"] is None else f"{r['commit_bytes_per_keeper'] / MIB:.1f}"
-        print(f"| {r['size_mb']} | {r['workers']} | {r['codec']} | {r['links']} | "
-              f"{'on' if r['early_results'] else 'off'} | {r['sync']} | {r['keepers']} | {r['shards']} | {mib} | "
-              f"{r['atoll_gbps']:.3f} | "
-              f"{r['gloo_gbps']:.3f} | "
-              f"{r['tcp_bound_gbps']:.3f} | {r['commit_disk_bound_gbps']:.3f} | {r['atoll_gbps'] / r['gloo_gbps']:.2f} | "
-              f"{r['atoll_gbps'] / r['tcp_bound_gbps']:.2f} |")
+        out.append(f"| {r['size_mb']} | {r['workers']} | {r['codec']} | {r['links']} | "
+                   f"{'on' if r['early_results'] else 'off'} | {r['sync']} | {r['keepers']} | {r['shards']} | {mib} | "
+                   f"{r['atoll_gbps']:.3f} | "
+                   f"{r['gloo_gbps']:.3f} | "
+                   f"{r['tcp_bound_gbps']:.3f} | {r['commit_disk_bound_gbps']:.3f} | {r['atoll_gbps'] / r['gloo_gbps']:.2f} | "
+                   f"{r['atoll_gbps'] / r['tcp_bound_gbps']:.2f} |")
     shaped = [r for r in results if r["mbit"] and r["ring_bound_s"] is not None]
     if shaped:
-        print("\nShaped links (each node's link at the given Mbit/s both ways; bytes sent + received per node per "
-              "round through the busiest node's link, a keeper's record included):")
-        print("| MiB | M | codec | links | Mbit/s | shards | round s | ring bound s | round / ring bound "
-              "| MB per node | of which to a keeper | all-reduce MB per node | MB / all-reduce's |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        out.append("")
+        out.append("Shaped links (each node's link at the given Mbit/s both ways; bytes sent + received per node per "
+                   "round through the busiest node's link, a keeper's record included):")
+        out.append("| MiB | M | codec | links | Mbit/s | shards | round s | ring bound s | round / ring bound "
+                   "| MB per node | of which to a keeper | all-reduce MB per node | MB / all-reduce's |")
+        out.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for r in shaped:
             kept = "?" if r["commit_bytes_per_keeper"] is None else f"{r['commit_bytes_per_keeper'] / 1e6:.1f}"
-            print(f"| {r['size_mb']} | {r['workers']} | {r['codec']} | {r['links']} | {r['mbit']} | {r['shards']} | "
-                  f"{r['round_s']:.2f} | {r['ring_bound_s']:.2f} | {r['round_s'] / r['ring_bound_s']:.2f} | "
-                  f"{r['bytes_per_node'] / 1e6:.1f} | {kept} | {r['allreduce_bytes_per_node'] / 1e6:.1f} | "
-                  f"{r['bytes_per_node'] / r['allreduce_bytes_per_node']:.2f} |")
+            out.append(f"| {r['size_mb']} | {r['workers']} | {r['codec']} | {r['links']} | {r['mbit']} | {r['shards']} | "
+                       f"{r['round_s']:.2f} | {r['ring_bound_s']:.2f} | {r['round_s'] / r['ring_bound_s']:.2f} | "
+                       f"{r['bytes_per_node'] / 1e6:.1f} | {kept} | {r['allreduce_bytes_per_node'] / 1e6:.1f} | "
+                       f"{r['bytes_per_node'] / r['allreduce_bytes_per_node']:.2f} |")
+    return "\n".join(out)
+
+
+def print_tables(results):
+    print("\n" + markdown(results))
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ chaos run, every --every seconds (jittered) one fault is drawn:
   kill   SIGKILL a node; a replacement node joins --rejoin-after seconds later
   stop   SIGSTOP a node past its lease, then SIGCONT (it is fenced and registers again)
   slow   with --slow: throttle a node to a quarter of its speed for --slow-seconds
-         (SIGSTOP/SIGCONT on a 60 ms duty cycle, tools/bench/throttle.py): it stays alive,
+         (SIGSTOP/SIGCONT on a 60 ms duty cycle, tools/bench/benchlib/throttle.py): it stays alive,
          and rounds wait for it (or close without it: --round-close adaptive)
   leave  `atoll leave` a node; a replacement joins --rejoin-after seconds later
   join   one more node (up to --max-nodes)
@@ -50,9 +50,11 @@ import subprocess
 import sys
 import time
 
-from etcd import Etcd, free_port  # tools/bench/etcd.py, next to this script
-from quality import pyplot_or_none, read_metrics  # tools/bench/quality.py, next to this script
-import throttle  # tools/bench/throttle.py, next to this script
+from benchlib import cluster, provenance, throttle  # tools/bench/benchlib, next to this script
+from benchlib.cluster import free_port
+from benchlib.etcd import Etcd
+from benchlib.metrics import read_lines
+from quality import pyplot_or_none  # tools/bench/quality.py, next to this script
 
 MODEL = ["--set", "model.layers=2", "--set", "model.width=64", "--set", "diloco.sync_every=20",
          "--set", "run.min_workers=2", "--set", "storage.keep_rounds=100000"]
@@ -104,11 +106,7 @@ class Cluster:
 
     def listening(self, name):
         """The endpoint head `name` wrote once it listened (it leads), else None."""
-        try:
-            with open(f"{self.run_dir}/{name}/head.endpoint") as f:
-                return f.read().strip() or None
-        except FileNotFoundError:
-            return None
+        return cluster.read_endpoint(f"{self.run_dir}/{name}")
 
     def leader(self):
         """The name of the head that leads now (by `atollctl status`), else None."""
@@ -122,8 +120,7 @@ class Cluster:
         self.heads[name] = self._spawn(self.head_args[name][1], name)
 
     def _spawn(self, argv, name):
-        log = open(f"{self.run_dir}/logs/{name}.log", "ab")
-        return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        return cluster.spawn(argv, f"{self.run_dir}/logs/{name}.log")
 
     def join(self):
         self.joined += 1
@@ -135,12 +132,7 @@ class Cluster:
         return p.pid
 
     def ctl(self, command):
-        try:
-            out = subprocess.run([self.args.atollctl, "--head", self.endpoint, "--timeout", "3000", command, "--json"],
-                                 capture_output=True, text=True, timeout=10)
-            return json.loads(out.stdout) if out.returncode == 0 else None
-        except (subprocess.TimeoutExpired, json.JSONDecodeError):
-            return None
+        return cluster.ctl(self.args.atollctl, self.endpoint, command)
 
     def running_nodes(self):
         return [pid for pid, p in self.nodes.items() if p.poll() is None]
@@ -299,7 +291,7 @@ def run(args, name, steps, chaos):
     obs["stored"] = stored_rounds(args.atoll, run_dir, c.etcd.url() if c.etcd else None)
     if c.etcd:
         c.etcd.stop()
-    return read_metrics(os.path.join(run_dir, "metrics.jsonl")), obs
+    return read_lines(os.path.join(run_dir, "metrics.jsonl")), obs
 
 
 def stored_rounds(atoll, run_dir, registry=None):
@@ -442,6 +434,26 @@ def plot(obs, out):
     fig.savefig(out, dpi=120)
 
 
+def markdown(summary):
+    """The run's figures against its fault-free twin, from summary.json (tools/bench/report.py chaos DIR)."""
+    kinds = ", ".join(f"{n} {k}" for k, n in sorted(summary.get("faults_by_kind", {}).items()) if n)
+    fmt = lambda v: "-" if v is None else v
+    rows = [("faults injected", f"{summary['faults_injected']} ({kinds})"),
+            ("rounds committed", summary["rounds_committed"]),
+            ("rounds lost", summary["rounds_lost"]),
+            ("rounds on one disk only", summary.get("rounds_on_one_disk", "-")),
+            ("invariant violations", summary["invariant_violations"]),
+            ("false evictions", summary["false_evictions"]),
+            ("failure detected, s: median (max)", f"{fmt(summary['detect_s_median'])} ({fmt(summary['detect_s_max'])})"),
+            ("a joiner productive, s: median (max)",
+             f"{fmt(summary['join_productive_s_median'])} ({fmt(summary['join_productive_s_max'])})"),
+            ("longest stall, s", summary["max_stall_s"]),
+            ("held-out loss: chaos, fault-free", f"{fmt(summary['val_loss'])}, {fmt(summary.get('val_loss_fault_free'))}")]
+    if summary.get("takeover_s_median") is not None:
+        rows.append(("a head's takeover, s: median (max)", f"{summary['takeover_s_median']} ({summary['takeover_s_max']})"))
+    return "\n".join(["| figure | value |", "|---|---|"] + [f"| {k} | {v} |" for k, v in rows])
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--atoll", required=True)
@@ -472,6 +484,7 @@ def main():
     if args.shards != "auto" and not args.shards.isdigit():
         ap.error(f"--shards takes a number or auto, not {args.shards!r}")
     os.makedirs(args.out, exist_ok=True)
+    provenance.write(args.out, "chaos")  # run.json: command, date, machine, revision
     # About 700 steps a minute per worker for this model on 2 cores; the chaos run is the
     # longer of the two, so it gets about two thirds of the time.
     steps = args.steps or max(200, int(args.minutes * 280) // 20 * 20)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Training over shaped links: a head and 4 nodes, each in its own network namespace.
 
-Every process gets a namespace (atl-head, atl-n1..atl-n4; tools/bench/netns.py) joined by
+Every process gets a namespace (atl-head, atl-n1..atl-n4; tools/bench/benchlib/netns.py) joined by
 veth pairs to one bridge, all on this machine. With --mbit R (default 100) each node's link is
 shaped with `tc tbf` to R Mbit/s in both directions. No delay is added (netem is not available
 on these kernels): this measures bandwidth, not latency.
@@ -32,8 +32,8 @@ import sys
 import threading
 import time
 
-import netns
-from netns import HEAD_IP, link_bytes, sh
+from benchlib import netns, provenance  # tools/bench/benchlib, next to this script
+from benchlib.netns import HEAD_IP, link_bytes, sh
 
 NODES = 4
 NAMESPACES = netns.names(NODES)
@@ -146,6 +146,22 @@ def plot(traces, path):
     fig.savefig(path, dpi=110)
 
 
+def markdown(summary):
+    """Each run shaped and unshaped, from summary.json (tools/bench/report.py links DIR)."""
+    runs = summary["runs"]
+    lines = ["| run | link | wall s | vs unshaped | utilisation | val loss | MB sent + received / worker | head link MB |",
+             "|---|---|---|---|---|---|---|---|"]
+    twin = {r["name"]: r for r in runs if r["link_mbit"] == 0}
+    for r in runs:
+        base = twin.get(r["name"])
+        ratio = f"{r['wall_s'] / base['wall_s']:.2f}x" if base else "-"
+        lines.append(f"| {r['name']} | {r['link_mbit'] or 'unshaped'} | {r['wall_s']:.1f} | {ratio} | "
+                     f"{r['compute_utilisation']:.3f} | {r['val_loss']:.4f} | "
+                     f"{(r['bytes_sent_per_worker'] + r['bytes_received_per_worker']) / 1e6:.1f} | "
+                     f"{r['head_link_bytes'] / 1e6:.1f} |")
+    return "\n".join(lines)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--atoll", required=True)
@@ -159,6 +175,7 @@ def main():
     netns.require_root("links")
     netns.setup_or_exit("links", NODES)
     os.makedirs(args.out, exist_ok=True)
+    provenance.write(args.out, "links")  # run.json: command, date, machine, revision
     atoll = os.path.abspath(args.atoll)
     keys = os.path.join(os.path.abspath(args.out), "keys")
     shutil.rmtree(keys, ignore_errors=True)
@@ -190,17 +207,7 @@ def main():
         netns.shape(NODES, 0)
         netns.teardown()
     plot(traces, os.path.join(args.out, "links.png"))
-    print("\n| run | link | wall s | vs unshaped | utilisation | val loss | MB sent + received / worker | head link MB |")
-    print("|---|---|---|---|---|---|---|---|")
-    twin = {(r["name"]): r for r in runs if r["link_mbit"] == 0}
-    for r in runs:
-        base = twin.get(r["name"])
-        ratio = f"{r['wall_s'] / base['wall_s']:.2f}x" if base else "-"
-        print(f"| {r['name']} | {r['link_mbit'] or 'unshaped'} | {r['wall_s']:.1f} | {ratio} | "
-              f"{r['compute_utilisation']:.3f} | {r['val_loss']:.4f} | "
-              f"{(r['bytes_sent_per_worker'] + r['bytes_received_per_worker']) / 1e6:.1f} | "
-              f"{r['head_link_bytes'] / 1e6:.1f} |")
-
+    print("\n" + markdown({"runs": runs}))
 
 if __name__ == "__main__":
     main()

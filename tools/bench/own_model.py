@@ -10,7 +10,7 @@ model trained by plain PyTorch in one process, same steps, measured side by side
    loss of the exported model, computed here;
 3. PyTorch: one process, --steps steps on all the training bytes, the same inner optimizer
    (AdamW betas 0.9/0.95, weight decay 0.1, warm-up 50 then cosine to 0.1 x lr, clipping at 1,
-   lr 3e-3, batch 32, context 64), as Atoll's examples/inner_optimizer.cpp;
+   lr 3e-3, batch 32, context 64), as Atoll's training/inner_optimizer.cpp;
 4. both evaluated on Atoll's held-out windows (the last 10%, 16 batches of 32).
 Writes DIR/own_model.json.
 """
@@ -24,6 +24,8 @@ import time
 
 import torch
 import torch.nn.functional as F
+
+from benchlib import provenance  # tools/bench/benchlib, next to this script
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "examples", "torchscript"))
@@ -71,6 +73,15 @@ def train_pytorch(model_file, tokens, steps, threads):
     return held_out_loss(module, tokens), time.time() - start
 
 
+def markdown(result):
+    """Atoll's and PyTorch's held-out loss, from own_model.json (tools/bench/report.py own-model DIR)."""
+    a, t = result["atoll"], result["pytorch"]
+    return "\n".join([
+        f"| {result['steps']} steps | held-out loss | wall s |", "|---|---|---|",
+        f"| Atoll, {a['workers']} workers, DiLoCo H = {result['sync_every']} | {a['val_loss']:.4f} | {a['wall_s']:.0f} |",
+        f"| PyTorch, {t['workers']} process | {t['val_loss']:.4f} | {t['wall_s']:.0f} |"])
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--atoll", default=os.path.join(ROOT, "build", "tools", "atoll"))
@@ -79,6 +90,7 @@ def main():
     ap.add_argument("--sync-every", type=int, default=50)
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
+    provenance.write(args.out, "own-model")  # run.json: command, date, machine, revision
     model_file = os.path.join(args.out, "model.pt")
     torch.manual_seed(1)
     torch.jit.script(example_model.TinyGPT(context=CONTEXT)).save(model_file)

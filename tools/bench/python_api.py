@@ -23,12 +23,9 @@ import shutil
 import statistics
 import subprocess
 import sys
-import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
-from head_endpoint import wait_for_endpoint  # noqa: E402
+from benchlib import provenance  # tools/bench/benchlib, next to this script
+from benchlib.cluster import wait_for_endpoint
 
 LOOP = r"""
 import json, statistics, sys, time
@@ -113,7 +110,7 @@ def run_way(way, steps, atoll_bin, package, work, index):
                                  "--set", "diloco.sync_every=50" if way == "atoll" else "diloco.sync_every=1000000",
                                  "--set", "diloco.overlap=5"],
                                 stdout=log, stderr=subprocess.STDOUT)
-        endpoint = wait_for_endpoint(head_dir)
+        endpoint = wait_for_endpoint(head_dir, head, log=log.name)
     try:
         proc = subprocess.run([sys.executable, "-c", HANDOFF if way == "handoff" else LOOP, way, str(steps), endpoint],
                               env=env, text=True,
@@ -128,6 +125,30 @@ def run_way(way, steps, atoll_bin, package, work, index):
             head.wait(timeout=30)
 
 
+def markdown(summary):
+    """The loop plain and with atoll.DiLoCo, from results.json (tools/bench/report.py python DIR)."""
+    p, a = summary["plain"], summary["atoll"]
+    between, whole = summary["between_syncs"], summary["whole_run"]
+    best_between, best_whole = summary["best_between_syncs"], summary["best_whole_run"]
+    handoff_s = summary["handoff_s"]
+    return "\n".join([
+        f"| loop ({summary.get('steps', '?')} steps, {summary.get('repeats', '?')} runs each) | s / step between syncs, median (best) run |"
+        " wall s for all steps, median (best) run |",
+        "|---|---|---|",
+        f"| plain PyTorch | {p['median_step_s']:.4f} ({p['best_step_s']:.4f}) | {p['wall_s']:.2f} ({p['best_wall_s']:.2f}) |",
+        f"| with atoll.DiLoCo (H = 50, tau = 5, 4 fragments) | {a['median_step_s']:.4f} ({a['best_step_s']:.4f}) |"
+        f" {a['wall_s']:.2f} ({a['best_wall_s']:.2f}) |",
+        f"| Atoll's cost (goals: +3%, +5%) | {between:+.1%} ({best_between:+.1%}) | {whole:+.1%} ({best_whole:+.1%}) |",
+        f"| the turn alone (diloco.step() of a tiny model, median of 2000) | {handoff_s * 1e6:.0f} us |"
+        f" {handoff_s / p['median_step_s']:.2%} of a plain step |",
+        "",
+        "| way | forward + backward s (median of medians) | optimizer step s (with the turn for Atoll) |",
+        "|---|---|---|",
+        f"| plain PyTorch | {p['forward_backward_s']:.4f} | {p['optimizer_s']:.4f} |",
+        f"| with atoll.DiLoCo | {a['forward_backward_s']:.4f} | {a['optimizer_s']:.4f} |",
+    ])
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--atoll", required=True)
@@ -137,6 +158,7 @@ def main():
     ap.add_argument("--repeats", type=int, default=4)
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
+    provenance.write(args.out, "python")  # run.json: command, date, machine, revision
     runs = {"plain": [], "atoll": []}
     for r in range(args.repeats):
         for way in ("plain", "atoll"):
@@ -153,29 +175,13 @@ def main():
     print(handoff, flush=True)
     summary["handoff_s"] = handoff["median_step_s"]
     p, a = summary["plain"], summary["atoll"]
-    between = a["median_step_s"] / p["median_step_s"] - 1
-    whole = a["wall_s"] / p["wall_s"] - 1
-    best_between = a["best_step_s"] / p["best_step_s"] - 1
-    best_whole = a["best_wall_s"] / p["best_wall_s"] - 1
-    table = "\n".join([
-        f"| loop ({args.steps} steps, {args.repeats} runs each) | s / step between syncs, median (best) run |"
-        " wall s for all steps, median (best) run |",
-        "|---|---|---|",
-        f"| plain PyTorch | {p['median_step_s']:.4f} ({p['best_step_s']:.4f}) | {p['wall_s']:.2f} ({p['best_wall_s']:.2f}) |",
-        f"| with atoll.DiLoCo (H = 50, tau = 5, 4 fragments) | {a['median_step_s']:.4f} ({a['best_step_s']:.4f}) |"
-        f" {a['wall_s']:.2f} ({a['best_wall_s']:.2f}) |",
-        f"| Atoll's cost (goals: +3%, +5%) | {between:+.1%} ({best_between:+.1%}) | {whole:+.1%} ({best_whole:+.1%}) |",
-        f"| the turn alone (diloco.step() of a tiny model, median of 2000) | {handoff['median_step_s'] * 1e6:.0f} us |"
-        f" {handoff['median_step_s'] / p['median_step_s']:.2%} of a plain step |",
-        "",
-        "| way | forward + backward s (median of medians) | optimizer step s (with the turn for Atoll) |",
-        "|---|---|---|",
-        f"| plain PyTorch | {p['forward_backward_s']:.4f} | {p['optimizer_s']:.4f} |",
-        f"| with atoll.DiLoCo | {a['forward_backward_s']:.4f} | {a['optimizer_s']:.4f} |",
-    ])
+    summary["between_syncs"] = a["median_step_s"] / p["median_step_s"] - 1
+    summary["whole_run"] = a["wall_s"] / p["wall_s"] - 1
+    summary["best_between_syncs"] = a["best_step_s"] / p["best_step_s"] - 1
+    summary["best_whole_run"] = a["best_wall_s"] / p["best_wall_s"] - 1
+    summary["steps"], summary["repeats"] = args.steps, args.repeats
+    table = markdown(summary)
     print(table)
-    summary["between_syncs"], summary["whole_run"] = between, whole
-    summary["best_between_syncs"], summary["best_whole_run"] = best_between, best_whole
     json.dump(summary, open(os.path.join(args.out, "results.json"), "w"), indent=1)
     open(os.path.join(args.out, "table.md"), "w").write(table + "\n")
 

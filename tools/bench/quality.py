@@ -28,6 +28,9 @@ import subprocess
 import sys
 import time
 
+from benchlib import provenance  # tools/bench/benchlib, next to this script
+from benchlib.metrics import read_lines
+
 # name, extra `atoll local` arguments, mode, fragments, overlap, codec.
 # DiLoCo runs use H = 20 inner steps per round of a fragment; Streaming splits the GPT's
 # layer groups (embeddings, 4 blocks, final norm) strided into P fragments, overlaps the
@@ -115,11 +118,6 @@ def bits_per_value(codec):
     return 8 + 4 + 32 / kept
 
 
-def read_metrics(path):
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
 def summarize(name, mode, fragments, overlap, codec, workers, steps, lines, wall):
     done = [l for l in lines if l["type"] == "worker_done"]
     evals = sorted((l["step"], l["val_loss"]) for l in lines if l["type"] == "eval")
@@ -149,7 +147,8 @@ def summarize(name, mode, fragments, overlap, codec, workers, steps, lines, wall
     }
 
 
-def write_table(results, out):
+def markdown(results):
+    """The summary table of results.json's rows (tools/bench/report.py quality DIR)."""
     base = next((r for r in results if r["mode"] == "ddp"), None)
     rows = ["| run | P | tau | codec | bits per (kept) value | held-out loss | vs ddp | sent / worker | "
             "received / worker | ddp sent+received / these | peak bytes in one round | wall s | compute utilisation |",
@@ -167,9 +166,14 @@ def write_table(results, out):
                     f"{r['bytes_sent_per_worker'] / 1e6:.1f} MB | {r['bytes_received_per_worker'] / 1e6:.1f} MB | "
                     f"{ratio} | {r['peak_round_bytes'] / 1e6:.2f} MB | "
                     f"{r['wall_s']:.0f} | {r['compute_utilisation']:.3f} |")
-    with open(os.path.join(out, "table.md"), "w") as f:
-        f.write("\n".join(rows) + "\n")
     return "\n".join(rows)
+
+
+def write_table(results, out):
+    text = markdown(results)
+    with open(os.path.join(out, "table.md"), "w") as f:
+        f.write(text + "\n")
+    return text
 
 
 def pyplot_or_none(tool, image):
@@ -233,6 +237,7 @@ def main():
     if unknown:
         sys.exit(f"quality: no configuration named {', '.join(sorted(unknown))} (see RUNS in {__file__})")
     os.makedirs(args.out, exist_ok=True)
+    provenance.write(args.out, "quality")  # run.json: command, date, machine, revision
     results = []
     for name, extra, mode, fragments, overlap, codec in RUNS:
         if only and name not in only:
@@ -240,7 +245,7 @@ def main():
         run_dir = os.path.join(args.out, "runs", name)
         metrics_path = os.path.join(run_dir, "metrics.jsonl")
         if args.reuse and os.path.exists(metrics_path):
-            lines = read_metrics(metrics_path)
+            lines = read_lines(metrics_path)
             summary = [l for l in lines if l["type"] == "summary"]
             if summary:
                 r = summarize(name, mode, fragments, overlap, codec, args.workers, args.steps, lines, summary[-1]["wall_s"])
@@ -258,7 +263,7 @@ def main():
             print(proc.stdout[-3000:], file=sys.stderr)
             sys.exit(f"quality: run {name} failed with status {proc.returncode}")
         r = summarize(name, mode, fragments, overlap, codec, args.workers, args.steps,
-                      read_metrics(os.path.join(run_dir, "metrics.jsonl")), wall)
+                      read_lines(os.path.join(run_dir, "metrics.jsonl")), wall)
         r["profile"] = args.profile
         print(f"quality: {name}: val_loss {r['val_loss']:.4f}, {r['bytes_sent_per_worker'] / 1e6:.1f} MB sent and "
               f"{r['bytes_received_per_worker'] / 1e6:.1f} MB received per worker, "

@@ -4,19 +4,34 @@
   tools/bench/report.py scale DIR [DIR ...]     the scale bench's rows; several runs of the same
                                                 rows: the median and the range of each figure
   tools/bench/report.py stragglers DIR          the stragglers bench's rows against their bound
+  tools/bench/report.py BENCH DIR               any other bench: its own table (the bench's
+                                                markdown(), from the results file it wrote)
 
-Each DIR is a bench's --out folder: results.json (its rows) and run.json (command, date,
-machine, revision: tools/bench/provenance.py). The README's and docs' tables are pasted from
+Each DIR is a bench's --out folder: its results file and run.json (command, date, machine,
+revision: tools/bench/benchlib/provenance.py). The README's and docs' tables are pasted from
 this output, never typed by hand (`./tools/dev bench report NAME DIR...`).
 """
+import importlib
 import json
 import os
 import statistics
 import sys
 
+# A bench's name -> its harness (tools/bench/MODULE.py, which has markdown(data)) and results file.
+OWN_TABLES = {
+    "averaging": ("averaging", "results.json"),
+    "chaos": ("chaos", "summary.json"),
+    "links": ("links", "summary.json"),
+    "own-model": ("own_model", "own_model.json"),
+    "python": ("python_api", "results.json"),
+    "quality": ("quality", "results.json"),
+    "step": ("step", "results.json"),
+    "warm-join": ("warm_join", "results.json"),
+}
 
-def load(d):
-    with open(os.path.join(d, "results.json")) as f:
+
+def load(d, results="results.json"):
+    with open(os.path.join(d, results)) as f:
         rows = json.load(f)
     try:
         with open(os.path.join(d, "run.json")) as f:
@@ -83,11 +98,28 @@ def stragglers(dirs):
         print(f"| {r['name']} | {r['goodput_samples_s']:,.0f} | {share} | {ratio} | {loss} | {r['wall_s']} |")
 
 
+def own_table(bench, dirs):
+    """The bench's own table of each DIR's results, each under where it comes from."""
+    module, results = OWN_TABLES[bench]
+    markdown = importlib.import_module(module).markdown
+    for i, d in enumerate(dirs):
+        data, run = load(d, results)
+        print(("\n" if i else "") + provenance_line([run]) + "\n")
+        print(markdown(data))
+
+
 def main():
     benches = {"scale": scale, "stragglers": stragglers}
-    if len(sys.argv) < 3 or sys.argv[1] not in benches:
-        sys.exit(f"usage: report.py {{{','.join(benches)}}} DIR [DIR ...]")
-    benches[sys.argv[1]](sys.argv[2:])
+    names = sorted(list(benches) + list(OWN_TABLES))
+    if len(sys.argv) < 3 or sys.argv[1] not in names:
+        sys.exit(f"usage: report.py {{{','.join(names)}}} DIR [DIR ...]")
+    missing = [d for d in sys.argv[2:] if not os.path.isdir(d)]
+    if missing:
+        sys.exit(f"report.py: no results folder {', '.join(missing)} (run ./tools/dev bench {sys.argv[1]} first)")
+    if sys.argv[1] in benches:
+        benches[sys.argv[1]](sys.argv[2:])
+    else:
+        own_table(sys.argv[1], sys.argv[2:])
 
 
 if __name__ == "__main__":

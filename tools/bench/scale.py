@@ -49,29 +49,12 @@ import sys
 import threading
 import time
 
-import provenance  # tools/bench/provenance.py, next to this script
-from etcd import Etcd  # tools/bench/etcd.py, next to this script
+from benchlib import provenance  # tools/bench/benchlib, next to this script
+from benchlib.cluster import ClusterDied, wait_for_endpoint
+from benchlib.etcd import Etcd
+from benchlib.procstat import cpu_seconds, rss_mb
 
 NODES_PER_PROCESS = 250
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid):
-    """User + system CPU seconds of a process so far (0 once it is gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLK_TCK
-    except (FileNotFoundError, ProcessLookupError):
-        return 0.0
-
-
-def rss_mb(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def head_socket_bytes(port):
@@ -81,21 +64,6 @@ def head_socket_bytes(port):
     received = sum(int(x) for x in re.findall(r"bytes_received:(\d+)", out))
     sent = sum(int(x) for x in re.findall(r"bytes_sent:(\d+)", out))
     return received, sent
-
-
-def wait_for_endpoint(head_dir, head, timeout=60):
-    path = os.path.join(head_dir, "head.endpoint")
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if head.poll() is not None:
-            sys.exit(f"scale: the head exited ({head.returncode}); see {head_dir}/../head.log")
-        if os.path.exists(path):
-            with open(path) as f:
-                endpoint = f.read().strip()
-            if endpoint:
-                return endpoint
-        time.sleep(0.1)
-    sys.exit(f"scale: the head wrote no endpoint within {timeout} s")
 
 
 class sim_events(threading.Thread):
@@ -153,7 +121,10 @@ def run_size(args, nodes, churn):
                             stdout=head_log, stderr=subprocess.STDOUT)
     sims, readers, endpoint = [], [], None
     try:
-        endpoint = wait_for_endpoint(os.path.join(out, "head"), head)
+        try:
+            endpoint = wait_for_endpoint(os.path.join(out, "head"), head, log=head_log.name)
+        except ClusterDied as e:
+            sys.exit(f"scale: {e}")
         port = int(endpoint.rsplit(":", 1)[1])
         processes = max(1, math.ceil(nodes / NODES_PER_PROCESS))
         # Losses at churn_rate a second, split kills 45%, leaves 45%, silences 10%; as many joins.

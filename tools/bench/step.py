@@ -33,6 +33,8 @@ import subprocess
 import sys
 import time
 
+from benchlib import provenance  # tools/bench/benchlib, next to this script
+
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 HOT_SHARE = 0.05  # threads above this share of one core are listed
 
@@ -122,7 +124,7 @@ def run_bare(build, threads, skip, steps, cursor=False):
 
 
 # What Atoll sets for a process that trains: the BLAS pool bound to the thread budget
-# (examples/devices.cpp) and short spins for idle threads (runtime/device/compute_env.hpp).
+# (training/devices.cpp) and short spins for idle threads (runtime/device/compute_env.hpp).
 TUNING = ["OPENBLAS_NUM_THREADS", "GOMP_SPINCOUNT", "OMP_WAIT_POLICY", "OPENBLAS_THREAD_TIMEOUT"]
 
 
@@ -285,6 +287,21 @@ def best_table(best):
             f"{best['speedup']:.2f}x |")
 
 
+def markdown(data):
+    """Every run's table, the data cursor's share, and best against best, from results.json
+    (tools/bench/report.py step DIR)."""
+    results, best = data["runs"], data.get("best_against_best")
+    text = table(results)
+    for r in results:
+        if r.get("feed_us_per_step") is not None:
+            text += (f"\n\nThe data cursor's own work in a step of the bare loop at {r['threads']} thread(s): "
+                     f"{r['feed_us_per_step']:.1f} us (median), {100 * r['feed_us_per_step'] * 1e-6 / r['s_per_step']:.4f}% "
+                     f"of its {r['s_per_step']:.4f} s step")
+    if best:
+        text += "\n\n" + best_table(best)
+    return text
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build", default="build", help="the CMake build folder")
@@ -306,6 +323,7 @@ def main():
     except ImportError:
         raise SystemExit("bench step: python3-torch is missing (apt-get install python3-torch)")
     os.makedirs(args.out, exist_ok=True)
+    provenance.write(args.out, "step")  # run.json: command, date, machine, revision
     # env "atoll": the thread settings Atoll applies to a process that trains; "default":
     # PyTorch's own (its BLAS pool keeps one thread per core, idle threads spin long).
     ways = [("bare", "atoll"), ("atoll", "atoll"), ("pytorch", "default"), ("pytorch", "atoll")]
@@ -337,14 +355,7 @@ def main():
     best = best_against_best(results)
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump({"runs": results, "best_against_best": best}, f, indent=1)
-    text = table(results)
-    for r in results:
-        if r.get("feed_us_per_step") is not None:
-            text += (f"\n\nThe data cursor's own work in a step of the bare loop at {r['threads']} thread(s): "
-                     f"{r['feed_us_per_step']:.1f} us (median), {100 * r['feed_us_per_step'] * 1e-6 / r['s_per_step']:.4f}% "
-                     f"of its {r['s_per_step']:.4f} s step")
-    if best:
-        text += "\n\n" + best_table(best)
+    text = markdown({"runs": results, "best_against_best": best})
     with open(os.path.join(args.out, "table.md"), "w") as f:
         f.write(text + "\n")
     print(text)

@@ -3,7 +3,7 @@
 
 Four `atoll join` nodes and a head on this machine train the default example (the chaos
 bench's smaller GPT: 2 blocks, width 64). Two nodes are throttled, one to half and one to a
-quarter of their speed (SIGSTOP/SIGCONT on a 60 ms duty cycle, tools/bench/throttle.py;
+quarter of their speed (SIGSTOP/SIGCONT on a 60 ms duty cycle, tools/bench/benchlib/throttle.py;
 the nodes hosting no coordinator are chosen; the keeper is the head's, so no commit waits on
 a throttled node). Rows:
   bound          throttled, no sync at all: the samples per second the four reach side by
@@ -47,13 +47,11 @@ import json
 import os
 import random
 import shutil
-import signal
-import subprocess
 import sys
 import time
 
-import provenance  # tools/bench/provenance.py, next to this script
-import throttle  # tools/bench/throttle.py, next to this script
+from benchlib import cluster, provenance, throttle  # tools/bench/benchlib, next to this script
+from benchlib.metrics import read_lines
 
 # run.min_workers = 3: training starts with three of the four (they start together), and a
 # round may close without one of them (the quorum is 3 of 4), not without two.
@@ -67,15 +65,6 @@ TOKENS_PER_STEP = 32 * 64  # inner.batch_size x model.context
 FAST_LEASE = ["--set", "cluster.heartbeat_ms=500", "--set", "cluster.lease_ms=4000"]
 
 
-def ctl(args, endpoint, command):
-    try:
-        out = subprocess.run([args.atollctl, "--head", endpoint, "--timeout", "3000", command, "--json"],
-                             capture_output=True, text=True, timeout=10)
-        return json.loads(out.stdout) if out.returncode == 0 else None
-    except (subprocess.TimeoutExpired, json.JSONDecodeError):
-        return None
-
-
 def run(args, name, settings, throttled, kill_every=0):
     """One run to its end; returns its metrics lines (and, with kills, how many)."""
     run_dir = os.path.join(args.out, name)
@@ -84,27 +73,10 @@ def run(args, name, settings, throttled, kill_every=0):
     metrics = f"{run_dir}/metrics.jsonl"
     logs = [0]
 
-    def spawn(argv, log):
-        return subprocess.Popen(argv, stdout=open(f"{run_dir}/logs/{log}.log", "ab"), stderr=subprocess.STDOUT,
-                                start_new_session=True)
-
     def join():
         logs[0] += 1
-        return spawn([args.atoll, "join", "--head", endpoint, "--threads", "1"], f"node{logs[0]}")
-    head = spawn([args.atoll, "up", "--listen", "tcp://127.0.0.1:0", "--run-dir", f"{run_dir}/head",
-                  "--metrics", metrics] + MODEL + settings, "head")
-    endpoint = None
-    for _ in range(600):
-        try:
-            with open(f"{run_dir}/head/head.endpoint") as f:
-                endpoint = f.read().strip() or None
-        except FileNotFoundError:
-            pass
-        if endpoint:
-            break
-        time.sleep(0.05)
-    if not endpoint:
-        raise RuntimeError(f"no head started; see {run_dir}/logs/head.log")
+        return cluster.join(args.atoll, endpoint, f"{run_dir}/logs/node{logs[0]}.log", ["--threads", "1"])
+    head, endpoint = cluster.start_head(args.atoll, run_dir, ["--metrics", metrics] + MODEL + settings)
     nodes = [join() for _ in range(4)]
     throttles = {}  # pid -> (share, throttling process)
     kills = 0
@@ -144,23 +116,16 @@ def run(args, name, settings, throttled, kill_every=0):
         for _, t in throttles.values():
             t.terminate()
             t.wait()
-        subprocess.run([args.atoll, "down", "--head", endpoint], capture_output=True, timeout=15)
-        for p in nodes + [head]:
-            try:
-                p.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
-    with open(metrics) as f:
-        return [json.loads(line) for line in f if line.strip()] + [{"type": "kills", "kills": kills}]
+        cluster.stop(args.atoll, endpoint, nodes + [head])
+    return read_lines(metrics) + [{"type": "kills", "kills": kills}]
 
 
 def training_started(args, endpoint):
     """Waits until training started with four members; the pids hosting a coordinator."""
     for _ in range(600):
-        status = ctl(args, endpoint, "status") or {}
-        actors = ctl(args, endpoint, "actors") or []
-        members = ctl(args, endpoint, "members") or []
+        status = cluster.ctl(args.atollctl, endpoint, "status") or {}
+        actors = cluster.ctl(args.atollctl, endpoint, "actors") or []
+        members = cluster.ctl(args.atollctl, endpoint, "members") or []
         hosts = {a["process"] for a in actors if a["id"].startswith("coord/")}
         if status.get("state") == "training" and hosts and len(members) == 4:
             break
@@ -170,7 +135,7 @@ def training_started(args, endpoint):
 
 def throttle_nodes(args, endpoint, hosts):
     """Throttles the nodes hosting no coordinator to SHARES: pid -> (share, throttler)."""
-    members = ctl(args, endpoint, "members") or []
+    members = cluster.ctl(args.atollctl, endpoint, "members") or []
     free = sorted(m["pid"] for m in members if m["pid"] not in hosts)
     slow = [s for s in SHARES if s < 1]
     return {pid: (share, throttle.start(pid, share, 100 * args.seconds)) for pid, share in zip(free, slow)}

@@ -19,22 +19,12 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import time
 
+from benchlib import cluster, provenance  # tools/bench/benchlib, next to this script
+from benchlib.metrics import read_lines
+
 CONFIG = ["--set", "diloco.sync_every=20", "--set", "run.min_workers=1"]
-
-
-def spawn(argv, log_path):
-    return subprocess.Popen(argv, stdout=open(log_path, "wb"), stderr=subprocess.STDOUT, start_new_session=True)
-
-
-def read_lines(path):
-    try:
-        with open(path) as f:
-            return [json.loads(l) for l in f if l.strip()]
-    except FileNotFoundError:
-        return []
 
 
 def newest_step(path, worker):
@@ -48,31 +38,23 @@ def run(args, warm, seed):
     shutil.rmtree(run_dir, ignore_errors=True)  # an old run dir would be resumed
     os.makedirs(run_dir)
     metrics = os.path.join(run_dir, "metrics.jsonl")
-    head = spawn([args.atoll, "up", "--listen", "tcp://127.0.0.1:0", "--run-dir", os.path.join(run_dir, "head"),
-                  "--metrics", metrics, "--set", f"run.steps={args.steps}", "--set", f"run.seed={seed}",
-                  "--set", f"run.eval_every={args.steps // 4}", "--set", f"inner.warm_start={str(warm).lower()}"]
-                 + CONFIG, os.path.join(run_dir, "head.log"))
-    endpoint_file = os.path.join(run_dir, "head", "head.endpoint")
-    t0 = time.monotonic()
-    while not os.path.exists(endpoint_file) or not open(endpoint_file).read().strip():
-        if head.poll() is not None or time.monotonic() - t0 > 30:
-            raise RuntimeError(f"the head did not start; see {run_dir}/head.log")
-        time.sleep(0.05)
-    endpoint = open(endpoint_file).read().strip()
-    join = [args.atoll, "join", "--head", endpoint, "--threads", "1"]
-    first = spawn(join, os.path.join(run_dir, "node1.log"))
+    head, endpoint = cluster.start_head(
+        args.atoll, run_dir, ["--metrics", metrics, "--set", f"run.steps={args.steps}", "--set", f"run.seed={seed}",
+                              "--set", f"run.eval_every={args.steps // 4}",
+                              "--set", f"inner.warm_start={str(warm).lower()}"] + CONFIG)
+    join = ["--threads", "1"]
+    first = cluster.join(args.atoll, endpoint, os.path.join(run_dir, "logs", "node1.log"), join)
     join_step = int(args.steps * args.join_at)
     while newest_step(metrics, "worker/1.0") < join_step:
         if first.poll() is not None:
-            raise RuntimeError(f"node 1 ended before step {join_step}; see {run_dir}/node1.log")
+            raise RuntimeError(f"node 1 ended before step {join_step}; see {run_dir}/logs/node1.log")
         time.sleep(0.2)
     joined_at = newest_step(metrics, "worker/1.0")
-    second = spawn(join, os.path.join(run_dir, "node2.log"))
+    second = cluster.join(args.atoll, endpoint, os.path.join(run_dir, "logs", "node2.log"), join)
     for p in (first, second):
         if p.wait(timeout=3600) != 0:
             raise RuntimeError(f"a node failed; see {run_dir}")
-    subprocess.run([args.atoll, "down", "--head", endpoint], capture_output=True, timeout=30)
-    head.wait(timeout=30)
+    cluster.stop(args.atoll, endpoint, [head], timeout=30)
 
     lines = read_lines(metrics)
     evals = [l for l in lines if l["type"] == "eval"]
@@ -81,7 +63,7 @@ def run(args, warm, seed):
     joiner_steps = sorted(s for w, s in loss if w == "worker/2.0")
     early = [s for s in joiner_steps[:5] if ("worker/1.0", s) in loss]  # reports every 10 steps: its first 50
     excess = [loss[("worker/2.0", s)] - loss[("worker/1.0", s)] for s in early]
-    start_line = next((l.strip() for l in open(os.path.join(run_dir, "node2.log"))
+    start_line = next((l.strip() for l in open(os.path.join(run_dir, "logs", "node2.log"))
                        if re.search(r"worker/2\.0: starting at step", l)), "")
     return {
         "name": name, "warm": warm, "seed": seed, "steps": args.steps, "joined_at_step": joined_at,
@@ -94,6 +76,16 @@ def run(args, warm, seed):
     }
 
 
+def markdown(results):
+    """The table of results.json's rows (tools/bench/report.py warm-join DIR)."""
+    rows = ["| run | joined at step | held-out loss at the end | joiner's loss above its peer's, first 50 steps |",
+            "|---|---|---|---|"]
+    for r in results:
+        excess = f"{r['joiner_excess_first_50']:+.3f}" if r["joiner_excess_first_50"] is not None else "-"
+        rows.append(f"| {r['name']} | {r['joined_at_step']} | {r['val_loss']:.4f} | {excess} |")
+    return "\n".join(rows)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--atoll", required=True)
@@ -103,6 +95,7 @@ def main():
     ap.add_argument("--seeds", default="1")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
+    provenance.write(args.out, "warm-join")  # run.json: command, date, machine, revision
     results = []
     for seed in [int(s) for s in args.seeds.split(",")]:
         for warm in (True, False):
@@ -111,12 +104,7 @@ def main():
             results.append(r)
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump(results, f, indent=1)
-    rows = ["| run | joined at step | held-out loss at the end | joiner's loss above its peer's, first 50 steps |",
-            "|---|---|---|---|"]
-    for r in results:
-        excess = f"{r['joiner_excess_first_50']:+.3f}" if r["joiner_excess_first_50"] is not None else "-"
-        rows.append(f"| {r['name']} | {r['joined_at_step']} | {r['val_loss']:.4f} | {excess} |")
-    table = "\n".join(rows) + "\n"
+    table = markdown(results) + "\n"
     with open(os.path.join(args.out, "table.md"), "w") as f:
         f.write(table)
     print(table)

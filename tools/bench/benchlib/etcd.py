@@ -2,18 +2,13 @@
 over (bench chaos --heads 2) and the registry on etcd (bench scale --registry etcd)."""
 import json
 import os
-import socket
 import subprocess
 import time
 import urllib.request
 
+from benchlib.cluster import free_port
+
 ETCD = "/usr/bin/etcd"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Etcd:

@@ -4,7 +4,7 @@ duty cycle (--period-ms, default 60), so that it runs `--share` of each period (
 quota such as cgroup cpu.max would need a cgroup of our own). The process is left running
 (SIGCONT) when the time is up, or when this script is terminated.
 
-Usage: tools/bench/throttle.py PID --share 0.25 --seconds 20 [--period-ms 60]
+Usage: tools/bench/benchlib/throttle.py PID --share 0.25 --seconds 20 [--period-ms 60]
        throttle.start(pid, share, seconds) from a script: the throttling process (Popen)
 """
 import argparse
