@@ -127,12 +127,12 @@ int run_failover_head(const head_options& opt, kv_store& db) {
   auto where = parse_etcd_registry(opt.registry);
   if (!where) {
     std::cerr << "atoll up: " << where.err().describe() << "\n";
-    return 2;
+    return code_of(exit_status::config);
   }
   if (opt.election_ttl_s < 2) {
     std::cerr << "atoll up: --election-ttl " << opt.election_ttl_s
               << ": at least 2 s (etcd counts leases in seconds)\n";
-    return 2;
+    return code_of(exit_status::config);
   }
   const std::chrono::seconds ttl(opt.election_ttl_s);
   const auto& stop = install_stop_signals();
@@ -155,7 +155,7 @@ int run_failover_head(const head_options& opt, kv_store& db) {
         snap.err().code != errc::not_ready) {
       std::cerr << "atoll up: " << snap.err().describe() << "\n";
       (void)election.resign();
-      return 2;
+      return code_of(exit_status::config);
     }
     if (snap) {
       lead_keeper keeper(election, ttl);
@@ -177,7 +177,7 @@ int run_failover_head(const head_options& opt, kv_store& db) {
     log_warn("head: lost the lead (term " + std::to_string(lead->term) + "); standing by");
   }
   (void)election.resign();
-  return 0;
+  return code_of(exit_status::finished);
 }
 
 }  // namespace atl

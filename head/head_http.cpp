@@ -16,6 +16,7 @@
 #include "actors/registry/prometheus_text.hpp"
 #include "actors/shared/messages.hpp"
 #include "runtime/process/log.hpp"
+#include "runtime/transport/http_listen.hpp"
 
 #ifndef ATOLL_WEB_DIR
 #define ATOLL_WEB_DIR "web"
@@ -80,16 +81,6 @@ void send_json(httplib::Response& res, const std::pair<bool, std::string>& answe
   res.set_content(answer.second, "application/json");
 }
 
-// Binds HOST:PORT (0 picks one) and serves on `listener`; the URL it serves at.
-expected<std::string> bind_and_listen(httplib::Server& server, std::thread& listener, const std::string& host, int port,
-                                      const std::string& endpoint) {
-  const int bound = port == 0 ? server.bind_to_any_port(host) : (server.bind_to_port(host, port) ? port : -1);
-  if (bound <= 0) return make_error(errc::invalid_config, "--http " + endpoint + ": cannot listen there");
-  listener = std::thread([&server] { server.listen_after_bind(); });
-  const bool v6 = host.find(':') != std::string::npos;
-  return "http://" + (v6 ? "[" + host + "]" : host) + ":" + std::to_string(bound) + "/";
-}
-
 }  // namespace
 
 struct head_http::impl {
@@ -116,6 +107,9 @@ struct head_http::impl {
     server.set_payload_max_length(4096);
     server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
       const bool action = req.method != "GET" && req.method != "HEAD";
+      // The probes say only "alive" and "leading", to a kubelet that holds no token.
+      if (!action && (req.path == "/livez" || req.path == "/readyz"))
+        return httplib::Server::HandlerResponse::Unhandled;
       if (decide_http(access, action, req.get_header_value("Authorization")) == http_verdict::allow)
         return httplib::Server::HandlerResponse::Unhandled;
       res.status = 401;
@@ -127,6 +121,15 @@ struct head_http::impl {
                       "application/json");
       return httplib::Server::HandlerResponse::Handled;
     });
+    // Probes (deploy/kubernetes): live while the registry actor in this process answers (nothing
+    // outside it is asked); ready while this head leads, which a head serving here does (a
+    // standby serves standby_http instead).
+    for (const char* probe : {"/livez", "/readyz"})
+      server.Get(probe, [this](const httplib::Request&, httplib::Response& res) {
+        const bool answers = view("status").first;
+        res.status = answers ? 200 : 503;
+        res.set_content(json{{"live", answers}, {"ready", answers}, {"leading", true}}.dump(), "application/json");
+      });
     // Summaries by default; ?per_node=1 adds a series for each node and worker.
     server.Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {
       const auto status = view("status"), members = view("members");
@@ -185,25 +188,11 @@ expected<std::unique_ptr<head_http>> head_http::start(caf::actor_system& sys, ca
   access.loopback = is_loopback_host(host);
   auto p = std::make_unique<impl>(sys, std::move(registry), std::move(access), std::move(web_dir));
   p->routes();
-  auto url = bind_and_listen(p->server, p->listener, host, port, endpoint);
+  auto url = bind_and_listen(p->server, p->listener, host, port, "--http");
   if (!url) return url.err();
   std::unique_ptr<head_http> out(new head_http(std::move(p)));
   out->url_ = *url;
   return out;
-}
-
-expected<std::pair<std::string, int>> parse_http_endpoint(const std::string& endpoint) {
-  const std::string scheme = "tcp://";
-  const auto colon = endpoint.rfind(':');
-  if (endpoint.compare(0, scheme.size(), scheme) != 0 || colon == std::string::npos || colon < scheme.size())
-    return make_error(errc::invalid_config, "--http " + endpoint + ": not tcp://HOST:PORT");
-  std::string host = endpoint.substr(scheme.size(), colon - scheme.size());
-  char* end = nullptr;
-  const long port = std::strtol(endpoint.c_str() + colon + 1, &end, 10);
-  if (*end != '\0' || port < 0 || port > 65535)
-    return make_error(errc::invalid_config, "--http " + endpoint + ": not a port");
-  if (host.size() > 1 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  return std::make_pair(host, static_cast<int>(port));
 }
 
 struct standby_http::impl {
@@ -230,6 +219,14 @@ expected<std::unique_ptr<standby_http>> standby_http::start(const std::string& e
   server.set_read_timeout(2, 0);
   server.set_write_timeout(2, 0);
   server.set_payload_max_length(4096);
+  // A standby is alive and not ready: the Service routes to the leader alone.
+  server.Get("/livez", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(json{{"live", true}, {"ready", false}, {"leading", false}}.dump(), "application/json");
+  });
+  server.Get("/readyz", [](const httplib::Request&, httplib::Response& res) {
+    res.status = 503;
+    res.set_content(json{{"live", true}, {"ready", false}, {"leading", false}}.dump(), "application/json");
+  });
   server.Get(".*", [raw = p.get()](const httplib::Request& req, httplib::Response& res) {
     // The path is decoded (%0D%0A is a line break): a control character would split the header.
     for (const char c : req.path)
@@ -247,7 +244,7 @@ expected<std::unique_ptr<standby_http>> standby_http::start(const std::string& e
     // The path only (never the query's token): the leader's own page asks for what it needs.
     res.set_redirect(leader + (req.path.empty() ? "" : req.path.substr(1)), 307);
   });
-  auto url = bind_and_listen(p->server, p->listener, where->first, where->second, endpoint);
+  auto url = bind_and_listen(p->server, p->listener, where->first, where->second, "--http");
   if (!url) return url.err();
   std::unique_ptr<standby_http> out(new standby_http(std::move(p)));
   out->url_ = *url;

@@ -1,8 +1,9 @@
 #pragma once
 // The head's HTTP endpoint (`atoll up --http tcp://HOST:PORT`): Prometheus metrics at
 // /metrics, the dashboard at / (web/: its page, script and the npm chart library), the
-// registry's views as JSON under /api/, and one action, POST /api/drain?node=N (as
-// `atoll leave`). Every answer is a registry view, asked of the registry actor in process
+// registry's views as JSON under /api/, one action, POST /api/drain?node=N (as
+// `atoll leave`), and the probes GET /livez and /readyz (no token: they say only "alive",
+// "leading"). Every answer is a registry view, asked of the registry actor in process
 // (the same control commands atollctl sends), so no page disagrees with atollctl.
 //
 // Its own thread budget (four request threads plus the listener), short read and write
@@ -47,12 +48,10 @@ class head_http {
 // Where the dashboard's files are: $ATOLL_WEB_DIR, else the build tree's web/.
 std::string default_web_dir();
 
-// --http's "tcp://HOST:PORT" as host ([v6] unbracketed) and port; invalid_config if not that.
-expected<std::pair<std::string, int>> parse_http_endpoint(const std::string& endpoint);
-
 // A head standing by (head/head_failover.cpp) on the --http it will serve once it
 // leads: every GET is redirected (307) to the same path at the leading head's HTTP
 // endpoint, so a dashboard opened on any head shows the leader's; 503 while no head leads.
+// Its /livez answers 200 and its /readyz 503: a standby is alive, and not the one to route to.
 class standby_http {
  public:
   // `leader_url()`: the leading head's "http://HOST:PORT/", empty when unknown; called per request.

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "head/head_process.hpp"
+#include "runtime/core/exit_status.hpp"
 #include "storage/kv_store.hpp"
 #include "storage/registry_store.hpp"
 
@@ -12,7 +13,7 @@ namespace atl {
 
 // direct_run's exit code when the registry stopped because it could not save its state:
 // the lead ended (or could not be proven), and another head carries on.
-inline constexpr int head_lost_its_lead = 3;
+inline constexpr int head_lost_its_lead = code_of(exit_status::lost_lead);
 
 // The run's snapshot: stored (the run resumes as it was, --config/--set/--model ignored),
 // else a new run from the config file, overrides and model, saved before it returns.

@@ -166,18 +166,18 @@ int run_head(const head_options& opt) {
   warn_if_reference_blas();
   if (opt.run_dir.empty()) {
     std::cerr << "atoll up: --run-dir is required\n";
-    return 2;
+    return code_of(exit_status::config);
   }
   std::error_code ec;
   std::filesystem::create_directories(opt.run_dir, ec);
   if (ec) {
     std::cerr << "atoll up: cannot create " << opt.run_dir << ": " << ec.message() << "\n";
-    return 2;
+    return code_of(exit_status::config);
   }
   auto db = open_rocksdb_store(opt.run_dir + "/db");
   if (!db) {
     std::cerr << "atoll up: " << db.err().describe() << "\n";
-    return 1;
+    return code_of(exit_status::retriable);
   }
   // Heads that fail over keep the registry in etcd; the run dir keeps keeper/0's rounds.
   if (!opt.registry.empty()) return run_failover_head(opt, **db);
@@ -185,7 +185,7 @@ int run_head(const head_options& opt) {
   auto snap = initial_snapshot(reg_store, opt);
   if (!snap) {
     std::cerr << "atoll up: " << snap.err().describe() << "\n";
-    return 2;
+    return code_of(exit_status::config);
   }
   const auto& stop = install_stop_signals();
   direct_run_hooks hooks;
@@ -198,25 +198,25 @@ int direct_run(const head_options& opt, kv_store& db, registry_store& reg_store,
   auto cfg = parse_config_text(snap.config_toml, "stored config");
   if (!cfg) {
     std::cerr << "atoll up: " << cfg.err().describe() << "\n";
-    return 2;
+    return code_of(exit_status::config);
   }
   if (hooks.fenced && cfg->keepers != "nodes") {
     std::cerr << "atoll up: --registry needs storage.keepers = nodes: with the rounds on the head alone, the "
                  "head that takes over would not have them\n";
-    return 2;
+    return code_of(exit_status::config);
   }
   if (auto err = adopt_missing_model_copy(*cfg, opt)) {
     std::cerr << "atoll up: " << err.describe() << "\n";
-    return 2;
+    return code_of(exit_status::config);
   }
   if (auto err = check_model_copy(*cfg, model_copy(opt.run_dir))) {
     std::cerr << "atoll up: " << err.describe() << "\n";
-    return 2;
+    return code_of(exit_status::config);
   }
   auto security = resolve_link_security(link_side::server, opt.listen, opt.keys_dir, {}, opt.insecure, "atoll up");
   if (!security) {
     std::cerr << "atoll up: " << security.err().describe() << "\n";
-    return 2;
+    return code_of(exit_status::config);
   }
   checkpoint_store checkpoints(db, static_cast<std::uint64_t>(cfg->keep_rounds), log_options_for(*cfg));
   directory local;
@@ -237,7 +237,7 @@ int direct_run(const head_options& opt, kv_store& db, registry_store& reg_store,
                                           options);
   } catch (const zmq::error_t& e) {
     std::cerr << "atoll up: cannot listen on " << opt.listen << ": " << e.what() << "\n";
-    return 1;
+    return code_of(exit_status::retriable);
   }
   net->set_route_takeover(std::chrono::milliseconds(cfg->lease_ms / 2));
   { std::ofstream(opt.run_dir + "/head.endpoint") << net->bound_endpoint() << "\n"; }
@@ -275,7 +275,7 @@ int direct_run(const head_options& opt, kv_store& db, registry_store& reg_store,
       caf::anon_send_exit(keeper, caf::exit_reason::user_shutdown);
       net->stop();
       local.clear();
-      return 2;
+      return code_of(exit_status::config);
     }
     http = std::move(*started);
   }

@@ -4,17 +4,22 @@
 #include <algorithm>
 #include <filesystem>
 #include <iostream>
+#include <memory>
+#include <optional>
 #include <thread>
 
 #include <caf/all.hpp>
 
 #include "actors/node/node_agent.hpp"
 #include "actors/shared/messages.hpp"
+#include "node/health_http.hpp"
 #include "node/lifecycle.hpp"
 #include "node/node_process.hpp"
+#include "runtime/core/exit_status.hpp"
 #include "runtime/device/codec_cuda.hpp"
 #include "runtime/device/device.hpp"
 #include "runtime/process/batch_job.hpp"
+#include "runtime/process/health.hpp"
 #include "runtime/process/log.hpp"
 #include "runtime/transport/model_transfer.hpp"
 #include "runtime/transport/node_links.hpp"
@@ -46,17 +51,23 @@ status check_devices(const std::vector<std::string>& devices) {
 // The run's model on this node: --model's copy, or the head's, fetched into the run dir
 // (or the temp dir) unless an identical copy is already there. Returns the local path and
 // its digest; both empty when the run has no model file.
-expected<std::pair<std::string, std::string>> local_model(const node_options& opt, const link_security& security) {
+expected<std::pair<std::string, std::string>> local_model(const node_options& opt, const link_security& security,
+                                                          process_health* health) {
+  // With probes, a try lasts at most a third of the liveness grace: each try beats.
+  const auto longest_try =
+      health ? std::chrono::milliseconds(opt.liveness_grace_s * 1000 / 3) : std::chrono::milliseconds(10000);
   // The first request to the head: it may not be up yet (a batch job that started first).
   const auto wait = std::chrono::seconds(opt.wait_for_head_s);
   const auto started = std::chrono::steady_clock::now();
   // A try lasts at most 10 s, and at least three fit in the wait: each failed one is said.
-  const auto each_try = wait.count() > 0 ? std::clamp<std::chrono::milliseconds>(wait / 3, std::chrono::seconds(1),
-                                                                                 std::chrono::seconds(10))
-                                         : std::chrono::milliseconds(10000);
+  const auto each_try =
+      std::min(longest_try, wait.count() > 0 ? std::clamp<std::chrono::milliseconds>(wait / 3, std::chrono::seconds(1),
+                                                                                     std::chrono::seconds(10))
+                                             : std::chrono::milliseconds(10000));
   model_source head{opt.head, security, each_try};
   expected<model_offer> offer = make_error(errc::timeout, "");
   for (;;) {
+    if (health) health->beat(std::chrono::steady_clock::now());  // waiting is living
     offer = ask_for_model(head);
     if (offer || offer.err().code != errc::timeout) break;
     const auto waited = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started);
@@ -80,6 +91,7 @@ expected<std::pair<std::string, std::string>> local_model(const node_options& op
   log_info("fetching the run's model (" + std::to_string(offer->bytes) + " bytes) from the head into " + dest);
   auto last_report = std::chrono::steady_clock::now();
   auto progress = [&](std::uint64_t done, std::uint64_t total) {
+    if (health) health->beat(std::chrono::steady_clock::now());  // a chunk came: the fetch goes on
     if (std::chrono::steady_clock::now() - last_report < std::chrono::seconds(5) && done < total) return;
     last_report = std::chrono::steady_clock::now();
     log_info("model: " + std::to_string(done) + " of " + std::to_string(total) + " bytes");
@@ -122,21 +134,32 @@ decltype(node_agent_config::prepare) prepare_cpu_run(const node_options& opt, co
 int run_node(const node_options& opt, const external_node* external) {
   set_log_name("atoll node");
   warn_if_reference_blas();
-  // Says why the node cannot start, to the terminal and to an embedding process.
-  const auto fail = [external](int exit_code, const error& why) {
+  // Says why the node cannot start, to the terminal and to an embedding process; its exit
+  // status by why (runtime/core/exit_status.hpp), unless the caller knows better.
+  const auto fail = [external](const error& why, std::optional<exit_status> status = std::nullopt) {
     std::cerr << "atoll join: " << why.describe() << "\n";
     if (external && external->failure) external->failure(why);
-    return exit_code;
+    return code_of(status.value_or(exit_status_for(why.code)));
   };
-  if (opt.head.empty()) return fail(2, make_error(errc::invalid_config, "--head tcp://HOST:PORT is required"));
-  if (auto err = check_devices(opt.devices)) return fail(2, err);
+  if (opt.head.empty()) return fail(make_error(errc::invalid_config, "--head tcp://HOST:PORT is required"));
+  if (auto err = check_devices(opt.devices)) return fail(err, exit_status::config);
   auto security =
       resolve_link_security(link_side::client, opt.head, opt.keys_dir, opt.client_key, opt.insecure, "atoll join");
-  if (!security) return fail(2, security.err());
-  auto model = local_model(opt, *security);
+  if (!security) return fail(security.err(), exit_status::config);
+  // The probes first: a node waiting for its head or fetching a large model is alive.
+  std::shared_ptr<process_health> health;
+  std::unique_ptr<health_http> probes;
+  if (!opt.health.empty()) {
+    health = std::make_shared<process_health>();
+    auto served = health_http::start(opt.health, health, std::chrono::seconds(opt.liveness_grace_s));
+    if (!served) return fail(served.err(), exit_status::config);
+    probes = std::move(*served);
+    log_info("probes at " + opt.health + " (GET /livez, /readyz)");
+  }
+  auto model = local_model(opt, *security, health.get());
   if (!model) {
     const bool no_head = model.err().code == errc::timeout;
-    return fail(1, no_head ? model.err() : make_error(model.err().code, "the run's model: " + model.err().message));
+    return fail(no_head ? model.err() : make_error(model.err().code, "the run's model: " + model.err().message));
   }
   directory local;
   cluster_identity cluster;
@@ -148,21 +171,24 @@ int run_node(const node_options& opt, const external_node* external) {
     links.listen = opt.listen.empty() ? "tcp://" + local_address_towards(opt.head) + ":0" : opt.listen;
   try {
     net = std::make_unique<node_links>(links, local, cluster);
-  } catch (const zmq::error_t& e) {
-    return fail(1, make_error(errc::invalid_config, "cannot connect to " + opt.head +
-                                                        (links.listen.empty() ? "" : " or listen on " + links.listen) +
-                                                        ": " + e.what()));
+  } catch (const zmq::error_t& e) {  // an address in use, say: another try may find it free
+    return fail(make_error(errc::invalid_config, "cannot connect to " + opt.head +
+                                                     (links.listen.empty() ? "" : " or listen on " + links.listen) +
+                                                     ": " + e.what()),
+                exit_status::retriable);
   }
   if (!links.listen.empty() && net->data_endpoint().empty())
-    return fail(2, make_error(errc::invalid_config, "--listen " + links.listen + " is not tcp://HOST:PORT"));
+    return fail(make_error(errc::invalid_config, "--listen " + links.listen + " is not tcp://HOST:PORT"));
   char host[256] = {0};
   ::gethostname(host, sizeof host - 1);
   node_agent_config nc;
+  nc.health = health;
   if (!opt.run_dir.empty()) {  // this node may host a keeper replica there
     std::error_code ec;
     std::filesystem::create_directories(opt.run_dir, ec);
     if (ec)
-      return fail(2, make_error(errc::storage_failure, "cannot create --run-dir " + opt.run_dir + ": " + ec.message()));
+      return fail(make_error(errc::storage_failure, "cannot create --run-dir " + opt.run_dir + ": " + ec.message()),
+                  exit_status::config);
     nc.data_dir = opt.run_dir;
   }
   nc.devices = opt.devices;
@@ -171,16 +197,21 @@ int run_node(const node_options& opt, const external_node* external) {
   nc.model_digest = model->second;
   nc.batch_job = describe_batch_job([](const char* name) { return std::getenv(name); });
   if (!nc.batch_job.empty()) log_info("in batch job " + nc.batch_job);
+  // Why the node gave up, for its exit status (and for an embedding process).
+  auto gave_up = std::make_shared<error>();
+  nc.on_failure = [gave_up, external](const error& why) {
+    *gave_up = why;
+    if (external && external->failure) external->failure(why);
+  };
   if (external) {
     // The user's own loop (the Python API): its replicas and model, and its process's
     // threads as the user set them (no prepare: nothing to plan or check here).
     nc.factory = external->factory;
     nc.model_signature = external->signature;
-    nc.on_failure = external->failure;
   } else {
     if (!opt.model_file.empty()) {  // in a run of Python nodes, the head judges the model by this
       auto signature = torchscript_signature(opt.model_file);
-      if (!signature) return fail(2, signature.err());
+      if (!signature) return fail(signature.err(), exit_status::config);
       nc.model_signature = *signature;
     }
     nc.factory = torch_replica_factory(model_file);
@@ -198,15 +229,17 @@ int run_node(const node_options& opt, const external_node* external) {
   configure_actor_system(sys_cfg);
   caf::actor_system sys{sys_cfg};
   auto agent = sys.spawn(node_agent_actor, static_cast<transport*>(net.get()), &local, &cluster, nc);
-  const caf::error reason =
-      external ? wait_for_actor(sys, agent, external->stop_requested) : wait_for_actor(sys, agent);
+  const volatile bool* signalled = external ? nullptr : &install_stop_signals();
+  const caf::error reason = external ? wait_for_actor(sys, agent, external->stop_requested)
+                                     : wait_for_actor(sys, agent, [signalled] { return *signalled; });
   net->stop();
   local.clear();
   if (reason) {
     log_error("node failed: " + sys.render(reason));
-    return 1;
+    return code_of(*gave_up ? exit_status_for(gave_up->code) : exit_status::retriable);
   }
-  return 0;
+  // SIGTERM or SIGINT: the node left the run (drained), which is not its end.
+  return code_of(signalled && *signalled ? exit_status::drained : exit_status::finished);
 }
 
 }  // namespace atl

@@ -26,6 +26,9 @@ struct node_options {
   bool no_listen = false;  // behind NAT: the head relays this node's tensors
   std::string model_file;  // this node's own copy of the run's model; empty: fetched from the head
   int wait_for_head_s = 300;  // give up when no head answers this long; 0: wait for ever
+  // "tcp://HOST:PORT": GET /livez and /readyz for probes (node/health_http.hpp); empty: none.
+  std::string health;
+  int liveness_grace_s = 30;  // live while the agent beat within this long
 };
 // A node whose model is the user's own (the Python API, run.example = external): its
 // worker's replicas, the model's signature, and how it learns to stop (instead of SIGINT

@@ -1,5 +1,8 @@
 #include "actors/node/node_agent.hpp"
 
+#include <chrono>
+#include <thread>
+
 #include <caf/all.hpp>
 
 #include "actors/node/node_messages.hpp"
@@ -7,6 +10,7 @@
 #include "actors/shared/guarded_handler.hpp"
 #include "actors/shared/messages.hpp"
 #include "runtime/core/actor_id.hpp"
+#include "runtime/process/fault_point.hpp"
 #include "runtime/process/log.hpp"
 #include "runtime/transport/route_delta.hpp"
 
@@ -78,6 +82,7 @@ void on_welcome(self_ptr self, const wire::message_ptr& msg) {
     st.cpu_worker_layouts = std::move(*layouts);
   }
   st.current = phase::running;
+  if (st.cfg.health) st.cfg.health->set_ready_in(st.epoch);
   send_heartbeat(self);  // teaches the head the route to our new id right away
   for (std::size_t i = 0; i < st.workers.size(); ++i) node_workers::spawn(self, i);
 }
@@ -208,6 +213,7 @@ void rejoin(self_ptr self, const std::string& why) {
   st.placed.stop_all(self, *st.local);
   st.node_id = 0;
   st.current = phase::registering;
+  if (st.cfg.health) st.cfg.health->set_ready_in(0);
   take_provisional_id(self);
   set_log_name("atoll node");
   send_hello(self);
@@ -224,6 +230,7 @@ void on_stop_signal(self_ptr self) {
     return;
   }
   st.leave_requested = true;
+  if (st.cfg.health) st.cfg.health->set_ready_in(0);  // leaving: no longer a member to route to
   log_info("signal received while hosting a keeper replica: leaving once it is handed over");
   wire::outgoing out;
   auto leave = out.envelope.initLeaveRequest();
@@ -321,6 +328,11 @@ caf::behavior node_agent_actor(caf::stateful_actor<node_agent_state>* self, tran
       },
       [=](tick_atom) {
         auto& st = self->state;
+        // The process's liveness (runtime/process/health.hpp): this tick runs whether or
+        // not the head answers. A failing point stalls it, as a stuck actor system would.
+        if (ATL_FAIL_POINT("node.stall") && st.current == phase::running)
+          std::this_thread::sleep_for(std::chrono::hours(24));
+        if (st.cfg.health) st.cfg.health->beat(self->clock().now());
         if (st.current == phase::registering) {
           send_hello(self);
         } else if (st.current == phase::running) {

@@ -11,6 +11,7 @@
 #include "runtime/core/expected.hpp"
 #include "runtime/core/thread_layout.hpp"
 #include "runtime/process/config.hpp"
+#include "runtime/process/health.hpp"
 #include "runtime/transport/route_delta.hpp"
 #include "storage/kv_store.hpp"
 
@@ -52,6 +53,9 @@ struct node_agent_config {
   // Workers run on threads of their own (a step blocks for seconds). False where every actor
   // must run on one scheduler: the seeded tier's simulated clock.
   bool detached_workers = true;
+  // The process's probes (runtime/process/health.hpp): the agent beats on each tick and says
+  // when it is a member; null: nobody asks.
+  std::shared_ptr<process_health> health;
   // What the provisional id is made unique by before the Welcome; empty: 64 random bits. A
   // seeded test names its nodes, so that a seed replays with the same messages.
   std::string provisional_token;

@@ -19,6 +19,7 @@
 
 #include "actors/decisions/data_cursor.hpp"
 #include "runtime/core/digest.hpp"
+#include "runtime/core/exit_status.hpp"
 #include "storage/checkpoint_store.hpp"
 #include "storage/kv_store.hpp"
 #include "tests/support/cluster_helpers.hpp"
@@ -286,7 +287,7 @@ TEST(Failover, LeaveAndSigtermDrainNodesWithoutStallingARound) {
   // SIGTERM another node.
   subprocess* stopped = nodes[0].get() != leaver ? nodes[0].get() : nodes[1].get();
   stopped->signal(SIGTERM);
-  EXPECT_EQ(stopped->wait(15s), 0) << stopped->output();
+  EXPECT_EQ(stopped->wait(15s), code_of(exit_status::drained)) << stopped->output();
   const int round_after_leaves = testing::round_of(ep);
 
   for (auto& n : nodes) {
@@ -645,7 +646,7 @@ TEST(Failover, WithTheDataCursorARandomScheduleOfFaultsLosesNoUnitAndLearnsNoneT
   }
   ::unsetenv("ATOLL_LOG");
   std::cout << "schedule: " << order << "\n";
-  EXPECT_EQ(nodes[0]->wait(30s), 0) << "the node that left: " << nodes[0]->output();
+  EXPECT_EQ(nodes[0]->wait(30s), code_of(exit_status::drained)) << "the node that left: " << nodes[0]->output();
   for (std::size_t i : {std::size_t{1}, std::size_t{3}})
     ASSERT_EQ(nodes[i]->wait(150s), 0) << order << nodes[i]->output() << head->output();
 
@@ -927,7 +928,7 @@ TEST(Failover, WithKeepersOnNodesALeavingReplicaHostHandsItsReplicaOverFirst) {
   ASSERT_NE(stopped, nullptr);
   ASSERT_TRUE(testing::wait_for_round(ep, round_after_leave + 2)) << head.output();
   stopped->signal(SIGTERM);
-  EXPECT_EQ(stopped->wait(60s), 0) << stopped->output() << head.output();
+  EXPECT_EQ(stopped->wait(60s), code_of(exit_status::drained)) << stopped->output() << head.output();
   ASSERT_TRUE(testing::eventually([&] { return promoted_before_goodbye("keeper/4", second_host); }, 10s, 50ms))
       << head.output();
   const std::string fourth_host = host_of("keeper/4");

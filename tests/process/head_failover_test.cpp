@@ -70,6 +70,14 @@ TEST_F(HeadFailover, ALeadingHeadKilledWithItsDiskIsReplacedByTheStandbyAndNoRou
   EXPECT_TRUE(endpoint_file(dir_.sub("b")).empty()) << "a standby does not listen";
   // The standby's dashboard sends the browser to the leader's.
   httplib::Client standby_http("127.0.0.1", http_b);
+  // Its probes: alive, not ready (the Service routes to the leader alone); the leader ready.
+  httplib::Client leader_http("127.0.0.1", http_a);
+  auto standby_live = standby_http.Get("/livez"), standby_ready = standby_http.Get("/readyz");
+  auto leader_ready = leader_http.Get("/readyz");
+  ASSERT_TRUE(standby_live && standby_ready && leader_ready);
+  EXPECT_EQ(standby_live->status, 200) << standby_live->body;
+  EXPECT_EQ(standby_ready->status, 503) << standby_ready->body;
+  EXPECT_EQ(leader_ready->status, 200) << leader_ready->body;
   std::string location;
   ASSERT_TRUE(testing::eventually(
       [&] {

@@ -181,7 +181,8 @@ def check_model_mismatch_refused(atoll, work, model_file):
     try:
         endpoint = wait_for_endpoint(head_dir)
         r = run([atoll, "join", "--head", endpoint, "--model", other, "--no-listen"])
-        check(r.returncode != 0 and "model_mismatch" in r.stderr, "a node with another model file is refused")
+        # 4: refused by the run (runtime/core/exit_status.hpp): a restart would be refused alike.
+        check(r.returncode == 4 and "model_mismatch" in r.stderr, "a node with another model file is refused (exit 4)")
     finally:
         head.terminate()
         head.wait(timeout=30)

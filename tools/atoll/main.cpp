@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "runtime/core/exit_status.hpp"
 #include "runtime/device/compute_env.hpp"
 #include "runtime/process/config.hpp"
 #include "runtime/transport/control_client.hpp"
@@ -152,6 +153,12 @@ int main(int argc, char** argv) {
   join->add_option("--model", node.model_file,
                    "this node's own copy of the run's model (default: the node fetches it from the head)")
       ->check(CLI::ExistingFile);
+  join->add_option("--health", node.health,
+                   "serve GET /livez and /readyz at tcp://HOST:PORT for probes (Kubernetes): live while this "
+                   "process's actors turn, ready while it is a member of the run");
+  join->add_option("--liveness-grace", node.liveness_grace_s, "seconds without a tick before /livez fails")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 3600));
 
   atl::local_options local;
   auto* loc = app.add_subcommand("local", "run a head and N nodes on this machine and train to completion");
@@ -227,7 +234,14 @@ int main(int argc, char** argv) {
 
   app.add_subcommand("config", "list every config knob with its default, unit and meaning");
 
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version print and succeed; a flag or value atoll cannot use is a
+    // configuration error (runtime/core/exit_status.hpp), which a controller does not retry.
+    const int printed = app.exit(e);
+    return printed == 0 ? 0 : atl::code_of(atl::exit_status::config);
+  }
 
   if (*up) {
     atl::tune_allocator_for_training();
