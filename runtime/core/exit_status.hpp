@@ -7,7 +7,9 @@
 //   1   retriable    a failure a restart may cure: the head unreachable past --wait-for-head,
 //                    a worker that failed too often, a lost link, an I/O error
 //   2   config       bad flags, config, keys, model or data files: a restart fails alike
-//   3   lost lead    a head on etcd lost its lead; another leads (restart it to stand by)
+//   3   lost lead    a head's registry stopped because it could not save its state (its lead
+//                    ended): another head carries on. Heads that fail over on etcd stand by
+//                    again instead of exiting with it; a restarted head stands by too
 //   4   refused      the run refused this node: its model differs from the run's, another
 //                    cluster's or another version's messages: a restart is refused alike
 //   143 drained      SIGTERM: the node left the run (its keeper replica handed over first);
