@@ -438,6 +438,7 @@ def markdown(summary):
     """The run's figures against its fault-free twin, from summary.json (tools/bench/report.py chaos DIR)."""
     kinds = ", ".join(f"{n} {k}" for k, n in sorted(summary.get("faults_by_kind", {}).items()) if n)
     fmt = lambda v: "-" if v is None else v
+    loss = lambda v: "-" if v is None else f"{v:.4f}"
     rows = [("faults injected", f"{summary['faults_injected']} ({kinds})"),
             ("rounds committed", summary["rounds_committed"]),
             ("rounds lost", summary["rounds_lost"]),
@@ -448,7 +449,7 @@ def markdown(summary):
             ("a joiner productive, s: median (max)",
              f"{fmt(summary['join_productive_s_median'])} ({fmt(summary['join_productive_s_max'])})"),
             ("longest stall, s", summary["max_stall_s"]),
-            ("held-out loss: chaos, fault-free", f"{fmt(summary['val_loss'])}, {fmt(summary.get('val_loss_fault_free'))}")]
+            ("held-out loss: chaos, fault-free", f"{loss(summary['val_loss'])}, {loss(summary.get('val_loss_fault_free'))}")]
     if summary.get("takeover_s_median") is not None:
         rows.append(("a head's takeover, s: median (max)", f"{summary['takeover_s_median']} ({summary['takeover_s_max']})"))
     return "\n".join(["| figure | value |", "|---|---|"] + [f"| {k} | {v} |" for k, v in rows])
