@@ -13,7 +13,6 @@ struct health_http::impl {
   std::chrono::steady_clock::duration grace;
   httplib::Server server;
   std::thread listener;
-  int port = 0;
 };
 
 health_http::health_http(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
@@ -22,8 +21,6 @@ health_http::~health_http() {
   impl_->server.stop();
   if (impl_->listener.joinable()) impl_->listener.join();
 }
-
-int health_http::port() const { return impl_->port; }
 
 expected<std::unique_ptr<health_http>> health_http::start(const std::string& endpoint,
                                                           std::shared_ptr<const process_health> health,
@@ -50,7 +47,6 @@ expected<std::unique_ptr<health_http>> health_http::start(const std::string& end
   server.Get("/readyz", [answer](const httplib::Request&, httplib::Response& res) { answer(true, res); });
   auto url = bind_and_listen(server, p->listener, where->first, where->second, "--health");
   if (!url) return url.err();
-  p->port = std::stoi(url->substr(url->rfind(':') + 1));
   return std::unique_ptr<health_http>(new health_http(std::move(p)));
 }
 

@@ -24,7 +24,6 @@ class health_http {
   ~health_http();
   health_http(const health_http&) = delete;
   health_http& operator=(const health_http&) = delete;
-  int port() const;
 
  private:
   struct impl;

@@ -117,8 +117,7 @@ class Pod:
         # Volumes at their mount paths: folders of this pod's.
         mounts = {}
         for m in self.container.get("volumeMounts", []):
-            vol = next(v for v in self.spec["volumes"] if v["name"] == m["name"]) if any(
-                v["name"] == m["name"] for v in self.spec.get("volumes", [])) else {"name": m["name"]}
+            vol = next((v for v in self.spec.get("volumes", []) if v["name"] == m["name"]), {"name": m["name"]})
             where = os.path.join(self.dir, m["name"])
             os.makedirs(where, exist_ok=True)
             if "secret" in vol:
@@ -320,6 +319,7 @@ def main():
     head.ports[7070] = ctx["head_port"]
     head.start()
     group_a = jobs_of(next(d for d in first if d["kind"] == "JobSet"), ctx, args.replicas)
+    group_b = []
     everyone = lambda: [head] + [j.pod for j in group_a]
     try:
         deadline = time.monotonic() + 90
@@ -409,7 +409,7 @@ def main():
             fail(f"not every worker holds the keeper's digest at the final round: {json.dumps(fragments)[:2000]}")
         print("ok: the manifests ran as processes and kept the contract")
     finally:
-        for p in [head] + [j.pod for j in group_a] + [j.pod for j in locals().get("group_b", [])]:
+        for p in [head] + [j.pod for j in group_a] + [j.pod for j in group_b]:
             if p.proc and p.proc.poll() is None:
                 os.killpg(p.proc.pid, signal.SIGKILL)
 
