@@ -21,6 +21,7 @@ import sys
 OWN_TABLES = {
     "averaging": ("averaging", "results.json"),
     "chaos": ("chaos", "summary.json"),
+    "codecs": ("codec_speed", "results.json"),
     "links": ("links", "summary.json"),
     "own-model": ("own_model", "own_model.json"),
     "python": ("python_api", "results.json"),
