@@ -192,6 +192,7 @@ void on_heartbeat(self_ptr self, const wire::message_ptr& msg) {
   for (auto count : hb.getRefused())
     if (n.refused.size() < traffic_counters::reasons) n.refused.push_back(count);
   n.handshakes_failed = hb.getHandshakesFailed();
+  if (hb.getWorkerRestarts() > n.worker_restarts) st.last_worker_restart_at = st.now();
   n.worker_restarts = hb.getWorkerRestarts();
   // Still there after the run finished: the Shutdown sent then was lost, or this node came
   // back (a restarted head, a partition). Each heartbeat gets one until the node stops.

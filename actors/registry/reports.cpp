@@ -87,6 +87,7 @@ void record_round_report(self_ptr self, const wire::message& msg) {
   st.fragments[r.getFragment()].round = r.getRound();
   st.fragments[r.getFragment()].released_digest = std::make_pair(r.getRound(), r.getDigest());
   st.round_durations.observe(r.getDurationS());
+  st.last_round_at = st.now();
   nlohmann::json names = nlohmann::json::array();
   for (auto p : r.getParticipants()) names.push_back(std::string(p.cStr()));
   nlohmann::json weights = nlohmann::json::array();

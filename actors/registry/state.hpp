@@ -170,6 +170,9 @@ struct registry_state {
   std::optional<data::data_cursor> data;
   std::optional<error> data_damaged;
   duration_histogram round_durations;
+  // For the run's conditions (actors/decisions/run_conditions.hpp): the last RoundReport, and
+  // the last heartbeat that counted more worker restarts than its node's before.
+  std::optional<std::chrono::steady_clock::time_point> last_round_at, last_worker_restart_at;
   metrics_writer metrics;
   std::int64_t last_eval_step = -1;
   float last_val_loss = -1;

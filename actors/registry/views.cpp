@@ -6,6 +6,7 @@
 
 #include "actors/decisions/member_query.hpp"
 #include "actors/decisions/quorum.hpp"
+#include "actors/decisions/run_conditions.hpp"
 #include "actors/registry/queries.hpp"
 #include "runtime/core/actor_id.hpp"
 #include "runtime/core/digest.hpp"
@@ -385,10 +386,48 @@ expected<json> explain(const registry_state& st, time_point now, const std::stri
   return out;
 }
 
+json conditions(const registry_state& st, time_point now) {
+  condition_facts f;
+  f.phase = st.phase;
+  f.min_workers = static_cast<std::size_t>(st.cfg.min_workers);
+  const auto live = registry_detail::live_workers(st);
+  f.live_workers = live.size();
+  for (const auto& w : live) {
+    const auto view = st.workers.find(w);
+    if (view != st.workers.end() && view->second.done) ++f.workers_done;
+  }
+  for (const auto& [id, n] : st.nodes) {
+    if (n.state == member_state::dead) ++f.dead_members;
+    if (n.state == member_state::joining || n.state == member_state::syncing) ++f.returning_members;
+    f.worker_restarts += n.worker_restarts;
+  }
+  f.fragments = st.fragments.size();
+  for (const auto& frag : st.fragments)
+    if (frag.placed_on.empty()) ++f.fragments_unplaced;
+  const std::size_t slots_per_group = st.cfg.keepers == "nodes" ? 2 : 1;
+  for (std::size_t g = 0; g < registry_detail::keeper_groups(st); ++g) {
+    const auto slots = registry_detail::replica_slots(st, g);
+    for (std::size_t i = 0; i < slots_per_group && i < slots.size(); ++i) {
+      ++f.keeper_slots;
+      if (slots[i].host.empty()) ++f.keeper_slots_empty;
+    }
+  }
+  if (st.last_round_at) f.since_last_round_s = seconds_between(*st.last_round_at, now);
+  if (st.last_worker_restart_at) f.since_worker_restart_s = seconds_between(*st.last_worker_restart_at, now);
+  f.restart_window_s = static_cast<double>(st.cfg.lease_ms) / 1000.0;
+  // A round may wait a lease for a dead member and another for a keeper: three is a stall.
+  f.stall_after_s = std::max(60.0, 3.0 * f.restart_window_s);
+  json out = json::array();
+  for (const auto& c : run_conditions(f))
+    out.push_back({{"type", c.type}, {"status", c.status}, {"reason", c.reason}, {"message", c.message}});
+  return out;
+}
+
 json status_without_lists(const registry_state& st, time_point now) {
   return {{"cluster_id", st.snap.cluster_id},
           {"epoch", st.snap.epoch},
           {"state", to_string(st.phase)},
+          {"conditions", conditions(st, now)},
           {"example", st.cfg.example},
           {"steps", st.cfg.steps},
           {"head", st.deps.listen_endpoint},

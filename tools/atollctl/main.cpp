@@ -119,6 +119,11 @@ void print_human(const std::string& command, const json& body) {
   if (command == "status") {
     std::cout << "cluster " << str(body["cluster_id"]) << "  state " << str(body["state"]) << "  epoch "
               << str(body["epoch"]) << "  example " << str(body["example"]) << "  head " << str(body["head"]) << "\n";
+    // The conditions that hold, each with its reason and message (an older head sends none).
+    for (const auto& c : body.value("conditions", json::array()))
+      if (c.value("status", false))
+        std::cout << str(c["type"]) << " (" << str(c["reason"]) << ")"
+                  << (c.value("message", "").empty() ? "" : ": " + c["message"].get<std::string>()) << "\n";
     const auto& ev = body["last_eval"];
     if (ev["step"].get<long>() >= 0)
       std::cout << "held-out loss " << str(ev["val_loss"]) << " at step " << str(ev["step"]) << "\n";
