@@ -293,6 +293,7 @@ struct CommitRequest {
   resultChunk @8 :UInt32;
   averaged    @9 :Bool;
   inputs      @10 :List(RoundInput);
+  published   @11 :Bool;   # the record is the change the round published (one input, the result codec)
 }
 struct RoundInput {
   worker @0 :Text;

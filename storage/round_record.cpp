@@ -24,6 +24,15 @@ std::size_t expected_scales(codec_kind kind, std::uint64_t count, std::uint32_t 
 
 }  // namespace
 
+const char* to_string(record_form form) {
+  switch (form) {
+    case record_form::inputs: return "inputs";
+    case record_form::average: return "average";
+    case record_form::result: return "result";
+  }
+  return "?";
+}
+
 std::uint64_t round_record::input_bytes() const {
   std::uint64_t total = 0;
   for (const auto& in : inputs) total += in.payload.size() + in.scales.size();
@@ -41,9 +50,19 @@ status check_record(const round_record& r) {
   };
   if (r.inputs.empty()) return bad("no inputs");
   if (r.inputs.size() > max_inputs) return bad(std::to_string(r.inputs.size()) + " inputs");
-  if (r.averaged && (r.inputs.size() != 1 || r.inputs[0].codec != codec_kind::fp32))
+  if (r.form > record_form::result) return bad("unknown form");
+  if (r.form == record_form::average && (r.inputs.size() != 1 || r.inputs[0].codec != codec_kind::fp32))
     return bad("an averaged record has one fp32 input");
   if (r.rule.result_codec > last_codec) return bad("unknown result codec");
+  if (r.form == record_form::result) {
+    if (r.inputs.size() != 1) return bad("a result record has one input");
+    const auto& in = r.inputs[0];
+    if (r.rule.result_codec == codec_kind::fp32 || in.codec != r.rule.result_codec)
+      return bad(std::string("a result record in ") + to_string(in.codec) + " for results in " +
+                 to_string(r.rule.result_codec));
+    if (has_scales(in.codec) && in.chunk != r.rule.result_chunk)
+      return bad("a result record's chunk is not the rule's");
+  }
   for (const auto& in : r.inputs) {
     if (in.codec > last_codec) return bad("unknown codec of " + in.worker);
     if (in.worker.size() > max_worker_name)
@@ -72,7 +91,7 @@ encoded_record::encoded_record(const round_record& r) {
   put(header_, r.rule.outer.momentum);
   put(header_, static_cast<std::uint8_t>(r.rule.result_codec));
   put(header_, static_cast<std::uint32_t>(r.rule.result_chunk));
-  put(header_, static_cast<std::uint8_t>(r.averaged));
+  put(header_, static_cast<std::uint8_t>(r.form));
   put(header_, static_cast<std::uint32_t>(r.inputs.size()));
   for (const auto& in : r.inputs) {
     put(header_, static_cast<std::uint32_t>(in.worker.size()));
@@ -113,21 +132,20 @@ expected<round_record> decode_record(const std::string& in) {
   round_record r;
   std::size_t pos = 4;
   std::uint32_t v = 0, result_chunk = 0, inputs = 0;
-  std::uint8_t result_codec = 0, averaged = 0;
+  std::uint8_t result_codec = 0, form = 0;
   if (!take(in, pos, v) || v != version) return corrupt("unknown version");
   if (!take(in, pos, r.fragment) || !take(in, pos, r.round) || !take(in, pos, r.epoch) || !take(in, pos, r.count) ||
       !take(in, pos, r.theta_digest) || !take(in, pos, r.rule.outer.lr) || !take(in, pos, r.rule.outer.momentum) ||
-      !take(in, pos, result_codec) || !take(in, pos, result_chunk) || !take(in, pos, averaged) ||
-      !take(in, pos, inputs))
+      !take(in, pos, result_codec) || !take(in, pos, result_chunk) || !take(in, pos, form) || !take(in, pos, inputs))
     return corrupt("truncated header");
   // take() reads up to the string's end, which holds the checksum: a header that reaches
   // into it is cut short (and would make the sizes below wrap around).
   if (pos > end) return corrupt("truncated header");
   if (inputs > max_inputs) return corrupt(std::to_string(inputs) + " inputs");
-  if (averaged > 1) return corrupt("the averaged flag is " + std::to_string(averaged));
+  if (form > static_cast<std::uint8_t>(record_form::result)) return corrupt("unknown form " + std::to_string(form));
   r.rule.result_codec = static_cast<codec_kind>(result_codec);
   r.rule.result_chunk = result_chunk;
-  r.averaged = averaged != 0;
+  r.form = static_cast<record_form>(form);
   std::vector<std::pair<std::uint64_t, std::uint64_t>> sizes;
   for (std::uint32_t i = 0; i < inputs; ++i) {
     round_input ri;
@@ -161,8 +179,10 @@ expected<round_record> decode_record(const std::string& in) {
 namespace {
 
 // One input as the coordinator took the contribution: int8 and fp4 kept encoded (the
-// outer step decodes them), the others decoded to fp32 into `decoded`.
-status take_input(const round_input& in, std::uint64_t count, encoded_values& enc, std::vector<float>& decoded) {
+// outer step decodes them), the others decoded to fp32 into `decoded`; with keep_encoded
+// (a result record's change) none is decoded.
+status take_input(const round_input& in, std::uint64_t count, encoded_values& enc, std::vector<float>& decoded,
+                  bool keep_encoded = false) {
   if (in.codec == codec_kind::fp32) {
     decoded.resize(count);
     if (count) std::memcpy(decoded.data(), in.payload.data(), count * sizeof(float));
@@ -175,9 +195,43 @@ status take_input(const round_input& in, std::uint64_t count, encoded_values& en
   enc.scales.resize(in.scales.size() / sizeof(float));
   if (!enc.scales.empty()) std::memcpy(enc.scales.data(), in.scales.data(), in.scales.size());
   if (auto err = check_encoded(enc)) return err;
-  if (has_scales(in.codec)) return {};
+  if (keep_encoded || has_scales(in.codec)) return {};
   decoded.resize(count);
   return decode(enc, decoded.data());
+}
+
+}  // namespace
+
+round_record result_record(std::uint32_t fragment, std::uint64_t round, std::uint64_t epoch, std::uint64_t theta_digest,
+                           const outer_rule& rule, const encoded_values& change) {
+  round_record r;
+  r.fragment = fragment;
+  r.round = round;
+  r.epoch = epoch;
+  r.count = change.count;
+  r.theta_digest = theta_digest;
+  r.rule = rule;
+  r.form = record_form::result;
+  round_input in;
+  in.codec = change.kind;
+  in.chunk = static_cast<std::uint32_t>(change.chunk);
+  in.payload = byte_buffer(change.payload.begin(), change.payload.end());
+  const auto* scales = reinterpret_cast<const std::uint8_t*>(change.scales.data());
+  in.scales = byte_buffer(scales, scales + change.scales.size() * sizeof(float));
+  r.inputs.push_back(std::move(in));
+  return r;
+}
+
+namespace {
+
+status check_digest(const round_record& record, const outer_state& state) {
+  const auto digest = digest64(state.theta.data(), state.theta.size() * sizeof(float));
+  if (digest != record.theta_digest)
+    return make_error(errc::digest_mismatch, "fragment " + std::to_string(record.fragment) + " round " +
+                                                 std::to_string(record.round) + ": replay reached theta_global " +
+                                                 digest_hex(digest) + ", the coordinator logged " +
+                                                 digest_hex(record.theta_digest));
+  return {};
 }
 
 }  // namespace
@@ -187,6 +241,14 @@ status apply_record(const round_record& record, outer_state& state, record_scrat
     return make_error(errc::tensor_mismatch, "round record of " + std::to_string(record.count) +
                                                  " values for a fragment of " + std::to_string(state.theta.size()));
   if (auto err = check_record(record)) return err;
+  if (record.form == record_form::result) {
+    std::vector<float> unused;  // a result's codec always stays encoded (take_input below)
+    if (auto err = take_input(record.inputs[0], record.count, scratch.change, unused, true)) return err;
+    auto rule = record.rule;
+    rule.state_follows_result = true;
+    if (auto err = apply_published_change(rule, scratch.change, state)) return err;
+    return check_digest(record, state);
+  }
   scratch.inputs.resize(record.inputs.size());
   scratch.encoded.resize(record.inputs.size());
   std::vector<weighted_input> weighted;
@@ -197,18 +259,12 @@ status apply_record(const round_record& record, outer_state& state, record_scrat
     else weighted.push_back({scratch.inputs[i].data(), in.weight});
   }
   std::optional<encoded_values> published;
-  if (record.averaged) {
+  if (record.form == record_form::average) {
     apply_outer_average(record.rule, scratch.inputs[0].data(), state, scratch.outer, published);
   } else if (auto err = apply_outer_round(record.rule, weighted, state, scratch.outer, published)) {
     return err;
   }
-  const auto digest = digest64(state.theta.data(), state.theta.size() * sizeof(float));
-  if (digest != record.theta_digest)
-    return make_error(errc::digest_mismatch, "fragment " + std::to_string(record.fragment) + " round " +
-                                                 std::to_string(record.round) + ": replay reached theta_global " +
-                                                 digest_hex(digest) + ", the coordinator logged " +
-                                                 digest_hex(record.theta_digest));
-  return {};
+  return check_digest(record, state);
 }
 
 }  // namespace atl

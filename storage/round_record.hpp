@@ -1,12 +1,19 @@
 #pragma once
-// The round log's record: what a committed outer round averaged and how, so that a keeper
-// reaches the round's theta_global, momentum and residual by running the coordinator's own
-// step (runtime/algorithm/outer_round.hpp) on its copy of the previous round's state.
+// The round log's record: what a committed outer round published, or what it averaged and
+// how, so that a keeper reaches the round's theta_global and momentum (and, but for a
+// result record, the residual) by running the coordinator's own step
+// (runtime/algorithm/outer_round.hpp) on its copy of the previous round's state.
 //
-// Inputs, as received: each contributor's encoded pseudo-gradient and weight, in worker-id
-// order (the order the coordinator averaged them in), or, when that is fewer bytes, the
-// round's fp32 average (log_the_average). With fp4 and two workers the record is a quarter
-// of one fp32 fragment; the fp32 theta and momentum it replaces were two.
+// Three forms (record_form):
+//   result   the encoded change of theta the round's contributors received, in the result
+//            codec (the default with low-bit results, since issue 70): the bytes a worker
+//            decodes and applies, whatever the number of workers; replayed by
+//            apply_published_change (the rule's state follows the result).
+//   inputs   each contributor's encoded pseudo-gradient and weight as received, in worker-id
+//            order (the order the coordinator averaged them in);
+//   average  the round's fp32 average, when that is fewer bytes than the inputs
+//            (log_the_average). fp32 results log these two; so did every round before the
+//            result form, and a store written then replays them as it did (no upgrade).
 // Decision: fragment, round, epoch, the outer rule, and the digest of the theta_global the
 // round reaches; applying the record checks it (digest_mismatch otherwise).
 //
@@ -35,6 +42,9 @@ struct round_input {
   byte_buffer scales;  // fp32 scales (int8, fp4); empty otherwise
 };
 
+enum class record_form : std::uint8_t { inputs = 0, average = 1, result = 2 };
+const char* to_string(record_form form);
+
 struct round_record {
   std::uint32_t fragment = 0;
   std::uint64_t round = 0;
@@ -42,7 +52,7 @@ struct round_record {
   std::uint64_t count = 0;  // values in the fragment
   std::uint64_t theta_digest = 0;  // digest64 of theta_global after the round
   outer_rule rule;
-  bool averaged = false;  // one fp32 input: the round's average
+  record_form form = record_form::inputs;  // average: one fp32 input; result: one input in the result codec
   std::vector<round_input> inputs;
 
   // Bytes of the inputs (what a keeper writes and receives beyond a small header).
@@ -80,9 +90,14 @@ expected<round_record> decode_record(const std::string& bytes);
 // Working memory for apply_record, kept between rounds.
 struct record_scratch {
   outer_scratch outer;
+  encoded_values change;  // a result record's, as the step reads it
   std::vector<std::vector<float>> inputs;  // decoded: fp32, bf16, fp16 and the average
   std::vector<encoded_values> encoded;  // int8, fp4: decoded block by block by the step
 };
+
+// The record of a round that published `change` (a result record; worker "" and weight 1).
+round_record result_record(std::uint32_t fragment, std::uint64_t round, std::uint64_t epoch, std::uint64_t theta_digest,
+                           const outer_rule& rule, const encoded_values& change);
 
 // Applies `record` to `state` (the fragment's state after round record.round - 1) with the
 // coordinator's step. Errors: tensor_mismatch (the state has another size), a codec's

@@ -4,15 +4,17 @@
 #include <caf/all.hpp>
 
 #include "actors/shared/commit_record.hpp"
+#include "actors/shared/pseudo_gradient.hpp"
 #include "runtime/core/digest.hpp"
 #include "runtime/process/log.hpp"
 
 namespace atl::coordinator_detail {
 namespace {
 
-// The committing round's record: the contributions it averaged, as received and in the
-// order they were averaged in (worker id), or its fp32 average when that is fewer bytes.
-round_record record_of_round(const coordinator_state& st, std::uint64_t theta_digest) {
+// The committing round's record when it logs what it averaged (fp32 results, or a rule
+// that does not follow its result): the contributions as received and in the order they
+// were averaged in (worker id), or its fp32 average when that is fewer bytes.
+round_record inputs_record(const coordinator_state& st, std::uint64_t theta_digest) {
   round_record r;
   r.fragment = st.cfg.fragment;
   r.round = st.rounds->committed_round();
@@ -40,7 +42,7 @@ round_record record_of_round(const coordinator_state& st, std::uint64_t theta_di
     const auto* first = reinterpret_cast<const std::uint8_t*>(average.data());
     in.payload = byte_buffer(first, first + average.size() * sizeof(float));
     r.inputs = {std::move(in)};
-    r.averaged = true;
+    r.form = record_form::average;
   }
   return r;
 }
@@ -48,11 +50,22 @@ round_record record_of_round(const coordinator_state& st, std::uint64_t theta_di
 // The record's frames. Contributions go out as the frames they arrived in, whose checksums
 // the transport checked on receipt: hashing them again would be one more pass over every
 // input on the commit's path. Only the average is a new frame.
-std::vector<wire::tensor> frames_of_record(const coordinator_state& st, const round_record& record) {
-  if (record.averaged) return record_tensors(record);
+std::vector<wire::tensor> frames_of_inputs_record(const coordinator_state& st, const round_record& record) {
+  if (record.form == record_form::average) return record_tensors(record);
   std::vector<wire::tensor> out;
   for (const auto& in : record.inputs)
     for (const auto& t : st.round_inputs.at(in.worker)->tensors()) out.push_back(t);
+  return out;
+}
+
+// theta, momentum and (unless the state follows the result: then the residual is the
+// coordinator's own, outer_round.hpp) the residual when there is one.
+std::vector<wire::tensor> full_state_frames(const coordinator_state& st, const wire::tensor& theta) {
+  const auto& momentum = st.rounds->momentum();
+  const auto& residual = st.rounds->residual();
+  std::vector<wire::tensor> out = {theta, wire::tensor::from_floats_hashed(momentum.data(), momentum.size())};
+  if (!residual.empty() && !st.rounds->rule_of_rounds().state_follows_result)
+    out.push_back(wire::tensor::from_floats(residual.data(), residual.size()));
   return out;
 }
 
@@ -62,17 +75,27 @@ coordinator_state::committing_frames& frames_to_commit(coordinator_state& st) {
   const auto round = st.rounds->committed_round();
   if (!st.commit_frames || st.commit_frames->round != round) {
     const auto& theta = st.rounds->theta();
+    const auto& rule = st.rounds->rule_of_rounds();
     coordinator_state::committing_frames c;
     c.round = round;
-    if (round == 0) {
-      const auto& momentum = st.rounds->momentum();
+    const bool follows = rule.state_follows_result && rule.result_codec != codec_kind::fp32;
+    if (round == 0 || (follows && !st.rounds->released_update())) {
+      // The seed; or a round that published theta itself (a change that was not finite),
+      // which no record replays: every keeper gets its full state.
       c.theta = wire::tensor::from_floats_hashed(theta.data(), theta.size());
       c.theta_digest = *c.theta->checksum;
-      c.tensors = {*c.theta, wire::tensor::from_floats_hashed(momentum.data(), momentum.size())};
+      c.tensors = full_state_frames(st, *c.theta);
+    } else if (follows) {
+      // The record is the change the contributors receive: the same frames, hashed once.
+      const auto& change = *st.rounds->released_update();
+      c.theta_digest = digest64(theta.data(), theta.size() * sizeof(float));
+      c.record = result_record(st.cfg.fragment, round, st.epoch(), c.theta_digest, rule, change);
+      c.update = make_round_update_frames(encoded_values(change));
+      c.tensors = c.update->tensors;
     } else {
       c.theta_digest = digest64(theta.data(), theta.size() * sizeof(float));
-      c.record = record_of_round(st, c.theta_digest);
-      c.tensors = frames_of_record(st, *c.record);
+      c.record = inputs_record(st, c.theta_digest);
+      c.tensors = frames_of_inputs_record(st, *c.record);
     }
     for (const auto& t : c.tensors) c.bytes += t.data.size();
     st.commit_frames = std::move(c);
@@ -88,16 +111,11 @@ const wire::tensor& committing_theta(coordinator_state& st) {
 
 namespace {
 
-// The committing round's full state as frames (theta, momentum, and the residual when
-// there is one), made once: for keepers that cannot follow its record.
+// The committing round's full state as frames (full_state_frames), made once: for keepers
+// that cannot follow its record.
 const std::vector<wire::tensor>& committing_full_state(coordinator_state& st) {
   auto& c = frames_to_commit(st);
-  if (c.full_state.empty()) {
-    const auto& momentum = st.rounds->momentum();
-    const auto& residual = st.rounds->residual();
-    c.full_state = {committing_theta(st), wire::tensor::from_floats_hashed(momentum.data(), momentum.size())};
-    if (!residual.empty()) c.full_state.push_back(wire::tensor::from_floats(residual.data(), residual.size()));
-  }
+  if (c.full_state.empty()) c.full_state = full_state_frames(st, committing_theta(st));
   return c.full_state;
 }
 
@@ -124,10 +142,15 @@ round_commit::effects start_commit(coordinator_state& st) {
   const auto round = st.rounds->committed_round();
   // A DiLoCo round past the seed may send its result while the keepers write it.
   const bool early = st.cfg.early_results && round > 0 && st.rounds->rule() == round_tracker::update_rule::nesterov;
+  const auto bytes = frames_to_commit(st).bytes;
+  // What crosses a link: the averaging bench counts each node's keeper bytes from this line.
+  std::size_t local = 0;
+  for (const auto& k : st.commit.keepers()) local += st.mail->delivers_in_process(k) ? 1 : 0;
   log_debug(fragment_name(st) + ": committing round " + std::to_string(round) + ", " +
             std::to_string(std::chrono::duration<double>(st.now() - st.collect->last_contribution()).count()) +
-            " s after the last contribution arrived");
-  return st.commit.start(round, frames_to_commit(st).bytes, early, st.now());
+            " s after the last contribution arrived (" + std::to_string(bytes) + " bytes to " +
+            std::to_string(st.commit.keepers().size()) + " keepers, " + std::to_string(local) + " in this process)");
+  return st.commit.start(round, bytes, early, st.now());
 }
 
 round_commit::effects on_commit_ack(coordinator_state& st, const wire::message& msg) {

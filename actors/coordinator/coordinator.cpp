@@ -250,7 +250,7 @@ caf::behavior coordinator_actor(caf::stateful_actor<coordinator_state>* self, tr
   st.rounds = std::make_unique<round_tracker>(
       cfg.fragment, cfg.outer,
       cfg.average_only ? round_tracker::update_rule::average_only : round_tracker::update_rule::nesterov);
-  st.rounds->encode_results(cfg.result_codec, cfg.result_chunk);
+  st.rounds->encode_results(cfg.result_codec, cfg.result_chunk, cfg.state_follows_result);
   st.collect = std::make_unique<round_collect>(*st.rounds, round_collect_options_of(cfg));
   request_startup_state(self);
   self->delayed_send(self, cfg.commit_retry, tick_atom::value);

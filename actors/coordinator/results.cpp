@@ -167,9 +167,13 @@ constexpr std::size_t max_donors = 4;
 namespace {
 
 // The released round's encoded change of theta as frames, or none: results carry theta.
-std::optional<round_update_frames> released_update_frames(const coordinator_state& st) {
-  if (const auto* u = st.rounds->released_update()) return make_round_update_frames(encoded_values(*u));
-  return std::nullopt;
+// Made once with the commit's (a result record is the same frames).
+std::optional<round_update_frames> released_update_frames(coordinator_state& st) {
+  const auto* u = st.rounds->released_update();
+  if (!u) return std::nullopt;
+  auto& c = frames_to_commit(st);
+  if (!c.update) c.update = make_round_update_frames(encoded_values(*u));
+  return c.update;
 }
 
 }  // namespace

@@ -20,6 +20,7 @@ coordinator_config coordinator_config_for(const run_config& run, std::uint32_t f
   cc.state_chunk_values = static_cast<std::size_t>(run.state_chunk_values);
   cc.result_codec = result_codec_of(run);  // fp32 in ddp mode
   cc.result_chunk = static_cast<std::size_t>(run.codec_chunk);
+  cc.state_follows_result = run.round_record == "result";
   cc.load_from_every_keeper = run.keepers == "nodes";
   cc.early_results = run.early_results;
   cc.reports_carry_data = run.data_cursor && !cc.average_only;

@@ -17,6 +17,7 @@
 #include "actors/decisions/round_commit.hpp"
 #include "actors/decisions/round_tracker.hpp"
 #include "actors/shared/membership_delta.hpp"
+#include "actors/shared/pseudo_gradient.hpp"
 #include "runtime/core/actor_id.hpp"
 #include "runtime/process/config.hpp"
 #include "runtime/transport/transport.hpp"
@@ -53,6 +54,9 @@ struct coordinator_config {
   // round's change of theta_global; fp32 sends theta_global itself (and ddp always does).
   codec_kind result_codec = codec_kind::fp32;
   std::size_t result_chunk = 256;
+  // diloco.round_record = result: the outer state follows the published change, which is
+  // the round's record (outer_round.hpp). Off here: a caller that does not ask logs inputs.
+  bool state_follows_result = false;
   // storage.keepers = nodes: the head's keeper may be behind (it leaves the commits while
   // two replicas run), so a new coordinator asks every keeper of its Membership and resumes
   // from the newest round. Otherwise keeper/0 holds every committed round.
@@ -124,7 +128,8 @@ struct coordinator_state {
   struct committing_frames {
     std::uint64_t round = 0;
     std::uint64_t theta_digest = 0;
-    std::optional<round_record> record;  // empty for the seed
+    std::optional<round_record> record;  // empty: the full state (the seed, a result that is theta)
+    std::optional<round_update_frames> update;  // the round's published change, shared with its results
     std::vector<wire::tensor> tensors;
     std::uint64_t bytes = 0;  // of the tensors
     std::optional<wire::tensor> theta;

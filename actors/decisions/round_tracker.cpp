@@ -232,9 +232,10 @@ expected<bool> round_tracker::finish_if_complete() {
   return true;
 }
 
-void round_tracker::encode_results(codec_kind kind, std::size_t chunk) {
+void round_tracker::encode_results(codec_kind kind, std::size_t chunk, bool state_follows_result) {
   outer_.result_codec = kind;
   outer_.result_chunk = chunk;
+  outer_.state_follows_result = state_follows_result;
 }
 
 status round_tracker::committed() {

@@ -28,8 +28,9 @@
 // error-feedback residual of earlier rounds, is encoded, and theta becomes the previous
 // theta plus the decoded change. A participant that adds the same decoded bytes to its
 // copy of the previous theta reaches the same bits; the residual keeps theta within one
-// quantization step of the exact outer trajectory (the momentum stays exact). The step is
-// runtime/algorithm/outer_round.hpp's, which keepers run again on the logged inputs.
+// quantization step of the exact outer trajectory. The momentum stays exact, or follows
+// the published change (state_follows_result, diloco.round_record = result). The step is
+// runtime/algorithm/outer_round.hpp's, which keepers run again on the logged record.
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -89,8 +90,9 @@ class round_tracker {
   expected<bool> close_at_deadline(std::size_t needed);
   status committed();  // committing -> ready
   // Results as encoded changes of theta (nesterov rounds only); fp32, the default,
-  // releases theta itself.
-  void encode_results(codec_kind kind, std::size_t chunk);
+  // releases theta itself. `state_follows_result`: the momentum follows the published
+  // change (outer_round.hpp), so that the change alone replays the round.
+  void encode_results(codec_kind kind, std::size_t chunk, bool state_follows_result = false);
 
   phase current_phase() const { return phase_; }
   std::uint64_t committed_round() const { return round_; }

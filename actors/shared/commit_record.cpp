@@ -36,7 +36,8 @@ void put_commit_record(schema::CommitRequest::Builder req, const round_record& r
   req.setOuterMomentum(record.rule.outer.momentum);
   req.setResultCodec(static_cast<schema::PseudoGradientCodec>(record.rule.result_codec));
   req.setResultChunk(static_cast<std::uint32_t>(record.rule.result_chunk));
-  req.setAveraged(record.averaged);
+  req.setAveraged(record.form == record_form::average);
+  req.setPublished(record.form == record_form::result);
   auto inputs = req.initInputs(static_cast<unsigned>(record.inputs.size()));
   for (unsigned i = 0; i < record.inputs.size(); ++i) {
     const auto& in = record.inputs[i];
@@ -58,7 +59,9 @@ expected<round_record> take_commit_record(const wire::message& msg) {
   r.rule.outer = {req.getOuterLr(), req.getOuterMomentum()};
   r.rule.result_codec = static_cast<codec_kind>(req.getResultCodec());
   r.rule.result_chunk = req.getResultChunk();
-  r.averaged = req.getAveraged();
+  if (req.getAveraged() && req.getPublished())
+    return make_error(errc::tensor_mismatch, "round record: both averaged and published");
+  r.form = req.getPublished() ? record_form::result : req.getAveraged() ? record_form::average : record_form::inputs;
   const auto& tensors = msg.tensors();
   std::size_t next = 0;
   auto frame = [&](schema::DType dtype, const std::string& what) -> expected<byte_buffer> {

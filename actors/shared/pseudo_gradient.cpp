@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "runtime/core/digest.hpp"
+
 namespace atl {
 namespace {
 
@@ -101,6 +103,9 @@ round_update_frames make_round_update_frames(encoded_values&& values) {
   wire::outgoing holder;  // put_tensors appends to a message; only its tensors are kept
   put_tensors(std::move(values), holder);
   frames.tensors = std::move(holder.tensors);
+  // Hashed once here rather than once per message: every contributor's result (and the
+  // round's record, the same frames) carries them.
+  for (auto& t : frames.tensors) t.checksum = digest64(t.data.data(), t.data.size());
   return frames;
 }
 

@@ -16,6 +16,16 @@ void nesterov_step(const outer_options& opt, float* theta, float* momentum_buffe
   }
 }
 
+void momentum_after_change(const outer_options& opt, float* momentum_buffer, const float* change, std::size_t n) {
+  const float mu = opt.momentum;
+  const float mu_squared = mu * mu;
+  const float one_plus_mu = 1.0f + mu;
+  for (std::size_t i = 0; i < n; ++i) {
+    const float grad = opt.lr == 0.0f ? 0.0f : (-change[i] / opt.lr - mu_squared * momentum_buffer[i]) / one_plus_mu;
+    momentum_buffer[i] = mu * momentum_buffer[i] + grad;
+  }
+}
+
 expected<std::vector<float>> normalised_weights(const std::vector<weighted_input>& inputs) {
   if (inputs.empty()) return make_error(errc::not_ready, "no contributions to average");
   float total = 0.0f;

@@ -21,6 +21,13 @@ struct outer_options {
 // theta, momentum_buffer and grad have equal sizes.
 void nesterov_step(const outer_options& opt, float* theta, float* momentum_buffer, const float* grad, std::size_t n);
 
+// The momentum after a round whose change of theta was `change` (what was published, after
+// encoding) rather than the exact step's: the gradient g that makes the step give `change`
+// from this buffer, change = -lr ((1 + mu) g + mu^2 buf), then buf = mu buf + g. A keeper
+// that knows only the published change reaches the same bits (storage/round_record.hpp).
+// With lr 0 nothing moves theta and g is 0: the buffer only decays.
+void momentum_after_change(const outer_options& opt, float* momentum_buffer, const float* change, std::size_t n);
+
 struct encoded_values;  // runtime/algorithm/codec.hpp
 
 // One contribution to an average: fp32 values, or (the outer step only, not

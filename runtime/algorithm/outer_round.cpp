@@ -16,9 +16,9 @@ struct average_source {
 
 // One thread's block-sized buffers (empty where the round needs none).
 struct block_buffers {
-  std::vector<float> previous, change, decoded, input;
-  block_buffers(std::size_t publishing, std::size_t decoding)
-      : previous(publishing), change(publishing), decoded(publishing), input(decoding) {}
+  std::vector<float> previous, change, decoded, input, previous_momentum;
+  block_buffers(std::size_t publishing, std::size_t decoding, std::size_t following)
+      : previous(publishing), change(publishing), decoded(publishing), input(decoding), previous_momentum(following) {}
 };
 
 // The block's average: the given one, or weighted_average's sums for these values (zero,
@@ -82,16 +82,24 @@ void apply_blocks(const outer_rule& rule, const average_source& src, outer_state
   const std::size_t block = std::max<std::size_t>(1, std::min(outer_block_values(rule), n));
   const bool decoding =
       src.inputs && std::any_of(src.inputs->begin(), src.inputs->end(), [](const auto& in) { return in.encoded; });
+  const bool following = encoding && rule.state_follows_result;
   std::vector<char> failed((n + block - 1) / block, 0);  // per block: its change was not finite
   parallel_ranges(n, block, [&](std::size_t begin, std::size_t end) {
-    block_buffers buf(encoding ? block : 0, decoding ? block : 0);
+    block_buffers buf(encoding ? block : 0, decoding ? block : 0, following ? block : 0);
     for (std::size_t first = begin; first < end; first += block) {
       const std::size_t m = std::min(block, end - first);
       const float* average = block_average(src, first, m, scratch.average.data(), buf);
       float* theta = state.theta.data() + first;
+      float* momentum = state.momentum.data() + first;
       if (encoding) std::copy(theta, theta + m, buf.previous.begin());
-      nesterov_step(rule.outer, theta, state.momentum.data() + first, average, m);
-      if (encoding && !publish_block(first, m, state, buf, enc)) failed[first / block] = 1;
+      if (following) std::copy(momentum, momentum + m, buf.previous_momentum.begin());
+      nesterov_step(rule.outer, theta, momentum, average, m);
+      if (encoding && !publish_block(first, m, state, buf, enc)) {
+        failed[first / block] = 1;  // theta and momentum exact: the round's full state is committed
+      } else if (following) {  // the momentum from what was sent, as a keeper computes it
+        std::copy(buf.previous_momentum.begin(), buf.previous_momentum.begin() + m, momentum);
+        momentum_after_change(rule.outer, momentum, buf.decoded.data(), m);
+      }
     }
   });
   const bool any_failed = std::find(failed.begin(), failed.end(), 1) != failed.end();
@@ -130,6 +138,30 @@ status apply_outer_round(const outer_rule& rule, const std::vector<weighted_inpu
   src.inputs = &inputs;
   src.weights = std::move(*weights);
   apply_blocks(rule, src, state, scratch, published);
+  return {};
+}
+
+status apply_published_change(const outer_rule& rule, const encoded_values& change, outer_state& state) {
+  const std::size_t n = state.theta.size();
+  if (change.kind != rule.result_codec || change.count != n ||
+      (has_scales(change.kind) && change.chunk != rule.result_chunk))
+    return make_error(errc::tensor_mismatch, std::string("a published change in ") + to_string(change.kind) + " of " +
+                                                 std::to_string(change.count) + " values for a round in " +
+                                                 to_string(rule.result_codec) + " of " + std::to_string(n));
+  if (auto err = check_encoded(change)) return err;
+  if (state.momentum.size() != n) state.momentum.assign(n, 0.0f);
+  // The coordinator's blocks (apply_blocks), so that each value is decoded as it was there.
+  const std::size_t block = std::max<std::size_t>(1, std::min(outer_block_values(rule), n));
+  parallel_ranges(n, block, [&](std::size_t begin, std::size_t end) {
+    std::vector<float> decoded(block);
+    for (std::size_t first = begin; first < end; first += block) {
+      const std::size_t m = std::min(block, end - first);
+      decode_range(change, first, m, decoded.data());
+      float* theta = state.theta.data() + first;
+      for (std::size_t i = 0; i < m; ++i) theta[i] = theta[i] + decoded[i];
+      momentum_after_change(rule.outer, state.momentum.data() + first, decoded.data(), m);
+    }
+  });
   return {};
 }
 

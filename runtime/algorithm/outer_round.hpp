@@ -8,10 +8,16 @@
 //   momentum, theta = Nesterov step on average  (nesterov_step)
 //   low-bit results: change = theta - previous + residual, sent = decode(encode(change)),
 //                    theta = previous + sent, residual = change - sent
+//   and, when the state follows the result (state_follows_result, the default since
+//   issue 70): momentum = momentum_after_change(previous momentum, sent)
 //
-// The residual (error feedback of the published change) is part of the state: a keeper
-// that replays a round needs it as much as theta and momentum, and a coordinator that
-// resumes from a keeper takes it over so that its next encoded change is the keeper's.
+// Following the result, a round's published bytes are all a keeper needs to replay it
+// (apply_published_change): theta and momentum are functions of what was sent, and the
+// residual is the coordinator's own working state, not durable (a coordinator that resumes
+// from a keeper starts it at zero: at most one quantization step of one round is lost).
+// Otherwise the residual is part of the state: a keeper replays the round from its inputs
+// and needs it as much as theta and momentum, and a coordinator that resumes from a keeper
+// takes it over so that its next encoded change is the keeper's.
 #include <cstddef>
 #include <optional>
 #include <vector>
@@ -28,6 +34,8 @@ struct outer_rule {
   outer_options outer;
   codec_kind result_codec = codec_kind::fp32;
   std::size_t result_chunk = 0;
+  // Low-bit results only: the momentum is updated from the published change (above).
+  bool state_follows_result = false;
 };
 
 // theta_global, the outer momentum and the result codec's residual (empty: zeros).
@@ -63,5 +71,11 @@ void apply_outer_average(const outer_rule& rule, const float* average, outer_sta
 // that is not positive and finite) change nothing.
 status apply_outer_round(const outer_rule& rule, const std::vector<weighted_input>& inputs, outer_state& state,
                          outer_scratch& scratch, std::optional<encoded_values>& published);
+
+// A round replayed from its published change alone (a rule that follows the result):
+// theta += decode(change), the very addition each participant makes, and the momentum from
+// it (momentum_after_change); the residual is left as it is. Typed errors: tensor_mismatch
+// (a change of another size or codec than the rule's), check_encoded's; on error nothing changed.
+status apply_published_change(const outer_rule& rule, const encoded_values& change, outer_state& state);
 
 }  // namespace atl

@@ -86,6 +86,12 @@ const std::vector<knob>& knobs() {
       {"diloco.early_results", &C::early_results, 0, 0, "",
        "send a round's result once every keeper has its commit, while they write it, and a confirmation once "
        "they all acknowledged it (workers apply it then); false: the result goes out after the commit"},
+      {"diloco.round_record", &C::round_record, 0, 0, "",
+       "what a round's durable record at the keepers holds, with low-bit results: result, the encoded change every "
+       "contributor receives (the outer momentum follows it; the record is the result's size whatever the number "
+       "of workers), or inputs, the contributions as received or their fp32 average (the momentum from the exact "
+       "average; the record grows with the workers up to 4 bytes a value)",
+       "result|inputs"},
       {"diloco.result_timeout_ms", &C::result_timeout_ms, 0, 3.6e6, "ms",
        "a worker waiting this long for a round's result sends its contribution again (0: 2 x cluster.lease_ms)"},
       {"diloco.round_deadline_ms", &C::round_deadline_ms, 0, 3.6e6, "ms",

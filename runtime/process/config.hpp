@@ -47,6 +47,9 @@ struct run_config {
   bool error_feedback = false;
   std::int64_t result_timeout_ms = 0;  // 0: 2 x cluster.lease_ms
   bool early_results = true;  // results travel while the round commits, applied once committed
+  // What a round's durable record holds: "result", the change its contributors receive (the
+  // outer state follows it: runtime/algorithm/outer_round.hpp), or "inputs", what it averaged.
+  std::string round_record = "result";
   std::int64_t round_deadline_ms = 0;  // 0: no fixed deadline
   // all | adaptive: a majority's round closes once its grace passed (actors/decisions/quorum.hpp)
   std::string round_close = "all";

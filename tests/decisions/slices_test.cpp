@@ -66,8 +66,11 @@ TEST(Slices, AutoIsASliceAWorkerUpToEightWhileTheSmallestFragmentHasGranulesForE
     const auto shards = auto_shards(r.fragments, g, r.members, r.max_units);
     EXPECT_EQ(shards, r.expected);
     // What auto chooses, every fragment can be cut in (the worker refuses a run otherwise).
-    for (const auto values : r.fragments)
-      if (shards > 1) EXPECT_EQ(plan_slices(values, g, shards).size(), shards);
+    for (const auto values : r.fragments) {
+      if (shards > 1) {
+        EXPECT_EQ(plan_slices(values, g, shards).size(), shards);
+      }
+    }
   }
 }
 

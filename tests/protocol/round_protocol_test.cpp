@@ -79,6 +79,81 @@ TEST_F(ProtocolTest, ARoundWithThreeWorkersLeavesIdenticalDigestsEverywhere) {
   EXPECT_TRUE(obs_.refusals.empty());
 }
 
+// Low-bit rounds through real workers, a real coordinator and a real keeper, with either
+// round record (diloco.round_record): the keeper's state after the last round is the theta
+// every worker acknowledged, and a result record is the int8 result's size (about a
+// quarter of the fp32 average an inputs record of three workers logs).
+class RecordForms : public ProtocolTest, public ::testing::WithParamInterface<bool> {};
+
+TEST_P(RecordForms, LowBitRoundsLeaveTheKeeperWhereTheWorkersAre) {
+  const bool follow = GetParam();
+  {
+    const std::vector<std::string> workers = {"worker/1.0", "worker/2.0", "worker/3.0"};
+    std::vector<std::uint64_t> record_bytes;  // each logged CommitRequest's tensor bytes
+    std::mutex mu;
+    net_.drop_when([&](const std::string&, const wire::message& msg) {
+      if (msg.envelope().isCommitRequest() && msg.envelope().getCommitRequest().getLogged()) {
+        std::uint64_t bytes = 0;
+        for (const auto& t : msg.tensors()) bytes += t.data.size();
+        std::lock_guard<std::mutex> lock(mu);
+        record_bytes.push_back(bytes);
+        EXPECT_EQ(msg.envelope().getCommitRequest().getPublished(), follow);
+      }
+      return false;
+    });
+    customize_coordinator = [&](coordinator_config& cc) {
+      cc.result_codec = codec_kind::int8;
+      cc.result_chunk = 8;
+      cc.state_follows_result = follow;
+    };
+    spawn_coordinator(3);
+    send_membership(1, workers);
+    run_config run;
+    run.steps = 20;
+    run.sync_every = 5;
+    run.log_every = 5;
+    run.eval_every = 10;
+    run.codec = "int8";
+    run.codec_chunk = 8;
+    run.error_feedback = true;
+    run.round_record = follow ? "result" : "inputs";
+    replica_factory factory = [](const run_config&, const replica_spec& s) {
+      return std::make_unique<fake_replica>(s.rank);
+    };
+    for (std::uint32_t r = 0; r < workers.size(); ++r) {
+      worker_config wc;
+      wc.id = workers[r];
+      wc.cluster_id = cluster_.get();
+      wc.spec.rank = r;
+      wc.spec.world_size = 3;
+      wc.run = run;
+      dir_.add(workers[r], sys_.spawn(worker_actor, static_cast<transport*>(&net_), wc, factory));
+    }
+    ASSERT_TRUE(obs_.wait_for([&] { return obs_.done.size() == 3 && obs_.digests.size() == 12; }));
+    std::lock_guard<std::mutex> lock(obs_.mu);
+    ASSERT_EQ(obs_.rounds.size(), 4u);
+    for (const auto& d : obs_.digests) EXPECT_EQ(d.digest, obs_.rounds[d.round - 1].digest) << d.worker;
+    auto kept = checkpoints_.latest(0);
+    ASSERT_TRUE(kept && kept->has_value());
+    EXPECT_EQ((*kept)->round, 4u);
+    EXPECT_EQ(digest64((*kept)->theta.data(), (*kept)->theta.size() * sizeof(float)), obs_.rounds[3].digest)
+        << "the keeper replayed to another theta than the workers'";
+    EXPECT_TRUE(obs_.refusals.empty());
+    std::lock_guard<std::mutex> bytes_lock(mu);
+    ASSERT_EQ(record_bytes.size(), 4u) << "rounds 1 to 4 logged";
+    const std::uint64_t n = (*kept)->theta.size();
+    const std::uint64_t int8_result = n + (n + 7) / 8 * sizeof(float);
+    for (const auto b : record_bytes) {
+      if (follow) EXPECT_EQ(b, int8_result) << "a result record is the int8 result";
+      else EXPECT_EQ(b, n * sizeof(float)) << "three int8 inputs are more bytes than their fp32 average";
+    }
+    net_.drop_when(nullptr);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(ResultOrInputs, RecordForms, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& p) { return p.param ? "Result" : "Inputs"; });
+
 // Plain DiLoCo computed directly: every worker starts a round from theta_global, takes H
 // fake steps, and the outer Nesterov step is applied to the average of the deltas, with
 // the same fp32 operations in the same order as the runtime (workers sorted by id).

@@ -149,7 +149,9 @@ TEST(RoundRecord, ARecordWhoseSizesDisagreeWithItsCodecsIsRefused) {
       {"a chunk of 0", [](round_record& r) { r.inputs[0].chunk = 0; }},
       {"an unknown codec", [](round_record& r) { r.inputs[0].codec = static_cast<codec_kind>(9); }},
       {"an unknown result codec", [](round_record& r) { r.rule.result_codec = static_cast<codec_kind>(9); }},
-      {"an average with two inputs", [](round_record& r) { r.averaged = true; }},
+      {"an average with two inputs", [](round_record& r) { r.form = record_form::average; }},
+      {"a result with two inputs", [](round_record& r) { r.form = record_form::result; }},
+      {"an unknown form", [](round_record& r) { r.form = static_cast<record_form>(3); }},
       {"another value count", [](round_record& r) { r.count = 6; }},
   };
   ASSERT_FALSE(check_record(small_record(codec_kind::int8)));
@@ -202,6 +204,9 @@ struct run_options {
   // SparseLoCo (diloco.outer = sparseloco): each worker encodes through its own error
   // feedback decayed by this beta; unset: contributions encoded as they are.
   std::optional<float> worker_feedback_decay;
+  // diloco.round_record = result: the state follows the published change, which is the
+  // record (the residual is the coordinator's own: the states kept have none).
+  bool follow_result = false;
 };
 
 run_options sized(std::size_t n) {
@@ -218,12 +223,17 @@ coordinator_run run_rounds(std::size_t rounds, codec_kind kind, codec_kind resul
   std::normal_distribution<float> normal(0.0f, 0.01f);
   coordinator_run run{round_tracker(0, options.outer), {}, {}};
   std::map<std::string, error_feedback> feedback;  // per worker, with worker_feedback_decay
-  run.tracker.encode_results(result, 64);
+  run.tracker.encode_results(result, 64, options.follow_result);
+  // The state a keeper holds: with follow_result, the coordinator's residual is not in it.
+  auto durable = [&] {
+    return outer_state{run.tracker.theta(), run.tracker.momentum(),
+                       options.follow_result ? std::vector<float>{} : run.tracker.residual()};
+  };
   std::vector<float> theta(n);
   for (auto& v : theta) v = normal(rng) * 100.0f;
   EXPECT_FALSE(run.tracker.seed(theta));
   EXPECT_FALSE(run.tracker.committed());
-  run.states.push_back({run.tracker.theta(), run.tracker.momentum(), run.tracker.residual()});
+  run.states.push_back(durable());
   const std::vector<std::string> workers = {"worker/1.0", "worker/2.0", "worker/3.0", "worker/4.0"};
   std::optional<std::pair<std::string, contribution>> left_out;  // of the last round, with its work
   for (std::size_t r = 1; r <= rounds; ++r) {
@@ -280,10 +290,15 @@ coordinator_run run_rounds(std::size_t rounds, codec_kind kind, codec_kind resul
     }
     if (log_the_average(bytes, n)) {
       rec.inputs = {round_input{"", 1.0f, codec_kind::fp32, 0, bytes_of(run.tracker.last_average()), {}}};
-      rec.averaged = true;
+      rec.form = record_form::average;
+    }
+    if (options.follow_result && result != codec_kind::fp32) {  // as the coordinator records it
+      EXPECT_NE(run.tracker.released_update(), nullptr) << "round " << r << " published theta itself";
+      if (run.tracker.released_update())
+        rec = result_record(0, r, r, rec.theta_digest, rec.rule, *run.tracker.released_update());
     }
     run.records.push_back(rec);
-    run.states.push_back({run.tracker.theta(), run.tracker.momentum(), run.tracker.residual()});
+    run.states.push_back(durable());
     EXPECT_FALSE(run.tracker.committed());
   }
   return run;
@@ -296,50 +311,57 @@ void expect_same_state(const outer_state& a, const outer_state& b, const std::st
 }
 
 // Two followers apply every record, through its stored bytes, and reach the coordinator's
-// bits at every round: fp32, int8 and fp4 contributions, with and without error feedback
-// on the results, with participants joining and missing rounds.
+// bits at every round: fp32, int8, fp4 and sparse contributions, with and without error
+// feedback on the results, with participants joining and missing rounds; records of the
+// inputs, and records of the result (diloco.round_record = result).
 TEST(RoundLog, FollowersReplayingTheRecordsReachTheCoordinatorsBitsForFiveHundredRounds) {
   const std::pair<codec_kind, codec_kind> cases[] = {
       {codec_kind::fp32, codec_kind::fp32},    {codec_kind::int8, codec_kind::int8},
       {codec_kind::fp4, codec_kind::fp4},      {codec_kind::fp4, codec_kind::fp32},
       {codec_kind::int8, codec_kind::fp4},     {codec_kind::topk16, codec_kind::topk16},
       {codec_kind::topk32, codec_kind::topk16}};
-  for (const auto& [kind, result] : cases) {
-    const std::string name = std::string(to_string(kind)) + " in, " + to_string(result) + " out";
-    const auto run = run_rounds(500, kind, result, 7 + static_cast<int>(kind));
-    outer_state first = run.states[0], second = run.states[0];
-    record_scratch scratch_a, scratch_b;
-    for (std::size_t r = 1; r <= run.records.size(); ++r) {
-      auto stored = decode_record(encoded_record(run.records[r - 1]).joined());
-      ASSERT_TRUE(stored) << name << " round " << r;
-      ASSERT_FALSE(apply_record(*stored, first, scratch_a)) << name << " round " << r;
-      ASSERT_FALSE(apply_record(run.records[r - 1], second, scratch_b)) << name << " round " << r;
-      expect_same_state(first, run.states[r], name + " round " + std::to_string(r));
-      expect_same_state(second, run.states[r], name + " round " + std::to_string(r));
-      if (::testing::Test::HasFailure()) return;
+  for (const bool follow : {false, true})
+    for (const auto& [kind, result] : cases) {
+      const std::string name = std::string(to_string(kind)) + " in, " + to_string(result) + " out" +
+                               (follow ? ", result records" : ", input records");
+      run_options options;
+      options.follow_result = follow;
+      const auto run = run_rounds(500, kind, result, 7 + static_cast<int>(kind), options);
+      outer_state first = run.states[0], second = run.states[0];
+      record_scratch scratch_a, scratch_b;
+      for (std::size_t r = 1; r <= run.records.size(); ++r) {
+        auto stored = decode_record(encoded_record(run.records[r - 1]).joined());
+        ASSERT_TRUE(stored) << name << " round " << r;
+        ASSERT_FALSE(apply_record(*stored, first, scratch_a)) << name << " round " << r;
+        ASSERT_FALSE(apply_record(run.records[r - 1], second, scratch_b)) << name << " round " << r;
+        expect_same_state(first, run.states[r], name + " round " + std::to_string(r));
+        expect_same_state(second, run.states[r], name + " round " + std::to_string(r));
+        if (::testing::Test::HasFailure()) return;
+      }
     }
-  }
 }
 
 // The same with rounds closed at their deadline and late work folded into the next round
 // (diloco.late_work = keep): the late inputs replay bit for bit too (fp32 rounds of two
 // or more log their average, which the late input is in).
 TEST(RoundLog, LateWorkReplaysBitForBitForFiveHundredRounds) {
-  for (const auto kind : {codec_kind::fp32, codec_kind::int8, codec_kind::fp4}) {
-    run_options late;
-    late.late_work = true;
-    const auto run = run_rounds(500, kind, kind, 31 + static_cast<int>(kind), late);
-    outer_state follower = run.states[0];
-    record_scratch scratch;
-    for (std::size_t r = 1; r <= run.records.size(); ++r) {
-      auto stored = decode_record(encoded_record(run.records[r - 1]).joined());
-      ASSERT_TRUE(stored) << to_string(kind) << " round " << r;
-      ASSERT_FALSE(apply_record(*stored, follower, scratch)) << to_string(kind) << " round " << r;
-      expect_same_state(follower, run.states[r], std::string(to_string(kind)) + " round " + std::to_string(r));
-      if (::testing::Test::HasFailure()) return;
+  for (const bool follow : {false, true})
+    for (const auto kind : {codec_kind::fp32, codec_kind::int8, codec_kind::fp4}) {
+      run_options late;
+      late.late_work = true;
+      late.follow_result = follow;
+      const auto run = run_rounds(500, kind, kind, 31 + static_cast<int>(kind), late);
+      outer_state follower = run.states[0];
+      record_scratch scratch;
+      for (std::size_t r = 1; r <= run.records.size(); ++r) {
+        auto stored = decode_record(encoded_record(run.records[r - 1]).joined());
+        ASSERT_TRUE(stored) << to_string(kind) << " round " << r;
+        ASSERT_FALSE(apply_record(*stored, follower, scratch)) << to_string(kind) << " round " << r;
+        expect_same_state(follower, run.states[r], std::string(to_string(kind)) + " round " + std::to_string(r));
+        if (::testing::Test::HasFailure()) return;
+      }
+      EXPECT_GT(run.late_inputs, 20u) << to_string(kind) << ": the rounds took too little late work to prove anything";
     }
-    EXPECT_GT(run.late_inputs, 20u) << to_string(kind) << ": the rounds took too little late work to prove anything";
-  }
 }
 
 // SparseLoCo (diloco.outer = sparseloco): workers send the top of their decayed error
@@ -350,23 +372,69 @@ TEST(RoundLog, SparseLoCoRoundsReplayBitForBitForFiveHundredRounds) {
                                                      {codec_kind::topk64, codec_kind::topk64},
                                                      {codec_kind::topk32, codec_kind::fp32},
                                                      {codec_kind::fp4, codec_kind::fp4}};
-  for (const auto& [kind, result] : cases) {
-    const std::string name = std::string(to_string(kind)) + " in, " + to_string(result) + " out";
-    run_options sparseloco;
-    sparseloco.outer = {1.0f, 0.0f};
-    sparseloco.worker_feedback_decay = 0.95f;
-    const auto run = run_rounds(500, kind, result, 53 + static_cast<int>(kind), sparseloco);
-    outer_state follower = run.states[0];
-    record_scratch scratch;
-    for (std::size_t r = 1; r <= run.records.size(); ++r) {
-      auto stored = decode_record(encoded_record(run.records[r - 1]).joined());
-      ASSERT_TRUE(stored) << name << " round " << r;
-      EXPECT_EQ(stored->rule.outer.momentum, 0.0f) << name;
-      ASSERT_FALSE(apply_record(*stored, follower, scratch)) << name << " round " << r;
-      expect_same_state(follower, run.states[r], name + " round " + std::to_string(r));
-      if (::testing::Test::HasFailure()) return;
+  for (const bool follow : {false, true})
+    for (const auto& [kind, result] : cases) {
+      const std::string name = std::string(to_string(kind)) + " in, " + to_string(result) + " out" +
+                               (follow ? ", result records" : ", input records");
+      run_options sparseloco;
+      sparseloco.outer = {1.0f, 0.0f};
+      sparseloco.worker_feedback_decay = 0.95f;
+      sparseloco.follow_result = follow;
+      const auto run = run_rounds(500, kind, result, 53 + static_cast<int>(kind), sparseloco);
+      outer_state follower = run.states[0];
+      record_scratch scratch;
+      for (std::size_t r = 1; r <= run.records.size(); ++r) {
+        auto stored = decode_record(encoded_record(run.records[r - 1]).joined());
+        ASSERT_TRUE(stored) << name << " round " << r;
+        EXPECT_EQ(stored->rule.outer.momentum, 0.0f) << name;
+        ASSERT_FALSE(apply_record(*stored, follower, scratch)) << name << " round " << r;
+        expect_same_state(follower, run.states[r], name + " round " + std::to_string(r));
+        if (::testing::Test::HasFailure()) return;
+      }
+      EXPECT_FALSE(same_bits(run.states.back().theta, run.states[0].theta)) << name << ": theta never moved";
     }
-    EXPECT_FALSE(same_bits(run.states.back().theta, run.states[0].theta)) << name << ": theta never moved";
+}
+
+// A result record is the change every contributor receives: the same bytes whatever the
+// number of workers (one to four here, joining and missing rounds), within 1.25x the encoded
+// result (issue 70) where an inputs record grows with them up to the fp32 average.
+TEST(RoundLog, AResultRecordIsTheEncodedResultsSizeWhateverTheWorkers) {
+  const std::size_t n = 4096;
+  for (const auto kind : {codec_kind::bf16, codec_kind::int8, codec_kind::fp4, codec_kind::topk32}) {
+    run_options options = sized(n);
+    options.follow_result = true;
+    const auto run = run_rounds(40, kind, kind, 91 + static_cast<int>(kind), options);
+    const std::uint64_t result_bytes = payload_bytes(kind, n, 64) + scale_count(kind, n, 64) * sizeof(float);
+    for (const auto& record : run.records) {
+      ASSERT_EQ(record.form, record_form::result) << to_string(kind);
+      EXPECT_EQ(record.input_bytes(), result_bytes) << to_string(kind) << " round " << record.round;
+      EXPECT_LE(encoded_record(record).joined().size(), 1.25 * result_bytes) << to_string(kind);
+    }
+  }
+}
+
+// A result record must be in the rule's result codec and chunk: a record that claims another
+// is refused before it touches the state.
+TEST(RoundLog, AResultRecordInAnotherCodecOrChunkIsRefused) {
+  run_options options;
+  options.follow_result = true;
+  const auto run = run_rounds(2, codec_kind::int8, codec_kind::int8, 5, options);
+  struct row {
+    const char* what;
+    void (*spoil)(round_record&);
+  };
+  const row rows[] = {
+      {"results said fp4", [](round_record& r) { r.rule.result_codec = codec_kind::fp4; }},
+      {"results said fp32", [](round_record& r) { r.rule.result_codec = codec_kind::fp32; }},
+      {"another chunk", [](round_record& r) { r.rule.result_chunk = 128; }},
+  };
+  for (const auto& row : rows) {
+    auto record = run.records[0];
+    row.spoil(record);
+    outer_state state = run.states[0];
+    record_scratch scratch;
+    EXPECT_EQ(apply_record(record, state, scratch).code, errc::tensor_mismatch) << row.what;
+    expect_same_state(state, run.states[0], row.what);
   }
 }
 
