@@ -48,10 +48,13 @@ def smoke_arguments():
 # check must refuse, each with what broke.
 SMOKE = {
     "averaging": ({"size_mb": 1, "workers": 2, "codec": "int8", "shards": "auto", "atoll_gbps": 0.4,
-                   "gloo_gbps": 1.1, "tcp_bound_gbps": 9.0, "atoll_round_s": 0.05, "commit_bytes_per_keeper": 524288},
+                   "gloo_gbps": 1.1, "tcp_bound_gbps": 9.0, "atoll_round_s": 0.05, "commit_bytes_per_keeper": 524288,
+                   "cpu_s_per_round": 0.08, "gloo_cpu_s": 0.02, "keeper_bytes_per_node": 270000},
                   [("a counter that went backwards", {"commit_bytes_per_keeper": -4096}),
                    ("a round that never closed", {"atoll_round_s": float("inf")}),
-                   ("the baseline not measured", {"gloo_gbps": None})]),
+                   ("the baseline not measured", {"gloo_gbps": None}),
+                   ("Gloo's CPU not measured", {"gloo_cpu_s": None}),
+                   ("CPU read from processes that were gone", {"cpu_s_per_round": -0.3})]),
     "step": ({"way": "atoll", "threads": 1, "s_per_step": 0.11, "cpu_s_per_step": 0.11},
              [("no step timed", {"s_per_step": float("nan")}), ("no CPU read", {"cpu_s_per_step": None})]),
     "warm_join": ({"name": "warm-seed1", "warm": True, "seed": 1, "steps": 60, "joined_at_step": 30, "val_loss": 2.4,

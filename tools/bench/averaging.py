@@ -7,8 +7,9 @@ syncing every 2 steps. Each round then goes through the real path: M worker proc
 send their contributions over ZeroMQ to the coordinator on one node, which decodes,
 averages, applies the outer step, commits the round's record to both keepers (with
 storage.keepers = nodes, the default, two replicas on two of the nodes; `--keepers head`:
-the head's and one replica on a node. Each appends the round's inputs, the encoded
-contributions or their fp32 average whichever is smaller, to its round log;
+the head's and one replica on a node. Each appends the round's record to its round log:
+by default the encoded change every worker receives (diloco.round_record = result; `--records
+inputs`: the encoded contributions or their fp32 average, whichever is smaller);
 storage.sync = replicated, the default, acknowledges from the write-ahead log, fsync after
 an fdatasync) and sends every worker its result.
 
@@ -55,7 +56,10 @@ Writes DIR/results.json: [{size_mb, workers, codec, links, early_results, sync, 
 commit_disk_bound_gbps, atoll_round_s, atoll_send_s (the last send starts -> the coordinator
 has every contribution), atoll_release_s (-> the round is released, from the RoundReport),
 atoll_coordinator_share, atoll_average_s, atoll_commit_s, atoll_keeper_write_s, atoll_results_s,
-commit_bytes_per_keeper, rounds_measured, warmup_rounds, shards, mbit, round_s (= atoll_round_s),
+commit_bytes_per_keeper, keeper_bytes_per_node (the busiest node's record bytes over its link a
+round: to keepers on other nodes, and to its keepers from elsewhere), cpu_s_per_round (every Atoll
+process's CPU seconds a measured round, from /proc), gloo_cpu_s (every rank's CPU seconds an
+all-reduce), round_record, rounds_measured, warmup_rounds, shards, mbit, round_s (= atoll_round_s),
 ring_bound_s, allreduce_bytes_per_node, bytes_per_node, bytes_per_node_mean}]
 and prints a table. GB/s = 1e9 bytes per second. Where a round's time goes, medians over
 rounds W+1..R: atoll_average_s (last contribution in -> the commit starts: decode, average,
@@ -79,7 +83,7 @@ import subprocess
 import sys
 import time
 
-from benchlib import netns, provenance  # tools/bench/benchlib, next to this script
+from benchlib import netns, procstat, provenance  # tools/bench/benchlib, next to this script
 from benchlib.cluster import free_port
 
 MIB = 1 << 20
@@ -188,6 +192,7 @@ def _gloo_rank(rank, world, port, numel, repeats, out):
     t = torch.ones(numel, dtype=torch.float32)
     dist.all_reduce(t)  # warm-up: connections and buffers
     times = []
+    cpu_start = time.process_time()  # every thread of this rank, Gloo's own included
     for _ in range(repeats):
         dist.barrier()
         start = time.perf_counter()
@@ -195,22 +200,24 @@ def _gloo_rank(rank, world, port, numel, repeats, out):
         t.div_(world)
         dist.barrier()  # every rank holds the result
         times.append(time.perf_counter() - start)
-    if rank == 0:
-        out.put(statistics.median(times))
+    out.put((rank, statistics.median(times), (time.process_time() - cpu_start) / repeats))
     dist.destroy_process_group()
 
 
-def gloo_gbps(size_bytes, world, repeats=5):
+def gloo_all_reduce(size_bytes, world, repeats=5):
+    """Gloo's all-reduce of `size_bytes` across `world` processes: (GB/s from rank 0's median
+    time, the CPU seconds one all-reduce costs every rank together)."""
     port = free_port()
     out = mp.Queue()
     procs = [mp.Process(target=_gloo_rank, args=(r, world, port, size_bytes // 4, repeats, out)) for r in range(world)]
     for p in procs:
         p.start()
     deadline = time.monotonic() + 600
-    median = None
-    while median is None:
+    ranks = {}
+    while len(ranks) < world:
         try:
-            median = out.get(timeout=1)
+            rank, median, cpu = out.get(timeout=1)
+            ranks[rank] = (median, cpu)
         except queue.Empty:
             # A rank that died (no torch in this Python, a port taken) would leave the
             # others waiting for it: say so at once instead of at the deadline.
@@ -222,7 +229,7 @@ def gloo_gbps(size_bytes, world, repeats=5):
                          f"it needs torch for {sys.executable} (Debian: python3-torch, run by /usr/bin/python3)")
     for p in procs:
         p.join()
-    return size_bytes / median / 1e9
+    return size_bytes / ranks[0][0] / 1e9, sum(cpu for _, cpu in ranks.values())
 
 
 # ---- Atoll ------------------------------------------------------------------------------
@@ -259,7 +266,7 @@ def ring_bound_s(size_bytes, workers, codec, mbit, tcp_gbps):
 
 
 COMMITTING = re.compile(r"^\[\s*([0-9.]+) .*coordinator \d+: committing round (\d+), ([0-9.]+) s after the last "
-                        r"contribution")
+                        r"contribution(?:.*\((\d+) bytes to (\d+) keepers, (\d+) in this process\))?")
 ACKNOWLEDGED = re.compile(r"^\[\s*([0-9.]+) .*coordinator \d+: keeper/\d+ acknowledged round (\d+) ")
 WROTE = re.compile(r"keeper: wrote fragment \d+ round (\d+) \((\d+) bytes[^)]*\) in ([0-9.]+) s")
 
@@ -272,31 +279,42 @@ def commit_phases(log_dir, first):
     """Medians over rounds `first`.. of the coordinator's debug log (each process stamps its own
     lines): last contribution in -> the commit starts (average, outer step, encoding), and
     the commit starts -> the last keeper's acknowledgement (copy and digest, transfer, write,
-    fdatasync)."""
-    averages, commits, writes, written = [], [], {}, {}
+    fdatasync); the slower keeper's write and bytes; and the busiest node's record bytes
+    over its link a round (sent to keepers on other nodes + received by its keepers from
+    coordinators elsewhere; a log per node)."""
+    averages, commits, writes, written, node_keeper_bytes = [], [], {}, {}, []
     for name in sorted(os.listdir(log_dir)) if os.path.isdir(log_dir) else []:
         started, acked, kept = {}, {}, {}
+        crossing = {}  # round -> this node's record bytes over its link: sent to keepers elsewhere, received
         with open(os.path.join(log_dir, name), errors="replace") as f:
             for line in f:
                 if m := WROTE.search(line):  # a keeper's write (and fdatasync): the slower keeper's counts
                     writes[int(m[1])] = max(writes.get(int(m[1]), 0.0), float(m[3]))
                     # A keeper (one a log) writes a record per unit: with shards, S a round.
                     kept[int(m[1])] = kept.get(int(m[1]), 0) + int(m[2])
+                    crossing[int(m[1])] = crossing.get(int(m[1]), 0) + int(m[2])
                 elif m := COMMITTING.match(line):
                     started[int(m[2])] = float(m[1])
                     if int(m[2]) >= first:
                         averages.append(float(m[3]))
+                    if m[4] is not None:  # sent to keepers elsewhere; those here did not receive over a link
+                        size, keepers, local = int(m[4]), int(m[5]), int(m[6])
+                        crossing[int(m[2])] = crossing.get(int(m[2]), 0) + size * (keepers - local) - size * local
                 elif m := ACKNOWLEDGED.match(line):
                     acked[int(m[2])] = float(m[1])  # the last one wins: the slower keeper
         commits += [acked[r] - t for r, t in started.items() if r >= first and r in acked]
         for r, b in kept.items():
             written[r] = max(written.get(r, 0), b)
+        measured = [b for r, b in crossing.items() if r >= first]
+        if measured:
+            node_keeper_bytes.append(statistics.median(measured))
     median = lambda xs: statistics.median(xs) if xs else None
     return (median(averages), median(commits), median([t for r, t in writes.items() if r >= first]),
-            median([b for r, b in written.items() if r >= first]))
+            median([b for r, b in written.items() if r >= first]), max(node_keeper_bytes, default=None))
 
 
-def run_settings(size_bytes, workers, codec, rounds, early_results, sync, keepers, shards, sync_every=2):
+def run_settings(size_bytes, workers, codec, rounds, early_results, sync, keepers, shards, record="result",
+                 sync_every=2):
     """The run's --set options, the same for `atoll local` and `atoll up`: the mlp example sized
     so that its one fragment has `size_bytes` (at batch 1 a step is a few milliseconds: the
     workers do little but sync), a round every two steps."""
@@ -307,25 +325,34 @@ def run_settings(size_bytes, workers, codec, rounds, early_results, sync, keeper
                 "net.max_frame_mb": max(64, 2 * size_bytes // MIB), "run.min_workers": workers,
                 "run.threads_per_worker": 1, "cluster.lease_ms": 120000,
                 "diloco.early_results": "true" if early_results else "false", "storage.sync": sync,
-                "storage.keepers": keepers, "diloco.shards": shards}
+                "storage.keepers": keepers, "diloco.shards": shards, "diloco.round_record": record}
     return [arg for key, value in settings.items() for arg in ("--set", f"{key}={value}")]
 
 
 def launch_local(atoll, run_dir, workers, links, settings):
-    """`atoll local`: every process on this machine's loopback."""
+    """`atoll local`: every process on this machine's loopback. Returns their CPU (TreeCpu)."""
     cmd = [atoll, "local", "--nodes", str(workers), "--run-dir", run_dir] + settings
     if links == "plain":
         cmd.append("--plain-links")
     # Debug logging adds a few lines a round: the coordinator's commit timings (commit_phases).
     env = dict(os.environ, ATOLL_LOG="debug")
-    res = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=1800, env=env)
-    if res.returncode != 0:
-        sys.exit(f"averaging: atoll local failed ({' '.join(cmd)}):\n{res.stdout[-3000:]}")
+    with open(os.path.join(run_dir, "local.log"), "w+") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+        cpu = procstat.TreeCpu([proc.pid])  # atoll local and every process it starts
+        try:
+            code = proc.wait(timeout=1800)
+        finally:
+            cpu.stop()
+        if code != 0:
+            log.seek(0)
+            sys.exit(f"averaging: atoll local failed ({' '.join(cmd)}):\n{log.read()[-3000:]}")
+    return cpu
 
 
 def launch_shaped(atoll, run_dir, workers, links, settings, mbit):
     """A head and `workers` nodes, each in its own network namespace with its link shaped to
-    `mbit` (tools/bench/benchlib/netns.py); returns each node's link bytes (in + out) over the run."""
+    `mbit` (tools/bench/benchlib/netns.py); returns each node's link bytes (in + out) over the run
+    and every Atoll process's CPU (TreeCpu)."""
     netns.shape(workers, mbit)
     head_ep = f"tcp://{netns.HEAD_IP}:7070"
     keys = []
@@ -346,12 +373,19 @@ def launch_shaped(atoll, run_dir, workers, links, settings, mbit):
 
     nodes = netns.names(workers)[1:]
     before = {ns: netns.link_bytes(ns) for ns in nodes}
+    cpu = procstat.TreeCpu([])  # the head, every node and what they start
     head = start(netns.HEAD, ["up", "--listen", head_ep, "--run-dir", os.path.join(run_dir, "head"), "--metrics",
                               os.path.join(run_dir, "metrics.jsonl")] + settings)
     time.sleep(1.0)
+    cpu.add_root(head.pid)
     joined = [start(ns, ["join", "--head", head_ep, "--threads", "1", "--run-dir", os.path.join(run_dir, ns)])
               for ns in nodes]
-    codes = [n.wait(timeout=1800) for n in joined]
+    for n in joined:
+        cpu.add_root(n.pid)
+    try:
+        codes = [n.wait(timeout=1800) for n in joined]
+    finally:
+        cpu.stop()
     moved = {ns: netns.link_bytes(ns) - before[ns] for ns in nodes}
     netns.sh("ip", "netns", "exec", netns.HEAD, atoll, "down", "--head", head_ep, *keys, check=False)
     head.wait(timeout=60)
@@ -359,7 +393,7 @@ def launch_shaped(atoll, run_dir, workers, links, settings, mbit):
         log.close()
     if any(codes):
         sys.exit(f"averaging: a node failed ({codes}) at {mbit} Mbit/s; logs in {log_dir}")
-    return moved
+    return moved, cpu
 
 
 def round_timings(metrics_path, workers, shards, warmup):
@@ -367,15 +401,18 @@ def round_timings(metrics_path, workers, shards, warmup):
     # With shards, a round is S units' rounds (one coordinator each): it ends when the last
     # worker has applied the last slice's result.
     released, acks = {}, {}
+    to_unix = None  # the metrics' "time" -> time.time(), for the CPU samples
     with open(metrics_path) as f:
         for line in f:
             j = json.loads(line)
+            if to_unix is None and "unix_s" in j:
+                to_unix = j["unix_s"] - j["time"]
             if j.get("type") == "round":
                 released.setdefault(j["round"], []).append(j)
             elif j.get("type") == "ack":
                 # (the head's time of the ack, the worker's seconds since it started sending)
                 acks.setdefault(j["round"], []).append((j["time"], j.get("since_contributed_s")))
-    times, commit_shares, releases, helds, sends = [], [], [], [], []
+    times, commit_shares, releases, helds, sends, spans = [], [], [], [], [], []
     for r, reps in sorted(released.items()):
         if r <= warmup or len(reps) < shards or len(acks.get(r, [])) < workers * shards:
             continue  # round 1 includes start-up, the next ones fault in heaps
@@ -387,36 +424,48 @@ def round_timings(metrics_path, workers, shards, warmup):
         last_release = max(rep["time"] for rep in reps)
         total = merged - last_send
         times.append(total)
+        spans.append((last_send + (to_unix or 0.0), merged + (to_unix or 0.0)))
         sends.append(max(0.0, last_in - last_send))
         releases.append(max(rep["since_last_contribution_s"] for rep in reps))
         helds.append(max(0.0, merged - last_release))
         commit_shares.append(releases[-1] / total if total > 0 else 0.0)
     if not times:
         sys.exit(f"averaging: no complete round after the first {warmup} in {os.path.dirname(metrics_path)}")
-    return times, sends, releases, helds, commit_shares
+    return times, sends, releases, helds, commit_shares, spans
+
+
+def cpu_per_round(cpu, spans):
+    """Every Atoll process's CPU seconds a round, from the first measured round's last send to
+    the last's merge over the rounds in between (the two inner steps between rounds, a few
+    milliseconds at batch 1, included)."""
+    if not spans or cpu is None:
+        return None
+    first, last = spans[0][0], spans[-1][1]
+    return (cpu.cpu_at(last) - cpu.cpu_at(first)) / len(spans)
 
 
 def atoll_run(atoll, run_dir, size_bytes, workers, codec, rounds, links="curve", early_results=True, warmup=1,
-              sync="replicated", keepers="nodes", shards=1, mbit=0):
+              sync="replicated", keepers="nodes", shards=1, mbit=0, record="result"):
     if os.path.exists(run_dir):
         shutil.rmtree(run_dir)
     os.makedirs(run_dir)
     started = time.time()
-    settings = run_settings(size_bytes, workers, codec, rounds, early_results, sync, keepers, shards)
+    settings = run_settings(size_bytes, workers, codec, rounds, early_results, sync, keepers, shards, record)
     moved = None
     if mbit:
-        moved = launch_shaped(atoll, run_dir, workers, links, settings, mbit)
+        moved, cpu = launch_shaped(atoll, run_dir, workers, links, settings, mbit)
     else:
-        launch_local(atoll, run_dir, workers, links, settings)
-    times, sends, releases, helds, commit_shares = round_timings(os.path.join(run_dir, "metrics.jsonl"), workers,
-                                                                shards, warmup)
+        cpu = launch_local(atoll, run_dir, workers, links, settings)
+    times, sends, releases, helds, commit_shares, spans = round_timings(os.path.join(run_dir, "metrics.jsonl"),
+                                                                       workers, shards, warmup)
     median = statistics.median(times)
-    average_s, commit_s, write_s, commit_bytes = commit_phases(os.path.join(run_dir, "logs"), warmup + 1)
+    average_s, commit_s, write_s, commit_bytes, keeper_bytes = commit_phases(os.path.join(run_dir, "logs"), warmup + 1)
     result = {"atoll_round_s": median, "atoll_gbps": size_bytes / median / 1e9,
               "atoll_send_s": statistics.median(sends), "atoll_release_s": statistics.median(releases),
               "atoll_coordinator_share": statistics.median(commit_shares), "rounds_measured": len(times),
               "atoll_average_s": average_s, "atoll_commit_s": commit_s, "atoll_keeper_write_s": write_s,
-              "commit_bytes_per_keeper": commit_bytes,
+              "commit_bytes_per_keeper": commit_bytes, "keeper_bytes_per_node": keeper_bytes,
+              "cpu_s_per_round": cpu_per_round(cpu, spans),
               "atoll_results_s": statistics.median(helds),
               "run_wall_s": time.time() - started}
     if moved is not None:
@@ -454,6 +503,9 @@ def main():
     ap.add_argument("--mbit", type=int, default=0,
                     help="shape each node's link to this many Mbit/s both ways, each node and the head in a network "
                          "namespace of its own (tools/bench/benchlib/netns.py; needs root); 0: loopback, unshaped")
+    ap.add_argument("--records", default="result",
+                    help="diloco.round_record: result (the default: a round's record is the change its workers "
+                         "receive) and/or inputs (what it averaged, or their fp32 average), e.g. result,inputs")
     ap.add_argument("--shards", default="auto",
                     help="diloco.shards: slices the fragment's round is reduced in, each by its own coordinator; "
                          "a number and/or auto (one slice per worker, the default's choice here), e.g. 1,auto")
@@ -488,11 +540,14 @@ def measure(args):
                   f"{new_file:.3f} GB/s to new files", flush=True)
             continue
         for workers in [int(w) for w in args.workers.split(",")]:
-            gloo = gloo_gbps(size, workers)
-            grid = [(c, l, e, s, k, h) for l in args.links.split(",") for c in args.codecs.split(",")
+            gloo, gloo_cpu = gloo_all_reduce(size, workers)
+            grid = [(c, l, e, s, k, h, rec) for l in args.links.split(",") for c in args.codecs.split(",")
                     for e in args.early_results.split(",") for s in args.sync.split(",")
-                    for k in args.keepers.split(",") for h in args.shards.split(",")]
-            for codec, links, early, sync, keepers, shards in grid:
+                    for k in args.keepers.split(",") for h in args.shards.split(",")
+                    for rec in args.records.split(",")]
+            for codec, links, early, sync, keepers, shards, record in grid:
+                if record not in ("result", "inputs"):
+                    sys.exit(f"averaging.py: --records takes result and/or inputs, not {record!r}")
                 if shards != "auto" and not shards.isdigit():
                     sys.exit(f"averaging.py: --shards takes numbers and/or auto, not {shards!r}")
                 shards = workers if shards == "auto" else int(shards)
@@ -502,14 +557,18 @@ def measure(args):
                     sys.exit(f"averaging.py: --sync takes replicated and/or fsync, not {sync!r}")
                 if keepers not in ("nodes", "head"):
                     sys.exit(f"averaging.py: --keepers takes nodes and/or head, not {keepers!r}")
-                run_dir = os.path.join(args.out,
-                                       f"run-{size_mb}-{workers}-{codec}-{links}-{early}-{sync}-{keepers}-{shards}")
+                run_dir = os.path.join(
+                    args.out, f"run-{size_mb}-{workers}-{codec}-{links}-{early}-{sync}-{keepers}-{shards}-{record}")
                 a = atoll_run(os.path.abspath(args.atoll), os.path.abspath(run_dir), size, workers, codec,
-                              args.rounds, links, early == "on", args.warmup_rounds, sync, keepers, shards, args.mbit)
+                              args.rounds, links, early == "on", args.warmup_rounds, sync, keepers, shards, args.mbit,
+                              record)
                 shutil.rmtree(run_dir, ignore_errors=True)  # the keeper's copies are large
                 row = {"size_mb": size_mb, "workers": workers, "codec": codec, "links": links,
                        "early_results": early == "on", "sync": sync, "keepers": keepers, "shards": shards,
+                       "round_record": record,
                        "commit_bytes_per_keeper": a["commit_bytes_per_keeper"],
+                       "keeper_bytes_per_node": a["keeper_bytes_per_node"],
+                       "cpu_s_per_round": a["cpu_s_per_round"], "gloo_cpu_s": gloo_cpu,
                        "atoll_gbps": a["atoll_gbps"], "gloo_gbps": gloo, "tcp_bound_gbps": tcp,
                        "commit_disk_bound_gbps": disk,
                        "atoll_round_s": a["atoll_round_s"], "atoll_send_s": a["atoll_send_s"],
@@ -541,31 +600,40 @@ def measure(args):
 def markdown(results):
     """The tables of results.json's rows (tools/bench/report.py averaging DIR)."""
     out = []
-    out.append("| MiB | M | codec | links | early results | sync | keepers | shards | commit MiB/keeper | Atoll GB/s "
-               "| Gloo GB/s | TCP bound GB/s | commit disk bound GB/s | Atoll / Gloo | Atoll / TCP |")
-    out.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    cpu = lambda r, k: "" if r.get(k) is None else f"{r[k]:.3f}"
+    cpu_ratio = lambda r: ("" if r.get("cpu_s_per_round") is None or not r.get("gloo_cpu_s")
+                           else f"{r['cpu_s_per_round'] / r['gloo_cpu_s']:.2f}")
+    out.append("| MiB | M | codec | record | links | early results | sync | keepers | shards | commit MiB/keeper "
+               "| Atoll GB/s | Gloo GB/s | TCP bound GB/s | commit disk bound GB/s | Atoll / Gloo | Atoll / TCP "
+               "| Atoll CPU s a round | Gloo CPU s an all-reduce | CPU Atoll / Gloo |")
+    out.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         mib = "?" if r["commit_bytes_per_keeper"] is None else f"{r['commit_bytes_per_keeper'] / MIB:.1f}"
-        out.append(f"| {r['size_mb']} | {r['workers']} | {r['codec']} | {r['links']} | "
-                   f"{'on' if r['early_results'] else 'off'} | {r['sync']} | {r['keepers']} | {r['shards']} | {mib} | "
-                   f"{r['atoll_gbps']:.3f} | "
-                   f"{r['gloo_gbps']:.3f} | "
+        out.append(f"| {r['size_mb']} | {r['workers']} | {r['codec']} | {r.get('round_record', 'inputs')} | "
+                   f"{r['links']} | {'on' if r['early_results'] else 'off'} | {r['sync']} | {r['keepers']} | "
+                   f"{r['shards']} | {mib} | {r['atoll_gbps']:.3f} | {r['gloo_gbps']:.3f} | "
                    f"{r['tcp_bound_gbps']:.3f} | {r['commit_disk_bound_gbps']:.3f} | {r['atoll_gbps'] / r['gloo_gbps']:.2f} | "
-                   f"{r['atoll_gbps'] / r['tcp_bound_gbps']:.2f} |")
+                   f"{r['atoll_gbps'] / r['tcp_bound_gbps']:.2f} | {cpu(r, 'cpu_s_per_round')} | {cpu(r, 'gloo_cpu_s')} | "
+                   f"{cpu_ratio(r)} |")
     shaped = [r for r in results if r["mbit"] and r["ring_bound_s"] is not None]
     if shaped:
         out.append("")
         out.append("Shaped links (each node's link at the given Mbit/s both ways; bytes sent + received per node per "
                    "round through the busiest node's link, a keeper's record included):")
-        out.append("| MiB | M | codec | links | Mbit/s | shards | round s | ring bound s | round / ring bound "
-                   "| MB per node | of which to a keeper | all-reduce MB per node | MB / all-reduce's |")
-        out.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        out.append("| MiB | M | codec | record | links | Mbit/s | shards | round s | ring bound s | round / ring bound "
+                   "| MB per node | a keeper's MB | keepers' MB on the busiest link | keepers' share "
+                   "| all-reduce MB per node | MB / all-reduce's |")
+        out.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for r in shaped:
             kept = "?" if r["commit_bytes_per_keeper"] is None else f"{r['commit_bytes_per_keeper'] / 1e6:.1f}"
-            out.append(f"| {r['size_mb']} | {r['workers']} | {r['codec']} | {r['links']} | {r['mbit']} | {r['shards']} | "
+            node_kept = r.get("keeper_bytes_per_node")
+            share = "?" if node_kept is None else f"{node_kept / r['bytes_per_node']:.0%}"
+            node_kept = "?" if node_kept is None else f"{node_kept / 1e6:.1f}"
+            out.append(f"| {r['size_mb']} | {r['workers']} | {r['codec']} | {r.get('round_record', 'inputs')} | "
+                       f"{r['links']} | {r['mbit']} | {r['shards']} | "
                        f"{r['round_s']:.2f} | {r['ring_bound_s']:.2f} | {r['round_s'] / r['ring_bound_s']:.2f} | "
-                       f"{r['bytes_per_node'] / 1e6:.1f} | {kept} | {r['allreduce_bytes_per_node'] / 1e6:.1f} | "
-                       f"{r['bytes_per_node'] / r['allreduce_bytes_per_node']:.2f} |")
+                       f"{r['bytes_per_node'] / 1e6:.1f} | {kept} | {node_kept} | {share} | "
+                       f"{r['allreduce_bytes_per_node'] / 1e6:.1f} | {r['bytes_per_node'] / r['allreduce_bytes_per_node']:.2f} |")
     return "\n".join(out)
 
 
