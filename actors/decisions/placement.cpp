@@ -117,11 +117,20 @@ std::vector<coordinator_move> replace_orphans(const std::vector<std::string>& pl
 
 keeper_choice choose_replica_keeper(std::uint32_t number, const std::string& current,
                                     const std::vector<std::string>& avoid, const node_facts& nodes, bool training,
-                                    const std::vector<std::string>& rather_not) {
+                                    const std::vector<std::string>& rather_not,
+                                    const std::vector<std::string>& prefer) {
   if (!training || (!current.empty() && host_alive(current, nodes))) return {};
   auto spread = avoid;
   spread.insert(spread.end(), rather_not.begin(), rather_not.end());
-  auto chosen = newest_keeping_node(nodes, spread);
+  std::string chosen;
+  for (const auto& host : prefer) {
+    const auto* n = find_node(host, nodes);
+    if (n && takes_part(n->state) && n->can_keep && std::find(spread.begin(), spread.end(), host) == spread.end()) {
+      chosen = host;
+      break;
+    }
+  }
+  if (chosen.empty()) chosen = newest_keeping_node(nodes, spread);
   if (chosen.empty()) chosen = newest_keeping_node(nodes, avoid);
   if (chosen == current) return {};
   const auto keeper = keeper_id(number);
@@ -141,6 +150,17 @@ std::vector<std::uint32_t> units_of_group(std::size_t group, std::size_t groups,
   for (std::size_t u = 0; u < units; ++u)
     if (keeper_group_of(u, groups) == group) out.push_back(static_cast<std::uint32_t>(u));
   return out;
+}
+
+std::vector<std::string> preferred_replica_hosts(std::size_t group, std::size_t groups,
+                                                 const std::vector<std::string>& placements) {
+  std::vector<std::string> hosts;
+  for (const auto unit : units_of_group(group, groups, placements.size())) {
+    if (hosts.size() == 2) break;
+    hosts.push_back(placements[unit]);
+  }
+  hosts.resize(2);
+  return hosts;
 }
 
 std::vector<std::string> commit_keepers(bool on_nodes, const std::vector<replica_slot>& slots,

@@ -7,10 +7,12 @@
 //                                      (a draining host keeps it until its Goodbye: moving
 //                                       it earlier would run two coordinators of p at once)
 //   training, a replica keeper unplaced
-//     or its host gone ---------------> the newest node that takes part, can keep and does
-//                                      not host the other replica (node/1 usually hosts
-//                                      coord/0), or none: the head's keeper then stands in
-//                                      for it in commits (registry.cpp, keepers_of)
+//     or its host gone ---------------> the host of a coordinator of its group's units, if
+//                                      it can keep and holds no other replica (one copy of
+//                                      a record stays where it was made); else the newest
+//                                      node that takes part, can keep and does not host the
+//                                      other replica, or none: the head's keeper then stands
+//                                      in for it in commits (registry.cpp, keepers_of)
 //
 // A replica's host that leaves (atoll leave, SIGTERM) hands the replica over first, one
 // hand-over at a time (decide_handover):
@@ -86,10 +88,20 @@ struct keeper_choice {
 // the other replicas, a hand-over's new one included (two copies on one machine are one
 // copy).
 // `rather_not`: hosts taken by other keeper groups, chosen only when no other node can keep,
-// so that the groups spread over the nodes.
+// so that the groups spread over the nodes. `prefer`: hosts taken first, in order, when one
+// can keep and is neither avoided nor rather not: the hosts of the coordinators of the
+// group's units (preferred_replica_hosts), so that one copy of each record stays on the
+// machine that made it and only the other crosses a link (issue 70).
 keeper_choice choose_replica_keeper(std::uint32_t number, const std::string& current,
                                     const std::vector<std::string>& avoid, const node_facts& nodes, bool training,
-                                    const std::vector<std::string>& rather_not = {});
+                                    const std::vector<std::string>& rather_not = {},
+                                    const std::vector<std::string>& prefer = {});
+
+// The hosts a group's two replica slots prefer: slot 0 the host of the group's first unit's
+// coordinator, slot 1 its second unit's (units_of_group order), "" where there is none.
+// `placements` holds each unit's coordinator host ("node/N", or "" while unplaced).
+std::vector<std::string> preferred_replica_hosts(std::size_t group, std::size_t groups,
+                                                 const std::vector<std::string>& placements);
 
 // Keeper groups: group g of G keeps the sync units u with u mod G == g, each with two
 // replicas of its own, so a keeper host receives about 1/G of a round's records instead of

@@ -149,6 +149,8 @@ void place_replica_keepers(self_ptr self) {
   auto& st = self->state;
   const bool training = st.phase == run_phase::training;
   const auto facts = node_facts(st);
+  std::vector<std::string> placements;  // each unit's coordinator host
+  for (const auto& f : st.fragments) placements.push_back(f.placed_on);
   bool changed = false;
   for (std::size_t group = 0; group < keeper_groups(st); ++group) {
     auto& g = st.snap.keeper_groups[group];
@@ -158,12 +160,15 @@ void place_replica_keepers(self_ptr self) {
     const auto first_number = g.replica_keeper_number;
     const auto second_number = g.second_replica_keeper_number;
     const auto& incoming = g.incoming_keeper;  // a hand-over's new replica, if any
-    const auto first_choice =
-        placement::choose_replica_keeper(first_number, first, {second, incoming}, facts, training, elsewhere);
+    // Each slot first tries the host of a coordinator of the group's units, so that one copy
+    // of a record stays in the process that made it (the other slot's unit as a second choice).
+    const auto hosts = placement::preferred_replica_hosts(group, keeper_groups(st), placements);
+    const auto first_choice = placement::choose_replica_keeper(first_number, first, {second, incoming}, facts, training,
+                                                               elsewhere, {hosts[0], hosts[1]});
     const auto first_host = first_choice.changed ? first_choice.host : first;
     const auto second_choice = st.cfg.keepers == "nodes"
                                    ? placement::choose_replica_keeper(second_number, second, {first_host, incoming},
-                                                                      facts, training, elsewhere)
+                                                                      facts, training, elsewhere, {hosts[1], hosts[0]})
                                    : placement::keeper_choice{};
     if (!first_choice.changed && !second_choice.changed) continue;
     const bool first_kept = !first_choice.changed && !first.empty();

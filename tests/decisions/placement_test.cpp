@@ -175,6 +175,37 @@ TEST(Placement, KeeperGroupsSplitTheUnitsAndTheirReplicasSpreadOverTheNodes) {
   }
 }
 
+// One copy local (issue 70): a replica slot goes first to the host of a coordinator of its
+// group's units, unless that host cannot keep, is gone, holds the group's other replica or
+// another group's.
+TEST(Placement, AReplicaPrefersTheHostOfItsGroupsCoordinatorSoOneCopyStaysLocal) {
+  using S = member_state;
+  const node_facts four = {{1, S::active, true}, {2, S::active, true}, {3, S::active, true}, {4, S::active, true}};
+  struct row {
+    const char* name;
+    std::vector<std::string> avoid, rather_not, prefer;
+    node_facts nodes;
+    std::string expected;
+  };
+  const row rows[] = {
+      {"the first unit's coordinator host", {}, {}, {"node/1", "node/3"}, four, "node/1"},
+      {"the second when the first holds the other replica", {"node/1"}, {}, {"node/1", "node/3"}, four, "node/3"},
+      {"not a host another group uses", {}, {"node/1", "node/3"}, {"node/1", "node/3"}, four, "node/4"},
+      {"not a host that cannot keep", {}, {}, {"node/1"}, {{1, S::active, false}, {2, S::active, true}}, "node/2"},
+      {"not a dead host", {}, {}, {"node/1"}, {{1, S::dead, true}, {2, S::active, true}}, "node/2"},
+      {"no coordinator placed: the newest node", {}, {}, {"", ""}, four, "node/4"},
+  };
+  for (const auto& r : rows) {
+    const auto got = choose_replica_keeper(3, "", r.avoid, r.nodes, true, r.rather_not, r.prefer);
+    EXPECT_EQ(got.host, r.expected) << r.name;
+  }
+  // Four units in two groups: group 0 keeps units 0 and 2, so its slots prefer their hosts.
+  const std::vector<std::string> placements = {"node/1", "node/2", "node/3", "node/4"};
+  EXPECT_EQ(preferred_replica_hosts(0, 2, placements), (std::vector<std::string>{"node/1", "node/3"}));
+  EXPECT_EQ(preferred_replica_hosts(1, 2, placements), (std::vector<std::string>{"node/2", "node/4"}));
+  EXPECT_EQ(preferred_replica_hosts(2, 3, {"node/1", "node/2", "node/3"}), (std::vector<std::string>{"node/3", ""}));
+}
+
 TEST(Placement, CommitsGoToTwoMachinesAndOnNodesLeaveTheHeadOutOnceTwoCanKeep) {
   struct row {
     bool on_nodes;
