@@ -225,7 +225,13 @@ def main():
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--only", default="", help="comma-separated run names")
     ap.add_argument("--reuse", action="store_true", help="keep finished runs found in OUT/runs (resume a benchmark)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a setting added to every run, e.g. diloco.round_record=inputs (repeatable; use another "
+                         "--out to keep both)")
     args = ap.parse_args()
+    for setting in args.set:
+        if "=" not in setting:
+            ap.error(f"--set takes KEY=VALUE, not {setting!r}")
     if not args.steps:
         args.steps = LONG_STEPS if args.profile == "long" else 600
     if not args.out:
@@ -255,6 +261,7 @@ def main():
                 continue
         subprocess.run(["rm", "-rf", run_dir], check=True)
         cmd = [args.atoll, "local", "--nodes", str(args.workers), "--steps", str(args.steps), "--run-dir", run_dir] + extra
+        cmd += [arg for setting in args.set for arg in ("--set", setting)]
         print(f"quality: {name}: {' '.join(cmd)}", flush=True)
         started = time.time()
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
