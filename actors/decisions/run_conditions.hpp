@@ -8,7 +8,7 @@
 //               false: Waiting (fewer workers than run.min_workers), Finishing, Finished
 //   Degraded    true when training goes on with less than it should have, the first
 //               that holds of: NoCoordinator (a fragment's coordinator is not placed),
-//               MembersDead, OneCopy (a replica keeper slot is empty: committed rounds are
+//               MembersDead (within stall_after), OneCopy (a replica keeper slot is empty: committed rounds are
 //               on fewer machines than storage.keepers asks), Stalled (no round
 //               committed for stall_after); else Healthy. The message names every one.
 //   Restarting  true while members join or sync during training (new, or back after a
@@ -32,7 +32,7 @@ struct condition_facts {
   std::size_t min_workers = 1;
   std::size_t live_workers = 0;  // workers of nodes that take part
   std::size_t workers_done = 0;  // of those, finished
-  std::size_t dead_members = 0;
+  std::size_t dead_members = 0;  // that died within stall_after (dead ones stay listed)
   std::size_t returning_members = 0;  // joining or syncing while the run trains
   std::size_t fragments = 0;  // sync units with a coordinator
   std::size_t fragments_unplaced = 0;

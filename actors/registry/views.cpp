@@ -396,8 +396,12 @@ json conditions(const registry_state& st, time_point now) {
     const auto view = st.workers.find(w);
     if (view != st.workers.end() && view->second.done) ++f.workers_done;
   }
+  f.restart_window_s = static_cast<double>(st.cfg.lease_ms) / 1000.0;
+  // A round may wait a lease for a dead member and another for a keeper: three is a stall.
+  f.stall_after_s = std::max(60.0, 3.0 * f.restart_window_s);
   for (const auto& [id, n] : st.nodes) {
-    if (n.state == member_state::dead) ++f.dead_members;
+    // Dead members stay listed; one dead for longer than a stall was replaced or let go.
+    if (n.state == member_state::dead && seconds_between(n.since, now) <= f.stall_after_s) ++f.dead_members;
     if (n.state == member_state::joining || n.state == member_state::syncing) ++f.returning_members;
     f.worker_restarts += n.worker_restarts;
   }
@@ -414,9 +418,6 @@ json conditions(const registry_state& st, time_point now) {
   }
   if (st.last_round_at) f.since_last_round_s = seconds_between(*st.last_round_at, now);
   if (st.last_worker_restart_at) f.since_worker_restart_s = seconds_between(*st.last_worker_restart_at, now);
-  f.restart_window_s = static_cast<double>(st.cfg.lease_ms) / 1000.0;
-  // A round may wait a lease for a dead member and another for a keeper: three is a stall.
-  f.stall_after_s = std::max(60.0, 3.0 * f.restart_window_s);
   json out = json::array();
   for (const auto& c : run_conditions(f))
     out.push_back({{"type", c.type}, {"status", c.status}, {"reason", c.reason}, {"message", c.message}});

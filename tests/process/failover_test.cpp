@@ -434,6 +434,16 @@ TEST(Failover, ANodeStoppedPastItsLeaseIsFencedAndRejoins) {
       },
       10s, 100ms);
   EXPECT_TRUE(declared_dead);
+  // The run's conditions say so (issue 69): still training, degraded by a dead member.
+  const auto condition = [](const json& status, const std::string& type) {
+    for (const auto& c : status["conditions"])
+      if (c["type"] == type) return c;
+    return json();
+  };
+  const json degraded = ask(ep, "status");
+  EXPECT_EQ(condition(degraded, "Training")["status"], true) << degraded["conditions"].dump();
+  EXPECT_EQ(condition(degraded, "Degraded")["status"], true) << degraded["conditions"].dump();
+  EXPECT_EQ(condition(degraded, "Degraded")["reason"], "MembersDead") << degraded["conditions"].dump();
   std::this_thread::sleep_for(1s);  // a round or two go on without it
   frozen->signal(SIGCONT);
 
@@ -441,6 +451,8 @@ TEST(Failover, ANodeStoppedPastItsLeaseIsFencedAndRejoins) {
   EXPECT_NE(frozen->output().find("registering again"), std::string::npos) << frozen->output();
   const json status = ask(ep, "status");
   EXPECT_EQ(status["state"], "finished");
+  EXPECT_EQ(condition(status, "Finished")["status"], true) << status["conditions"].dump();
+  EXPECT_EQ(condition(status, "Training")["status"], false) << status["conditions"].dump();
   EXPECT_EQ(status["members"].size(), 4u) << status["members"].dump();  // the frozen node came back as a new one
   EXPECT_GE(status["refused"]["total"].value("stale_epoch", 0), 1) << status["refused"].dump();
   const json fragments = ask(ep, "fragments");
