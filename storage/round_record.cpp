@@ -203,22 +203,32 @@ status take_input(const round_input& in, std::uint64_t count, encoded_values& en
 }  // namespace
 
 round_record result_record(std::uint32_t fragment, std::uint64_t round, std::uint64_t epoch, std::uint64_t theta_digest,
-                           const outer_rule& rule, const encoded_values& change) {
+                           const outer_rule& rule, std::uint64_t count, byte_buffer payload, byte_buffer scales) {
   round_record r;
   r.fragment = fragment;
   r.round = round;
   r.epoch = epoch;
-  r.count = change.count;
+  r.count = count;
   r.theta_digest = theta_digest;
   r.rule = rule;
   r.form = record_form::result;
   round_input in;
-  in.codec = change.kind;
-  in.chunk = static_cast<std::uint32_t>(change.chunk);
-  in.payload = byte_buffer(change.payload.begin(), change.payload.end());
-  const auto* scales = reinterpret_cast<const std::uint8_t*>(change.scales.data());
-  in.scales = byte_buffer(scales, scales + change.scales.size() * sizeof(float));
+  in.codec = rule.result_codec;
+  in.chunk = has_scales(rule.result_codec) ? static_cast<std::uint32_t>(rule.result_chunk) : 0;
+  in.payload = std::move(payload);
+  in.scales = std::move(scales);
   r.inputs.push_back(std::move(in));
+  return r;
+}
+
+round_record result_record(std::uint32_t fragment, std::uint64_t round, std::uint64_t epoch, std::uint64_t theta_digest,
+                           const outer_rule& rule, const encoded_values& change) {
+  const auto* scales = reinterpret_cast<const std::uint8_t*>(change.scales.data());
+  auto r = result_record(fragment, round, epoch, theta_digest, rule, change.count,
+                         byte_buffer(change.payload.begin(), change.payload.end()),
+                         byte_buffer(scales, scales + change.scales.size() * sizeof(float)));
+  r.inputs[0].codec = change.kind;  // as published: check_record refuses one that is not the rule's
+  r.inputs[0].chunk = static_cast<std::uint32_t>(change.chunk);
   return r;
 }
 

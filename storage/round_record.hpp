@@ -95,7 +95,11 @@ struct record_scratch {
   std::vector<encoded_values> encoded;  // int8, fp4: decoded block by block by the step
 };
 
-// The record of a round that published `change` (a result record; worker "" and weight 1).
+// The record of a round that published `change` in the rule's result codec (a result
+// record; worker "" and weight 1): its bytes as given (a coordinator passes the frames its
+// results carry, shared rather than copied), or copied out of `change`.
+round_record result_record(std::uint32_t fragment, std::uint64_t round, std::uint64_t epoch, std::uint64_t theta_digest,
+                           const outer_rule& rule, std::uint64_t count, byte_buffer payload, byte_buffer scales);
 round_record result_record(std::uint32_t fragment, std::uint64_t round, std::uint64_t epoch, std::uint64_t theta_digest,
                            const outer_rule& rule, const encoded_values& change);
 

@@ -86,12 +86,14 @@ coordinator_state::committing_frames& frames_to_commit(coordinator_state& st) {
       c.theta_digest = *c.theta->checksum;
       c.tensors = full_state_frames(st, *c.theta);
     } else if (follows) {
-      // The record is the change the contributors receive: the same frames, hashed once.
-      const auto& change = *st.rounds->released_update();
+      // The record is the change the contributors receive: the same frames, hashed once,
+      // their bytes shared with the record rather than copied.
       c.theta_digest = digest64(theta.data(), theta.size() * sizeof(float));
-      c.record = result_record(st.cfg.fragment, round, st.epoch(), c.theta_digest, rule, change);
-      c.update = make_round_update_frames(encoded_values(change));
-      c.tensors = c.update->tensors;
+      c.update = make_round_update_frames(encoded_values(*st.rounds->released_update()));
+      const auto& frames = c.update->tensors;
+      c.record = result_record(st.cfg.fragment, round, st.epoch(), c.theta_digest, rule, c.update->count,
+                               frames[0].data, frames.size() > 1 ? frames[1].data : byte_buffer());
+      c.tensors = frames;
     } else {
       c.theta_digest = digest64(theta.data(), theta.size() * sizeof(float));
       c.record = inputs_record(st, c.theta_digest);
