@@ -40,18 +40,7 @@ TEST_F(ProtocolTest, ARoundWithThreeWorkersLeavesIdenticalDigestsEverywhere) {
   run.sync_every = 5;
   run.log_every = 5;
   run.eval_every = 10;
-  replica_factory factory = [](const run_config&, const replica_spec& s) {
-    return std::make_unique<fake_replica>(s.rank);
-  };
-  for (std::uint32_t r = 0; r < workers.size(); ++r) {
-    worker_config wc;
-    wc.id = workers[r];
-    wc.cluster_id = cluster_.get();
-    wc.spec.rank = r;
-    wc.spec.world_size = 3;
-    wc.run = run;
-    dir_.add(workers[r], sys_.spawn(worker_actor, static_cast<transport*>(&net_), wc, factory));
-  }
+  spawn_fake_workers(workers, run);
   ASSERT_TRUE(obs_.wait_for([&] { return obs_.done.size() == 3 && obs_.digests.size() == 12; }))
       << "done " << obs_.done.size() << ", digests " << obs_.digests.size();
 
@@ -117,18 +106,7 @@ TEST_P(RecordForms, LowBitRoundsLeaveTheKeeperWhereTheWorkersAre) {
     run.codec_chunk = 8;
     run.error_feedback = true;
     run.round_record = follow ? "result" : "inputs";
-    replica_factory factory = [](const run_config&, const replica_spec& s) {
-      return std::make_unique<fake_replica>(s.rank);
-    };
-    for (std::uint32_t r = 0; r < workers.size(); ++r) {
-      worker_config wc;
-      wc.id = workers[r];
-      wc.cluster_id = cluster_.get();
-      wc.spec.rank = r;
-      wc.spec.world_size = 3;
-      wc.run = run;
-      dir_.add(workers[r], sys_.spawn(worker_actor, static_cast<transport*>(&net_), wc, factory));
-    }
+    spawn_fake_workers(workers, run);
     ASSERT_TRUE(obs_.wait_for([&] { return obs_.done.size() == 3 && obs_.digests.size() == 12; }));
     std::lock_guard<std::mutex> lock(obs_.mu);
     ASSERT_EQ(obs_.rounds.size(), 4u);
@@ -196,18 +174,7 @@ class DirectComparison : public ProtocolTest {
     spawn_coordinator(workers, {static_cast<float>(run.outer_lr), static_cast<float>(run.outer_momentum)},
                       std::chrono::milliseconds(0), run.early_results);
     send_membership(1, ids);
-    replica_factory factory = [](const run_config&, const replica_spec& s) {
-      return std::make_unique<fake_replica>(s.rank);
-    };
-    for (std::uint32_t r = 0; r < workers; ++r) {
-      worker_config wc;
-      wc.id = ids[r];
-      wc.cluster_id = cluster_.get();
-      wc.spec.rank = r;
-      wc.spec.world_size = workers;
-      wc.run = run;
-      dir_.add(ids[r], sys_.spawn(worker_actor, static_cast<transport*>(&net_), wc, factory));
-    }
+    spawn_fake_workers(ids, run);
     const std::size_t rounds = static_cast<std::size_t>(run.steps / run.sync_every);
     EXPECT_TRUE(obs_.wait_for([&] { return obs_.done.size() == workers && obs_.rounds.size() == rounds; }));
     std::lock_guard<std::mutex> lock(obs_.mu);

@@ -260,6 +260,22 @@ class ProtocolTest : public ::testing::Test {
     return c;
   }
 
+  // Workers `ids` (ranks in order) training fake replicas with `run`.
+  void spawn_fake_workers(const std::vector<std::string>& ids, const run_config& run) {
+    replica_factory factory = [](const run_config&, const replica_spec& s) {
+      return std::make_unique<fake_replica>(s.rank);
+    };
+    for (std::uint32_t r = 0; r < ids.size(); ++r) {
+      worker_config wc;
+      wc.id = ids[r];
+      wc.cluster_id = cluster_.get();
+      wc.spec.rank = r;
+      wc.spec.world_size = static_cast<std::uint32_t>(ids.size());
+      wc.run = run;
+      dir_.add(ids[r], sys_.spawn(worker_actor, static_cast<transport*>(&net_), wc, factory));
+    }
+  }
+
   // What the registry would send: the workers of an epoch.
   // quorum 0: the coordinator's min_workers.
   void send_membership(std::uint64_t epoch, const std::vector<std::string>& workers, std::uint32_t quorum = 0,

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <optional>
 #include <random>
@@ -310,6 +311,22 @@ void expect_same_state(const outer_state& a, const outer_state& b, const std::st
   EXPECT_TRUE(same_residual(a.residual, b.residual)) << where << ": residual differs";
 }
 
+// A follower from the seed applies every record of `run` through its stored bytes and holds
+// the coordinator's state at every round; `check` sees each record as decoded.
+void expect_replay_reaches_every_state(const coordinator_run& run, const std::string& name,
+                                       const std::function<void(const round_record&)>& check = {}) {
+  outer_state follower = run.states[0];
+  record_scratch scratch;
+  for (std::size_t r = 1; r <= run.records.size(); ++r) {
+    auto stored = decode_record(encoded_record(run.records[r - 1]).joined());
+    ASSERT_TRUE(stored) << name << " round " << r;
+    if (check) check(*stored);
+    ASSERT_FALSE(apply_record(*stored, follower, scratch)) << name << " round " << r;
+    expect_same_state(follower, run.states[r], name + " round " + std::to_string(r));
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+
 // Two followers apply every record, through its stored bytes, and reach the coordinator's
 // bits at every round: fp32, int8, fp4 and sparse contributions, with and without error
 // feedback on the results, with participants joining and missing rounds; records of the
@@ -351,15 +368,8 @@ TEST(RoundLog, LateWorkReplaysBitForBitForFiveHundredRounds) {
       late.late_work = true;
       late.follow_result = follow;
       const auto run = run_rounds(500, kind, kind, 31 + static_cast<int>(kind), late);
-      outer_state follower = run.states[0];
-      record_scratch scratch;
-      for (std::size_t r = 1; r <= run.records.size(); ++r) {
-        auto stored = decode_record(encoded_record(run.records[r - 1]).joined());
-        ASSERT_TRUE(stored) << to_string(kind) << " round " << r;
-        ASSERT_FALSE(apply_record(*stored, follower, scratch)) << to_string(kind) << " round " << r;
-        expect_same_state(follower, run.states[r], std::string(to_string(kind)) + " round " + std::to_string(r));
-        if (::testing::Test::HasFailure()) return;
-      }
+      expect_replay_reaches_every_state(run, std::string(to_string(kind)) + (follow ? ", result records" : ""));
+      if (::testing::Test::HasFailure()) return;
       EXPECT_GT(run.late_inputs, 20u) << to_string(kind) << ": the rounds took too little late work to prove anything";
     }
 }
@@ -381,16 +391,9 @@ TEST(RoundLog, SparseLoCoRoundsReplayBitForBitForFiveHundredRounds) {
       sparseloco.worker_feedback_decay = 0.95f;
       sparseloco.follow_result = follow;
       const auto run = run_rounds(500, kind, result, 53 + static_cast<int>(kind), sparseloco);
-      outer_state follower = run.states[0];
-      record_scratch scratch;
-      for (std::size_t r = 1; r <= run.records.size(); ++r) {
-        auto stored = decode_record(encoded_record(run.records[r - 1]).joined());
-        ASSERT_TRUE(stored) << name << " round " << r;
-        EXPECT_EQ(stored->rule.outer.momentum, 0.0f) << name;
-        ASSERT_FALSE(apply_record(*stored, follower, scratch)) << name << " round " << r;
-        expect_same_state(follower, run.states[r], name + " round " + std::to_string(r));
-        if (::testing::Test::HasFailure()) return;
-      }
+      expect_replay_reaches_every_state(run, name,
+                                        [&](const round_record& r) { EXPECT_EQ(r.rule.outer.momentum, 0.0f) << name; });
+      if (::testing::Test::HasFailure()) return;
       EXPECT_FALSE(same_bits(run.states.back().theta, run.states[0].theta)) << name << ": theta never moved";
     }
 }
