@@ -68,6 +68,7 @@ std::pair<bool, std::string> answer(self_ptr self, const std::string& command, c
   expected<json> body = json{{"error", "unknown command '" + command + "'"}};
   bool known = true;
   if (command == "status") body = views::status(st, st.now());
+  else if (command == "ping") body = json{{"epoch", st.snap.epoch}, {"state", to_string(st.phase)}};  // the probes
   else if (command == "members") body = views::members(st, st.now(), argument);
   else if (command == "fragments") body = views::fragments(st, true);
   else if (command == "actors") body = views::actors(st);
