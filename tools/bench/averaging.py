@@ -58,8 +58,10 @@ has every contribution), atoll_release_s (-> the round is released, from the Rou
 atoll_coordinator_share, atoll_average_s, atoll_commit_s, atoll_keeper_write_s, atoll_results_s,
 commit_bytes_per_keeper, keeper_bytes_per_node (the busiest node's record bytes over its link a
 round: to keepers on other nodes, and to its keepers from elsewhere), cpu_s_per_round (every Atoll
-process's CPU seconds a measured round, from /proc), gloo_cpu_s (every rank's CPU seconds an
-all-reduce), round_record, rounds_measured, warmup_rounds, shards, mbit, round_s (= atoll_round_s),
+process's CPU seconds a measured round, from /proc; the inner steps between rounds included),
+cpu_s_per_round_net (loopback rows with --rounds 10 or more: the run's whole CPU less that of the
+same run without rounds, over its rounds: what the rounds alone cost, warm-up rounds included), gloo_cpu_s (every rank's
+CPU seconds an all-reduce), round_record, rounds_measured, warmup_rounds, shards, mbit, round_s (= atoll_round_s),
 ring_bound_s, allreduce_bytes_per_node, bytes_per_node, bytes_per_node_mean}]
 and prints a table. GB/s = 1e9 bytes per second. Where a round's time goes, medians over
 rounds W+1..R: atoll_average_s (last contribution in -> the commit starts: decode, average,
@@ -444,6 +446,21 @@ def cpu_per_round(cpu, spans):
     return (cpu.cpu_at(last) - cpu.cpu_at(first)) / len(spans)
 
 
+def training_cpu_s(atoll, run_dir, size_bytes, workers, rounds, links):
+    """Every Atoll process's CPU seconds over a run of the same steps, model and processes as a
+    measured row's, with no round (diloco.sync_every past its steps): start-up and the inner
+    steps, which a row's total less this leaves to its rounds (cpu_s_per_round_net)."""
+    if os.path.exists(run_dir):
+        shutil.rmtree(run_dir)
+    os.makedirs(run_dir)
+    steps = 2 * rounds  # run_settings' two steps a round
+    settings = run_settings(size_bytes, workers, "int8", rounds, True, "replicated", "nodes", 1)
+    settings += ["--set", f"diloco.sync_every={steps + 1}"]
+    cpu = launch_local(atoll, run_dir, workers, links, settings)
+    shutil.rmtree(run_dir, ignore_errors=True)
+    return cpu.total()
+
+
 def atoll_run(atoll, run_dir, size_bytes, workers, codec, rounds, links="curve", early_results=True, warmup=1,
               sync="replicated", keepers="nodes", shards=1, mbit=0, record="result"):
     if os.path.exists(run_dir):
@@ -465,7 +482,7 @@ def atoll_run(atoll, run_dir, size_bytes, workers, codec, rounds, links="curve",
               "atoll_coordinator_share": statistics.median(commit_shares), "rounds_measured": len(times),
               "atoll_average_s": average_s, "atoll_commit_s": commit_s, "atoll_keeper_write_s": write_s,
               "commit_bytes_per_keeper": commit_bytes, "keeper_bytes_per_node": keeper_bytes,
-              "cpu_s_per_round": cpu_per_round(cpu, spans),
+              "cpu_s_per_round": cpu_per_round(cpu, spans), "cpu_s_total": cpu.total(),
               "atoll_results_s": statistics.median(helds),
               "run_wall_s": time.time() - started}
     if moved is not None:
@@ -541,6 +558,7 @@ def measure(args):
             continue
         for workers in [int(w) for w in args.workers.split(",")]:
             gloo, gloo_cpu = gloo_all_reduce(size, workers)
+            trained = {}  # links -> the CPU of the same run without rounds (loopback rows only)
             grid = [(c, l, e, s, k, h, rec) for l in args.links.split(",") for c in args.codecs.split(",")
                     for e in args.early_results.split(",") for s in args.sync.split(",")
                     for k in args.keepers.split(",") for h in args.shards.split(",")
@@ -563,12 +581,20 @@ def measure(args):
                               args.rounds, links, early == "on", args.warmup_rounds, sync, keepers, shards, args.mbit,
                               record)
                 shutil.rmtree(run_dir, ignore_errors=True)  # the keeper's copies are large
+                net = None
+                # Below 10 rounds the start-up's spread between two runs (a few tenths of a CPU
+                # second) outweighs what the rounds cost: no net figure.
+                if not args.mbit and args.rounds >= 10:
+                    if links not in trained:
+                        trained[links] = training_cpu_s(os.path.abspath(args.atoll), os.path.abspath(run_dir) + "-nosync",
+                                                        size, workers, args.rounds, links)
+                    net = (a["cpu_s_total"] - trained[links]) / args.rounds
                 row = {"size_mb": size_mb, "workers": workers, "codec": codec, "links": links,
                        "early_results": early == "on", "sync": sync, "keepers": keepers, "shards": shards,
                        "round_record": record,
                        "commit_bytes_per_keeper": a["commit_bytes_per_keeper"],
                        "keeper_bytes_per_node": a["keeper_bytes_per_node"],
-                       "cpu_s_per_round": a["cpu_s_per_round"], "gloo_cpu_s": gloo_cpu,
+                       "cpu_s_per_round": a["cpu_s_per_round"], "cpu_s_per_round_net": net, "gloo_cpu_s": gloo_cpu,
                        "atoll_gbps": a["atoll_gbps"], "gloo_gbps": gloo, "tcp_bound_gbps": tcp,
                        "commit_disk_bound_gbps": disk,
                        "atoll_round_s": a["atoll_round_s"], "atoll_send_s": a["atoll_send_s"],
@@ -601,19 +627,20 @@ def markdown(results):
     """The tables of results.json's rows (tools/bench/report.py averaging DIR)."""
     out = []
     cpu = lambda r, k: "" if r.get(k) is None else f"{r[k]:.3f}"
-    cpu_ratio = lambda r: ("" if r.get("cpu_s_per_round") is None or not r.get("gloo_cpu_s")
-                           else f"{r['cpu_s_per_round'] / r['gloo_cpu_s']:.2f}")
+    cpu_ratio = lambda r: ("" if r.get("cpu_s_per_round_net") is None or not r.get("gloo_cpu_s")
+                           else f"{r['cpu_s_per_round_net'] / r['gloo_cpu_s']:.2f}")
     out.append("| MiB | M | codec | record | links | early results | sync | keepers | shards | commit MiB/keeper "
                "| Atoll GB/s | Gloo GB/s | TCP bound GB/s | commit disk bound GB/s | Atoll / Gloo | Atoll / TCP "
-               "| Atoll CPU s a round | Gloo CPU s an all-reduce | CPU Atoll / Gloo |")
-    out.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+               "| Atoll CPU s a round | the same less its steps | Gloo CPU s an all-reduce | CPU Atoll (less steps) / Gloo |")
+    out.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         mib = "?" if r["commit_bytes_per_keeper"] is None else f"{r['commit_bytes_per_keeper'] / MIB:.1f}"
         out.append(f"| {r['size_mb']} | {r['workers']} | {r['codec']} | {r.get('round_record', 'inputs')} | "
                    f"{r['links']} | {'on' if r['early_results'] else 'off'} | {r['sync']} | {r['keepers']} | "
                    f"{r['shards']} | {mib} | {r['atoll_gbps']:.3f} | {r['gloo_gbps']:.3f} | "
                    f"{r['tcp_bound_gbps']:.3f} | {r['commit_disk_bound_gbps']:.3f} | {r['atoll_gbps'] / r['gloo_gbps']:.2f} | "
-                   f"{r['atoll_gbps'] / r['tcp_bound_gbps']:.2f} | {cpu(r, 'cpu_s_per_round')} | {cpu(r, 'gloo_cpu_s')} | "
+                   f"{r['atoll_gbps'] / r['tcp_bound_gbps']:.2f} | {cpu(r, 'cpu_s_per_round')} | "
+                   f"{cpu(r, 'cpu_s_per_round_net')} | {cpu(r, 'gloo_cpu_s')} | "
                    f"{cpu_ratio(r)} |")
     shaped = [r for r in results if r["mbit"] and r["ring_bound_s"] is not None]
     if shaped:

@@ -80,6 +80,10 @@ class TreeCpu:
         self._stop.set()
         self._thread.join()
 
+    def total(self):
+        """Every process's CPU seconds at the last sample (after stop(): the whole run's)."""
+        return self.samples[-1][1] if self.samples else 0.0
+
     def cpu_at(self, t):
         """The total at time t, interpolated between the samples around it."""
         if not self.samples:
