@@ -31,16 +31,21 @@ TEST(CoordinatorConfig, TheResultCodecIsTheContributionsUnlessOneIsNamed) {
   }
 }
 
-TEST_F(ProtocolTest, ARoundWithThreeWorkersLeavesIdenticalDigestsEverywhere) {
-  const std::vector<std::string> workers = {"worker/1.0", "worker/2.0", "worker/3.0"};
-  spawn_coordinator(3);
-  send_membership(1, workers);
+// Four rounds of five steps each.
+run_config four_rounds() {
   run_config run;
   run.steps = 20;
   run.sync_every = 5;
   run.log_every = 5;
   run.eval_every = 10;
-  spawn_fake_workers(workers, run);
+  return run;
+}
+
+TEST_F(ProtocolTest, ARoundWithThreeWorkersLeavesIdenticalDigestsEverywhere) {
+  const std::vector<std::string> workers = {"worker/1.0", "worker/2.0", "worker/3.0"};
+  spawn_coordinator(3);
+  send_membership(1, workers);
+  spawn_fake_workers(workers, four_rounds());
   ASSERT_TRUE(obs_.wait_for([&] { return obs_.done.size() == 3 && obs_.digests.size() == 12; }))
       << "done " << obs_.done.size() << ", digests " << obs_.digests.size();
 
@@ -97,11 +102,7 @@ TEST_P(RecordForms, LowBitRoundsLeaveTheKeeperWhereTheWorkersAre) {
     };
     spawn_coordinator(3);
     send_membership(1, workers);
-    run_config run;
-    run.steps = 20;
-    run.sync_every = 5;
-    run.log_every = 5;
-    run.eval_every = 10;
+    auto run = four_rounds();
     run.codec = "int8";
     run.codec_chunk = 8;
     run.error_feedback = true;
