@@ -49,7 +49,8 @@ run_condition degraded(const condition_facts& f) {
 
 run_condition restarting(const condition_facts& f) {
   const bool new_restarts = f.since_worker_restart_s && *f.since_worker_restart_s <= f.restart_window_s;
-  const bool returning = f.phase == run_phase::training && f.returning_members > 0;
+  // Every member syncs until its first round: before one is committed that is the run starting.
+  const bool returning = f.phase == run_phase::training && f.since_last_round_s && f.returning_members > 0;
   const std::string counts = count(static_cast<std::size_t>(f.worker_restarts), "worker restart", "worker restarts") +
                              ", " + count(f.dead_members, "member dead", "members dead") + ", " +
                              count(f.returning_members, "member joining", "members joining");

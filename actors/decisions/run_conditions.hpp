@@ -11,7 +11,8 @@
 //               MembersDead (within stall_after), OneCopy (a replica keeper slot is empty: committed rounds are
 //               on fewer machines than storage.keepers asks), Stalled (no round
 //               committed for stall_after); else Healthy. The message names every one.
-//   Restarting  true while members join or sync during training (new, or back after a
+//   Restarting  true while members join or sync during training once a round was committed
+//               (before it every member syncs: the run starting) (new, or back after a
 //               death: a restarted pod joins again) or a worker process restarted within
 //               restart_window; its message counts worker restarts, dead and joining members
 //   Finished    true once the run's phase is finished

@@ -70,6 +70,12 @@ TEST(RunConditions, EachRowOfFactsGivesItsFourConditions) {
          f.since_worker_restart_s = 500;
        },
        true, false, false, false, "Training", "Healthy", "Steady"},
+      {"members syncing before the first round are the run starting",
+       [](condition_facts& f) {
+         f.returning_members = 4;
+         f.since_last_round_s.reset();
+       },
+       true, false, false, false, "Training", "Healthy", "Steady"},
       {"members joining before training are not restarting",
        [](condition_facts& f) {
          f.phase = run_phase::waiting;

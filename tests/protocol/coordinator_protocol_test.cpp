@@ -586,6 +586,44 @@ TEST_F(FencingTest, ARoundIsReleasedOnlyWhenEveryKeeperAcknowledgedIt) {
   EXPECT_TRUE(worker_obs_.received[1]->envelope().isRoundResult());
 }
 
+// With result records (diloco.round_record = result), a round whose change is not finite
+// publishes theta itself, which no record replays: every keeper is sent the round's full
+// state (theta and momentum, no residual: the coordinator's own), not a record, and holds it.
+TEST_F(FencingTest, ARoundThatPublishesThetaItselfCommitsItsFullStateWithResultRecords) {
+  std::vector<std::pair<bool, std::size_t>> commits;  // (logged, tensors) of each CommitRequest of round 1
+  std::mutex mu;
+  net_.drop_when([&](const std::string&, const wire::message& msg) {
+    if (msg.envelope().isCommitRequest() && msg.envelope().getCommitRequest().getRound() == 1) {
+      std::lock_guard<std::mutex> lock(mu);
+      commits.emplace_back(msg.envelope().getCommitRequest().getLogged(), msg.tensors().size());
+    }
+    return false;
+  });
+  customize_coordinator = [](coordinator_config& cc) {
+    cc.result_codec = codec_kind::int8;
+    cc.result_chunk = 8;
+    cc.state_follows_result = true;
+  };
+  spawn_coordinator(1, {1.0f, 0.0f});
+  send_membership(1, {"worker/x"});
+  const float big = std::numeric_limits<float>::max();
+  request_state_with({big, 2.0f, 3.0f});
+  ASSERT_TRUE(worker_obs_.wait_for([&] { return worker_obs_.received.size() == 1; }));
+  contribute(1, 1, {-big, 0.5f, 0.5f});  // theta - lr * delta overflows: the change is not finite
+  ASSERT_TRUE(obs_.wait_for([&] { return !obs_.rounds.empty(); }));
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    ASSERT_EQ(commits.size(), 1u);
+    EXPECT_FALSE(commits[0].first) << "a record cannot replay a round that published theta";
+    EXPECT_EQ(commits[0].second, 2u) << "theta and momentum";
+  }
+  auto kept = checkpoints_.latest(0);
+  ASSERT_TRUE(kept && kept->has_value());
+  EXPECT_EQ((*kept)->round, 1u);
+  EXPECT_EQ(digest64((*kept)->theta.data(), (*kept)->theta.size() * sizeof(float)), obs_.rounds[0].digest);
+  net_.drop_when(nullptr);
+}
+
 // Early results: a round's result reaches its contributor while the keepers write it
 // (once every keeper said it has the whole request), marked provisional; the confirmation
 // (no tensors, the same round and digest) follows only once every keeper acknowledged the

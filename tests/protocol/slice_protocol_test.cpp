@@ -60,18 +60,9 @@ class SlicedRoundTest : public ProtocolTest {
     run.shards = 2;
     run.outer_lr = 0.7;
     run.outer_momentum = 0.9;
-    replica_factory factory = [](const run_config&, const replica_spec& s) -> std::unique_ptr<replica> {
+    spawn_fake_workers(workers, run, [](const run_config&, const replica_spec& s) -> std::unique_ptr<replica> {
       return std::make_unique<fake_replica>(s.rank, 1, nullptr, values);
-    };
-    for (std::uint32_t r = 0; r < workers.size(); ++r) {
-      worker_config wc;
-      wc.id = workers[r];
-      wc.cluster_id = cluster_.get();
-      wc.spec.rank = r;
-      wc.spec.world_size = static_cast<std::uint32_t>(workers.size());
-      wc.run = run;
-      dir_.add(workers[r], sys_.spawn(worker_actor, static_cast<transport*>(&net_), wc, factory));
-    }
+    });
   }
   void place_holding_keeper(std::uint64_t hold_from) {
     dir_.add("keeper/1", sys_.spawn(holding_keeper, static_cast<transport*>(&net_), std::string("keeper/1"),

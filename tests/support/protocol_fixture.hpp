@@ -260,11 +260,14 @@ class ProtocolTest : public ::testing::Test {
     return c;
   }
 
-  // Workers `ids` (ranks in order) training fake replicas with `run`.
-  void spawn_fake_workers(const std::vector<std::string>& ids, const run_config& run) {
-    replica_factory factory = [](const run_config&, const replica_spec& s) {
-      return std::make_unique<fake_replica>(s.rank);
-    };
+  // Workers `ids` (ranks in order) training with `run` the replicas `factory` makes (default:
+  // a fake_replica of each rank).
+  void spawn_fake_workers(const std::vector<std::string>& ids, const run_config& run,
+                          replica_factory factory = nullptr) {
+    if (!factory)
+      factory = [](const run_config&, const replica_spec& s) -> std::unique_ptr<replica> {
+        return std::make_unique<fake_replica>(s.rank);
+      };
     for (std::uint32_t r = 0; r < ids.size(); ++r) {
       worker_config wc;
       wc.id = ids[r];
